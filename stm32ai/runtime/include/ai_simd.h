@@ -1,0 +1,145 @@
+/* Internal helpers shared by the int8 convolution kernels (not part of the public API).
+ *
+ * One code path for every target: the SIMD steps are written with tiny helpers (sxtb16,
+ * sxtb16 of the word rotated by 8, smlad, smlabb/smlatt) that map to the ARMv7E-M DSP
+ * instructions when __ARM_FEATURE_DSP is defined and to plain C otherwise, so host tests
+ * exercise exactly the data layout and the loop structure that runs on the MCU.
+ * Every function is static inline: each kernel file gets its own copy.
+ */
+#ifndef AI_SIMD_H
+#define AI_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ai_qmath.h"
+
+#if defined(__ARM_FEATURE_DSP)
+#include <arm_acle.h>
+#endif
+
+/* ---------------------------------------------------------------- SIMD helpers */
+
+/* Unaligned-safe 32-bit load (a single LDR on Cortex-M3/M4/M7). */
+static inline uint32_t rd32(const int8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+#if defined(__ARM_FEATURE_DSP)
+/* bytes 0 and 2 of x, sign-extended to two halfwords */
+static inline uint32_t sxtb16(uint32_t x) { return (uint32_t)__sxtb16((int8x4_t)x); }
+/* bytes 1 and 3 of x: one SXTB16 with ROR #8 (gcc 12 does not fold __ror into it) */
+static inline uint32_t sxtb16_r8(uint32_t x) {
+  uint32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+  return r;
+}
+static inline int32_t smlad(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlad((int16x2_t)a, (int16x2_t)b, acc);
+}
+static inline int32_t smlabb(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlabb((int32_t)a, (int32_t)b, acc);
+}
+static inline int32_t smlatt(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlatt((int32_t)a, (int32_t)b, acc);
+}
+#else
+static inline uint32_t sxtb16(uint32_t x) {
+  const uint32_t lo = (uint32_t)(int32_t)(int8_t)(uint8_t)(x & 0xFFu) & 0xFFFFu;
+  const uint32_t hi = (uint32_t)(int32_t)(int8_t)(uint8_t)((x >> 16) & 0xFFu) & 0xFFFFu;
+  return lo | (hi << 16);
+}
+static inline uint32_t sxtb16_r8(uint32_t x) { return sxtb16((x >> 8) | (x << 24)); }
+static inline int32_t lo16(uint32_t a) { return (int32_t)(int16_t)(uint16_t)(a & 0xFFFFu); }
+static inline int32_t hi16(uint32_t a) { return (int32_t)(int16_t)(uint16_t)(a >> 16); }
+/* The DSP instructions wrap modulo 2^32 (setting the Q flag): so do these. */
+static inline int32_t smlad(uint32_t a, uint32_t b, int32_t acc) {
+  const uint32_t s = (uint32_t)(lo16(a) * lo16(b)) + (uint32_t)(hi16(a) * hi16(b));
+  return (int32_t)((uint32_t)acc + s);
+}
+static inline int32_t smlabb(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)(lo16(a) * lo16(b)));
+}
+static inline int32_t smlatt(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc + (uint32_t)(hi16(a) * hi16(b)));
+}
+#endif
+
+/* ------------------------------------------------------------ requantisation */
+
+/* TFLite's MultiplyByQuantizedMultiplier (double rounding), bit-exact. For the usual
+ * right shift e = -shift >= 2 it is one 64-bit multiply-accumulate:
+ *   srdhm(x, m)   = floor((x*m + 2^30) / 2^31)              (m > 0: never saturates)
+ *   rdbypot(y, e) = floor((y + 2^(e-1) - [y<0]) / 2^e)      (half away from zero)
+ * and floor(floor(a / 2^31) / 2^e) = floor(a / 2^(31+e)) give
+ *   floor((x*m + 2^30 + 2^(30+e) - 2^31*[x<0]) / 2^(31+e))
+ * ([y<0] == [x<0] for e >= 1, the x = -1, m = 2^30 corner included). With
+ * k = 2^30 + 2^(30+e) = {hi: 2^(e-2), lo: 2^30} that is
+ *   hi32(k - 2^31*[x<0] + x*m) >> (e-1).
+ * Other shifts (effective scale >= 0.25, rare in convolutions) take ai_requant. */
+typedef struct {
+  int32_t m;   /* Q31 multiplier */
+  int32_t rs;  /* e - 1 >= 1 on the fast path; 0 selects ai_requant */
+  int32_t khi; /* 2^(e-2) */
+  int32_t shift;
+} rq_t;
+
+static inline rq_t rq_prep(int32_t m, int32_t shift) {
+  rq_t r;
+  r.m = m;
+  r.shift = shift;
+  r.rs = shift <= -2 ? -shift - 1 : 0;
+  r.khi = (int32_t)((1u << (uint32_t)r.rs) >> 1);
+  return r;
+}
+
+/* The fast path alone (shift <= -2): 6 instructions on ARMv7E-M. */
+static inline int32_t rq_fast(int32_t x, int32_t m, int32_t rs, int32_t khi) {
+#if defined(__ARM_FEATURE_DSP)
+  int32_t lo, hi = khi;
+  const int32_t s = x >> 31;
+  __asm__("mov %0, #0x40000000\n\t"
+          "adds %0, %0, %2, lsl #31\n\t"
+          "adc %1, %1, %2\n\t"
+          "smlal %0, %1, %3, %4"
+          : "=&r"(lo), "+&r"(hi)
+          : "r"(s), "r"(x), "r"(m)
+          : "cc");
+  (void)lo;
+  return hi >> rs;
+#else
+  const int64_t a = ((int64_t)khi << 32) + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) + (int64_t)x * m;
+  return (int32_t)(a >> 32) >> rs;
+#endif
+}
+
+static inline int32_t rq_apply(int32_t x, const rq_t *r) {
+  if (r->rs == 0) {
+    return ai_requant(x, r->m, r->shift);
+  }
+  return rq_fast(x, r->m, r->rs, r->khi);
+}
+
+static inline int8_t clamp8(int32_t v, int32_t lo, int32_t hi) {
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+  return (int8_t)v;
+}
+
+static inline int8_t rq_out(int32_t acc, const rq_t *r, int32_t offset, int32_t lo, int32_t hi) {
+  return clamp8(rq_apply(acc, r) + offset, lo, hi);
+}
+
+/* 1 when every channel takes the fast path. */
+static inline int all_fast(const int32_t *shift, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    if (shift[i] > -2) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+#endif /* AI_SIMD_H */
