@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from stm32ai import __version__
 from stm32ai.errors import CheckFailed, Stm32aiError
+from stm32ai.sanitize import one_line
 
 
 def _console():
@@ -47,39 +47,22 @@ def _compile(args: argparse.Namespace, name: str):
                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False))
 
 
-def _prepare_output_dir(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise Stm32aiError(f"output path '{out}' exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise Stm32aiError(f"output directory '{out}' exists and is not empty (use --force to replace it)")
-    parent = out.resolve().parent
-    if not parent.exists():
-        raise Stm32aiError(f"parent directory '{parent}' does not exist")
-    if not os.access(parent, os.W_OK):
-        raise Stm32aiError(f"cannot write to '{parent}'")
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    """Move a fully written temp dir into place: never a half-written output."""
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.move(str(tmp), str(out))
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
-    from stm32ai.emitter import emit_c
+    from stm32ai.emitter import check_name, emit_c
     from stm32ai.graphjson import write_artifact
+    from stm32ai.outputs import check_output_dir, mark_generated, publish_dir, staging_dir
 
     name = args.name
+    check_name(name)
     out = Path(args.output or (f"{name}_c" if args.c_only else f"{name}_{args.board or 'project'}"))
-    _prepare_output_dir(out, args.force)
+    check_output_dir(out, args.force, inputs=[Path(args.model)])
     if not args.c_only and not args.board:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
         task = prog.add_task("compiling model", total=None)
         c = _compile(args, name)
-        with tempfile.TemporaryDirectory(prefix=".stm32ai-", dir=out.resolve().parent) as tmp:
-            stage = Path(tmp) / "out"
+        with staging_dir(out) as tmp:
+            stage = tmp / "out"
             if args.c_only:
                 prog.update(task, description="emitting C")
                 write_artifact(stage, c.doc, c.params)
@@ -89,7 +72,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
                 prog.update(task, description="generating project")
                 generate_firmware_project(args, c, stage)
-            _publish(stage, out)
+            mark_generated(stage)
+            publish_dir(stage, out)
     from stm32ai.report import build_report
 
     r = build_report(c)
@@ -99,8 +83,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from stm32ai.outputs import check_output_file, write_text_atomic
     from stm32ai.report import build_report, render_html, render_table
 
+    for opt, path in (("--json", args.json), ("--html", args.html)):
+        if path:
+            check_output_file(path, opt)
     c = _compile(args, "network")
     r = build_report(c)
     if args.board:
@@ -108,9 +96,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         r.fits = fits_report(args, c)
     if args.json:
-        Path(args.json).write_text(json.dumps(r.to_json(), indent=1) + "\n")
+        write_text_atomic(args.json, json.dumps(r.to_json(), indent=1) + "\n", "--json")
     if args.html:
-        Path(args.html).write_text(render_html(r))
+        write_text_atomic(args.html, render_html(r), "--html")
     from rich.console import Console
 
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(render_table(r))
@@ -122,7 +110,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from stm32ai.validate.run import validate
+    from stm32ai.outputs import check_output_file
+    from stm32ai.validate.run import MAX_SAMPLES, collect, report
+
+    if not 1 <= args.n <= MAX_SAMPLES:
+        raise Stm32aiError(f"-n {args.n}: give 1 to {MAX_SAMPLES:,} samples")
+    if args.json:
+        check_output_file(args.json, "--json")
 
     if args.mode == "target":
         from stm32ai.validate.target import validate_target
@@ -131,8 +125,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout)
     if args.port or args.board:
         raise Stm32aiError("--port/--board are for --mode target")
-    return validate(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
-                    as_json=args.json)
+    with _progress() as prog:  # -n 100000 takes minutes: show what runs
+        task = prog.add_task("validating", total=None)
+        res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
+                      step=lambda d: prog.update(task, description=d))
+    return report(res, args.json)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -172,6 +169,37 @@ def cmd_supported_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative_int(v: str) -> int:
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not an integer") from None
+    if not 0 <= n < 1 << 32:
+        raise argparse.ArgumentTypeError(f"{n} is outside 0 to 4294967295")
+    return n
+
+
+def _seconds(zero_ok: bool) -> Callable[[str], float]:
+    def parse(v: str) -> float:
+        try:
+            x = float(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{v}' is not a number of seconds") from None
+        if math.isnan(x) or x < 0 or (x == 0 and not zero_ok):
+            raise argparse.ArgumentTypeError(f"{v} seconds: give a number > 0"
+                                             + (" (or 0 for no limit)" if zero_ok else ""))
+        return x
+
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, exit 2 (DESIGN §2), with the command to get help."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-inputs-allocation", action="store_true",
                    help="inputs are buffers of the application, not part of the activation pool")
@@ -180,7 +208,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="stm32ai", description="TensorFlow Lite models to STM32 firmware.")
+    ap = _Parser(prog="stm32ai", description="TensorFlow Lite models to STM32 firmware.")
     ap.add_argument("--version", action="version", version=f"stm32ai {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -215,22 +243,23 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--port", help="target mode: pyserial URL of the board's UART (/dev/ttyACM0, socket://HOST:PORT)")
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
                                          "emulated board and run it in QEMU")
-    v.add_argument("--timeout", type=float, default=30.0, help="target mode: seconds to wait for each reply")
+    v.add_argument("--timeout", type=_seconds(False), default=30.0,
+                   help="target mode: seconds to wait for each reply")
     v.add_argument("--inputs", metavar="F.npz", help="inputs (arrays in input order; leading dim = samples)")
-    v.add_argument("-n", type=int, default=3, help="number of random samples (default 3)")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("-n", type=int, default=3, help="number of random samples (default 3, at most 100,000)")
+    v.add_argument("--seed", type=_non_negative_int, default=0, help="random inputs' seed, 0 to 2**32-1")
     v.add_argument("--json", metavar="F", help="also write the metrics as JSON to F")
     v.set_defaults(fn=cmd_validate)
 
     r = sub.add_parser("run", help="build a project and run it on its emulated board")
     r.add_argument("project")
-    r.add_argument("--timeout", type=float, default=300.0)
+    r.add_argument("--timeout", type=_seconds(False), default=300.0)
     r.set_defaults(fn=cmd_run)
 
     m = sub.add_parser("monitor", help="read and pretty-print the demo's UART output")
     m.add_argument("--port", required=True, help="pyserial URL, e.g. /dev/ttyACM0 or socket://127.0.0.1:4321")
     m.add_argument("--baud", type=int, default=115200)
-    m.add_argument("--timeout", type=float, default=0.0, help="stop after this many seconds (0: never)")
+    m.add_argument("--timeout", type=_seconds(True), default=0.0, help="stop after this many seconds (0: never)")
     m.set_defaults(fn=cmd_monitor)
 
     b = sub.add_parser("boards", help="list the supported boards")
@@ -249,19 +278,22 @@ def main(argv: list[str] | None = None) -> int:
     fn: Callable[[argparse.Namespace], int] = args.fn
     try:
         return fn(args)
-    except Stm32aiError as e:
-        print(f"stm32ai: error: {e}", file=sys.stderr)
+    except Stm32aiError as e:  # messages may quote model strings: one_line keeps them one line
+        print(f"stm32ai: error: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     except CheckFailed as e:
-        print(f"stm32ai: {e}", file=sys.stderr)
+        print(f"stm32ai: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("stm32ai: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # the file system refused (permissions, full disk, /proc...): bad usage
+        print(f"stm32ai: error: {one_line(e)}", file=sys.stderr)
+        return 2
     except Exception as e:  # an internal bug: one line, traceback only on request
         if os.environ.get("STM32AI_DEBUG"):
             raise
-        print(f"stm32ai: internal error: {type(e).__name__}: {e} (set STM32AI_DEBUG=1 for details)",
+        print(f"stm32ai: internal error: {type(e).__name__}: {one_line(e)} (set STM32AI_DEBUG=1 for details)",
               file=sys.stderr)
         return 3
 

@@ -22,16 +22,43 @@ import numpy as np
 from stm32ai.errors import Stm32aiError
 from stm32ai.graphjson import WEIGHTS_ALIGN
 from stm32ai.resources import runtime_dir
+from stm32ai.sanitize import configure, quote, untrusted
 
-C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+C_IDENT = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _DT = {"int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64), "uint8": (1, 8),
        "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64), "float32": (2, 32), "bool": (6, 8)}
 
 
+NAME_MAX = 40  # symbols add up to 24 characters ("AI_<NAME>_ACTIVATIONS_ALIGN"); C99 guarantees 63
+_C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern float for
+    goto if inline int long register restrict return short signed sizeof static struct switch typedef union
+    unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn
+    _Static_assert _Thread_local alignas alignof bool constexpr false nullptr static_assert thread_local
+    true typeof typeof_unqual _BitInt _Decimal32 _Decimal64 _Decimal128""".split())
+# File names that would shadow a C library header (-I puts the model's directory first) or a
+# file of the generated project (Core/Src, Core/Inc).
+_TAKEN_FILE_NAMES = frozenset("""assert complex ctype errno fenv float inttypes iso646 limits locale math
+    setjmp signal stdalign stdarg stdatomic stdbool stddef stdint stdio stdlib stdnoreturn string tgmath
+    threads time uchar wchar wctype main board console cycles system startup syscalls demo_data""".split())
+
+
 def check_name(name: str) -> None:
-    if not C_IDENT.match(name) or name.startswith("ai_"):
-        raise Stm32aiError(f"--name '{name}' is not a C identifier (letters, digits, '_'; "
-                           "not starting with a digit or 'ai_')")
+    """`--name` becomes a prefix of every exported symbol and the model's file names."""
+    from stm32ai.sanitize import quote
+
+    what = f"--name {quote(name, 48)}"
+    if len(name) > NAME_MAX:
+        raise Stm32aiError(f"--name is {len(name):,} characters long: at most {NAME_MAX}")
+    if not C_IDENT.match(name):
+        raise Stm32aiError(f"{what} is not a C identifier (letters, digits and '_', not starting with a digit)")
+    if name.lower().startswith("ai_") or name.startswith("__") or (name[0] == "_" and name[1:2].isupper()):
+        raise Stm32aiError(f"{what} is reserved (prefix 'ai_' belongs to the runtime, '__' and '_X' to the "
+                           "C implementation): choose another name")
+    if name in _C_KEYWORDS:
+        raise Stm32aiError(f"{what} is a C keyword: choose another name")
+    if name.lower() in _TAKEN_FILE_NAMES:
+        raise Stm32aiError(f"{what} would make {name}.h, which clashes with a C library or project header: "
+                           "choose another name")
 
 
 def c_value(v: Any) -> str:
@@ -55,10 +82,6 @@ def c_value(v: Any) -> str:
             return f"{v}u"
         return str(v)
     raise TypeError(f"cannot emit kernel parameter {v!r}")
-
-
-def _c_string(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
 def _weights_blob(doc: dict[str, Any], params: dict[str, np.ndarray]) -> bytes:
@@ -116,7 +139,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             qd = {"scale": q["scale"], "zero_point": q["zero_point"], "axis": q["axis"],
                   "scale_c": [c_value(float(s)) for s in q["scale"]]}
         return {"sym": sym, "shape": shapes[e] or [1], "dt_code": code, "dt_bits": bits,
-                "size_bytes": size_bytes, "quant": qd, "name_c": _c_string(tnames[e]),
+                "size_bytes": size_bytes, "quant": qd, "tensor_name": untrusted(tnames[e]),
                 "in_pool": st["pool"] == "activations",
                 "pool_offset": f"{st['offset']}u" if st["pool"] == "activations" else "AI_NOT_IN_POOL"}
 
@@ -146,10 +169,10 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             e = entry(n, 0)
             st = storage[sids[e]]
             if st["pool"] != "activations":
-                raise Stm32aiError(f"graph.json: state tensor '{tnames[e]}' is not in the activation pool")
+                raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
             nbytes = int(np.prod(shapes[e], dtype=np.int64)) * _DT[dltype[e]][1] // 8
             states.append({"offset": st["offset"], "size": nbytes, "fill": int(na.get("fill", 0)),
-                           "name": _c_string(tnames[e])})
+                           "tensor_name": untrusted(tnames[e])})
 
     calls = []
     needs_math = False
@@ -181,15 +204,16 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             args.append(f"(void *)(act + {storage[a['scratch_storage_id']]['offset']}u)")
         calls.append({
             "kernel": kernel, "psym": psym, "params_init": init,
-            "comment": f"node {i}: {a.get('source_op', '?')} #{a.get('source_index', '?')} -> {kernel}",
+            "node": i, "source_op": untrusted(str(a.get("source_op", "?"))),
+            "source_index": untrusted(str(a.get("source_index", "?"))),
             "call": f"ai_{kernel}({', '.join(args)});",
         })
 
     blob = _weights_blob(doc, params)
     revision = hashlib.sha256(blob + repr(nodes).encode()).hexdigest()[:12]
     return {
-        "name": name, "NAME": name.upper(), "tool_version": meta["tool_version"],
-        "source": _c_string(meta.get("source", "")),
+        "name": name, "NAME": name.upper(), "tool_version": untrusted(str(meta["tool_version"])),
+        "source": untrusted(str(meta.get("source", ""))),
         "datetime": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "revision": revision, "n_nodes": len(calls), "inputs": inputs, "outputs": outputs,
         "activations_size": act_pool["size"], "activations_array_size": max(act_pool["size"], 8),
@@ -201,11 +225,11 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    return configure(jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
         trim_blocks=False, lstrip_blocks=False,
-    )
+    ))
 
 
 def emit_model(doc: dict[str, Any], params: dict[str, np.ndarray], name: str) -> dict[str, str]:

@@ -28,8 +28,10 @@ import numpy as np
 
 from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards
 from stm32ai.errors import Stm32aiError
+from stm32ai.outputs import check_output_dir, mark_generated, publish_dir
 from stm32ai.project.clockregs import clock_registers
 from stm32ai.resources import data_dir
+from stm32ai.sanitize import configure, untrusted
 
 __all__ = ["Placement", "generate_project", "plan_placement", "CODE_RESERVE", "DATA_RESERVE",
            "FIRMWARE_TARGET", "MANIFEST"]
@@ -278,8 +280,9 @@ def _render_dir_template(env: jinja2.Environment, name: str, ctx: dict[str, Any]
 
 
 def _jinja(path: Path) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(path)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
+    return configure(jinja2.Environment(loader=jinja2.FileSystemLoader(str(path)),
+                                        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                                        autoescape=False))
 
 
 def _check_c_dir(c_dir: Path, name: str) -> None:
@@ -317,28 +320,12 @@ def _render_cookiecutter(template: Path, out: Path, slug: str, ctx: dict[str, An
     return Path(result)
 
 
-def _publish(staged: Path, out_dir: Path) -> None:
-    """Move a complete project into place (replacing an existing one only at the very end)."""
-    trash = None
-    if out_dir.exists():
-        trash = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        os.replace(out_dir, trash)
-    try:
-        os.replace(staged, out_dir)
-    except OSError:
-        if trash is not None:
-            os.replace(trash, out_dir)
-        raise
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
-
-
 def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                      test_inputs: list[np.ndarray], expected_outputs: list[np.ndarray],
                      activations_pool: list[str] | None, weights_pool: list[str] | None,
                      activations_bytes: int, weights_bytes: int, tool_version: str,
                      force: bool = False, reference: str = "the reference",
-                     model_signature: int = 0, validation: bool = False) -> Path:
+                     model_signature: int = 0, validation: bool = False, model_file: str = "") -> Path:
     """Write a complete firmware project for `board` running model `name` into `out_dir`.
 
     `c_dir` is the emitter's C-only output (`<name>.c/.h`, `<name>_data.c/.h`, `runtime/`).
@@ -346,19 +333,15 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     model's input/output order). `model_signature` (stm32ai.graphjson.model_signature) is what
     the firmware reports to `validate --mode target`; `validation=True` makes an emulated board's
     demo serve the validation protocol after its self-test instead of exiting (hardware boards
-    always serve it). Returns `out_dir`.
+    always serve it). `model_file` (the .tflite file name, untrusted) is only ever shown
+    through the sanitiser's filters. Returns `out_dir`.
     """
     out_dir = Path(out_dir)
     c_dir = Path(c_dir)
     if not name.isidentifier() or not name.isascii():
         raise Stm32aiError(f"model name '{name}' is not a C identifier")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise Stm32aiError(f"output path '{out_dir}' exists and is not a directory")
-    if out_dir.exists() and any(out_dir.iterdir()) and not force:
-        raise Stm32aiError(f"output directory '{out_dir}' exists and is not empty (use --force to replace it)")
+    check_output_dir(out_dir, force, inputs=[c_dir])  # --force replaces only stm32ai's own outputs
     parent = out_dir.resolve().parent
-    if not parent.is_dir():
-        raise Stm32aiError(f"parent directory '{parent}' does not exist")
     _check_c_dir(c_dir, name)
     if not test_inputs or not expected_outputs:
         raise Stm32aiError("the demo needs at least one test input and one expected output")
@@ -373,6 +356,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     slug = out_dir.name or "project"
     ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation)
     ctx["reference"] = reference
+    ctx["model_file"] = untrusted(model_file)
     lds_name = ctx["linker_script"]
 
     with tempfile.TemporaryDirectory(prefix=".stm32ai-", dir=parent) as tmp:
@@ -385,6 +369,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
         # Demo
         denv = _jinja(data_dir("demo"))
         dctx = {"name": name, "NAME": name.upper(), "board_name": board.name, "tool_version": tool_version,
+                "model_file": untrusted(model_file),
                 "inputs": ins, "outputs": outs, "rtol": "1e-5f", "reference": reference,
                 "signature": f"0x{model_signature & 0xFFFFFFFF:08X}u"}
         (proj / "Core" / "Src" / "main.c").write_text(denv.get_template("main.c.j2").render(**dctx))
@@ -397,7 +382,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
         _copy_c(c_dir, proj / "Model")
         staged = work / "staged"
         os.replace(proj, staged)
-        _publish(staged, out_dir)
+        mark_generated(staged)
+        publish_dir(staged, out_dir)
     return out_dir
 
 

@@ -29,7 +29,39 @@ def parse_line(line: str) -> tuple[str, str] | None:
     return k, v.strip()
 
 
+def check_port_url(port: str) -> None:
+    """Refuse (exit 2) a malformed network port URL before pyserial answers with an unrelated message."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    from stm32ai.sanitize import quote
+
+    if "://" not in port:
+        return  # a device path, or a pyserial URL without a network address
+    u = urlsplit(port)
+    if u.scheme not in ("socket", "rfc2217"):
+        return
+    problems = []
+    host = u.hostname
+    if not host:
+        problems.append(f"no host (write {u.scheme}://HOST:PORT, e.g. {u.scheme}://127.0.0.1:4321)")
+    elif all(part.isdigit() for part in host.split(".")):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            problems.append(f"{quote(host)} is not an IPv4 address (four numbers 0-255)")
+    try:
+        num = u.port
+    except ValueError:
+        num = None
+    if num is None or not 1 <= num <= 65535:
+        problems.append("the port must be a number from 1 to 65535")
+    if problems:
+        raise Stm32aiError(f"port URL {quote(port)}: " + "; ".join(problems))
+
+
 def _open(port: str, baud: int) -> Any:
+    check_port_url(port)
     try:
         import serial
     except ImportError:  # pragma: no cover - a dependency of the package

@@ -65,15 +65,18 @@ def build_report(c: Compiled) -> Report:
 
 def render_table(r: Report) -> Any:
     """A rich Table of the layers plus a totals caption."""
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{r.model}: {len(r.layers)} layers", title_justify="left")
+    from stm32ai.sanitize import one_line
+
+    t = Table(title=f"{escape(one_line(r.model, 200))}: {len(r.layers)} layers", title_justify="left")
     for col, just in (("#", "right"), ("op", "left"), ("kernel", "left"), ("input shapes", "left"),
                       ("output", "left"), ("MACC", "right"), ("weights B", "right"),
                       ("activations B", "right")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for ly in r.layers:
-        t.add_row(str(ly.index), ly.op, ly.kernel, " ".join(map(str, ly.inputs)),
+        t.add_row(str(ly.index), escape(one_line(ly.op, 60)), ly.kernel, " ".join(map(str, ly.inputs)),
                   f"{ly.output} {ly.dtype}", f"{ly.macc:,}", f"{ly.weights_bytes:,}",
                   f"{ly.activation_bytes:,}")
     io = "inside the pool" if r.io_in_pool else "application-owned"

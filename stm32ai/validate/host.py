@@ -17,6 +17,7 @@ from stm32ai.pipeline import Compiled, compile_model
 
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion"]
 HARNESS = Path(__file__).with_name("host_main.c")
+HOST_TIMEOUT = 600.0  # seconds for all samples of one host run
 
 
 @dataclass
@@ -60,7 +61,11 @@ def run_compiled(c: Compiled, samples: list[list[np.ndarray]], name: str = "netw
         exe = build_host(d / "c", name, d / "model_host", [harness])
         stdin = b"".join(np.ascontiguousarray(x, dtype=s.dtype).tobytes()
                          for sample in samples for x, s in zip(sample, ins, strict=True))
-        r = subprocess.run([str(exe)], input=stdin, capture_output=True, timeout=600)
+        try:
+            r = subprocess.run([str(exe)], input=stdin, capture_output=True, timeout=HOST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Stm32aiError(f"the generated model did not finish {len(samples):,} sample(s) on the host "
+                               f"within {HOST_TIMEOUT:.0f} s: use fewer samples (-n)") from None
         if r.returncode != 0:
             raise Stm32aiError(f"generated model failed on the host (exit {r.returncode}): "
                                f"{r.stderr.decode(errors='replace').strip()}")

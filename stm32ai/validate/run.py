@@ -18,10 +18,12 @@ import numpy as np
 
 from stm32ai.errors import Stm32aiError
 from stm32ai.pipeline import Compiled, compile_model
+from stm32ai.sanitize import one_line, quote
 from stm32ai.validate.host import run_compiled
 from stm32ai.validate.metrics import OutputMetrics, compute_metrics, passes
 from stm32ai.validate.reference import RefResult, random_inputs, references
 
+MAX_SAMPLES = 100_000  # -n: the host run and each reference get 600 s for all samples (docs/security.md)
 
 @dataclass
 class Comparison:
@@ -60,10 +62,17 @@ class ValidationResult:
 def load_inputs(path: str | Path, c: Compiled) -> list[np.ndarray]:
     """Arrays in graph-input order, each holding one or more samples along a leading axis."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise Stm32aiError(f"--inputs {path}: not a readable .npz file ({e})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise Stm32aiError(f"--inputs {path}: a single .npy array; give an .npz archive with one array per "
+                           "model input (numpy.savez)")
+    try:
+        with loaded as z:
             arrays = [z[k] for k in z.files]
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise Stm32aiError(f"--inputs {path}: not a readable .npz file ({e})") from e
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise Stm32aiError(f"--inputs {path}: not a readable .npz file ({e})") from None
     g = c.graph
     if len(arrays) != len(g.inputs):
         raise Stm32aiError(f"--inputs {path}: {len(arrays)} array(s) for {len(g.inputs)} model input(s)")
@@ -71,12 +80,14 @@ def load_inputs(path: str | Path, c: Compiled) -> list[np.ndarray]:
         t = g.tensors[tid]
         if a.size % t.size != 0 or a.size == 0:
             raise Stm32aiError(f"--inputs {path}: array {i} has {a.size} values, not a multiple of "
-                               f"input '{t.name}' {list(t.shape)}")
+                               f"input {quote(t.name)} {list(t.shape)}")
         if a.dtype != np.dtype(t.dtype):
-            raise Stm32aiError(f"--inputs {path}: array {i} is {a.dtype}, input '{t.name}' is {t.dtype}")
+            raise Stm32aiError(f"--inputs {path}: array {i} is {a.dtype}, input {quote(t.name)} is {t.dtype}")
     n = {a.size // g.tensors[tid].size for a, tid in zip(arrays, g.inputs, strict=True)}
     if len(n) != 1:
         raise Stm32aiError(f"--inputs {path}: arrays hold different numbers of samples")
+    if n.pop() > MAX_SAMPLES:
+        raise Stm32aiError(f"--inputs {path}: more than {MAX_SAMPLES:,} samples")
     return arrays
 
 
@@ -110,12 +121,18 @@ Runner = Callable[[Compiled, list[list[np.ndarray]]], list[list[np.ndarray]]]
 
 def validate_model(model: str | Path, inputs: list[np.ndarray] | None = None, n: int = 3,
                    seed: int = 0, runner: Runner | None = None,
-                   compiled: Compiled | None = None) -> ValidationResult:
-    """Run the C model (`runner`, default: host build) and the references on the same inputs."""
+                   compiled: Compiled | None = None,
+                   step: Callable[[str], None] | None = None) -> ValidationResult:
+    """Run the C model (`runner`, default: host build) and the references on the same inputs.
+    `step(description)` is told each phase (the CLI's progress display)."""
+    say = step or (lambda _d: None)
+    say("compiling the model")
     c = compiled if compiled is not None else compile_model(model, "network")
     arrays = inputs if inputs is not None else random_inputs(model, n, seed)
     samples = per_sample(c, arrays)
+    say(f"running the C model on {len(samples):,} sample(s)")
     ours = (runner or run_compiled)(c, samples)
+    say(f"running the references on {len(samples):,} sample(s)")
     refs = references(model, arrays)
     return ValidationResult(Path(model).name, len(samples), compare(c, ours, refs))
 
@@ -126,15 +143,17 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
 
 def print_result(res: ValidationResult) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{res.model}: {res.subject} vs references, {res.samples} sample(s)", title_justify="left")
+    t = Table(title=f"{escape(one_line(res.model, 200))}: {escape(one_line(res.subject, 200))} vs references, "
+              f"{res.samples} sample(s)", title_justify="left")
     for col in ("reference", "output", "acc", "rmse", "mae", "l2r", "cos", "max abs err", "max LSB", "result"):
         t.add_column(col)
     for comp in res.comparisons:
         label = comp.reference + (" (verdict)" if comp.verdict else "")
         if comp.unavailable:
-            t.add_row(label, "-", "", "", "", "", "", "", "", f"unavailable: {comp.unavailable[:80]}")
+            t.add_row(label, "-", "", "", "", "", "", "", "", f"unavailable: {escape(one_line(comp.unavailable, 80))}")
             continue
         for j, (m, ok) in enumerate(zip(comp.outputs, comp.ok, strict=True)):
             t.add_row(label if j == 0 else "", str(j), _fmt(m.acc), _fmt(m.rmse), _fmt(m.mae), _fmt(m.l2r),
@@ -144,20 +163,29 @@ def print_result(res: ValidationResult) -> None:
     print(f"result: {'match' if res.passed else 'MISMATCH'}")
 
 
-def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None) -> int:
-    if n < 1:
-        raise Stm32aiError("-n must be at least 1")
+def collect(model: Path, *, inputs: str | None, n: int, seed: int,
+            step: Callable[[str], None] | None = None) -> ValidationResult:
+    """`validate --mode host` without the printing: inputs from --inputs or -n random samples."""
+    if not 1 <= n <= MAX_SAMPLES:
+        raise Stm32aiError(f"-n {n}: give 1 to {MAX_SAMPLES:,} samples")
     arrays = None
     if inputs:
         arrays = load_inputs(inputs, compile_model(model, "network"))
-    return report(validate_model(model, arrays, n, seed), as_json)
+    return validate_model(model, arrays, n, seed, step=step)
+
+
+def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None,
+             step: Callable[[str], None] | None = None) -> int:
+    return report(collect(model, inputs=inputs, n=n, seed=seed, step=step), as_json)
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:
     """Print (and write as JSON) the result; the exit code: 0 pass, 1 mismatch or no reference."""
     print_result(res)
     if as_json:
-        Path(as_json).write_text(json.dumps(res.to_json(), indent=1) + "\n")
+        from stm32ai.outputs import write_text_atomic
+
+        write_text_atomic(as_json, json.dumps(res.to_json(), indent=1) + "\n", "--json")
     if not any(c.verdict for c in res.comparisons):
         print("no reference could run the model: nothing to validate against")
         return 1

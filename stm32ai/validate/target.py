@@ -75,6 +75,9 @@ class TargetClient:
             import serial
         except ImportError:  # pragma: no cover - a dependency of the package
             raise Stm32aiError("pyserial is not installed (pip install pyserial)") from None
+        from stm32ai.project.monitor import check_port_url
+
+        check_port_url(url)
         deadline = time.monotonic() + connect_timeout
         while True:
             try:
