@@ -92,9 +92,10 @@ def _weights_blob(doc: dict[str, Any], params: dict[str, np.ndarray]) -> bytes:
     row = doc["node_row_ptr"]
     for n in doc["arg_nodes"]:
         node = doc["nodes"][n]
-        if node["name"] not in params:
-            continue
         st = meta["storage"][sid_of[row[n]]]
+        # by storage, not by name alone: an input or state tensor may be named "p0" too
+        if st["pool"] != "weights" or node["name"] not in params:
+            continue
         data = np.ascontiguousarray(params[node["name"]]).astype(params[node["name"]].dtype.newbyteorder("<"))
         raw = data.tobytes()
         blob[st["offset"]:st["offset"] + len(raw)] = raw
