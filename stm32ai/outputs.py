@@ -86,7 +86,8 @@ def staging_dir(out: Path) -> Iterator[Path]:
     try:
         tmp = tempfile.TemporaryDirectory(prefix=".stm32ai-", dir=out.resolve().parent)
     except OSError as e:
-        raise Stm32aiError(f"cannot write to '{out.resolve().parent}': {_why(e)}") from None
+        raise Stm32aiError(f"cannot create a staging directory in '{out.resolve().parent}' ({_why(e)}): "
+                           "choose another output directory") from None
     with tmp as d:
         yield Path(d)
 

@@ -109,17 +109,24 @@ _INVISIBLE = re.compile(r"[^\S ]")  # whitespace other than the plain space
 
 def one_line(s: Any, limit: int = MESSAGE_MAX_CHARS) -> str:
     """Printable one-line text for the console: control, format (bidi overrides, zero-width),
-    separator and undecodable characters become Python-style escapes; length capped."""
-    out = []
-    for ch in _cap(_text(s) if isinstance(s, (str, bytes)) else str(s), limit):
+    separator and undecodable characters become Python-style escapes; at most `limit` characters."""
+    out, n = [], 0
+    text = _text(s) if isinstance(s, (str, bytes)) else str(s)
+    for i, ch in enumerate(text):
         if ch.isprintable() and not _INVISIBLE.match(ch):
-            out.append(ch)
+            piece = ch
         elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
+            piece = f"\\x{ord(ch):02x}"
         elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
+            piece = f"\\u{ord(ch):04x}"
         else:
-            out.append(f"\\U{ord(ch):08x}")
+            piece = f"\\U{ord(ch):08x}"
+        room = limit - (len(_ELLIPSIS) if i < len(text) - 1 else 0)
+        if n + len(piece) > room:
+            out.append(_ELLIPSIS)
+            break
+        out.append(piece)
+        n += len(piece)
     return "".join(out)
 
 
