@@ -21,6 +21,7 @@ from stm32ai import API_VERSION, __version__
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_SIZES, Graph
 from stm32ai.planner import ALIGN, Plan
+from stm32ai.sanitize import quote
 
 SCHEMA_VERSION = 1
 WEIGHTS_ALIGN = 8
@@ -128,7 +129,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
     heads = []
     for tid in g.outputs:
         if tid not in entry_of:
-            raise Stm32aiError(f"graph output '{g.tensors[tid].name}' is a constant or not computed")
+            raise Stm32aiError(f"graph output {quote(g.tensors[tid].name)} is a constant or not computed")
         e = entry_of[tid]
         node = next(n for n in range(len(nodes)) if node_row_ptr[n] <= e < node_row_ptr[n + 1])
         heads.append([node, e - node_row_ptr[node], 0])

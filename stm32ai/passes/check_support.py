@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op
+from stm32ai.sanitize import one_line, quote
 
 __all__ = ["check_supported", "unsupported_ops"]
 
@@ -28,9 +29,9 @@ def unsupported_ops(g: Graph, supported: Mapping[str, Checker]) -> list[str]:
                 reason = f"support check failed: {type(e).__name__}: {e}"
             if reason is None:
                 continue
-        name = g.tensors[op.outputs[0]].name if op.outputs else "?"
-        detail = f"tensor '{name}'" + (f": {' '.join(str(reason).split())}" if reason else "")
-        problems.append(f"op #{op.index} {op.type} ({detail})")
+        name = quote(g.tensors[op.outputs[0]].name) if op.outputs else "?"
+        detail = f"tensor {name}" + (f": {one_line(' '.join(str(reason).split()), 300)}" if reason else "")
+        problems.append(f"op #{op.index} {one_line(op.type, 80)} ({detail})")  # model strings: one short line
     return problems
 
 
