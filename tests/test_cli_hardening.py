@@ -119,6 +119,18 @@ def test_force_replaces_only_marked_directories(stm32ai, tmp_path):
     assert (home / "thesis.tex").read_text() == "years of work"
 
 
+def test_force_replaces_outputs_of_older_versions(stm32ai, tmp_path):
+    """Projects and C outputs written before the marker existed are recognised by their
+    stm32ai manifest / graph.json."""
+    for kind, args in (("c", ["--c-only"]), ("proj", ["--board", "qemu-netduinoplus2"])):
+        out = tmp_path / kind
+        assert stm32ai("generate", str(MODEL), *args, "-o", str(out)).returncode == 0
+        (out / ".stm32ai-generated").unlink()
+        r = stm32ai("generate", str(MODEL), *args, "-o", str(out), "--force")
+        assert r.returncode == 0, r.stderr
+        assert (out / ".stm32ai-generated").is_file()
+
+
 def test_outputs_are_not_private(stm32ai, tmp_path):
     """Staged in a private temp dir, published with the user's umask."""
     r = stm32ai("generate", str(MODEL), "--c-only", "-o", str(tmp_path / "out"))
