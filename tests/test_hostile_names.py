@@ -396,3 +396,19 @@ def test_firmware_project_builds_with_hostile_names(hostile_project):
     r = subprocess.run(["make", "-j2"], cwd=proj, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (proj / "build" / "firmware.elf").is_file() and not (proj / "pwned").exists()
+
+
+# ---- validate and analyze on a hostile model ----------------------------------------------------
+def test_validate_and_analyze_a_hostile_model(tmp_path):
+    """End to end: `validate --mode host` compiles and runs the hostile model's C and matches the
+    references; rich markup in the file name and names is shown, not interpreted."""
+    payload = PAYLOADS["close_comment"] + PAYLOADS["bidi"] + PAYLOADS["not_utf8"] + b"[/bold][red]"
+    model = rename(FIXTURES / "two_in_two_out_int8.tflite", tmp_path / "m[red]x[bold]y.tflite", payload)
+    r = _cli("validate", str(model), "-n", "2", "--json", str(tmp_path / "v.json"))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert "m[red]x[bold]y.tflite" in out and "result: match" in out
+    r = _cli("analyze", str(model), "--html", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "m[red]x[bold]y: 6 layers" in r.stdout.decode()
+    assert "<title>m[red]x[bold]y</title>" in (tmp_path / "r.html").read_text()
