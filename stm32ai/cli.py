@@ -194,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--validation", action="store_true",
                    help="emulated boards: the demo serves the validation protocol after its self-test "
                         "(hardware boards always do)")
+    g.add_argument("--profile", action="store_true",
+                   help="per-layer profiling: build with -DAI_PROFILE, the demo prints one `layer:` line per "
+                        "kernel (cycles on hardware, instructions on emulated boards)")
     g.add_argument("--activations-pool", help="comma-separated board memory regions, in order of preference")
     g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     _model_options(g)

@@ -180,7 +180,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if "scratch_storage_id" in a:
             args.append(f"(void *)(act + {storage[a['scratch_storage_id']]['offset']}u)")
         calls.append({
-            "kernel": kernel, "psym": psym, "params_init": init,
+            "kernel": kernel, "psym": psym, "params_init": init, "node": i,
             "comment": f"node {i}: {a.get('source_op', '?')} #{a.get('source_index', '?')} -> {kernel}",
             "call": f"ai_{kernel}({', '.join(args)});",
         })
