@@ -128,9 +128,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from stm32ai.validate.target import validate_target
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
-                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout)
-    if args.port or args.board:
-        raise Stm32aiError("--port/--board are for --mode target")
+                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
+                               profile=args.profile)
+    if args.port or args.board or args.profile:
+        raise Stm32aiError("--port/--board/--profile are for --mode target")
     return validate(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                     as_json=args.json)
 
@@ -219,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
                                          "emulated board and run it in QEMU")
     v.add_argument("--timeout", type=float, default=30.0, help="target mode: seconds to wait for each reply")
+    v.add_argument("--profile", action="store_true",
+                   help="target mode with --board: build the firmware with per-layer profiling (with --port, "
+                        "per-layer counts are reported when the firmware was generated with --profile)")
     v.add_argument("--inputs", metavar="F.npz", help="inputs (arrays in input order; leading dim = samples)")
     v.add_argument("-n", type=int, default=3, help="number of random samples (default 3)")
     v.add_argument("--seed", type=int, default=0)
