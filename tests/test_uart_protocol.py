@@ -222,9 +222,12 @@ def test_validate_cli_target_mode_matches(target_url, capsys, tmp_path):
     assert main(["validate", str(MODEL), "--mode", "target", "--port", target_url, "-n", "2",
                  "--json", str(js)]) == 0
     out = capsys.readouterr().out
-    assert "result: match" in out and "firmware on qemu-netduinoplus2" in out and "cycles mean" in out
+    # an emulated board reports instructions, never cycles
+    assert "result: match" in out and "firmware on qemu-netduinoplus2" in out and "instructions mean" in out
     doc = json.loads(js.read_text())
-    assert doc["passed"] and len(doc["target"]["cycles"]) == 2 and doc["target"]["board"] == "qemu-netduinoplus2"
+    assert doc["passed"] and len(doc["target"]["instructions"]) == 2 and doc["target"]["board"] == "qemu-netduinoplus2"
+    assert doc["target"]["unit"] == "instructions" and "cycles" not in doc["target"]
+    assert doc["target"]["layers"] == []          # built without --profile: no PROFILE request
     tflm = next(r for r in doc["references"] if r["name"] == "tflm")
     assert tflm["verdict"] and tflm["outputs"][0]["max_lsb"] == 0
 
