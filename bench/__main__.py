@@ -10,6 +10,7 @@ For every model in ../shared/models (when present) and a few project fixtures:
     instruction, the ratio to TFLM + CMSIS-NN (first table of ../shared/BASELINES.md) and to the
     best published Cortex-M4 cycles (second table: X-CUBE-AI 9.0, Plumerai for AD), where a
     model has them;
+  * instructions on the emulated Cortex-M7 (QEMU mps2-an500, kernels built for cortex-m7);
   * a per-layer table per model (kernel, shapes, MACC, instructions, instr/MAC, share), from a
     second firmware built with --profile; the headline figure comes from the plain firmware, so
     it carries no profiling overhead;
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 FIXTURES = ["conv_stride2_same_int8", "dwconv_dm2_valid_int8", "dense_relu_int8", "add_residual_int8"]
 EMULATED = ["qemu-netduinoplus2", "qemu-mps2-an386"]
+M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built for -mcpu=cortex-m7
 
 
 # Rows of BASELINES.md's second table (published results on real STM32 hardware) -> model stem.
@@ -136,7 +138,7 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
 
 
 def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
-                boards: list[str] | None = None) -> dict[str, Any]:
+                boards: list[str] | None = None, m7: bool = True) -> dict[str, Any]:
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
     from stm32ai.errors import Stm32aiError
@@ -189,6 +191,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     if out.unit == "instructions" and out.count:
         add_ratios(row, out.count, base)
     row["status"] = "ok" if row["result"] == "match" else "mismatch"
+    if m7:
+        bench_m7(row, args, c, workdir / "m7")
     if profile and row["status"] == "ok":
         try:
             _, pout = _build_run(SimpleNamespace(**{**vars(args), "profile": True}), c, workdir / "prof", board)
@@ -202,6 +206,23 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
         row["profile_total"] = sum(x.count for x in pout.layers)
         row["layers"] = layer_rows(c.doc, c.params, pout.layers)
     return row
+
+
+def bench_m7(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path) -> None:
+    """The plain firmware built for the emulated Cortex-M7: its verdict and instruction count
+    (QEMU counts instructions; it models neither the M7's dual issue nor its caches)."""
+    from stm32ai.boards import load_board
+    from stm32ai.errors import Stm32aiError
+
+    board = load_board(M7_BOARD)
+    try:
+        _, out = _build_run(SimpleNamespace(**{**vars(args), "board": board.id}), c, proj, board)
+    except Stm32aiError as e:
+        row["m7_result"] = f"build failed: {e}"
+        return
+    row["m7_result"] = out.result
+    if out.unit == "instructions" and out.count:
+        row["m7_instructions"] = out.count
 
 
 def add_ratios(row: dict[str, Any], instr: int, base: dict[str, Any] | None) -> None:
@@ -225,8 +246,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
     head = ("| model | status | pool B | lower bound B | TFLM arena B | pool/arena | weights B | code B "
             "| instructions | MACs/instr | TFLM+CMSIS-NN instr | ours/TFLM+CMSIS-NN "
-            "| published M4 cycles | ours instr / published cycles | compile s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "| published M4 cycles | ours instr / published cycles | M7 instructions | compile s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
         status = r.get("status", "?")
@@ -239,13 +260,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {f(r.get('weights_bytes'))} | {f(r.get('code_bytes'))} | {f(r.get('instructions'))} "
             f"| {f(r.get('macs_per_instruction'), '.3f')} | {f(r.get('tflm_cmsis_instructions'))} "
             f"| {f(r.get('instr_vs_tflm_cmsis'), '.3f')} | {pub} "
-            f"| {f(r.get('instr_vs_published_cycles'), '.3f')} | {f(r.get('generate_s'), '.2f')} |")
+            f"| {f(r.get('instr_vs_published_cycles'), '.3f')} | {_m7(r)} | {f(r.get('generate_s'), '.2f')} |")
     notes = ("\nInstructions: QEMU netduinoplus2 / mps2-an386 (Cortex-M4), `-icount shift=0`, from the "
              "plain firmware (no profiling). TFLM + CMSIS-NN: same emulator, ../shared/BASELINES.md. "
              "Published M4 cycles: real hardware (NUCLEO-L4R5ZI), BASELINES.md's second table; a "
              "Cortex-M4 retires at most one instruction per cycle, so a ratio below 1 means fewer "
-             "instructions than their cycles.\n")
+             "instructions than their cycles. M7 instructions: the plain firmware for QEMU mps2-an500 "
+             "(Cortex-M7, -mcpu=cortex-m7), output checked against the reference; QEMU models neither "
+             "dual issue nor caches, so this is not an M7 cycle count.\n")
     return head + "\n".join(lines) + "\n" + notes + "".join(layer_table(r) for r in rows if r.get("layers"))
+
+
+def _m7(r: dict[str, Any]) -> str:
+    if r.get("m7_instructions") is not None and r.get("m7_result") == "match":
+        return f"{r['m7_instructions']:,}"
+    return r.get("m7_result") or "—"
 
 
 def _shape(s: list[list[int]]) -> str:
@@ -273,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated substrings: bench only the models whose file stem "
                                    "contains one (e.g. kws,vww,resnet_quant)")
     ap.add_argument("--no-profile", action="store_true",
-                    help="skip the per-layer (--profile) firmware: headline figures only, twice as fast")
+                    help="skip the per-layer (--profile) firmware: headline figures only")
+    ap.add_argument("--no-m7", action="store_true", help="skip the Cortex-M7 (qemu-mps2-an500) run")
     args = ap.parse_args(argv)
     if args.models:
         models = [Path(m) for m in args.models]
@@ -292,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {m.name} ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="stm32ai-bench-") as tmp:
             try:
-                row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile)
+                row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
+                                  m7=not args.no_m7)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

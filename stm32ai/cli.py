@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(hardware boards always do)")
     g.add_argument("--profile", action="store_true",
                    help="per-layer profiling: build with -DAI_PROFILE, the demo prints one `layer:` line per "
-                        "kernel (cycles on hardware, instructions on emulated boards)")
+                        "kernel (cycles on hardware, instructions on emulated boards); with --c-only the hooks "
+                        "are always emitted: compile with -DAI_PROFILE and provide ai_profile_clock()")
     g.add_argument("--activations-pool", help="comma-separated board memory regions, in order of preference")
     g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     _model_options(g)
