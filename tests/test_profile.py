@@ -242,3 +242,47 @@ def test_profile_builds_for_hardware_without_warnings(tmp_path):
     assert main(["generate", str(MODEL), "--board", "nucleo-f746zg", "-o", str(out), "--profile"]) == 0
     assert "-DAI_PROFILE=1" in (out / "Makefile").read_text()
     build_project(out)
+
+
+@pytest.mark.slow
+def test_run_prints_the_layer_table(runs, capsys):
+    from stm32ai.cli import main
+
+    (_, _), (prof_dir, prof) = runs
+    assert main(["run", str(prof_dir)]) == 0
+    cap = capsys.readouterr()
+    assert "per-layer instructions" in cap.err and "instructions: " in cap.out
+    top = max(prof.layers, key=lambda x: x.count)
+    first = next(ln for ln in cap.err.splitlines() if ln.strip() and ln.split()[0].isdigit())
+    assert first.split()[:2] == [str(top.node), top.kernel]          # largest share first
+
+
+def test_monitor_prints_the_layer_table():
+    import socket
+    import threading
+    from io import StringIO
+
+    from rich.console import Console
+
+    from stm32ai.project.monitor import monitor
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        threading.Event().wait(0.3)   # pyserial's socket:// open flushes what is already there
+        conn.sendall(EMULATED_OUT.replace("\n", "\r\n").encode())
+        threading.Event().wait(0.5)
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    buf = StringIO()
+    assert monitor(f"socket://127.0.0.1:{port}", timeout_s=10, out=Console(file=buf, width=120)) == 0
+    srv.close()
+    text = buf.getvalue()
+    assert "instructions" in text and "33280" in text
+    rows = [ln.split() for ln in text.splitlines() if ln.strip().startswith(("5 ", "13 "))]
+    assert rows == [["5", "conv2d_s8", "24,595", "85.8%"], ["13", "softmax_s8", "4,077", "14.2%"]]
