@@ -117,6 +117,7 @@ def layer_rows(doc: dict[str, Any], params: Any, layers: list[Any]) -> list[dict
         outs = [_shape_of(doc, x.node, k) for k in range(int(a.get("num_outputs", 1)))]
         macc = int(a.get("macc", 0))
         rows.append({"node": x.node, "kernel": x.kernel, "source_op": a.get("source_op"),
+                     "source_index": a.get("source_index"),
                      "in_shapes": ins, "out_shapes": outs, "macc": macc, "instructions": x.count,
                      "instr_per_mac": round(x.count / macc, 2) if macc else None,
                      "share": round(x.count / total, 4)})
@@ -277,6 +278,12 @@ def _m7(r: dict[str, Any]) -> str:
     return r.get("m7_result") or "—"
 
 
+def _op(x: dict[str, Any]) -> str:
+    """The tflite operator a kernel call comes from, with its index in the .tflite file."""
+    op = x.get("source_op") or "—"
+    return f"{op} (#{x['source_index']})" if x.get("source_index") is not None else op
+
+
 def _shape(s: list[list[int]]) -> str:
     return ", ".join("x".join(str(d) for d in x) for x in s) or "—"
 
@@ -285,10 +292,10 @@ def layer_table(r: dict[str, Any]) -> str:
     """The per-layer markdown table of one model (from the --profile firmware)."""
     unit = r.get("profile_unit", "instructions")
     head = (f"\n### {r['model']}: per layer ({unit}, --profile firmware, total {r['profile_total']:,})\n\n"
-            f"| node | kernel | op | input shapes | output shapes | MACC | {unit} | instr/MAC | share |\n"
-            "|---|---|---|---|---|---|---|---|---|\n")
+            f"| node | kernel | tflite op (#) | input shapes | output shapes | MACC | {unit} | instr/MAC "
+            "| share |\n|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(
-        f"| {x['node']} | {x['kernel']} | {x.get('source_op') or '—'} | {_shape(x['in_shapes'])} "
+        f"| {x['node']} | {x['kernel']} | {_op(x)} | {_shape(x['in_shapes'])} "
         f"| {_shape(x['out_shapes'])} | {x['macc']:,} | {x['instructions']:,} "
         f"| {'—' if x['instr_per_mac'] is None else format(x['instr_per_mac'], '.2f')} "
         f"| {100 * x['share']:.1f} % |\n" for x in r["layers"])

@@ -130,12 +130,12 @@ def test_bench_baselines_and_ratios():
 
 def test_bench_layer_table():
     r = {"model": "m.tflite", "profile_total": 1000, "layers": [
-        {"node": 3, "kernel": "conv2d_s8", "source_op": "CONV_2D", "in_shapes": [[1, 4, 4, 3]],
+        {"node": 3, "kernel": "conv2d_s8", "source_op": "CONV_2D", "source_index": 0, "in_shapes": [[1, 4, 4, 3]],
          "out_shapes": [[1, 4, 4, 8]], "macc": 500, "instructions": 900, "instr_per_mac": 1.8, "share": 0.9},
         {"node": 4, "kernel": "softmax_s8", "source_op": "SOFTMAX", "in_shapes": [[1, 8]],
          "out_shapes": [[1, 8]], "macc": 0, "instructions": 100, "instr_per_mac": None, "share": 0.1}]}
     md = layer_table(r)
-    assert "| 3 | conv2d_s8 | CONV_2D | 1x4x4x3 | 1x4x4x8 | 500 | 900 | 1.80 | 90.0 % |" in md
+    assert "| 3 | conv2d_s8 | CONV_2D (#0) | 1x4x4x3 | 1x4x4x8 | 500 | 900 | 1.80 | 90.0 % |" in md
     assert "| 4 | softmax_s8 | SOFTMAX | 1x8 | 1x8 | 0 | 100 | — | 10.0 % |" in md
 
 
