@@ -287,3 +287,14 @@ def test_protocol_errors(dev):
     dev.send(encode_frame(MsgType.RUN, seq, bytes(100_000))[:10])   # length beyond the device's limit
     _expect_error(dev, seq, ErrorCode.BAD_LENGTH)
     assert dev.hello().signature == dev.info.signature                # still serving
+
+
+@needs_qemu
+def test_profile_request_to_a_firmware_without_profiling(dev):
+    # backwards compatibility: the host only asks when HELLO flag bit 2 is set; a firmware built
+    # without -DAI_PROFILE answers PROFILE like any request it does not serve
+    assert not dev.info.profile and dev.profile() == []
+    seq = dev.next_seq()
+    dev.send(encode_frame(MsgType.PROFILE, seq))
+    _expect_error(dev, seq, ErrorCode.UNKNOWN_TYPE)
+    assert dev.hello().signature == dev.info.signature                # still serving
