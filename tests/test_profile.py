@@ -286,3 +286,18 @@ def test_monitor_prints_the_layer_table():
     assert "instructions" in text and "33280" in text
     rows = [ln.split() for ln in text.splitlines() if ln.strip().startswith(("5 ", "13 "))]
     assert rows == [["5", "conv2d_s8", "24,595", "85.8%"], ["13", "softmax_s8", "4,077", "14.2%"]]
+
+
+def test_validate_prints_counts_in_the_firmware_unit(capsys):
+    from stm32ai.validate.target import _print_counts, _print_layers
+
+    hw = DeviceInfo(1, 0, 216_000_000, 64, 0x01, "network", "nucleo-f746zg", "t", [], [])
+    _print_counts(hw, [216_000, 216_000], icount=False)
+    out = capsys.readouterr().out
+    assert "cycles mean 216,000" in out and "= 1.000 ms at 216 MHz, dwt" in out
+    emu = DeviceInfo(1, 0, 168_000_000, 64, 0x06, "network", "qemu-netduinoplus2", "t", [], [])
+    _print_counts(emu, [33_280], icount=True)
+    _print_layers(emu, [{"node": 5, "kernel": "conv2d_s8", "mean": 100}])
+    out = capsys.readouterr().out
+    assert "instructions mean 33,280" in out and "QEMU -icount" in out and " ms" not in out
+    assert "cycles" not in out and "conv2d_s8" in out
