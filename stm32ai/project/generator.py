@@ -464,6 +464,7 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "console_driver": con.driver, "baud": con.baud,
         "monitor_port": "/dev/ttyACM0" if not emu else "socket://127.0.0.1:4321",
         "emulated": emu is not None, "qemu_machine": emu.qemu_machine if emu else "",
+        "icount_shift": emu.icount_shift if emu else 0,   # the demo's instruction conversion assumes it
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
         "activations_region": place.activations_region, "weights_region": place.weights_region,
