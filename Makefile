@@ -21,8 +21,9 @@ demo: setup
 test: setup
 	$(PYTHON) -m pytest -q -n 2
 
+# All models (slow; not part of `make test`/CI). A subset: make bench ONLY=kws,vww
 bench: setup
-	$(PYTHON) -m bench
+	$(PYTHON) -m bench $(if $(ONLY),--only $(ONLY))
 
 lint:
 	ruff check stm32ai tests bench

@@ -5,11 +5,22 @@ For every model in ../shared/models (when present) and a few project fixtures:
     (tflite-micro pip, measured in this run);
   * weights bytes, runtime + kernel code bytes (the model's and runtime's .text/.rodata kept
     in the linked firmware, from the linker map);
-  * instructions per inference on the emulated Cortex-M4 (QEMU -icount shift=0: one
-    instruction per virtual ns, so instructions = SysTick ticks * 1e9 / SysTick Hz),
-    MACs per instruction, and the ratio to TFLM + CMSIS-NN from ../shared/BASELINES.md;
+  * instructions per inference on the emulated Cortex-M4 (QEMU -icount shift=0; the demo
+    prints `instructions:`, converted from SysTick by the board file's icount_shift), MACs per
+    instruction, the ratio to TFLM + CMSIS-NN (first table of ../shared/BASELINES.md) and to the
+    best published Cortex-M4 cycles (second table: X-CUBE-AI 9.0, Plumerai for AD), where a
+    model has them;
+  * instructions on the emulated Cortex-M7 (QEMU mps2-an500, kernels built for cortex-m7);
+  * a per-layer table per model (kernel, shapes, MACC, instructions, instr/MAC, share), from a
+    second firmware built with --profile; the headline figure comes from the plain firmware, so
+    it carries no profiling overhead;
   * compile + emit time.
 Writes bench/results/bench.json and bench/results/bench.md.
+
+    python -m bench                          # everything (make bench; not in CI: it takes a while)
+    python -m bench --only kws,vww           # models whose file stem contains one of these
+    python -m bench path/to/model.tflite     # given files
+    python -m bench --only ad01_int8 --no-profile   # headline numbers only (one firmware per model)
 """
 
 from __future__ import annotations
@@ -28,20 +39,42 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 FIXTURES = ["conv_stride2_same_int8", "dwconv_dm2_valid_int8", "dense_relu_int8", "add_residual_int8"]
 EMULATED = ["qemu-netduinoplus2", "qemu-mps2-an386"]
+M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built for -mcpu=cortex-m7
 
 
-def baselines() -> dict[str, dict[str, int]]:
-    """TFLM + CMSIS-NN figures per model stem from ../shared/BASELINES.md."""
+# Rows of BASELINES.md's second table (published results on real STM32 hardware) -> model stem.
+PUBLISHED_ROWS = {"IC ResNet-8": "pretrainedResnet_quant", "KWS DS-CNN": "kws_ref_model",
+                  "VWW MobileNetV1-0.25": "vww_96_int8", "AD FC autoencoder": "ad01_int8"}
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _mega(cell: str) -> int | None:
+    """"19.8 M" -> 19800000."""
+    m = re.fullmatch(r"([\d.]+)\s*M", cell.strip())
+    return round(float(m.group(1)) * 1e6) if m else None
+
+
+def baselines(text: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per model stem: TFLM + CMSIS-NN figures (first table of ../shared/BASELINES.md) and the
+    best published real-M4 result (second table: cycles, and whose result it is)."""
     path = SHARED / "BASELINES.md"
-    out: dict[str, dict[str, int]] = {}
-    if not path.exists():
-        return out
-    for line in path.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if text is None:
+        if not path.exists():
+            return {}
+        text = path.read_text()
+    out: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        cells = _cells(line)
         if len(cells) >= 6 and "/" in cells[0] and cells[1].replace(",", "").isdigit():
             num = [int(c.replace(",", "")) if c.replace(",", "").isdigit() else None for c in cells]
-            out[cells[0].split("/")[-1]] = {"macs": num[1], "cmsis_instructions": num[2],
-                                            "ref_instructions": num[4], "tflm_arena": num[5]}
+            out.setdefault(cells[0].split("/")[-1], {}).update(
+                macs=num[1], cmsis_instructions=num[2], ref_instructions=num[4], tflm_arena=num[5])
+        elif len(cells) >= 3 and cells[0] in PUBLISHED_ROWS and _mega(cells[2]) is not None:
+            out.setdefault(PUBLISHED_ROWS[cells[0]], {}).update(
+                published_cycles=_mega(cells[2]), published_by=cells[1].split(":")[0].strip())
     return out
 
 
@@ -67,14 +100,51 @@ def model_code_bytes(map_file: Path) -> int:
     return total
 
 
-def bench_model(path: Path, base: dict[str, int] | None, workdir: Path) -> dict[str, Any]:
+def _shape_of(doc: dict[str, Any], node: int, idx: int = 0) -> list[int]:
+    return doc["attrs"]["shape"][1][doc["node_row_ptr"][node] + idx]
+
+
+def layer_rows(doc: dict[str, Any], params: Any, layers: list[Any]) -> list[dict[str, Any]]:
+    """Per-layer table rows: the firmware's counts joined with graph.json (kernel, shapes, MACC)."""
+    nodes = doc["nodes"]
+    total = sum(x.count for x in layers) or 1
+    rows = []
+    for x in layers:
+        node = nodes[x.node] if 0 <= x.node < len(nodes) else {"attrs": {}, "inputs": []}
+        a = node.get("attrs", {})
+        ins = [_shape_of(doc, i[0], i[1]) for i in node.get("inputs", []) if i is not None
+               and not (nodes[i[0]]["op"] == "null" and nodes[i[0]]["name"] in params)]
+        outs = [_shape_of(doc, x.node, k) for k in range(int(a.get("num_outputs", 1)))]
+        macc = int(a.get("macc", 0))
+        rows.append({"node": x.node, "kernel": x.kernel, "source_op": a.get("source_op"),
+                     "source_index": a.get("source_index"),
+                     "in_shapes": ins, "out_shapes": outs, "macc": macc, "instructions": x.count,
+                     "instr_per_mac": round(x.count / macc, 2) if macc else None,
+                     "share": round(x.count / total, 4)})
+    return rows
+
+
+def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[Path, Any]:
+    from stm32ai.project.build import generate_firmware_project
+    from stm32ai.project.demo_output import parse_demo_output
+    from stm32ai.project.run import build_project, run_qemu
+
+    generate_firmware_project(args, c, proj)
+    elf = build_project(proj)
+    code, uart = run_qemu(elf, board, timeout_s=1800.0)
+    out = parse_demo_output(uart, legacy_board=board)
+    if out.result is None:
+        out.fields["result"] = f"no result (exit {code})"
+    return elf, out
+
+
+def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
+                boards: list[str] | None = None, m7: bool = True) -> dict[str, Any]:
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
     from stm32ai.errors import Stm32aiError
     from stm32ai.pipeline import compile_model
-    from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.generator import plan_placement
-    from stm32ai.project.run import build_project, run_qemu
     from stm32ai.validate.reference import ReferenceUnavailable, tflm_arena_bytes
 
     row: dict[str, Any] = {"model": str(path.relative_to(path.parents[1])), "stem": path.stem}
@@ -96,7 +166,7 @@ def bench_model(path: Path, base: dict[str, int] | None, workdir: Path) -> dict[
         row["tflm_arena_bytes"] = None
         row["tflm_note"] = e.reason[:120]
     board = None
-    for bid in EMULATED:
+    for bid in boards or EMULATED:
         b = load_board(bid)
         try:
             plan_placement(b, activations_bytes=row["pool_bytes"], weights_bytes=row["weights_bytes"])
@@ -110,28 +180,65 @@ def bench_model(path: Path, base: dict[str, int] | None, workdir: Path) -> dict[
     row["board"] = board.id
     proj = workdir / "proj"
     args = SimpleNamespace(model=str(path), board=board.id, name="network", activations_pool=None,
-                           weights_pool=None)
+                           weights_pool=None, profile=False)
     try:
-        generate_firmware_project(args, c, proj)
-        elf = build_project(proj)
+        _, out = _build_run(args, c, proj, board)
     except Stm32aiError as e:
         row["status"] = f"build failed: {e}"
         return row
     row["code_bytes"] = model_code_bytes(proj / "build" / "firmware.map")
-    code, uart = run_qemu(elf, board, timeout_s=900.0)
-    fields = dict(re.findall(r"^(\w+): (.*)$", uart, re.M))
-    row["result"] = fields.get("result", f"no result (exit {code})")
-    if "cycles" in fields and fields.get("cycle_counter") == "systick":
-        hz = int(fields.get("sysclk_hz", board.summary()["sysclk_hz"]))
-        instr = round(int(fields["cycles"]) * 1e9 / hz)
-        row["instructions"] = instr
-        macs = (base or {}).get("macs") or row["macc"]
-        row["macs_per_instruction"] = round(macs / instr, 3) if instr else None
-        if base and base.get("cmsis_instructions"):
-            row["tflm_cmsis_instructions"] = base["cmsis_instructions"]
-            row["instr_vs_tflm_cmsis"] = round(instr / base["cmsis_instructions"], 3)
+    row["result"] = out.result
+    row["core"] = board.core
+    if out.unit == "instructions" and out.count:
+        add_ratios(row, out.count, base)
     row["status"] = "ok" if row["result"] == "match" else "mismatch"
+    if m7:
+        bench_m7(row, args, c, workdir / "m7")
+    if profile and row["status"] == "ok":
+        try:
+            _, pout = _build_run(SimpleNamespace(**{**vars(args), "profile": True}), c, workdir / "prof", board)
+        except Stm32aiError as e:
+            row["profile_status"] = f"build failed: {e}"
+            return row
+        if pout.result != "match" or not pout.layers:
+            row["profile_status"] = f"profiled firmware: {pout.result}, {len(pout.layers)} layers"
+            return row
+        row["profile_unit"] = pout.unit
+        row["profile_total"] = sum(x.count for x in pout.layers)
+        row["layers"] = layer_rows(c.doc, c.params, pout.layers)
     return row
+
+
+def bench_m7(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path) -> None:
+    """The plain firmware built for the emulated Cortex-M7: its verdict and instruction count
+    (QEMU counts instructions; it models neither the M7's dual issue nor its caches)."""
+    from stm32ai.boards import load_board
+    from stm32ai.errors import Stm32aiError
+
+    board = load_board(M7_BOARD)
+    try:
+        _, out = _build_run(SimpleNamespace(**{**vars(args), "board": board.id}), c, proj, board)
+    except Stm32aiError as e:
+        row["m7_result"] = f"build failed: {e}"
+        return
+    row["m7_result"] = out.result
+    if out.unit == "instructions" and out.count:
+        row["m7_instructions"] = out.count
+
+
+def add_ratios(row: dict[str, Any], instr: int, base: dict[str, Any] | None) -> None:
+    """Headline instructions and the ratios to the baselines that apply to this model."""
+    row["instructions"] = instr
+    macs = (base or {}).get("macs") or row.get("macc")
+    row["macs_per_instruction"] = round(macs / instr, 3) if instr and macs else None
+    if base and base.get("cmsis_instructions"):
+        row["tflm_cmsis_instructions"] = base["cmsis_instructions"]
+        row["instr_vs_tflm_cmsis"] = round(instr / base["cmsis_instructions"], 3)
+    if base and base.get("published_cycles"):
+        # instructions vs real-M4 cycles: an M4 retires at most one instruction per cycle
+        row["published_cycles"] = base["published_cycles"]
+        row["published_by"] = base["published_by"]
+        row["instr_vs_published_cycles"] = round(instr / base["published_cycles"], 3)
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -139,39 +246,91 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         return "—" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
     head = ("| model | status | pool B | lower bound B | TFLM arena B | pool/arena | weights B | code B "
-            "| instructions | MACs/instr | ours/TFLM+CMSIS-NN | compile s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "| instructions | MACs/instr | TFLM+CMSIS-NN instr | ours/TFLM+CMSIS-NN "
+            "| published M4 cycles | ours instr / published cycles | M7 instructions | compile s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
         status = r.get("status", "?")
         if status.startswith("unsupported"):
             status = "unsupported"
+        pub = f"{f(r.get('published_cycles'))} ({r['published_by']})" if r.get("published_cycles") else "—"
         lines.append(
             f"| {r['model']} | {status} | {f(r.get('pool_bytes'))} | {f(r.get('lower_bound_bytes'))} "
             f"| {f(r.get('tflm_arena_bytes'))} | {f(r.get('pool_vs_tflm_arena'), '.3f')} "
             f"| {f(r.get('weights_bytes'))} | {f(r.get('code_bytes'))} | {f(r.get('instructions'))} "
-            f"| {f(r.get('macs_per_instruction'), '.3f')} | {f(r.get('instr_vs_tflm_cmsis'), '.3f')} "
-            f"| {f(r.get('generate_s'), '.2f')} |")
-    return head + "\n".join(lines) + "\n"
+            f"| {f(r.get('macs_per_instruction'), '.3f')} | {f(r.get('tflm_cmsis_instructions'))} "
+            f"| {f(r.get('instr_vs_tflm_cmsis'), '.3f')} | {pub} "
+            f"| {f(r.get('instr_vs_published_cycles'), '.3f')} | {_m7(r)} | {f(r.get('generate_s'), '.2f')} |")
+    notes = ("\nInstructions: QEMU netduinoplus2 / mps2-an386 (Cortex-M4), `-icount shift=0`, from the "
+             "plain firmware (no profiling). TFLM + CMSIS-NN: same emulator, ../shared/BASELINES.md. "
+             "Published M4 cycles: real hardware (NUCLEO-L4R5ZI), BASELINES.md's second table; a "
+             "Cortex-M4 retires at most one instruction per cycle, so a ratio below 1 means fewer "
+             "instructions than their cycles. M7 instructions: the plain firmware for QEMU mps2-an500 "
+             "(Cortex-M7, -mcpu=cortex-m7), output checked against the reference; QEMU models neither "
+             "dual issue nor caches, so this is not an M7 cycle count.\n")
+    return head + "\n".join(lines) + "\n" + notes + "".join(layer_table(r) for r in rows if r.get("layers"))
+
+
+def _m7(r: dict[str, Any]) -> str:
+    if r.get("m7_instructions") is not None and r.get("m7_result") == "match":
+        return f"{r['m7_instructions']:,}"
+    return r.get("m7_result") or "—"
+
+
+def _op(x: dict[str, Any]) -> str:
+    """The tflite operator a kernel call comes from, with its index in the .tflite file."""
+    op = x.get("source_op") or "—"
+    return f"{op} (#{x['source_index']})" if x.get("source_index") is not None else op
+
+
+def _shape(s: list[list[int]]) -> str:
+    return ", ".join("x".join(str(d) for d in x) for x in s) or "—"
+
+
+def layer_table(r: dict[str, Any]) -> str:
+    """The per-layer markdown table of one model (from the --profile firmware)."""
+    unit = r.get("profile_unit", "instructions")
+    head = (f"\n### {r['model']}: per layer ({unit}, --profile firmware, total {r['profile_total']:,})\n\n"
+            f"| node | kernel | tflite op (#) | input shapes | output shapes | MACC | {unit} | instr/MAC "
+            "| share |\n|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(
+        f"| {x['node']} | {x['kernel']} | {_op(x)} | {_shape(x['in_shapes'])} "
+        f"| {_shape(x['out_shapes'])} | {x['macc']:,} | {x['instructions']:,} "
+        f"| {'—' if x['instr_per_mac'] is None else format(x['instr_per_mac'], '.2f')} "
+        f"| {100 * x['share']:.1f} % |\n" for x in r["layers"])
+    return head + body
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("models", nargs="*", help="model files (default: ../shared/models and fixtures)")
     ap.add_argument("-o", "--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--only", help="comma-separated substrings: bench only the models whose file stem "
+                                   "contains one (e.g. kws,vww,resnet_quant)")
+    ap.add_argument("--no-profile", action="store_true",
+                    help="skip the per-layer (--profile) firmware: headline figures only")
+    ap.add_argument("--no-m7", action="store_true", help="skip the Cortex-M7 (qemu-mps2-an500) run")
     args = ap.parse_args(argv)
     if args.models:
         models = [Path(m) for m in args.models]
     else:
         models = sorted((SHARED / "models").glob("*/*.tflite"))
         models += [ROOT / "tests" / "fixtures" / "models" / f"{s}.tflite" for s in FIXTURES]
+    if args.only:
+        keys = [k.strip().lower() for k in args.only.split(",") if k.strip()]
+        models = [m for m in models if any(k in m.stem.lower() for k in keys)]
+        if not models:
+            print(f"bench: no model matches --only {args.only}", file=sys.stderr)
+            return 2
     base = baselines()
     rows = []
     for m in models:
         print(f"bench: {m.name} ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="stm32ai-bench-") as tmp:
             try:
-                row = bench_model(m, base.get(m.stem), Path(tmp))
+                row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
+                                  m7=not args.no_m7)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

@@ -23,6 +23,7 @@ enum {
   T_HELLO = 0x01,
   T_RUN = 0x02,
   T_BYE = 0x03,
+  T_PROFILE = 0x04, /* per-layer counts of the last RUN (firmware built with -DAI_PROFILE) */
   T_ERROR = 0x7F,
   T_REPLY = 0x80 /* reply type = request type | T_REPLY */
 };
@@ -197,6 +198,32 @@ static void reply_hello(server_t *s, uint16_t seq) {
   end_reply(s);
 }
 
+static uint64_t count_of(const ai_validation_cfg *c, uint64_t ticks) {
+  return c->to_count != NULL ? c->to_count(ticks) : ticks;
+}
+
+static void put_le64(uint8_t *p, uint64_t v) {
+  put_le32(p, (uint32_t)v);
+  put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* PROFILE reply: u32 n, then n x (u16 graph.json node, u16 0, u64 count) of the last RUN. */
+static void reply_profile(server_t *s, uint16_t seq) {
+  const ai_validation_cfg *c = s->cfg;
+  uint32_t n = c->profile_counts != NULL && c->profile_nodes != NULL ? c->profile_n : 0u;
+  uint8_t b[12] = {0};
+  put_le32(b, n);
+  begin_reply(s, T_PROFILE | T_REPLY, seq, 4u + 12u * n);
+  tx(s, b, 4u);
+  for (uint32_t k = 0; k < n; k++) {
+    put_le16(b, c->profile_nodes[k]);
+    put_le16(b + 2, 0u);
+    put_le64(b + 4, count_of(c, c->profile_counts[k]));
+    tx(s, b, sizeof b);
+  }
+  end_reply(s);
+}
+
 static void do_run(server_t *s, uint16_t seq) {
   /* each inference starts from the initial state (stateful models), as the references do */
   if (ai_reset(s->h) != AI_OK) {
@@ -205,14 +232,13 @@ static void do_run(server_t *s, uint16_t seq) {
   }
   uint64_t t0 = s->cfg->now();
   ai_status st = ai_run(s->h);
-  uint64_t cycles = s->cfg->now() - t0;
+  uint64_t cycles = count_of(s->cfg, s->cfg->now() - t0);
   if (st != AI_OK) {
     send_error(s, seq, E_RUN_FAILED, T_RUN, (uint32_t)st);
     return;
   }
   uint8_t c[8];
-  put_le32(c, (uint32_t)cycles);
-  put_le32(c + 4, (uint32_t)(cycles >> 32));
+  put_le64(c, cycles);
   begin_reply(s, T_RUN | T_REPLY, seq, 8u + s->out_total);
   tx(s, c, sizeof c);
   for (int32_t i = 0; i < ai_get_output_size(s->h); i++) {
@@ -332,6 +358,13 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
           send_error(&s, seq, E_PAYLOAD_SIZE, type, s.in_total);
         } else {
           do_run(&s, seq);
+        }
+        break;
+      case T_PROFILE:
+        if (cfg->profile_n == 0u) {
+          send_error(&s, seq, E_UNKNOWN_TYPE, type, 0u); /* as a firmware without profiling */
+        } else {
+          reply_profile(&s, seq);
         }
         break;
       case T_BYE:

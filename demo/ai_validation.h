@@ -1,7 +1,8 @@
 /* Device side of the stm32ai validation protocol (docs/uart_protocol.md).
  *
  * The host sends a model's inputs in binary frames; the device runs the model and returns the
- * outputs with the cycle count of the inference. The code is board-independent: byte I/O and
+ * outputs with the cycle (hardware) or instruction (emulator) count of the inference, and on
+ * request its per-layer counts. The code is board-independent: byte I/O and
  * the clock come in through ai_validation_cfg, so it builds unchanged for any target (and with
  * a host compiler). No malloc; every wait inside a frame is bounded by an inter-byte timeout. */
 #ifndef AI_VALIDATION_H
@@ -18,7 +19,8 @@
 
 /* HELLO flags */
 #define AI_VAL_FLAG_DWT 0x01u      /* cycles are DWT core cycles (else SysTick ticks) */
-#define AI_VAL_FLAG_EMULATED 0x02u /* an emulated board (QEMU) */
+#define AI_VAL_FLAG_EMULATED 0x02u /* an emulated board (QEMU): counts are instructions */
+#define AI_VAL_FLAG_PROFILE 0x04u  /* per-layer counts available (PROFILE request) */
 
 typedef struct {
   int (*poll_byte)(void);                        /* a received byte, or -1 at once if none */
@@ -32,6 +34,13 @@ typedef struct {
   const char *model;  /* model name */
   const char *board;  /* board id */
   const char *tool_version;
+  /* Optional. now() ticks -> the reported count (instructions on emulated boards); NULL: ticks. */
+  uint64_t (*to_count)(uint64_t ticks);
+  /* Optional per-layer profile of the last run (models built with -DAI_PROFILE): profile_n
+   * entries of now() ticks and their graph.json node indices; profile_n 0: none. */
+  const uint64_t *profile_counts;
+  const uint16_t *profile_nodes;
+  uint32_t profile_n;
 } ai_validation_cfg;
 
 /* Serves requests on `h` until the host sends BYE; then returns 0. Returns -1 at once when the

@@ -350,6 +350,19 @@ class Emulation:
     cpu_hz: int              # the clock the emulator runs the core (and SysTick) at
     serial_index: int = 0    # which -serial the console UART is wired to
     note: str = ""
+    # QEMU `-icount shift=N`: every instruction takes 2^N ns of virtual time, so the board's
+    # counter (SysTick at cpu_hz) counts instructions * cpu_hz * 2^N / 1e9. The firmware then
+    # reports instructions, never "cycles" (QEMU has no cycle model).
+    icount_shift: int = 0
+
+    @property
+    def ns_per_instruction(self) -> int:
+        return 1 << self.icount_shift
+
+    def ticks_to_instructions(self, ticks: int) -> int:
+        """Counter ticks -> instructions, rounded to nearest (as the demo computes it)."""
+        den = self.cpu_hz * self.ns_per_instruction
+        return (ticks * 1_000_000_000 + den // 2) // den
 
 
 @dataclass(frozen=True)
@@ -461,6 +474,8 @@ class Board:
             "console": f"{self.console.instance} {self.console.baud} baud ({self.console.vcp})",
             "cycle_counter": self.cycle_counter,
             "emulated": self.emulation.qemu_machine if self.emulation else None,
+            # what the demo's counter measures: instructions under QEMU -icount, else core cycles
+            "counter_unit": "instructions" if self.emulation else "cycles",
         }
 
 
@@ -770,11 +785,12 @@ def _parse(src: str, data: Any, stem: str | None) -> Board:
     e = b.sub("emulation", required=False)
     emu = None
     if e is not None:
-        e.unknown_keys({"qemu_machine", "rcc_modelled", "cpu_hz", "serial_index", "note"})
+        e.unknown_keys({"qemu_machine", "rcc_modelled", "cpu_hz", "serial_index", "icount_shift", "note"})
         emu = Emulation(qemu_machine=e.str("qemu_machine") or "", rcc_modelled=e.bool("rcc_modelled"),
                         cpu_hz=e.int("cpu_hz", lo=1_000_000) or 0,
                         serial_index=e.int("serial_index", required=False, lo=0, hi=7, default=0) or 0,
-                        note=e.str("note", required=False, default="") or "")
+                        note=e.str("note", required=False, default="") or "",
+                        icount_shift=e.int("icount_shift", required=False, lo=0, hi=10, default=0) or 0)
         if not emu.rcc_modelled and source != "fixed":
             e.fail("the emulator does not model the RCC: the board must keep its reset clock "
                    "(clock.source: fixed)", "rcc_modelled")

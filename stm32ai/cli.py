@@ -122,9 +122,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from stm32ai.validate.target import validate_target
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
-                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout)
-    if args.port or args.board:
-        raise Stm32aiError("--port/--board are for --mode target")
+                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
+                               profile=args.profile)
+    if args.port or args.board or args.profile:
+        raise Stm32aiError("--port/--board/--profile are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
@@ -222,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--validation", action="store_true",
                    help="emulated boards: the demo serves the validation protocol after its self-test "
                         "(hardware boards always do)")
+    g.add_argument("--profile", action="store_true",
+                   help="per-layer profiling: build with -DAI_PROFILE, the demo prints one `layer:` line per "
+                        "kernel (cycles on hardware, instructions on emulated boards); with --c-only the hooks "
+                        "are always emitted: compile with -DAI_PROFILE and provide ai_profile_clock()")
     g.add_argument("--activations-pool", help="comma-separated board memory regions, in order of preference")
     g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     _model_options(g)
@@ -245,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "emulated board and run it in QEMU")
     v.add_argument("--timeout", type=_seconds(False), default=30.0,
                    help="target mode: seconds to wait for each reply")
+    v.add_argument("--profile", action="store_true",
+                   help="target mode with --board: build the firmware with per-layer profiling (with --port, "
+                        "per-layer counts are reported when the firmware was generated with --profile)")
     v.add_argument("--inputs", metavar="F.npz", help="inputs (arrays in input order; leading dim = samples)")
     v.add_argument("-n", type=int, default=3, help="number of random samples (default 3, at most 100,000)")
     v.add_argument("--seed", type=_non_negative_int, default=0, help="random inputs' seed, 0 to 2**32-1")

@@ -16,7 +16,7 @@ K, M = 1024, 1024 * 1024
 MHZ = 1_000_000
 
 ALL = ["disco-f746", "disco-f769", "disco-l475-iot01", "nucleo-f401re", "nucleo-f746zg",
-       "nucleo-h743zi", "nucleo-l4r5zi", "qemu-mps2-an386", "qemu-netduinoplus2"]
+       "nucleo-h743zi", "nucleo-l4r5zi", "qemu-mps2-an386", "qemu-mps2-an500", "qemu-netduinoplus2"]
 
 
 def test_list_boards_has_every_board_sorted():
@@ -39,6 +39,7 @@ CLOCKS = [
     ("nucleo-f401re", 84, 84, 42, 84),
     ("qemu-netduinoplus2", 168, 168, 42, 84),
     ("qemu-mps2-an386", 25, 25, 25, 25),
+    ("qemu-mps2-an500", 25, 25, 25, 25),
 ]
 
 
@@ -77,6 +78,7 @@ UARTS = [
     ("nucleo-f401re", "USART2", 0x40004400, 365),     # 42 MHz
     ("qemu-netduinoplus2", "USART1", 0x40011000, 729),  # 84 MHz (QEMU ignores BRR)
     ("qemu-mps2-an386", "UART0", 0x40004000, 217),    # 25 MHz
+    ("qemu-mps2-an500", "UART0", 0x40004000, 217),    # 25 MHz
 ]
 
 
@@ -131,6 +133,8 @@ REGIONS = {
     "nucleo-f401re": {"flash": (0x08000000, 512 * K), "sram": (0x20000000, 96 * K)},
     "qemu-netduinoplus2": {"flash": (0x08000000, 1 * M), "sram": (0x20000000, 128 * K)},
     "qemu-mps2-an386": {"code": (0x0, 4 * M), "sram": (0x20000000, 4 * M),
+                        "psram": (0x21000000, 16 * M)},
+    "qemu-mps2-an500": {"code": (0x0, 4 * M), "sram": (0x20000000, 4 * M),
                         "psram": (0x21000000, 16 * M)},
 }
 

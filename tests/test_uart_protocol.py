@@ -222,9 +222,12 @@ def test_validate_cli_target_mode_matches(target_url, capsys, tmp_path):
     assert main(["validate", str(MODEL), "--mode", "target", "--port", target_url, "-n", "2",
                  "--json", str(js)]) == 0
     out = capsys.readouterr().out
-    assert "result: match" in out and "firmware on qemu-netduinoplus2" in out and "cycles mean" in out
+    # an emulated board reports instructions, never cycles
+    assert "result: match" in out and "firmware on qemu-netduinoplus2" in out and "instructions mean" in out
     doc = json.loads(js.read_text())
-    assert doc["passed"] and len(doc["target"]["cycles"]) == 2 and doc["target"]["board"] == "qemu-netduinoplus2"
+    assert doc["passed"] and len(doc["target"]["instructions"]) == 2 and doc["target"]["board"] == "qemu-netduinoplus2"
+    assert doc["target"]["unit"] == "instructions" and "cycles" not in doc["target"]
+    assert doc["target"]["layers"] == []          # built without --profile: no PROFILE request
     tflm = next(r for r in doc["references"] if r["name"] == "tflm")
     assert tflm["verdict"] and tflm["outputs"][0]["max_lsb"] == 0
 
@@ -283,4 +286,15 @@ def test_protocol_errors(dev):
     seq = dev.next_seq()
     dev.send(encode_frame(MsgType.RUN, seq, bytes(100_000))[:10])   # length beyond the device's limit
     _expect_error(dev, seq, ErrorCode.BAD_LENGTH)
+    assert dev.hello().signature == dev.info.signature                # still serving
+
+
+@needs_qemu
+def test_profile_request_to_a_firmware_without_profiling(dev):
+    # backwards compatibility: the host only asks when HELLO flag bit 2 is set; a firmware built
+    # without -DAI_PROFILE answers PROFILE like any request it does not serve
+    assert not dev.info.profile and dev.profile() == []
+    seq = dev.next_seq()
+    dev.send(encode_frame(MsgType.PROFILE, seq))
+    _expect_error(dev, seq, ErrorCode.UNKNOWN_TYPE)
     assert dev.hello().signature == dev.info.signature                # still serving

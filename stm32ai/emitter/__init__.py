@@ -188,6 +188,8 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             continue
         if not C_IDENT.match(kernel):
             raise Stm32aiError(f"graph.json node {i}: bad func_name {kernel!r}")
+        if i > 0xFFFF:   # the profile's node table (and the validation protocol) use u16
+            raise Stm32aiError(f"graph.json has more than 65536 nodes (node {i}): too large a model")
         args = []
         kparams = a.get("params", {})
         psym = f"k{i}"

@@ -62,7 +62,8 @@ def generate_firmware_project(args: argparse.Namespace, c: Compiled, stage: Path
                      expected_outputs=expected, activations_pool=a_pool, weights_pool=w_pool,
                      activations_bytes=act, weights_bytes=wts, tool_version=__version__, reference=ref,
                      model_signature=model_signature(c.doc, c.params),
-                     validation=getattr(args, "validation", False), model_file=Path(args.model).name)
+                     validation=getattr(args, "validation", False), model_file=Path(args.model).name,
+                     profile=getattr(args, "profile", False))
     write_artifact(stage / "Model" / "artifact", c.doc, c.params)
     shutil.rmtree(work, ignore_errors=True)
     print(f"test vector: expected output from {ref}", file=sys.stderr)

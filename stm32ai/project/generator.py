@@ -235,6 +235,9 @@ def _board_lines(board: Board) -> list[str]:
         f"#define BOARD_EMULATED {1 if board.is_emulated else 0}",
         f"#define BOARD_SEMIHOSTING_EXIT {1 if board.is_emulated else 0} /* QEMU: exit through semihosting */",
         f"#define BOARD_CYCLE_COUNTER_DWT {1 if board.cycle_counter == 'dwt' else 0}",
+        "/* Emulated boards run under QEMU -icount shift=N: one instruction = 2^N ns of virtual time,",
+        " * so the demo converts counter ticks to instructions (QEMU has no cycle model). */",
+        f"#define BOARD_ICOUNT_SHIFT {board.emulation.icount_shift if board.emulation else 0}",
         "",
         f"/* Console: {con.instance}, {con.vcp} */",
         f"#define CONSOLE_DRIVER_CMSDK {1 if con.driver == 'cmsdk_uart' else 0}",
@@ -325,7 +328,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                      activations_pool: list[str] | None, weights_pool: list[str] | None,
                      activations_bytes: int, weights_bytes: int, tool_version: str,
                      force: bool = False, reference: str = "the reference",
-                     model_signature: int = 0, validation: bool = False, model_file: str = "") -> Path:
+                     model_signature: int = 0, validation: bool = False, model_file: str = "",
+                     profile: bool = False) -> Path:
     """Write a complete firmware project for `board` running model `name` into `out_dir`.
 
     `c_dir` is the emitter's C-only output (`<name>.c/.h`, `<name>_data.c/.h`, `runtime/`).
@@ -334,7 +338,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     the firmware reports to `validate --mode target`; `validation=True` makes an emulated board's
     demo serve the validation protocol after its self-test instead of exiting (hardware boards
     always serve it). `model_file` (the .tflite file name, untrusted) is only ever shown
-    through the sanitiser's filters. Returns `out_dir`.
+    through the sanitiser's filters. `profile=True` builds with -DAI_PROFILE: the demo prints
+    per-layer counts and the validation protocol serves them. Returns `out_dir`.
     """
     out_dir = Path(out_dir)
     c_dir = Path(c_dir)
@@ -354,7 +359,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                            vectors_bytes=vectors_bytes)
 
     slug = out_dir.name or "project"
-    ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation)
+    ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation,
+                           profile)
     ctx["reference"] = reference
     ctx["model_file"] = untrusted(model_file)
     lds_name = ctx["linker_script"]
@@ -388,7 +394,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
 
 
 def _project_context(board: Board, name: str, tool_version: str, place: Placement,
-                     activations_bytes: int, weights_bytes: int, validation: bool = False) -> dict[str, Any]:
+                     activations_bytes: int, weights_bytes: int, validation: bool = False,
+                     profile: bool = False) -> dict[str, Any]:
     ck, con = board.clock, board.console
     regs = clock_registers(board)
     fixed = ck.source == "fixed"
@@ -405,6 +412,10 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "placement": place.to_json(),
         # the demo serves the validation protocol after its self-test instead of exiting
         "validation": validation,
+        # built with -DAI_PROFILE: per-layer counts (`layer:` lines, validation PROFILE request)
+        "profile": profile,
+        # what the demo's `instructions:`/`cycles:` figure counts
+        "counter_unit": "instructions" if emu else "cycles",
     }
     ide_name = f"{name}_{board.id}".replace("-", "_")
     return {
@@ -419,7 +430,8 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
             {"name": "Release", "kind": "release", "id": "1602", "opt": "o2", "defines": ["NDEBUG"]},
         ],
         "ide_source_folders": ["Core", "Model"],
-        "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else [])],
+        "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else []),
+                    *(["AI_PROFILE=1"] if profile else [])],
         "include_dirs": ["Core/Inc", "Model", "Model/runtime/include"],
         "source_dirs": ["Core/Src", "Model", "Model/runtime/src"],
         "linker_script": f"{board.id}.ld",
@@ -439,6 +451,7 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "console_driver": con.driver, "baud": con.baud,
         "monitor_port": "/dev/ttyACM0" if not emu else "socket://127.0.0.1:4321",
         "emulated": emu is not None, "qemu_machine": emu.qemu_machine if emu else "",
+        "icount_shift": emu.icount_shift if emu else 0,   # the demo's instruction conversion assumes it
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
         "activations_region": place.activations_region, "weights_region": place.weights_region,

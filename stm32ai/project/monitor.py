@@ -4,6 +4,9 @@ Any pyserial URL works: `/dev/ttyACM0` (ST-LINK virtual COM port), `socket://127
 (QEMU `-serial tcp::4321,server=on`), `loop://`... The monitor stops after the demo's
 `done: 1` line (or after `timeout_s`, or Ctrl-C) and returns 0 when the demo reported
 `result: match`, 1 when it reported a mismatch, an error or a fault, 0 when it saw no verdict.
+A firmware generated with --profile also gets its `layer:` lines summed up as a table (count and
+share per kernel call) after `done: 1`. The counts are cycles on hardware and instructions on
+emulated boards (`instructions:`), as the demo labels them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import time
 from typing import Any
 
 from stm32ai.errors import Stm32aiError
+from stm32ai.project.demo_output import Layer, format_layers, parse_layer
 
 __all__ = ["monitor", "parse_line"]
 
@@ -79,6 +83,8 @@ def monitor(port: str, baud: int = 115200, timeout_s: float = 0.0, out: Any = No
     con = out or Console(highlight=False)
     ser = _open(port, baud)
     verdict: str | None = None
+    layers: list[Layer] = []
+    unit = "count"
     buf = b""
     deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
     try:
@@ -101,9 +107,16 @@ def monitor(port: str, baud: int = 115200, timeout_s: float = 0.0, out: Any = No
                 k, v = kv
                 if k == "result":
                     verdict = v
+                elif k == "profile_unit":
+                    unit = v
+                elif k == "layer" and (layer := parse_layer(v)) is not None:
+                    layers.append(layer)
                 style = _STYLE.get(v, "") if k == "result" else ""
                 con.print(f"[cyan]{k:>18}[/]: " + (f"[{style}]{v}[/]" if style else v.replace("[", r"\[")))
                 if k == "done":
+                    if layers:
+                        for ln in format_layers(layers, unit):
+                            con.print(ln, markup=False)
                     return 0 if verdict in (None, "match") else 1
     except KeyboardInterrupt:
         pass

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from stm32ai.boards import Board, load_board
 from stm32ai.errors import Stm32aiError
+from stm32ai.project.demo_output import format_layers, parse_demo_output
 
 __all__ = ["TIMEOUT_EXIT_CODE", "build_project", "qemu_command", "qemu_serial_server", "read_manifest",
            "run_project_cli", "run_qemu"]
@@ -103,8 +104,9 @@ def qemu_command(elf: Path, board: Board, *, icount: bool = True, serial_index: 
     for _ in range(idx):
         cmd += ["-serial", "null"]
     cmd += ["-serial", serial, "-semihosting-config", "enable=on,target=native"]
-    if icount:
-        cmd += ["-icount", "shift=0"]
+    if icount:   # the board's counter then counts instructions (Emulation.icount_shift)
+        shift = board.emulation.icount_shift if board.emulation else 0
+        cmd += ["-icount", f"shift={shift}"]
     cmd += ["-kernel", str(elf)]
     return cmd
 
@@ -260,13 +262,21 @@ def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
     err = sys.stderr
     print(f"building {project} ...", file=err, flush=True)
     elf = build_project(project)
-    print(f"running {elf} on {board.emulation.qemu_machine} (qemu, -icount shift=0)", file=err, flush=True)
+    print(f"running {elf} on {board.emulation.qemu_machine} (qemu, -icount shift="
+          f"{board.emulation.icount_shift}: counts are instructions)", file=err, flush=True)
     # validation firmware serves the UART protocol after `done: 1` instead of exiting
     code, text = run_qemu(elf, board, timeout_s=timeout_s, stream=lambda ln: print(ln, flush=True),
                           stop_on_done=bool(m.get("validation")))
     if code == TIMEOUT_EXIT_CODE:
         print(f"stm32ai: the firmware did not finish within {timeout_s:g} s", file=err)
         return 1
+    out = parse_demo_output(text)
+    if out.layers:   # a --profile firmware: the per-layer table, largest share first
+        print(f"per-layer {out.fields.get('profile_unit', out.unit)} (--profile; the headline figure "
+              "includes the profiling overhead):", file=err)
+        layers = sorted(out.layers, key=lambda x: -x.count)
+        for ln in format_layers(layers, out.fields.get("profile_unit", "count"), out.profile_total):
+            print(ln, file=err)
     if code == 0 and re.search(r"^result: match$", text, re.M):
         return 0
     return 1

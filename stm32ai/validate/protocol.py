@@ -19,7 +19,7 @@ import numpy as np
 
 __all__ = ["ERROR_TEXT", "HEADER", "MAGIC", "MAX_PAYLOAD", "VERSION", "DeviceInfo", "ErrorCode", "Frame",
            "FrameDecoder", "MsgType", "TensorInfo", "crc32", "decode_error", "encode_frame",
-           "parse_hello", "parse_run_reply"]
+           "parse_hello", "parse_profile_reply", "parse_run_reply"]
 
 MAGIC = b"\xa5\x5a"
 VERSION = 1
@@ -33,6 +33,7 @@ class MsgType(IntEnum):
     HELLO = 0x01
     RUN = 0x02
     BYE = 0x03
+    PROFILE = 0x04        # per-layer counts of the last RUN (firmware with HELLO flag bit 2)
     ERROR = 0x7F
     REPLY = 0x80          # reply type = request type | REPLY
 
@@ -162,6 +163,16 @@ class DeviceInfo:
     def cycle_counter(self) -> str:
         return "dwt" if self.flags & 0x01 else "systick"
 
+    @property
+    def profile(self) -> bool:
+        """The firmware was built with per-layer profiling (serves PROFILE)."""
+        return bool(self.flags & 0x04)
+
+    @property
+    def unit(self) -> str:
+        """What RUN's count (and PROFILE's) measures: instructions under QEMU, else cycles."""
+        return "instructions" if self.emulated else "cycles"
+
 
 class _Reader:
     def __init__(self, data: bytes) -> None:
@@ -205,6 +216,17 @@ def parse_run_reply(frame: Frame, outputs: list[TensorInfo]) -> tuple[list[np.nd
                    .astype(t.dtype).reshape(t.shape))
         pos += t.size_bytes
     return res, cycles
+
+
+def parse_profile_reply(frame: Frame) -> list[tuple[int, int]]:
+    """[(graph.json node, count), ...] from a PROFILE reply: u32 n, n x (u16 node, u16 0, u64)."""
+    p = frame.payload
+    if len(p) < 4:
+        raise ValueError("PROFILE reply is too short")
+    n = struct.unpack_from("<I", p)[0]
+    if len(p) != 4 + 12 * n:
+        raise ValueError(f"PROFILE reply has {len(p)} bytes, expected {4 + 12 * n} for {n} layers")
+    return [(node, count) for node, _, count in struct.iter_unpack("<HHQ", p[4:])]
 
 
 def decode_error(frame: Frame) -> tuple[int, int, int]:

@@ -40,7 +40,7 @@ class ValidationResult:
     samples: int
     comparisons: list[Comparison]
     subject: str = "generated C"      # what ran the model: the host build or a board's firmware
-    target: dict[str, Any] | None = None   # --mode target: board, model, cycles per inference
+    target: dict[str, Any] | None = None   # --mode target: board, model, unit, counts (and layers)
 
     @property
     def passed(self) -> bool:

@@ -2,7 +2,8 @@
 
     with TargetClient.open("socket://127.0.0.1:4321") as dev:   # or /dev/ttyACM0
         info = dev.hello()                      # version handshake, what the firmware runs
-        outputs, cycles = dev.run([x0, x1])     # one inference
+        outputs, count = dev.run([x0, x1])      # one inference; count in info.unit
+        layers = dev.profile()                  # [(graph.json node, count)] if info.profile
 
 Every read has a deadline: a silent or dead device gives a one-line Stm32aiError, never a
 hang. Replies are checked for CRC (FrameDecoder) and sequence number; stale replies (to an
@@ -34,6 +35,7 @@ from stm32ai.validate.protocol import (
     decode_error,
     encode_frame,
     parse_hello,
+    parse_profile_reply,
     parse_run_reply,
 )
 
@@ -203,6 +205,21 @@ class TargetClient:
         except ValueError as e:
             raise Stm32aiError(f"malformed RUN reply from {self.url}: {e}") from None
 
+    def profile(self, timeout: float | None = None) -> list[tuple[int, int]]:
+        """Per-layer counts of the last RUN: [(graph.json node, count)]; [] when the firmware was
+        built without profiling (HELLO flag bit 2 clear: the request is not even sent, so older
+        firmware is never asked)."""
+        if self.info is None:
+            self.hello()
+        assert self.info is not None
+        if not self.info.profile:
+            return []
+        f = self.request(MsgType.PROFILE, timeout=timeout)
+        try:
+            return parse_profile_reply(f)
+        except ValueError as e:
+            raise Stm32aiError(f"malformed PROFILE reply from {self.url}: {e}") from None
+
     def bye(self, timeout: float = 2.0) -> None:
         """End the session: an emulated board then exits."""
         self.request(MsgType.BYE, timeout=timeout)
@@ -212,9 +229,12 @@ class TargetClient:
 # validate --mode target
 # ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | None = None) -> Iterator[str]:
+def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | None = None, *,
+                    profile: bool = False, icount: bool = False) -> Iterator[str]:
     """Generate and build the validation firmware of `model` for an emulated board, run it in
-    QEMU with its console on a local TCP port; yields the port's pyserial URL."""
+    QEMU with its console on a local TCP port; yields the port's pyserial URL. `profile` builds
+    it with per-layer profiling; `icount` runs QEMU with -icount so that the counts the firmware
+    reports are instructions (its inter-byte timeout then lasts longer in wall time)."""
     from stm32ai.boards import load_board
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.run import build_project, qemu_serial_server
@@ -226,13 +246,13 @@ def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | N
     with tempfile.TemporaryDirectory(prefix="stm32ai-target-") as tmp:
         d = Path(workdir or tmp)
         args = argparse.Namespace(model=str(model), board=board_id, name="network", validation=True,
-                                  activations_pool=None, weights_pool=None)
+                                  activations_pool=None, weights_pool=None, profile=profile)
         stage = d / "project"
         stage.mkdir(parents=True, exist_ok=True)
         print(f"building the validation firmware for {board_id} ...", file=sys.stderr, flush=True)
         generate_firmware_project(args, compiled, stage)
         elf = build_project(stage)
-        with qemu_serial_server(elf, board) as url:
+        with qemu_serial_server(elf, board, icount=icount) as url:
             yield url
 
 
@@ -249,7 +269,8 @@ def _check_io(info: DeviceInfo, c: Any) -> None:
 
 
 def validate_target(model: Path, *, port: str | None, board: str | None, inputs: str | None, n: int,
-                    seed: int, as_json: str | None, timeout: float = DEFAULT_TIMEOUT) -> int:
+                    seed: int, as_json: str | None, timeout: float = DEFAULT_TIMEOUT,
+                    profile: bool = False) -> int:
     from stm32ai.graphjson import model_signature
     from stm32ai.pipeline import compile_model
     from stm32ai.validate.reference import random_inputs
@@ -263,14 +284,17 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     c = compile_model(model, "network")
     sig = model_signature(c.doc, c.params)
     arrays = load_inputs(inputs, c) if inputs else random_inputs(model, n, seed)
-    cycles: list[int] = []
+    counts: list[int] = []
+    layers: dict[int, list[int]] = {}      # graph.json node -> count per sample
 
     with contextlib.ExitStack() as stack:
         if port:
             url, connect = port, 0.0
         else:
             assert board is not None
-            url, connect = stack.enter_context(emulated_target(model, board, c)), 10.0
+            # -icount: the firmware's counts are then instructions (DESIGN §8)
+            url, connect = stack.enter_context(emulated_target(model, board, c, profile=profile,
+                                                               icount=True)), 10.0
         dev = stack.enter_context(TargetClient.open(url, timeout=timeout, connect_timeout=connect))
         info = dev.hello(timeout=min(timeout, 10.0) if port else max(timeout, 30.0))
         if info.signature != sig:
@@ -282,30 +306,57 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
         def runner(_c: Any, samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
             outs = []
             for s in samples:
-                y, cyc = dev.run(s)
+                y, cnt = dev.run(s)
                 outs.append(y)
-                cycles.append(cyc)
+                counts.append(cnt)
+                for node, k in dev.profile():
+                    layers.setdefault(node, []).append(k)
             return outs
 
         res = validate_model(model, arrays, n, seed, runner=runner, compiled=c)
         res.subject = f"firmware on {info.board}"
         res.target = {"board": info.board, "model": info.model, "signature": f"0x{info.signature:08x}",
                       "cpu_hz": info.cpu_hz, "cycle_counter": info.cycle_counter, "emulated": info.emulated,
-                      "cycles": cycles}
+                      "unit": info.unit, info.unit: counts,
+                      "layers": _layer_rows(c.doc, layers)}
         if not port:
             with contextlib.suppress(Stm32aiError):
                 dev.bye()
     code = report(res, as_json)
-    _print_cycles(info, cycles)
+    _print_counts(info, counts, icount=not port)
+    _print_layers(info, res.target["layers"])
     return code
 
 
-def _print_cycles(info: DeviceInfo, cycles: list[int]) -> None:
-    if not cycles:
+def _layer_rows(doc: dict[str, Any], layers: dict[int, list[int]]) -> list[dict[str, Any]]:
+    """Per-layer mean counts; the kernel name comes from this host's graph.json (the firmware
+    sends node indices only, and its signature proves the graphs are the same)."""
+    nodes = doc["nodes"]
+    rows = []
+    for node, ks in layers.items():
+        kernel = nodes[node]["attrs"].get("func_name", "?") if 0 <= node < len(nodes) else "?"
+        rows.append({"node": node, "kernel": kernel, "mean": round(sum(ks) / len(ks)), "samples": ks})
+    return rows
+
+
+def _print_counts(info: DeviceInfo, counts: list[int], icount: bool) -> None:
+    if not counts:
         return
-    mean = sum(cycles) / len(cycles)
-    ms = mean * 1000.0 / info.cpu_hz if info.cpu_hz else 0.0
-    note = " (emulated: QEMU's clock, not a hardware figure)" if info.emulated else ""
-    print(f"target: {info.board}, model {info.model}, {len(cycles)} inference(s): cycles mean {mean:,.0f} "
-          f"(min {min(cycles):,}, max {max(cycles):,}) = {ms:.3f} ms at {info.cpu_hz / 1e6:g} MHz, "
-          f"{info.cycle_counter}{note}")
+    mean = sum(counts) / len(counts)
+    head = (f"target: {info.board}, model {info.model}, {len(counts)} inference(s): {info.unit} mean "
+            f"{mean:,.0f} (min {min(counts):,}, max {max(counts):,})")
+    if info.emulated:   # QEMU: instructions (with -icount), never cycles or milliseconds
+        note = "QEMU -icount" if icount else "valid only if QEMU runs with -icount"
+        print(f"{head}, emulated board ({note})")
+    else:
+        ms = mean * 1000.0 / info.cpu_hz if info.cpu_hz else 0.0
+        print(f"{head} = {ms:.3f} ms at {info.cpu_hz / 1e6:g} MHz, {info.cycle_counter}")
+
+
+def _print_layers(info: DeviceInfo, rows: list[dict[str, Any]]) -> None:
+    from stm32ai.project.demo_output import Layer, format_layers
+
+    if rows:
+        print(f"per-layer {info.unit} (mean over the inferences; profiling adds a few per layer):")
+        for ln in format_layers([Layer(r["node"], r["kernel"], r["mean"]) for r in rows], info.unit):
+            print(ln)

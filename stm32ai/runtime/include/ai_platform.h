@@ -45,6 +45,12 @@ typedef void *ai_handle;
 #define AI_ALIGNED(n)
 #endif
 
+/* Per-layer profiling (generated models built with -DAI_PROFILE): the application provides
+ * this monotonic counter (the demo: DWT cycles, or SysTick ticks); never called otherwise. */
+#ifdef AI_PROFILE
+uint64_t ai_profile_clock(void);
+#endif
+
 typedef enum {
   AI_OK = 0,
   AI_ERR_NULL_POINTER,   /* a required pointer argument was NULL */
