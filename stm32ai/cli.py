@@ -37,14 +37,15 @@ def _model_path(p: str) -> Path:
     return path
 
 
-def _compile(args: argparse.Namespace, name: str):
+def _compile(args: argparse.Namespace, name: str, prune: bool | None = None):
     from stm32ai.emitter import check_name
     from stm32ai.pipeline import compile_model
 
     check_name(name)
     return compile_model(_model_path(args.model), name,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
-                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False))
+                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
+                         prune=not getattr(args, "no_prune", False) if prune is None else prune)
 
 
 def _prepare_output_dir(out: Path, force: bool) -> None:
@@ -99,10 +100,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from stm32ai.report import build_report, render_html, render_table
+    from stm32ai.report import add_pruning, build_report, render_html, render_pruning, render_table
 
     c = _compile(args, "network")
     r = build_report(c)
+    if c.pruned is not None and c.pruned.layers:
+        add_pruning(r, c, _compile(args, "network", prune=False))
     if args.board:
         from stm32ai.project.build import fits_report
 
@@ -113,7 +116,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         Path(args.html).write_text(render_html(r))
     from rich.console import Console
 
-    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(render_table(r))
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console.print(render_table(r))
+    pruning = render_pruning(r)
+    if pruning is not None:
+        console.print(pruning)
     if r.fits is not None:
         print(f"fits {args.board}: {'yes' if r.fits['ok'] else 'NO'} ({r.fits['summary']})")
         if not r.fits["ok"]:
@@ -128,11 +135,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from stm32ai.validate.target import validate_target
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
-                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout)
+                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
+                               prune=not args.no_prune)
     if args.port or args.board:
         raise Stm32aiError("--port/--board are for --mode target")
     return validate(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
-                    as_json=args.json)
+                    as_json=args.json, prune=not args.no_prune)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -172,7 +180,14 @@ def cmd_supported_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prune_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-prune", action="store_true",
+                   help="keep output channels with all-zero weights and the channels they make "
+                        "unneeded (dead-channel elimination is exact and on by default)")
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
+    _prune_option(p)
     p.add_argument("--no-inputs-allocation", action="store_true",
                    help="inputs are buffers of the application, not part of the activation pool")
     p.add_argument("--no-outputs-allocation", action="store_true",
@@ -220,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-n", type=int, default=3, help="number of random samples (default 3)")
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--json", metavar="F", help="also write the metrics as JSON to F")
+    _prune_option(v)
     v.set_defaults(fn=cmd_validate)
 
     r = sub.add_parser("run", help="build a project and run it on its emulated board")

@@ -110,9 +110,9 @@ Runner = Callable[[Compiled, list[list[np.ndarray]]], list[list[np.ndarray]]]
 
 def validate_model(model: str | Path, inputs: list[np.ndarray] | None = None, n: int = 3,
                    seed: int = 0, runner: Runner | None = None,
-                   compiled: Compiled | None = None) -> ValidationResult:
+                   compiled: Compiled | None = None, prune: bool = True) -> ValidationResult:
     """Run the C model (`runner`, default: host build) and the references on the same inputs."""
-    c = compiled if compiled is not None else compile_model(model, "network")
+    c = compiled if compiled is not None else compile_model(model, "network", prune=prune)
     arrays = inputs if inputs is not None else random_inputs(model, n, seed)
     samples = per_sample(c, arrays)
     ours = (runner or run_compiled)(c, samples)
@@ -144,13 +144,14 @@ def print_result(res: ValidationResult) -> None:
     print(f"result: {'match' if res.passed else 'MISMATCH'}")
 
 
-def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None) -> int:
+def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None,
+             prune: bool = True) -> int:
     if n < 1:
         raise Stm32aiError("-n must be at least 1")
     arrays = None
     if inputs:
-        arrays = load_inputs(inputs, compile_model(model, "network"))
-    return report(validate_model(model, arrays, n, seed), as_json)
+        arrays = load_inputs(inputs, compile_model(model, "network", prune=prune))
+    return report(validate_model(model, arrays, n, seed, prune=prune), as_json)
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:
