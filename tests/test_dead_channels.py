@@ -251,6 +251,25 @@ def test_channel_ignored_by_every_consumer_weight_is_dropped(tmp_path):
     _exact(tmp_path, net)
 
 
+def test_tensor_with_two_consumers_drops_only_what_both_can_do_without(tmp_path):
+    # channel 3 is at the zero point: the depthwise path folds it later, the 3x3 SAME conv
+    # folds it directly -> removed; channel 1 is not: both paths need it -> kept, read as is
+    net = Net((1, 5, 5, 3), seed=8)
+    bias = _bias_with(6, (3,), AT_ZP, np.random.default_rng(8))
+    bias[1] = OFF_ZP
+    net.conv(6, k=1, dead=(1, 3), bias=bias)
+    branch = (net.x, net.shape, net.scale)
+    net.dw(k=3)
+    net.conv(4, k=1)
+    net.x, net.shape, net.scale = branch
+    net.conv(3, k=3)
+    net.mb.inputs.remove(branch[0])  # ModelBuilder.io took the second read for a graph input
+    _, layers = _pruned(tmp_path, net)
+    assert layers[0].out_channels == (6, 5) and layers[1].out_channels == (6, 5)
+    assert layers[2].folded == 1 and layers[3].folded == 1
+    _exact(tmp_path, net)
+
+
 def test_chain_to_a_classifier_and_fixed_point(tmp_path):
     net = Net((1, 8, 8, 3), seed=6)
     r = np.random.default_rng(6)
