@@ -107,12 +107,21 @@ class Net:
         self.mb.dw(self.x, wt, b, y, padding, act=act)
         return self._next(y, (n, h, wd, c), out[0])
 
-    def avgpool(self) -> int:
+    def avgpool(self, kind="avg") -> int:
         n, h, w, c = self.shape
         zp = int(self.mb.tensors[self.x].quantization.zeroPoint[0])
         y = self.mb.tensor((n, 1, 1, c), "int8", self.scale, zp)
-        self.mb.pool("avg", self.x, y, h, w, 1, 1, "VALID")
+        self.mb.pool(kind, self.x, y, h, w, 1, 1, "VALID")
         return self._next(y, (n, 1, 1, c), self.scale)
+
+    def pool_same(self, kind="max") -> int:
+        """3x3 stride 2 SAME pooling (windows clipped at the border)."""
+        n, h, w, c = self.shape
+        zp = int(self.mb.tensors[self.x].quantization.zeroPoint[0])
+        shape = (n, (h + 1) // 2, (w + 1) // 2, c)
+        y = self.mb.tensor(shape, "int8", self.scale, zp)
+        self.mb.pool(kind, self.x, y, 3, 3, 2, 2, "SAME")
+        return self._next(y, shape, self.scale)
 
     def flatten(self) -> int:
         zp = int(self.mb.tensors[self.x].quantization.zeroPoint[0])
@@ -190,6 +199,18 @@ def test_dead_channels_into_fc_through_flatten_and_average_pool(tmp_path):
     c, layers = _pruned(tmp_path, net)
     assert [layers[i].out_channels[1] for i in range(3)] == [4, 4, 4]
     assert layers[3].folded == 2
+    _exact(tmp_path, net)
+
+    # clipped SAME windows: max of the in-image taps, average over them (v either way)
+    net = Net((1, 5, 5, 3), seed=2)
+    net.conv(6, k=1, dead=(0, 4), bias=_bias_with(6, (0, 4), OFF_ZP, np.random.default_rng(4)))
+    net.pool_same("max")
+    net.pool_same("avg")
+    net.flatten()
+    net.fc(2)
+    c, layers = _pruned(tmp_path, net)
+    assert [layers[i].out_channels[1] for i in range(3)] == [4, 4, 4]
+    assert layers[4].folded == 2 * 4  # 2 channels x 2x2 pixels
     _exact(tmp_path, net)
 
 
@@ -328,6 +349,24 @@ def test_vww_macc_and_weights():
     assert after.pruned.macc_saved == m0 - m1
     w0, w1 = ({p["name"]: p["size"] for p in c.doc["stm32ai"]["pools"]}["weights"] for c in (before, after))
     assert w1 < 0.2 * w0
+
+
+def test_analyze_reports_what_was_removed_and_no_prune_turns_it_off(tmp_path, capsys):
+    import json
+
+    from stm32ai.cli import main
+
+    path = str(shared_model(VWW))
+    assert main(["analyze", path, "--json", str(tmp_path / "on.json")]) == 0
+    assert "dead-channel elimination" in capsys.readouterr().out
+    on = json.loads((tmp_path / "on.json").read_text())
+    p = on["pruning"]
+    assert p["macc"] == [7_491_976, on["macc"]] and p["weights_bytes"] == [240_960, on["weights_bytes"]]
+    assert p["removed_channels"] == sum(ly["out_channels"][0] - ly["out_channels"][1] for ly in p["layers"])
+    assert main(["analyze", path, "--no-prune", "--json", str(tmp_path / "off.json")]) == 0
+    assert "dead-channel elimination" not in capsys.readouterr().out
+    off = json.loads((tmp_path / "off.json").read_text())
+    assert off["pruning"] is None and off["macc"] == 7_491_976
 
 
 @pytest.mark.slow

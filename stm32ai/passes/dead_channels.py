@@ -49,6 +49,7 @@ from stm32ai.passes.quant import (
 __all__ = ["LayerPrune", "PruneSummary", "prune_dead_channels"]
 
 _MAX_ROUNDS = 8
+ALIGN = int(__import__("os").environ.get("STM32AI_PRUNE_ALIGN", "1"))  # TEMP experiment
 
 
 @dataclass
@@ -289,7 +290,14 @@ def _foldable(wt: _Weighted, uni: dict[int, int], live: np.ndarray) -> dict[int,
     return dict(uni) if int(bound.max()) <= INT32_MAX else {}
 
 
-def _analyse(g: Graph) -> _Plan:
+def _round_up(live: list[int], n: int, align: int) -> list[int]:
+    """`live` plus the first other channels, up to a multiple of `align` (or all n)."""
+    want = min(n, -(-len(live) // align) * align)
+    extra = [c for c in range(n) if c not in set(live)][:want - len(live)]
+    return sorted(live + extra)
+
+
+def _analyse(g: Graph, align: int = 1) -> _Plan:
     kinds = {i: k for i, op in enumerate(g.ops) if (k := _kind(g, op)) is not None}
     consts = _forward_constants(g, kinds)
     outputs = set(g.outputs)
@@ -313,6 +321,8 @@ def _analyse(g: Graph) -> _Plan:
         n_out = _channels(g.tensors[y])
         live = sorted(needed.get(y, set())) if y not in outputs else list(range(n_out))
         live = live or [0]  # a tensor keeps at least one channel
+        if kind in ("conv", "fc") and len(live) % align:
+            live = _round_up(live, n_out, align)
         live_out[i] = live
         if kind in ("conv", "dw", "fc"):
             wt = _weighted(g, op, kind)
@@ -462,10 +472,14 @@ def _merge(summary: PruneSummary) -> PruneSummary:
     return PruneSummary(sorted(rows.values(), key=lambda r: r.index))
 
 
-def prune_dead_channels(g: Graph) -> PruneSummary:
-    """Remove every channel the analysis proves unneeded, in place; returns what changed."""
+def prune_dead_channels(g: Graph, align: int = ALIGN) -> PruneSummary:
+    """Remove every channel the analysis proves unneeded, in place; returns what changed.
+
+    `align` > 1 keeps a few removable channels so that the kept count of every CONV_2D /
+    FULLY_CONNECTED output (and what follows it channel by channel) is a multiple of it,
+    where the kernels' fast paths want it."""
     summary = PruneSummary()
     for _ in range(_MAX_ROUNDS):
-        if not _apply(g, _analyse(g), summary):
+        if not _apply(g, _analyse(g, align), summary):
             break
     return _merge(summary)
