@@ -94,7 +94,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from stm32ai.report import build_report
 
     r = build_report(c)
-    print(f"generated {out}: {len(r.layers)} layers, MACC {r.macc:,}, weights {r.weights_bytes:,} B, "
+    pruned = ""
+    if c.pruned is not None and c.pruned.layers:
+        pruned = (f" ({c.pruned.removed_channels:,} dead channels removed, "
+                  f"-{c.pruned.macc_saved:,} MACC; --no-prune keeps them)")
+    print(f"generated {out}: {len(r.layers)} layers, MACC {r.macc:,}{pruned}, weights {r.weights_bytes:,} B, "
           f"activations {r.activations_bytes:,} B")
     return 0
 

@@ -129,6 +129,15 @@ def render_table(r: Report) -> Any:
     return t
 
 
+def _pruning_html(r: Report) -> str:
+    p = r.pruning
+    if not p or not p["layers"]:
+        return ""
+    totals = "; ".join(f"{label} {_arrow(p[k])}" for k, label in
+                       (("macc", "MACC"), ("weights_bytes", "ROM B"), ("activations_bytes", "RAM B")) if k in p)
+    return f"<p>dead-channel elimination: {p['removed_channels']:,} output channels removed; {totals}</p>"
+
+
 def render_html(r: Report) -> str:
     from html import escape
 
@@ -139,6 +148,6 @@ def render_html(r: Report) -> str:
         for ly in r.layers)
     return (f"<!doctype html><meta charset=utf-8><title>{escape(r.model)}</title>"
             f"<h1>{escape(r.model)}</h1><p>MACC {r.macc:,}; ROM {r.weights_bytes:,} B; "
-            f"RAM {r.activations_bytes:,} B (lower bound {r.lower_bound_bytes:,} B)</p>"
+            f"RAM {r.activations_bytes:,} B (lower bound {r.lower_bound_bytes:,} B)</p>{_pruning_html(r)}"
             "<table border=1><tr><th>#</th><th>op</th><th>kernel</th><th>inputs</th><th>output</th>"
             f"<th>MACC</th><th>weights B</th><th>activations B</th></tr>\n{rows}</table>\n")
