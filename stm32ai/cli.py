@@ -37,14 +37,15 @@ def _model_path(p: str) -> Path:
     return path
 
 
-def _compile(args: argparse.Namespace, name: str):
+def _compile(args: argparse.Namespace, name: str, prune: bool | None = None):
     from stm32ai.emitter import check_name
     from stm32ai.pipeline import compile_model
 
     check_name(name)
     return compile_model(_model_path(args.model), name,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
-                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False))
+                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
+                         prune=not getattr(args, "no_prune", False) if prune is None else prune)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -77,20 +78,26 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from stm32ai.report import build_report
 
     r = build_report(c)
-    print(f"generated {out}: {len(r.layers)} layers, MACC {r.macc:,}, weights {r.weights_bytes:,} B, "
+    pruned = ""
+    if c.pruned is not None and c.pruned.layers:
+        pruned = (f" ({c.pruned.removed_channels:,} dead channels removed, "
+                  f"-{c.pruned.macc_saved:,} MACC; --no-prune keeps them)")
+    print(f"generated {out}: {len(r.layers)} layers, MACC {r.macc:,}{pruned}, weights {r.weights_bytes:,} B, "
           f"activations {r.activations_bytes:,} B")
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from stm32ai.outputs import check_output_file, write_text_atomic
-    from stm32ai.report import build_report, render_html, render_table
+    from stm32ai.report import add_pruning, build_report, render_html, render_pruning, render_table
 
     for opt, path in (("--json", args.json), ("--html", args.html)):
         if path:
             check_output_file(path, opt)
     c = _compile(args, "network")
     r = build_report(c)
+    if c.pruned is not None and c.pruned.layers:
+        add_pruning(r, c, _compile(args, "network", prune=False))
     if args.board:
         from stm32ai.project.build import fits_report
 
@@ -101,7 +108,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         write_text_atomic(args.html, render_html(r), "--html")
     from rich.console import Console
 
-    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(render_table(r))
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    console.print(render_table(r))
+    pruning = render_pruning(r)
+    if pruning is not None:
+        console.print(pruning)
     if r.fits is not None:
         print(f"fits {args.board}: {'yes' if r.fits['ok'] else 'NO'} ({r.fits['summary']})")
         if not r.fits["ok"]:
@@ -123,13 +134,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
-                               profile=args.profile)
+                               profile=args.profile, prune=not args.no_prune)
     if args.port or args.board or args.profile:
         raise Stm32aiError("--port/--board/--profile are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
-                      step=lambda d: prog.update(task, description=d))
+                      step=lambda d: prog.update(task, description=d), prune=not args.no_prune)
     return report(res, args.json)
 
 
@@ -201,7 +212,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
+def _prune_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-prune", action="store_true",
+                   help="keep output channels with all-zero weights and the channels they make "
+                        "unneeded (dead-channel elimination is exact and on by default)")
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
+    _prune_option(p)
     p.add_argument("--no-inputs-allocation", action="store_true",
                    help="inputs are buffers of the application, not part of the activation pool")
     p.add_argument("--no-outputs-allocation", action="store_true",
@@ -257,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-n", type=int, default=3, help="number of random samples (default 3, at most 100,000)")
     v.add_argument("--seed", type=_non_negative_int, default=0, help="random inputs' seed, 0 to 2**32-1")
     v.add_argument("--json", metavar="F", help="also write the metrics as JSON to F")
+    _prune_option(v)
     v.set_defaults(fn=cmd_validate)
 
     r = sub.add_parser("run", help="build a project and run it on its emulated board")

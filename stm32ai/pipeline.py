@@ -13,6 +13,7 @@ from stm32ai.graphjson import to_graph_json
 from stm32ai.ir import Graph
 from stm32ai.passes.canonicalize import canonicalize
 from stm32ai.passes.check_support import check_supported
+from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
@@ -25,18 +26,20 @@ class Compiled:
     plan: Plan
     doc: dict[str, Any]  # graph.json
     params: dict[str, np.ndarray]
+    pruned: PruneSummary | None = None  # what dead-channel elimination removed (None: pass off)
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
-                  outputs_in_pool: bool = True) -> Compiled:
+                  outputs_in_pool: bool = True, prune: bool = True) -> Compiled:
     fold_constants(g)
     fuse_dilated_convs(g)
     canonicalize(g)
     check_supported(g, {t: s.check for t, s in registry().items()})
+    pruned = prune_dead_channels(g) if prune else None
     lower_graph(g)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     doc, params = to_graph_json(g, plan, name)
-    return Compiled(g, plan, doc, params)
+    return Compiled(g, plan, doc, params, pruned)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: bool) -> Compiled:

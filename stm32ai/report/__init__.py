@@ -33,6 +33,7 @@ class Report:
     output_bytes: list[int]
     io_in_pool: bool
     fits: dict[str, Any] | None = field(default=None)
+    pruning: dict[str, Any] | None = field(default=None)  # dead-channel elimination, see add_pruning
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +64,50 @@ def build_report(c: Compiled) -> Report:
     )
 
 
+def add_pruning(r: Report, c: Compiled, unpruned: Compiled | None) -> None:
+    """What dead-channel elimination removed: per layer channels and MACC, and the model's
+    totals compiled without the pass (`unpruned`) against with it."""
+    if c.pruned is None:
+        return
+    info: dict[str, Any] = {"removed_channels": c.pruned.removed_channels,
+                            "layers": [ly.to_json() for ly in c.pruned.layers]}
+    if unpruned is not None:
+        before = build_report(unpruned)
+        info["macc"] = [before.macc, r.macc]
+        info["weights_bytes"] = [before.weights_bytes, r.weights_bytes]
+        info["activations_bytes"] = [before.activations_bytes, r.activations_bytes]
+    r.pruning = info
+
+
+def _arrow(pair: Any) -> str:
+    a, b = pair
+    return f"{a:,}" if a == b else f"{a:,} -> {b:,}"
+
+
+def render_pruning(r: Report) -> Any:
+    """A rich Table of the pruned layers, or None when nothing was removed."""
+    from rich.table import Table
+
+    p = r.pruning
+    if not p or not p["layers"]:
+        return None
+    t = Table(title="dead-channel elimination (exact; --no-prune turns it off)", title_justify="left")
+    for col, just in (("#", "right"), ("op", "left"), ("in channels", "right"), ("out channels", "right"),
+                      ("folded", "right"), ("MACC", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for ly in p["layers"]:
+        t.add_row(str(ly["index"]), ly["op"], _arrow(ly["in_channels"]), _arrow(ly["out_channels"]),
+                  str(ly["folded"]), _arrow(ly["macc"]))
+    parts = [f"{p['removed_channels']:,} output channels removed"]
+    for key, label in (("macc", "MACC"), ("weights_bytes", "ROM (weights) B"),
+                       ("activations_bytes", "RAM (activation pool) B")):
+        if key in p:
+            parts.append(f"{label} {_arrow(p[key])}")
+    t.caption = " | ".join(parts)
+    t.caption_justify = "left"
+    return t
+
+
 def render_table(r: Report) -> Any:
     """A rich Table of the layers plus a totals caption."""
     from rich.markup import escape
@@ -87,6 +132,15 @@ def render_table(r: Report) -> Any:
     return t
 
 
+def _pruning_html(r: Report) -> str:
+    p = r.pruning
+    if not p or not p["layers"]:
+        return ""
+    totals = "; ".join(f"{label} {_arrow(p[k])}" for k, label in
+                       (("macc", "MACC"), ("weights_bytes", "ROM B"), ("activations_bytes", "RAM B")) if k in p)
+    return f"<p>dead-channel elimination: {p['removed_channels']:,} output channels removed; {totals}</p>"
+
+
 def render_html(r: Report) -> str:
     from html import escape
 
@@ -97,6 +151,6 @@ def render_html(r: Report) -> str:
         for ly in r.layers)
     return (f"<!doctype html><meta charset=utf-8><title>{escape(r.model)}</title>"
             f"<h1>{escape(r.model)}</h1><p>MACC {r.macc:,}; ROM {r.weights_bytes:,} B; "
-            f"RAM {r.activations_bytes:,} B (lower bound {r.lower_bound_bytes:,} B)</p>"
+            f"RAM {r.activations_bytes:,} B (lower bound {r.lower_bound_bytes:,} B)</p>{_pruning_html(r)}"
             "<table border=1><tr><th>#</th><th>op</th><th>kernel</th><th>inputs</th><th>output</th>"
             f"<th>MACC</th><th>weights B</th><th>activations B</th></tr>\n{rows}</table>\n")

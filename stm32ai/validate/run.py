@@ -122,12 +122,12 @@ Runner = Callable[[Compiled, list[list[np.ndarray]]], list[list[np.ndarray]]]
 def validate_model(model: str | Path, inputs: list[np.ndarray] | None = None, n: int = 3,
                    seed: int = 0, runner: Runner | None = None,
                    compiled: Compiled | None = None,
-                   step: Callable[[str], None] | None = None) -> ValidationResult:
+                   step: Callable[[str], None] | None = None, prune: bool = True) -> ValidationResult:
     """Run the C model (`runner`, default: host build) and the references on the same inputs.
     `step(description)` is told each phase (the CLI's progress display)."""
     say = step or (lambda _d: None)
     say("compiling the model")
-    c = compiled if compiled is not None else compile_model(model, "network")
+    c = compiled if compiled is not None else compile_model(model, "network", prune=prune)
     arrays = inputs if inputs is not None else random_inputs(model, n, seed)
     samples = per_sample(c, arrays)
     say(f"running the C model on {len(samples):,} sample(s)")
@@ -164,19 +164,19 @@ def print_result(res: ValidationResult) -> None:
 
 
 def collect(model: Path, *, inputs: str | None, n: int, seed: int,
-            step: Callable[[str], None] | None = None) -> ValidationResult:
+            step: Callable[[str], None] | None = None, prune: bool = True) -> ValidationResult:
     """`validate --mode host` without the printing: inputs from --inputs or -n random samples."""
     if not 1 <= n <= MAX_SAMPLES:
         raise Stm32aiError(f"-n {n}: give 1 to {MAX_SAMPLES:,} samples")
     arrays = None
     if inputs:
-        arrays = load_inputs(inputs, compile_model(model, "network"))
-    return validate_model(model, arrays, n, seed, step=step)
+        arrays = load_inputs(inputs, compile_model(model, "network", prune=prune))
+    return validate_model(model, arrays, n, seed, step=step, prune=prune)
 
 
 def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None,
-             step: Callable[[str], None] | None = None) -> int:
-    return report(collect(model, inputs=inputs, n=n, seed=seed, step=step), as_json)
+             step: Callable[[str], None] | None = None, prune: bool = True) -> int:
+    return report(collect(model, inputs=inputs, n=n, seed=seed, step=step, prune=prune), as_json)
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:
