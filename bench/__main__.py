@@ -130,7 +130,7 @@ def bench_model(path: Path, base: dict[str, int] | None, workdir: Path) -> dict[
         if base and base.get("cmsis_instructions"):
             row["tflm_cmsis_instructions"] = base["cmsis_instructions"]
             row["instr_vs_tflm_cmsis"] = round(instr / base["cmsis_instructions"], 3)
-    row["status"] = "ok" if row["result"] == "match" else "mismatch"
+    row["status"] = {"match": "ok", "no-reference": "no reference"}.get(row["result"], "mismatch")
     return row
 
 

@@ -3,7 +3,8 @@
 Any pyserial URL works: `/dev/ttyACM0` (ST-LINK virtual COM port), `socket://127.0.0.1:4321`
 (QEMU `-serial tcp::4321,server=on`), `loop://`... The monitor stops after the demo's
 `done: 1` line (or after `timeout_s`, or Ctrl-C) and returns 0 when the demo reported
-`result: match`, 1 when it reported a mismatch, an error or a fault, 0 when it saw no verdict.
+`result: match` (or `result: no-reference`: a demo generated without a reference), 1 when it
+reported a mismatch, an error or a fault, 0 when it saw no verdict.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from stm32ai.errors import Stm32aiError
 
 __all__ = ["monitor", "parse_line"]
 
-_STYLE = {"match": "bold green", "mismatch": "bold red", "error": "bold red", "fault": "bold red"}
+_OK = (None, "match", "no-reference")
+_STYLE = {"match": "bold green", "no-reference": "bold yellow", "mismatch": "bold red", "error": "bold red",
+          "fault": "bold red"}
 
 
 def parse_line(line: str) -> tuple[str, str] | None:
@@ -72,9 +75,9 @@ def monitor(port: str, baud: int = 115200, timeout_s: float = 0.0, out: Any = No
                 style = _STYLE.get(v, "") if k == "result" else ""
                 con.print(f"[cyan]{k:>18}[/]: " + (f"[{style}]{v}[/]" if style else v.replace("[", r"\[")))
                 if k == "done":
-                    return 0 if verdict in (None, "match") else 1
+                    return 0 if verdict in _OK else 1
     except KeyboardInterrupt:
         pass
     finally:
         ser.close()
-    return 0 if verdict in (None, "match") else 1
+    return 0 if verdict in _OK else 1
