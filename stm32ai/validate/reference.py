@@ -101,7 +101,7 @@ class Reference:
 
 # TFLM is a normal dependency (it computes the demo's expected output and validate's verdict);
 # LiteRT is the [litert] extra (hybrid models, which TFLM refuses, and the cross-check).
-# The version ranges are pyproject.toml's (tests/test_packaging.py keeps them equal); why these
+# The version ranges are pyproject.toml's (tests/test_references_policy.py keeps them equal); why these
 # ranges: docs/references.md.
 TFLM_REQUIREMENT = "tflite-micro>=0.dev20261023182759,<0.dev20270101000000"
 LITERT_REQUIREMENT = "ai-edge-litert>=2.3,<3"
@@ -588,8 +588,9 @@ def missing_reference_error(model: str | os.PathLike[str], refs: Sequence[RefRes
                 f"{tflm.install}")
     if lite is not None and lite.missing:
         why = (tflm.unavailable or "refused").removeprefix("TFLM: ") if tflm is not None else "refused"
-        return _one_line(f"{name}: TFLite Micro cannot run this model ({_one_line(why, 120)}) and LiteRT, the "
-                         f"reference for such models, is not installed: {lite.install}", 600)
+        # shorten the reason, never the install command
+        head = _one_line(f"{name}: TFLite Micro cannot run this model ({_one_line(why, 120)})", 400)
+        return f"{head} and LiteRT, the reference for such models, is not installed: {lite.install}"
     return None
 
 
