@@ -191,7 +191,7 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     row["core"] = board.core
     if out.unit == "instructions" and out.count:
         add_ratios(row, out.count, base)
-    row["status"] = "ok" if row["result"] == "match" else "mismatch"
+    row["status"] = {"match": "ok", "no-reference": "no reference"}.get(row["result"], "mismatch")
     if m7:
         bench_m7(row, args, c, workdir / "m7")
     if profile and row["status"] == "ok":

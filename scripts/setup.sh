@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything stm32ai needs on a fresh Debian machine with Python 3.11:
-# the Arm GCC toolchain, newlib and QEMU from Debian, the Python package and its test extras.
+# the Arm GCC toolchain, newlib and QEMU from Debian, the Python package (editable) with its test
+# extra: both references (TFLite Micro, LiteRT via [litert]) and the test tools (docs/references.md).
 set -euo pipefail
 need_apt=()
 command -v arm-none-eabi-gcc >/dev/null || need_apt+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
@@ -8,6 +9,8 @@ command -v arm-none-eabi-gcc >/dev/null || need_apt+=(gcc-arm-none-eabi libnewli
 command -v qemu-system-arm >/dev/null || need_apt+=(qemu-system-arm)
 command -v make >/dev/null || need_apt+=(make)
 command -v cc >/dev/null || need_apt+=(gcc)
+# tests/test_wheel.py makes a fresh virtual environment: Debian's python3 has no ensurepip without it
+python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

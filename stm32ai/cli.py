@@ -218,6 +218,30 @@ def _prune_option(p: argparse.ArgumentParser) -> None:
                         "unneeded (dead-channel elimination is exact and on by default)")
 
 
+def version_text() -> str:
+    """`stm32ai --version`: the tool, then each reference it found (docs/references.md)."""
+    from stm32ai.validate.reference import REFERENCES, reference_versions
+
+    lines = [f"stm32ai {__version__}"]
+    for kind, ver in reference_versions().items():
+        ref = REFERENCES[kind]
+        state = ver if ver else f"not installed ({ref.install})"
+        lines.append(f"{ref.dist}: {state}  [{ref.label}, {ref.role}]")
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    """Like argparse's "version" action, but looks the references up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version of stm32ai and of the references it found, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
     _prune_option(p)
     p.add_argument("--no-inputs-allocation", action="store_true",
@@ -228,7 +252,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="stm32ai", description="TensorFlow Lite models to STM32 firmware.")
-    ap.add_argument("--version", action="version", version=f"stm32ai {__version__}")
+    ap.add_argument("--version", action=_VersionAction)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     g = sub.add_parser("generate", help="generate a firmware project (or just the C with --c-only)")
@@ -247,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "are always emitted: compile with -DAI_PROFILE and provide ai_profile_clock()")
     g.add_argument("--activations-pool", help="comma-separated board memory regions, in order of preference")
     g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
+    g.add_argument("--no-test-vector", action="store_true",
+                   help="embed no expected output (no reference is run): the demo reports timing and "
+                        "memory and `result: no-reference`")
     _model_options(g)
     g.set_defaults(fn=cmd_generate)
 

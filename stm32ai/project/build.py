@@ -32,18 +32,32 @@ def _sizes(c: Compiled) -> tuple[int, int]:
     return pools["activations"], pools["weights"]
 
 
-def test_vector(model: Path, c: Compiled, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray], str]:
-    """One seeded random input and the verdict reference's output for it (DESIGN §7)."""
-    from stm32ai.validate.reference import random_inputs, references
+def test_vector(model: Path, c: Compiled, seed: int = 0, *, expected: bool = True
+                ) -> tuple[list[np.ndarray], list[np.ndarray] | None, str | None]:
+    """One seeded random input and the verdict reference's output for it (DESIGN §7).
+
+    The expected output is None when `expected` is False (--no-test-vector) or when every
+    installed reference refuses the model (a warning says so): the demo then reports timing and
+    memory only. A reference the verdict needs but that is not installed is bad input (exit 2,
+    with the install command): installing it is the fix, not a project without a check.
+    """
+    from stm32ai.validate.reference import missing_reference_error, random_inputs, references
 
     g = c.graph
     inputs = random_inputs(model, 1, seed)
-    refs = references(model, inputs)
-    verdict = next((r for r in refs if r.verdict and r.outputs is not None), None)
     shaped_in = [np.asarray(x).reshape(g.tensors[t].shape) for x, t in zip(inputs, g.inputs, strict=True)]
+    if not expected:
+        return shaped_in, None, None
+    refs = references(model, inputs)
+    missing = missing_reference_error(model, refs)
+    if missing:
+        raise Stm32aiError(f"{missing} (or generate with --no-test-vector: a demo without expected output)")
+    verdict = next((r for r in refs if r.verdict and r.outputs is not None), None)
     if verdict is None:
-        reasons = "; ".join(f"{r.name}: {r.unavailable}" for r in refs)
-        raise Stm32aiError(f"no reference runs this model, so the demo has no expected output ({reasons})")
+        reasons = "; ".join(f"{r.unavailable}" for r in refs)
+        print(f"stm32ai: warning: no reference runs this model, so the demo embeds no expected output and "
+              f"reports `result: no-reference` ({reasons})", file=sys.stderr)
+        return shaped_in, None, None
     outs = [np.asarray(y).reshape(g.tensors[t].shape) for y, t in zip(verdict.outputs, g.outputs, strict=True)]
     label = {"tflm": "TFLite Micro", "litert-ref": "LiteRT (reference kernels)"}.get(verdict.name, verdict.name)
     return shaped_in, outs, label
@@ -55,18 +69,25 @@ def generate_firmware_project(args: argparse.Namespace, c: Compiled, stage: Path
     a_pool, w_pool = _pool_list(args.activations_pool), _pool_list(args.weights_pool)
     # refuse early, before running references, when the model cannot fit
     plan_placement(board, activations_bytes=act, weights_bytes=wts, activations_pool=a_pool, weights_pool=w_pool)
-    inputs, expected, ref = test_vector(Path(args.model), c)
+    inputs, expected, ref = test_vector(Path(args.model), c, expected=not getattr(args, "no_test_vector", False))
     work = stage.parent / "c"
     emit_c(c.doc, c.params, args.name, work)
+    g = c.graph
     generate_project(stage, board=board, name=args.name, c_dir=work, test_inputs=inputs,
-                     expected_outputs=expected, activations_pool=a_pool, weights_pool=w_pool,
-                     activations_bytes=act, weights_bytes=wts, tool_version=__version__, reference=ref,
+                     expected_outputs=expected if expected is not None else
+                     [np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in g.outputs],
+                     embed_expected=expected is not None,
+                     activations_pool=a_pool, weights_pool=w_pool,
+                     activations_bytes=act, weights_bytes=wts, tool_version=__version__,
+                     reference=ref or "no reference",
                      model_signature=model_signature(c.doc, c.params),
                      validation=getattr(args, "validation", False), model_file=Path(args.model).name,
                      profile=getattr(args, "profile", False))
     write_artifact(stage / "Model" / "artifact", c.doc, c.params)
     shutil.rmtree(work, ignore_errors=True)
-    print(f"test vector: expected output from {ref}", file=sys.stderr)
+    print(f"test vector: expected output from {ref}" if ref else
+          "test vector: input only, no expected output embedded (the demo reports result: no-reference)",
+          file=sys.stderr)
     return stage
 
 

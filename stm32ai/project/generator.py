@@ -329,17 +329,20 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                      activations_bytes: int, weights_bytes: int, tool_version: str,
                      force: bool = False, reference: str = "the reference",
                      model_signature: int = 0, validation: bool = False, model_file: str = "",
-                     profile: bool = False) -> Path:
+                     profile: bool = False, embed_expected: bool = True) -> Path:
     """Write a complete firmware project for `board` running model `name` into `out_dir`.
 
     `c_dir` is the emitter's C-only output (`<name>.c/.h`, `<name>_data.c/.h`, `runtime/`).
     `test_inputs`/`expected_outputs` become the demo's embedded test vector (one sample, in the
-    model's input/output order). `model_signature` (stm32ai.graphjson.model_signature) is what
-    the firmware reports to `validate --mode target`; `validation=True` makes an emulated board's
-    demo serve the validation protocol after its self-test instead of exiting (hardware boards
-    always serve it). `model_file` (the .tflite file name, untrusted) is only ever shown
-    through the sanitiser's filters. `profile=True` builds with -DAI_PROFILE: the demo prints
-    per-layer counts and the validation protocol serves them. Returns `out_dir`.
+    model's input/output order). With `embed_expected=False` the expected outputs only give the
+    outputs' sizes: nothing is embedded and the demo reports `result: no-reference` (generated
+    without a reference: --no-test-vector, or no reference runs the model). `model_signature`
+    (stm32ai.graphjson.model_signature) is what the firmware reports to `validate --mode target`;
+    `validation=True` makes an emulated board's demo serve the validation protocol after its
+    self-test instead of exiting (hardware boards always serve it). `model_file` (the .tflite file
+    name, untrusted) is only ever shown through the sanitiser's filters. `profile=True` builds with
+    -DAI_PROFILE: the demo prints per-layer counts and the validation protocol serves them.
+    Returns `out_dir`.
     """
     out_dir = Path(out_dir)
     c_dir = Path(c_dir)
@@ -353,7 +356,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
 
     ins = [_array_entry(a, f"s_input_{i}", f"input {i}") for i, a in enumerate(test_inputs)]
     outs = [_array_entry(a, f"s_expected_{i}", f"expected output {i}") for i, a in enumerate(expected_outputs)]
-    vectors_bytes = sum(_round8(v["size"]) for v in ins + outs)
+    vectors_bytes = sum(_round8(v["size"]) for v in (ins + outs if embed_expected else ins))
     place = plan_placement(board, activations_bytes=activations_bytes, weights_bytes=weights_bytes,
                            activations_pool=activations_pool, weights_pool=weights_pool,
                            vectors_bytes=vectors_bytes)
@@ -361,7 +364,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     slug = out_dir.name or "project"
     ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation,
                            profile)
-    ctx["reference"] = reference
+    ctx["reference"] = reference if embed_expected else ""
     ctx["model_file"] = untrusted(model_file)
     lds_name = ctx["linker_script"]
 
@@ -377,6 +380,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
         dctx = {"name": name, "NAME": name.upper(), "board_name": board.name, "tool_version": tool_version,
                 "model_file": untrusted(model_file),
                 "inputs": ins, "outputs": outs, "rtol": "1e-5f", "reference": reference,
+                "has_expected": embed_expected,
                 "signature": f"0x{model_signature & 0xFFFFFFFF:08X}u"}
         (proj / "Core" / "Src" / "main.c").write_text(denv.get_template("main.c.j2").render(**dctx))
         (proj / "Core" / "Src" / "demo_data.c").write_text(denv.get_template("demo_data.c.j2").render(**dctx))

@@ -3,7 +3,8 @@
 Any pyserial URL works: `/dev/ttyACM0` (ST-LINK virtual COM port), `socket://127.0.0.1:4321`
 (QEMU `-serial tcp::4321,server=on`), `loop://`... The monitor stops after the demo's
 `done: 1` line (or after `timeout_s`, or Ctrl-C) and returns 0 when the demo reported
-`result: match`, 1 when it reported a mismatch, an error or a fault, 0 when it saw no verdict.
+`result: match` (or `result: no-reference`: a demo generated without a reference), 1 when it
+reported a mismatch, an error or a fault, 0 when it saw no verdict.
 A firmware generated with --profile also gets its `layer:` lines summed up as a table (count and
 share per kernel call) after `done: 1`. The counts are cycles on hardware and instructions on
 emulated boards (`instructions:`), as the demo labels them.
@@ -19,7 +20,9 @@ from stm32ai.project.demo_output import Layer, format_layers, parse_layer
 
 __all__ = ["monitor", "parse_line"]
 
-_STYLE = {"match": "bold green", "mismatch": "bold red", "error": "bold red", "fault": "bold red"}
+_OK = (None, "match", "no-reference")
+_STYLE = {"match": "bold green", "no-reference": "bold yellow", "mismatch": "bold red", "error": "bold red",
+          "fault": "bold red"}
 
 
 def parse_line(line: str) -> tuple[str, str] | None:
@@ -117,9 +120,9 @@ def monitor(port: str, baud: int = 115200, timeout_s: float = 0.0, out: Any = No
                     if layers:
                         for ln in format_layers(layers, unit):
                             con.print(ln, markup=False)
-                    return 0 if verdict in (None, "match") else 1
+                    return 0 if verdict in _OK else 1
     except KeyboardInterrupt:
         pass
     finally:
         ser.close()
-    return 0 if verdict in (None, "match") else 1
+    return 0 if verdict in _OK else 1

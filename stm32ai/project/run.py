@@ -32,6 +32,9 @@ __all__ = ["TIMEOUT_EXIT_CODE", "build_project", "qemu_command", "qemu_serial_se
 
 TIMEOUT_EXIT_CODE = 124   # like timeout(1): the guest did not finish in time
 QEMU = "qemu-system-arm"
+# The demo's verdicts that are a success: it matched, or it had nothing to compare with
+# (generated without a reference: timing and memory only).
+_RESULT_OK = re.compile(r"^result: (match|no-reference)$", re.M)
 _ERR_LINE = re.compile(r"(^|\s)(fatal )?error:|undefined reference|region `[^']*' overflowed|"
                        r"will not fit in region|overlaps section|No rule to make target|\*\*\*")
 
@@ -120,7 +123,7 @@ def run_qemu(project_or_elf: Path, board: Board, timeout_s: float = 60.0, icount
     exit_code is QEMU's: the demo's semihosting verdict (0 match, 1 mismatch or error), or
     TIMEOUT_EXIT_CODE when `timeout_s` elapsed (QEMU is killed). With `stop_on_done` QEMU is
     stopped as soon as the demo prints `done: 1` (for firmware without a semihosting exit) and
-    the code is 0 for `result: match`, else 1. `stream` gets each UART line as it arrives.
+    the code is 0 for `result: match` or `result: no-reference`, else 1. `stream` gets each UART line as it arrives.
     `serial` is QEMU's chardev for the console, e.g. "tcp:127.0.0.1:4321,server=on,wait=on" to
     reach it through pyserial's socket:// URL (the returned text is then only QEMU's own output).
     """
@@ -181,7 +184,7 @@ def run_qemu(project_or_elf: Path, board: Board, timeout_s: float = 60.0, icount
         t.join(timeout=2.0)
     text = "".join(chunks)
     if stopped:
-        return (0 if re.search(r"^result: match$", text, re.M) else 1), text
+        return (0 if _RESULT_OK.search(text) else 1), text
     if code is None:
         return TIMEOUT_EXIT_CODE, text
     stderr = b"".join(err).decode("utf-8", errors="replace")
@@ -248,7 +251,8 @@ def _kill(proc: subprocess.Popen) -> None:
 def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
     """`stm32ai run PROJECT`: build, run on the emulated board, stream the UART, return the verdict.
 
-    Exit codes: 0 the demo printed `result: match`; 1 mismatch, fault or timeout; 2 bad input
+    Exit codes: 0 the demo printed `result: match` (or `result: no-reference`: a project generated
+    without a reference, nothing to check); 1 mismatch, fault or timeout; 2 bad input
     (not a project, not an emulated board, build failure: raised as Stm32aiError)."""
     project = Path(project)
     m = read_manifest(project)
@@ -277,6 +281,9 @@ def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
         layers = sorted(out.layers, key=lambda x: -x.count)
         for ln in format_layers(layers, out.fields.get("profile_unit", "count"), out.profile_total):
             print(ln, file=err)
-    if code == 0 and re.search(r"^result: match$", text, re.M):
+    if code == 0 and _RESULT_OK.search(text):
+        if "result: no-reference" in text:
+            print("stm32ai: the project embeds no expected output (generated without a reference): "
+                  "nothing was checked", file=err)
         return 0
     return 1

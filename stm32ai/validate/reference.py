@@ -9,6 +9,8 @@
 Both native runtimes call ``abort()`` (or crash) on some graphs, so every run happens in a child
 interpreter (``python -m stm32ai.validate.reference``); a refusal, an abort or a segfault turns
 into ``ReferenceUnavailable`` with a one-line reason. Arrays travel through ``.npz`` files.
+A reference whose package is not installed is ``ReferenceMissing`` (checked in the parent, no
+child started), which carries the pip command that installs it (docs/references.md).
 
 Batch convention (shared with ``random_inputs`` and the metrics): each input array holds ``N``
 whole samples in C order; ``random_inputs`` lays them out with the leading batch dimension of
@@ -36,12 +38,18 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_ARENA",
+    "LITERT_REQUIREMENT",
+    "REFERENCES",
+    "TFLM_REQUIREMENT",
     "RefResult",
+    "ReferenceMissing",
     "ReferenceUnavailable",
     "TensorSpec",
     "input_specs",
     "output_specs",
     "random_inputs",
+    "missing_reference_error",
+    "reference_versions",
     "references",
     "run_litert_ref",
     "run_tflm",
@@ -71,6 +79,61 @@ class ReferenceUnavailable(Exception):
         self.reason = reason
 
 
+class ReferenceMissing(ReferenceUnavailable):
+    """The reference's package is not installed; ``install`` is the command that installs it."""
+
+    def __init__(self, reason: str, install: str) -> None:
+        super().__init__(reason)
+        self.install = install
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference runtime and the pip package it comes from (the pins live in pyproject.toml)."""
+
+    kind: str          # 'tflm' | 'litert-ref'
+    label: str         # how messages name it
+    dist: str          # pip distribution name
+    module: str        # top-level import name
+    install: str       # the command that installs it as stm32ai wants it
+    role: str          # one line for --version and the docs
+
+
+# TFLM is a normal dependency (it computes the demo's expected output and validate's verdict);
+# LiteRT is the [litert] extra (hybrid models, which TFLM refuses, and the cross-check).
+# The version ranges are pyproject.toml's (tests/test_references_policy.py keeps them equal); why these
+# ranges: docs/references.md.
+TFLM_REQUIREMENT = "tflite-micro>=0.dev20261023182759,<0.dev20270101000000"
+LITERT_REQUIREMENT = "ai-edge-litert>=2.3,<3"
+REFERENCES: dict[str, Reference] = {
+    "tflm": Reference("tflm", "TFLite Micro", "tflite-micro", "tflite_micro",
+                      f"pip install '{TFLM_REQUIREMENT}'",
+                      "primary reference (verdict wherever it runs the model)"),
+    "litert-ref": Reference("litert-ref", "LiteRT", "ai-edge-litert", "ai_edge_litert",
+                            "pip install 'stm32ai[litert]'",
+                            "reference kernels: cross-check, and verdict for models TFLM refuses"),
+}
+
+
+def _installed(ref: Reference) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(ref.module) is not None
+
+
+def reference_versions() -> dict[str, str | None]:
+    """Installed version of each reference's distribution (None: not installed)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for kind, ref in REFERENCES.items():
+        try:
+            out[kind] = metadata.version(ref.dist) if _installed(ref) else None
+        except metadata.PackageNotFoundError:
+            out[kind] = "unknown version"   # importable but without pip metadata
+    return out
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """A graph input or output as the flatbuffer declares it."""
@@ -96,6 +159,11 @@ class RefResult:
     outputs: list[np.ndarray] | None = None
     unavailable: str | None = None
     verdict: bool = False                    # True for the reference that decides pass/fail
+    install: str | None = None               # set when the reference is not installed
+
+    @property
+    def missing(self) -> bool:
+        return self.install is not None
 
     @property
     def ok(self) -> bool:
@@ -404,6 +472,9 @@ def _start(kind: str, model_path: str | os.PathLike[str], inputs: Sequence[np.nd
     path = os.path.abspath(os.fspath(model_path))
     if not os.path.isfile(path):
         raise FileNotFoundError(path)
+    ref = REFERENCES[kind]
+    if not _installed(ref):
+        raise ReferenceMissing(f"{_LABEL[kind]}: not installed ({ref.install})", ref.install)
     samples = _split_samples(input_specs(path), inputs)
     n_out = len(output_specs(path))
     tmp = tempfile.TemporaryDirectory(prefix="stm32ai-ref-")
@@ -477,20 +548,50 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
     """Run both references (in parallel child processes) and mark the verdict one.
 
     TFLM is the verdict where it runs the model, else LiteRT-ref; if neither runs it, no
-    result carries the verdict.
+    result carries the verdict. A missing TFLM leaves no verdict at all: LiteRT-ref in its place
+    would change the expected results (DESIGN §7, ad01), so the user must install it
+    (`missing_reference_error`).
     """
-    jobs = [_start("tflm", model_path, inputs), _start("litert-ref", model_path, inputs)]
+    started: list[_Job | RefResult] = []
+    for kind in ("tflm", "litert-ref"):
+        try:
+            started.append(_start(kind, model_path, inputs))
+        except ReferenceMissing as exc:
+            started.append(RefResult(kind, unavailable=exc.reason, install=exc.install))
     results = []
-    for job in jobs:
+    for job in started:
+        if isinstance(job, RefResult):
+            results.append(job)
+            continue
         try:
             results.append(RefResult(job.kind, outputs=_finish(job, timeout)[0]))
         except ReferenceUnavailable as exc:
             results.append(RefResult(job.kind, unavailable=exc.reason))
-    for r in results:
-        if r.ok:
-            r.verdict = True
-            break
+    if not results[0].missing:
+        for r in results:
+            if r.ok:
+                r.verdict = True
+                break
     return results
+
+
+def missing_reference_error(model: str | os.PathLike[str], refs: Sequence[RefResult]) -> str | None:
+    """One line naming the reference the verdict needs and the command that installs it, when the
+    verdict is missing only because a reference is not installed; else None."""
+    if any(r.verdict for r in refs):
+        return None
+    by_kind = {r.name: r for r in refs}
+    tflm, lite = by_kind.get("tflm"), by_kind.get("litert-ref")
+    name = Path(model).name
+    if tflm is not None and tflm.missing:
+        return (f"{name}: TFLite Micro (tflite-micro), the reference stm32ai checks against, is not installed: "
+                f"{tflm.install}")
+    if lite is not None and lite.missing:
+        why = (tflm.unavailable or "refused").removeprefix("TFLM: ") if tflm is not None else "refused"
+        # shorten the reason, never the install command
+        head = _one_line(f"{name}: TFLite Micro cannot run this model ({_one_line(why, 120)})", 400)
+        return f"{head} and LiteRT, the reference for such models, is not installed: {lite.install}"
+    return None
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 
 The C model is run by a *runner*: on the host (`run_compiled`, --mode host) or on the board over
 UART (`stm32ai.validate.target`, --mode target); comparison and printing are shared.
+
+When no reference gives a verdict the C model is not run: the result is `no-reference` and the
+exit code 2 (the environment lacks a reference: the message names the install command; or every
+installed reference refuses the model), never 1, which means the results differ
+(docs/references.md).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from stm32ai.pipeline import Compiled, compile_model
 from stm32ai.sanitize import one_line, quote
 from stm32ai.validate.host import run_compiled
 from stm32ai.validate.metrics import OutputMetrics, compute_metrics, passes
-from stm32ai.validate.reference import RefResult, random_inputs, references
+from stm32ai.validate.reference import RefResult, missing_reference_error, random_inputs, references
 
 MAX_SAMPLES = 100_000  # -n: the host run and each reference get 600 s for all samples (docs/security.md)
 
@@ -30,6 +35,7 @@ class Comparison:
     reference: str
     verdict: bool
     unavailable: str | None = None
+    install: str | None = None        # the reference is not installed: the command that installs it
     outputs: list[OutputMetrics] = field(default_factory=list)
     ok: list[bool] = field(default_factory=list)
 
@@ -41,18 +47,27 @@ class ValidationResult:
     comparisons: list[Comparison]
     subject: str = "generated C"      # what ran the model: the host build or a board's firmware
     target: dict[str, Any] | None = None   # --mode target: board, model, unit, counts (and layers)
+    no_verdict: str | None = None          # why no reference gives a verdict (one line)
 
     @property
     def passed(self) -> bool:
         verdict = [c for c in self.comparisons if c.verdict]
         return bool(verdict) and all(all(c.ok) for c in verdict)
 
+    @property
+    def outcome(self) -> str:
+        """`match`, `mismatch`, or `no-reference` (nothing to validate against)."""
+        if not any(c.verdict for c in self.comparisons):
+            return "no-reference"
+        return "match" if self.passed else "mismatch"
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "model": self.model, "samples": self.samples, "passed": self.passed, "subject": self.subject,
+            "model": self.model, "samples": self.samples, "passed": self.passed, "result": self.outcome,
+            "subject": self.subject, **({"no_verdict": self.no_verdict} if self.no_verdict else {}),
             **({"target": self.target} if self.target is not None else {}),
             "references": [
-                {"name": c.reference, "verdict": c.verdict, "unavailable": c.unavailable,
+                {"name": c.reference, "verdict": c.verdict, "unavailable": c.unavailable, "install": c.install,
                  "outputs": [dict(m.as_dict(), passed=ok) for m, ok in zip(c.outputs, c.ok, strict=True)]}
                 for c in self.comparisons
             ],
@@ -102,7 +117,7 @@ def compare(c: Compiled, c_outputs: list[list[np.ndarray]], refs: list[RefResult
     g = c.graph
     result = []
     for ref in refs:
-        comp = Comparison(ref.name, ref.verdict, ref.unavailable)
+        comp = Comparison(ref.name, ref.verdict, ref.unavailable, ref.install)
         if ref.outputs is not None:
             for j, tid in enumerate(g.outputs):
                 r = np.asarray(ref.outputs[j])
@@ -123,17 +138,24 @@ def validate_model(model: str | Path, inputs: list[np.ndarray] | None = None, n:
                    seed: int = 0, runner: Runner | None = None,
                    compiled: Compiled | None = None,
                    step: Callable[[str], None] | None = None, prune: bool = True) -> ValidationResult:
-    """Run the C model (`runner`, default: host build) and the references on the same inputs.
+    """Run the references and the C model (`runner`, default: host build) on the same inputs.
+
+    Without a verdict reference the C model is not run (`outcome` is `no-reference`).
     `step(description)` is told each phase (the CLI's progress display)."""
     say = step or (lambda _d: None)
     say("compiling the model")
     c = compiled if compiled is not None else compile_model(model, "network", prune=prune)
     arrays = inputs if inputs is not None else random_inputs(model, n, seed)
     samples = per_sample(c, arrays)
-    say(f"running the C model on {len(samples):,} sample(s)")
-    ours = (runner or run_compiled)(c, samples)
     say(f"running the references on {len(samples):,} sample(s)")
     refs = references(model, arrays)
+    if not any(r.verdict for r in refs):
+        why = missing_reference_error(model, refs) or (
+            f"{Path(model).name}: no reference runs this model, nothing to validate against ("
+            + "; ".join(r.unavailable or r.name for r in refs) + ")")
+        return ValidationResult(Path(model).name, len(samples), compare(c, [], refs), no_verdict=why)
+    say(f"running the C model on {len(samples):,} sample(s)")
+    ours = (runner or run_compiled)(c, samples)
     return ValidationResult(Path(model).name, len(samples), compare(c, ours, refs))
 
 
@@ -152,15 +174,17 @@ def print_result(res: ValidationResult) -> None:
         t.add_column(col)
     for comp in res.comparisons:
         label = comp.reference + (" (verdict)" if comp.verdict else "")
-        if comp.unavailable:
-            t.add_row(label, "-", "", "", "", "", "", "", "", f"unavailable: {escape(one_line(comp.unavailable, 80))}")
+        if comp.install or comp.unavailable:   # escape: `stm32ai[litert]` is not rich markup
+            why = (f"not installed: {comp.install}" if comp.install
+                   else f"unavailable: {one_line(comp.unavailable, 80)}")
+            t.add_row(label, "-", "", "", "", "", "", "", "", escape(why))
             continue
         for j, (m, ok) in enumerate(zip(comp.outputs, comp.ok, strict=True)):
             t.add_row(label if j == 0 else "", str(j), _fmt(m.acc), _fmt(m.rmse), _fmt(m.mae), _fmt(m.l2r),
                       _fmt(m.cos, ".6f"), _fmt(m.max_abs_err), "-" if m.max_lsb is None else str(m.max_lsb),
                       "ok" if ok else ("MISMATCH" if comp.verdict else "differs"))
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(t)
-    print(f"result: {'match' if res.passed else 'MISMATCH'}")
+    print(f"result: {res.outcome if res.outcome != 'mismatch' else 'MISMATCH'}")
 
 
 def collect(model: Path, *, inputs: str | None, n: int, seed: int,
@@ -180,13 +204,13 @@ def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:
-    """Print (and write as JSON) the result; the exit code: 0 pass, 1 mismatch or no reference."""
+    """Print (and write as JSON) the result; the exit code: 0 pass, 1 mismatch; no verdict
+    reference raises Stm32aiError (exit 2) with the reason, or the install command."""
     print_result(res)
     if as_json:
         from stm32ai.outputs import write_text_atomic
 
         write_text_atomic(as_json, json.dumps(res.to_json(), indent=1) + "\n", "--json")
-    if not any(c.verdict for c in res.comparisons):
-        print("no reference could run the model: nothing to validate against")
-        return 1
+    if res.outcome == "no-reference":
+        raise Stm32aiError(res.no_verdict or "no reference runs this model: nothing to validate against")
     return 0 if res.passed else 1

@@ -245,8 +245,10 @@ def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | N
                            f"--board {board_id}, make flash) and pass --port (e.g. /dev/ttyACM0)")
     with tempfile.TemporaryDirectory(prefix="stm32ai-target-") as tmp:
         d = Path(workdir or tmp)
+        # No test vector: the references run once, in validate_model, which reports a missing one.
         args = argparse.Namespace(model=str(model), board=board_id, name="network", validation=True,
-                                  activations_pool=None, weights_pool=None, profile=profile)
+                                  activations_pool=None, weights_pool=None, profile=profile,
+                                  no_test_vector=True)
         stage = d / "project"
         stage.mkdir(parents=True, exist_ok=True)
         print(f"building the validation firmware for {board_id} ...", file=sys.stderr, flush=True)
