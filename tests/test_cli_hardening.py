@@ -204,8 +204,9 @@ def test_validate_reports_its_phases(monkeypatch):
     phases: list[str] = []
     res = vr.validate_model(MODEL, n=3, seed=1, step=phases.append, runner=lambda c, samples: [[] for _ in samples])
     assert res.samples == 3
-    assert phases == ["compiling the model", "running the C model on 3 sample(s)",
-                      "running the references on 3 sample(s)"]
+    # the references run first; without a verdict reference the C model is not run at all
+    assert phases == ["compiling the model", "running the references on 3 sample(s)"]
+    assert res.no_verdict
 
 
 # ---- monitor ----------------------------------------------------------------------------------------
