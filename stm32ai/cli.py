@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stm32ai: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `stm32ai boards | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:  # the file system refused (permissions, full disk, /proc...): bad usage
         print(f"stm32ai: error: {one_line(e)}", file=sys.stderr)
         return 2

@@ -246,3 +246,18 @@ def test_error_text_is_one_printable_line():
     line = one_line(text)
     assert line.startswith("op #0 CUSTOM:a\\x0ab\\x0d\\x00\\u202e\\u2066c") and len(line) <= 2000
     assert quote("\udcff" + "y" * 500).startswith("'\\udcff") and len(quote("y" * 500)) <= 82
+
+
+def test_output_into_a_closed_pipe_is_not_an_error():
+    """`stm32ai supported-ops | head -1`: the reader leaving early ends the listing quietly."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "stm32ai", "supported-ops"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode() if p.stderr else ""
+    assert p.wait(timeout=60) == 0, err
+    assert "error" not in err
