@@ -16,6 +16,7 @@ from stm32ai.passes.check_support import check_supported
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
+from stm32ai.passes.verify import verify_each_pass, verify_graph, verify_kernel_bounds
 from stm32ai.planner import Plan, plan_memory
 
 
@@ -29,11 +30,18 @@ class Compiled:
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True) -> Compiled:
-    fold_constants(g)
-    fuse_dilated_convs(g)
-    canonicalize(g)
+    verify_graph(g)
+    each = verify_each_pass()
+    for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
+        step(g)
+        if each:
+            verify_graph(g, allow_unknown_dims=i == 0)
     check_supported(g, {t: s.check for t, s in registry().items()})
+    n_model_tensors = len(g.tensors)
     lower_graph(g)
+    if each:
+        verify_graph(g, allow_unknown_dims=False)
+    verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     doc, params = to_graph_json(g, plan, name)
     return Compiled(g, plan, doc, params)
