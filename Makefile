@@ -4,7 +4,7 @@ MODEL ?= $(firstword $(wildcard ../shared/models/mlperf_tiny/pretrainedResnet_qu
 BOARD ?= qemu-netduinoplus2
 DEMO_DIR ?= build/demo
 
-.PHONY: setup demo test bench lint fixtures clean
+.PHONY: setup demo test bench lint fixtures fuzz clean
 
 setup: .setup-done
 .setup-done: pyproject.toml scripts/setup.sh
@@ -23,6 +23,12 @@ test: setup
 
 bench: setup
 	$(PYTHON) -m bench
+
+# Long fuzz campaign of `generate --c-only` (docs/verifier.md): N mutants, table kind x outcome.
+N ?= 10000
+FUZZ_SEED ?= 1
+fuzz: setup
+	$(PYTHON) -m tests.fuzz -n $(N) --seed $(FUZZ_SEED) --keep build/fuzz-failures
 
 lint:
 	ruff check stm32ai tests bench

@@ -37,7 +37,7 @@ _INT_RANGES = {
     "int64": (-(1 << 63), (1 << 63) - 1), "uint64": (0, (1 << 64) - 1), "bool": (0, 1),
 }
 
-_ACTIVATIONS = {"NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGN_BIT", "RELU_N1_TO_1"}
+_ACTIVATIONS = {"NONE", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "SIGN_BIT"}
 _PADDINGS = {"SAME", "VALID"}
 
 # Ops whose options table TFLite needs: a missing table leaves TFLite with a zeroed params
@@ -151,6 +151,10 @@ def _check_io(g: Graph) -> None:
     if not g.outputs:
         raise _err("the model has no outputs: nothing it computes could be read — export the "
                    "model with at least one output tensor")
+    # ai_model_info holds uint8 n_inputs/n_outputs and a uint16 n_nodes
+    if len(g.inputs) > 255 or len(g.outputs) > 255 or len(g.ops) > 65535:
+        raise _err(f"the model has {len(g.inputs)} inputs, {len(g.outputs)} outputs and "
+                   f"{len(g.ops)} operators; at most 255, 255 and 65535 are supported — split the model")
     n = len(g.tensors)
     for tid in g.inputs:
         _check_index(tid, n, "a graph input", False)

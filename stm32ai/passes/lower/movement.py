@@ -270,6 +270,10 @@ def _check_transpose(op: Op, g: Graph) -> str | None:
     rank = len(g.tensors[op.inputs[0]].shape)
     if sorted(_axis(p, rank) for p in perm) != list(range(rank)):
         return f"permutation {perm} is not a permutation of {rank} axes"
+    shape = g.tensors[op.inputs[0]].shape
+    want = [shape[_axis(p, rank)] for p in perm]
+    if list(g.tensors[op.outputs[0]].shape) != want:
+        return f"output shape {list(g.tensors[op.outputs[0]].shape)} is not the permuted input shape {want}"
     return None
 
 
