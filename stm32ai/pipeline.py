@@ -16,7 +16,12 @@ from stm32ai.passes.check_support import check_supported
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
-from stm32ai.passes.verify import verify_each_pass, verify_graph, verify_kernel_bounds
+from stm32ai.passes.verify import (
+    verify_accumulators,
+    verify_each_pass,
+    verify_graph,
+    verify_kernel_bounds,
+)
 from stm32ai.planner import Plan, plan_memory
 
 
@@ -37,6 +42,7 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
         if each:
             verify_graph(g, allow_unknown_dims=i == 0)
     check_supported(g, {t: s.check for t, s in registry().items()})
+    verify_accumulators(g)
     n_model_tensors = len(g.tensors)
     lower_graph(g)
     if each:

@@ -22,12 +22,14 @@ import numpy as np
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_SIZES, Graph, Op, Tensor
 
-__all__ = ["ModelVerifyError", "verify_graph", "verify_kernel_bounds", "verify_each_pass"]
+__all__ = ["ModelVerifyError", "verify_accumulators", "verify_graph", "verify_kernel_bounds",
+           "verify_each_pass"]
 
 # The runtime's sizes and offsets are uint32/int32; element indices are int32 in kernels.
 MAX_BYTES = (1 << 31) - 1
 MAX_RANK = 8
 INT32_LIMIT = 1 << 31
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 _FIX = "the model is malformed; re-export it from the original framework"
 
@@ -346,21 +348,65 @@ def _check_shift(op: Op, what: str, values: Iterable[int]) -> None:
                        f"of this op's tensors) — {_FIX}")
 
 
-def _accumulator_bound(op: Op, g: Graph) -> None:
-    """int8 conv/FC kernels sum w * x in int32 on top of the (zero-point folded) bias:
-    |acc| <= sum|w| * 256 + |bias| must stay below 2^31 for every output channel."""
-    if op.kernel is None or not op.kernel.endswith("_s8") or len(op.inputs) < 3:
+# op type -> [(weights input, bias input or -1, data input, output-channel axis of the weights)]
+_WEIGHTED: dict[str, list[tuple[int, int, int, int]]] = {
+    "CONV_2D": [(1, 2, 0, 0)], "DEPTHWISE_CONV_2D": [(1, 2, 0, 3)], "FULLY_CONNECTED": [(1, 2, 0, 0)],
+    "TRANSPOSE_CONV": [(1, 3, 2, 0)],
+    # per gate: input weights with the gate bias, recurrent weights (on the int8 hidden state)
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": [(1 + i, 12 + i, 0, 0) for i in range(4)]
+    + [(5 + i, -1, 18, 0) for i in range(4)],
+}
+
+
+def _const(g: Graph, op: Op, i: int) -> np.ndarray | None:
+    if i >= len(op.inputs) or op.inputs[i] < 0:
+        return None
+    return g.tensors[op.inputs[i]].data
+
+
+def verify_accumulators(g: Graph) -> Graph:
+    """Integer conv/FC kernels accumulate w * (x - zp) on top of the bias. Per output channel,
+    |acc| <= sum|w| * 2^(bits of x) + |bias| must fit the accumulator: int32 for 8-bit data
+    (< 2^31), and for 16-bit data an int64 that is then multiplied by a 16-bit multiplier
+    (< 2^47). Run before lowering, on TFLite's weight layouts."""
+    for op in g.ops:
+        for spec in _WEIGHTED.get(op.type, []):
+            _check_accumulator(g, op, *spec)
+    return g
+
+
+def _check_accumulator(g: Graph, op: Op, wi: int, bi: int, xi: int, axis: int) -> None:
+    w = _const(g, op, wi)
+    if w is None or w.dtype.name not in ("int8", "uint8") or xi >= len(op.inputs) or op.inputs[xi] < 0:
         return
-    w_id, b_id = op.inputs[1], op.inputs[2]
-    if w_id < 0 or not g.tensors[w_id].is_const or g.tensors[w_id].dtype != "int8":
+    x = g.tensors[op.inputs[xi]]
+    if x.dtype not in ("int8", "uint8", "int16", "float32"):
         return
-    w = g.tensors[w_id].data.astype(np.int64)
-    total = int(np.abs(w).sum()) * 256
-    if b_id >= 0 and g.tensors[b_id].is_const:
-        total += int(np.abs(g.tensors[b_id].data.astype(np.int64)).max(initial=0))
-    if total >= INT32_LIMIT:
-        raise _err(f"{op.where}: the int32 accumulator could overflow (weights and bias of output "
-                   f"'{g.tensors[op.outputs[0]].name[:60]}' sum to {total:,} >= 2^31) — {_FIX}")
+    factor, limit = ((1 << 16), 1 << 47) if x.dtype == "int16" else (256, INT32_LIMIT)
+    wa = np.abs(w.astype(np.int64))
+    if wa.ndim > axis:
+        per = wa.sum(axis=tuple(a for a in range(wa.ndim) if a != axis))
+    else:
+        per = np.array([wa.sum()])
+    worst = int(per.max(initial=0)) * factor
+    b = _const(g, op, bi) if bi >= 0 else None
+    if b is not None and b.size:
+        worst += max(abs(int(b.min())), abs(int(b.max())))  # Python ints: no |INT64_MIN| wrap
+    if worst >= limit:
+        raise _err(f"{op.where}: the integer accumulator could overflow: weights and bias of "
+                   f"output '{g.tensors[op.outputs[0]].name[:60]}' bound it by {worst:,}, not below "
+                   f"2^{limit.bit_length() - 1} — {_FIX}")
+
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float_attr(op: Op, key: str, v: object) -> None:
+    vals = v if isinstance(v, (list, tuple)) else [v]
+    for x in vals:
+        if isinstance(x, float) and not (math.isinf(x) or abs(x) <= _FLT_MAX):
+            raise _err(f"{op.where}: kernel parameter {key} = {x} is not a float32 value (an option "
+                       f"or quantisation parameter of this op is NaN or out of range) — {_FIX}")
 
 
 def verify_kernel_bounds(g: Graph, n_model_tensors: int) -> Graph:
@@ -369,19 +415,36 @@ def verify_kernel_bounds(g: Graph, n_model_tensors: int) -> Graph:
     `n_model_tensors`: tensors before lowering; later ones are lowering's tables."""
     for op in g.ops:
         for key, v in op.attrs.items():
+            ints = list(_int_values(v))
+            lo = INT32_MIN
+            hi = INT32_MAX if "mult" in key else (1 << 32) - 1
+            if any(not lo <= x <= hi for x in ints):
+                bad = next(x for x in ints if not lo <= x <= hi)
+                raise _err(f"{op.where}: kernel parameter {key} = {bad} does not fit its 32-bit field "
+                           f"(a quantisation scale or option of this op is extreme) — {_FIX}")
+            if key == "tanh_shift" and any(not 0 <= x <= 31 for x in ints):  # a plain right shift
+                raise _err(f"{op.where}: {key} = {ints[0]} is outside 0..31 (the cell state's scale "
+                           f"is extreme) — {_FIX}")
             if _is_requant_shift(key):
                 _check_shift(op, key, _int_values(v))
             elif "left_shift" in key:
                 for s in _int_values(v):
                     if not 0 <= s <= 31:
                         _check_shift(op, key, [s])
+            _check_float_attr(op, key, v)
         for tid in op.inputs:
-            if tid >= n_model_tensors and g.tensors[tid].name.endswith("_shift") \
-                    and g.tensors[tid].is_const:
-                _check_shift(op, g.tensors[tid].name.rsplit("/", 1)[-1],
-                             (int(x) for x in g.tensors[tid].data.ravel()))
+            t = g.tensors[tid] if tid >= n_model_tensors else None
+            if t is None or not t.is_const:
+                continue
+            table = t.name.rsplit("/", 1)[-1]
+            if table.endswith("_rshift"):  # 64-bit rounding right shift: (acc*m + 2^(s-1)) >> s
+                bad = [int(x) for x in t.data.ravel() if not 1 <= int(x) <= 62]
+                if bad:
+                    raise _err(f"{op.where}: requantisation {table} = {bad[0]} is outside the 1..62 the "
+                               "kernel handles (a quantisation scale of this op is extreme) — " + _FIX)
+            elif table.endswith("_shift"):
+                _check_shift(op, table, (int(x) for x in t.data.ravel()))
         if op.scratch > MAX_BYTES:
             raise _err(f"{op.where} needs {op.scratch:,} bytes of scratch, more than 32-bit sizes "
                        "allow — reduce the layer's size")
-        _accumulator_bound(op, g)
     return g
