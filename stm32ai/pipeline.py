@@ -35,6 +35,13 @@ class Compiled:
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True) -> Compiled:
+    # float32 parameter maths on extreme (malformed) scales overflows; the results are
+    # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
+    with np.errstate(all="ignore"):
+        return _compile(g, name, inputs_in_pool, outputs_in_pool)
+
+
+def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):

@@ -254,3 +254,32 @@ def test_int8_mean_over_too_many_elements_refused():
     x, y = g.tensors[g.inputs[0]], g.tensors[g.outputs[0]]
     x.shape = (1, 4096, 4096, y.shape[-1])  # 2^24 int8 values summed per output
     _refused(g, "op #0 MEAN", "overflow the int32 sum")  # the reduce support check
+
+
+def test_missing_options_table_gets_tflite_zero_defaults(tmp_path: Path):
+    """TFLite value-initialises the params struct of an op without options: beta 0, alpha 0."""
+    for fixture, op_type, key in (("classifier_softmax_int8", "SOFTMAX", "beta"),
+                                  ("act_leaky_relu_int8", "LEAKY_RELU", "alpha")):
+        g0 = _g(fixture)
+        i = next(k for k, op in enumerate(g0.ops) if op.type == op_type)
+
+        def drop(fb: _Buf, i: int = i) -> None:
+            fb.put("<B", _field(fb.model.Subgraphs(0).Operators(i), OP_OPTIONS - 2), 0)
+
+        g = load_tflite(_patched(tmp_path, fixture, drop))
+        assert g0.ops[i].options[key] != 0.0 and g.ops[i].options[key] == 0.0
+
+
+def test_split_v_output_differing_off_axis():
+    g = _g("move_split_v_int8")
+    op = next(o for o in g.ops if o.type == "SPLIT_V")
+    y = g.tensors[op.outputs[-1]]
+    y.shape = y.shape[:-1] + (y.shape[-1] + 1 << 22,)
+    _refused(g, "SPLIT_V")
+
+
+def test_infinite_multiplier_names_the_op(capsys: pytest.CaptureFixture[str]):
+    g = _g("act_leaky_relu_int8")
+    g.ops[0].options["alpha"] = 3e38  # finite, but alpha * scale overflows float32
+    _refused(g, "op #0 (LEAKY_RELU)", "multiplier is inf")
+    assert capsys.readouterr().err == ""  # no numpy overflow warnings on stderr either

@@ -458,6 +458,9 @@ def _split_parts(op: Op, g: Graph) -> tuple[int, int, list[int]] | str:
         s = g.tensors[t].shape
         if len(s) != rank:
             return f"output '{g.tensors[t].name}' has rank {len(s)}, the input {rank}"
+        ins = g.tensors[src].shape
+        if s[:axis] + s[axis + 1:] != ins[:axis] + ins[axis + 1:]:
+            return f"output '{g.tensors[t].name}' {list(s)} differs from the input {list(ins)} off axis {axis}"
         sizes.append(s[axis])
     if sum(sizes) != g.tensors[src].shape[axis]:
         return f"output sizes {sizes} along axis {axis} do not add up to the input's"
