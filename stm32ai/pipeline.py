@@ -21,6 +21,7 @@ from stm32ai.passes.verify import (
     verify_each_pass,
     verify_graph,
     verify_kernel_bounds,
+    verify_memory,
 )
 from stm32ai.planner import Plan, plan_memory
 
@@ -56,6 +57,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool) -
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
     return Compiled(g, plan, doc, params)
 

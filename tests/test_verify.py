@@ -283,3 +283,15 @@ def test_infinite_multiplier_names_the_op(capsys: pytest.CaptureFixture[str]):
     g.ops[0].options["alpha"] = 3e38  # finite, but alpha * scale overflows float32
     _refused(g, "op #0 (LEAKY_RELU)", "multiplier is inf")
     assert capsys.readouterr().err == ""  # no numpy overflow warnings on stderr either
+
+
+def test_activation_pool_beyond_32_bits_refused():
+    """Each tensor fits the 32-bit sizes, but two live 1 GiB inputs and the sum do not fit one pool."""
+    from stm32ai.ir import Op
+
+    g = Graph("big", [], [], [], [])
+    q = Quant(np.float32([0.1]), np.int64([0]))
+    a, b, y = (g.add_tensor(n, (1, 1 << 15, 1 << 15, 1), "int8", q) for n in "aby")
+    g.ops = [Op("ADD", [a, b], [y], {"fused_activation_function": "NONE"}, index=0)]
+    g.inputs, g.outputs = [a, b], [y]
+    _refused(g, "activation pool", "32-bit", cls=ModelVerifyError)

@@ -23,7 +23,7 @@ from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_SIZES, Graph, Op, Tensor
 
 __all__ = ["ModelVerifyError", "verify_accumulators", "verify_graph", "verify_kernel_bounds",
-           "verify_each_pass"]
+           "verify_each_pass", "verify_memory"]
 
 # The runtime's sizes and offsets are uint32/int32; element indices are int32 in kernels.
 MAX_BYTES = (1 << 31) - 1
@@ -448,3 +448,11 @@ def verify_kernel_bounds(g: Graph, n_model_tensors: int) -> Graph:
             raise _err(f"{op.where} needs {op.scratch:,} bytes of scratch, more than 32-bit sizes "
                        "allow — reduce the layer's size")
     return g
+
+
+def verify_memory(pool_size: int, params_size: int) -> None:
+    """The planned activation pool and the weights must fit the runtime's 32-bit sizes."""
+    for what, size in (("activation pool", pool_size), ("weights", params_size)):
+        if size > MAX_BYTES:
+            raise _err(f"the model's {what} needs {size:,} bytes, more than the runtime's 32-bit "
+                       f"sizes allow ({MAX_BYTES:,}) — reduce the model's tensor sizes")
