@@ -195,8 +195,8 @@ class Fuzzer:
         elif code == 2:
             if len(lines) != 1 or not lines[0].startswith("stm32ai: error: "):
                 r.outcome, r.detail = "FAIL-multiline-error", err
-            elif out.exists():
-                r.outcome, r.detail = "FAIL-output", "refused but the output directory exists"
+            elif out.exists() or any(p.name.startswith(".stm32ai") for p in out.parent.iterdir()):
+                r.outcome, r.detail = "FAIL-output", "refused but left an output or temp directory"
             else:
                 r.outcome, r.detail = "refused", lines[0]
         else:
