@@ -34,6 +34,7 @@ OUTCOMES = ["refused", "accepted-clean", "accepted-big", "FAIL-traceback", "FAIL
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 CFLAGS = ["-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion",
           "-fno-omit-frame-pointer", *SAN]
+MODEL_CFLAGS = [f for f in CFLAGS if f not in ("-O1", "-g")] + ["-O0"]  # mostly tables: compile fast
 GENERATE_TIMEOUT = 120  # seconds, per mutant
 RUN_TIMEOUT = 60
 MAX_RUN_POOL = 64 << 20  # bigger activation pools are compiled but not run (shared machine)
@@ -148,7 +149,7 @@ class Fuzzer:
     def build_and_run(self, c_dir: Path) -> tuple[str, str]:
         lib = self.runtime_lib()
         exe = c_dir / "fuzz_harness"
-        cmd = [self.cc, *CFLAGS, f"-I{c_dir}", f"-I{c_dir / 'runtime' / 'include'}",
+        cmd = [self.cc, *MODEL_CFLAGS, f"-I{c_dir}", f"-I{c_dir / 'runtime' / 'include'}",
                str(c_dir / "network.c"), str(c_dir / "network_data.c"), str(HARNESS), str(lib),
                "-lm", "-o", str(exe)]
         r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_raise_soft_limits)
