@@ -232,15 +232,20 @@ def _spatial(g: Graph, tid: int) -> tuple[int, int] | None:
     return (s[1], s[2]) if len(s) == 4 else None
 
 
+MAX_EXTENT = 1 << 24  # dilated kernel extent: keeps in + pad + extent far inside int32
+
+
 def _check_window(op: Op, g: Graph, kh: int | None, kw: int | None) -> None:
-    """Strides/dilations/kernel sizes >= 1 and no larger than the tensors they slide over,
-    so the kernels' int32 index arithmetic (stride * out + dil * k) stays in range."""
+    """Strides/dilations/filter sizes >= 1 and bounded by the tensors they slide over, so the
+    kernels' int32 index arithmetic (out * stride - pad + k * dilation) stays in range.
+    Bound: 2 * max(input, output, kernel) + 2 (SAME padding legally lets a window overhang the
+    input; TFLite converters never write more)."""
     ins = [d for d in (_spatial(g, op.inputs[0] if op.inputs else -1),
                        _spatial(g, op.outputs[0] if op.outputs else -1)) if d]
     if op.type == "TRANSPOSE_CONV" and len(op.inputs) > 2:  # inputs: shape, weights, data
         ins = [d for d in (_spatial(g, op.inputs[2]), _spatial(g, op.outputs[0])) if d]
-    bound_h = max([d[0] for d in ins] + [kh or 1, 2])
-    bound_w = max([d[1] for d in ins] + [kw or 1, 2])
+    bound_h = 2 * max([d[0] for d in ins] + [kh or 1]) + 2
+    bound_w = 2 * max([d[1] for d in ins] + [kw or 1]) + 2
     for key, bound in (("stride_h", bound_h), ("stride_w", bound_w), ("dilation_h_factor", bound_h),
                        ("dilation_w_factor", bound_w), ("filter_height", bound_h),
                        ("filter_width", bound_w)):
@@ -252,6 +257,11 @@ def _check_window(op: Op, g: Graph, kh: int | None, kw: int | None) -> None:
         if v > bound:
             raise _err(f"{op.where} has {key} = {v}, larger than the tensors it applies to "
                        f"(at most {bound}) — {_FIX}")
+    for k, key in ((kh, "dilation_h_factor"), (kw, "dilation_w_factor")):
+        d = _opt_int(op, key)
+        if k is not None and d is not None and (k - 1) * d + 1 > MAX_EXTENT:
+            raise _err(f"{op.where}: a {k}-tap kernel with {key} = {d} spans {(k - 1) * d + 1:,} "
+                       f"pixels, more than {MAX_EXTENT:,} — {_FIX}")
 
 
 def _check_options(op: Op, g: Graph) -> None:
