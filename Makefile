@@ -4,7 +4,7 @@ MODEL ?= $(firstword $(wildcard ../shared/models/mlperf_tiny/pretrainedResnet_qu
 BOARD ?= qemu-netduinoplus2
 DEMO_DIR ?= build/demo
 
-.PHONY: setup demo test bench lint fixtures clean
+.PHONY: setup demo test bench lint fixtures fuzz clean
 
 setup: .setup-done
 .setup-done: pyproject.toml scripts/setup.sh
@@ -24,6 +24,12 @@ test: setup
 # All models (slow; not part of `make test`/CI). A subset: make bench ONLY=kws,vww
 bench: setup
 	$(PYTHON) -m bench $(if $(ONLY),--only $(ONLY))
+
+# Long fuzz campaign of `generate --c-only` (docs/verifier.md): N mutants, table kind x outcome.
+N ?= 10000
+FUZZ_SEED ?= 1
+fuzz: setup
+	$(PYTHON) -m tests.fuzz -n $(N) --seed $(FUZZ_SEED) --keep build/fuzz-failures
 
 lint:
 	ruff check stm32ai tests bench

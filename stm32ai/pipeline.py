@@ -17,6 +17,13 @@ from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
+from stm32ai.passes.verify import (
+    verify_accumulators,
+    verify_each_pass,
+    verify_graph,
+    verify_kernel_bounds,
+    verify_memory,
+)
 from stm32ai.planner import Plan, plan_memory
 
 
@@ -31,13 +38,31 @@ class Compiled:
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True) -> Compiled:
-    fold_constants(g)
-    fuse_dilated_convs(g)
-    canonicalize(g)
+    # float32 parameter maths on extreme (malformed) scales overflows; the results are
+    # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
+    with np.errstate(all="ignore"):
+        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune)
+
+
+def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool) -> Compiled:
+    verify_graph(g)
+    each = verify_each_pass()
+    for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
+        step(g)
+        if each:
+            verify_graph(g, allow_unknown_dims=i == 0)
     check_supported(g, {t: s.check for t, s in registry().items()})
+    verify_accumulators(g)
     pruned = prune_dead_channels(g) if prune else None
+    if each and pruned is not None:
+        verify_graph(g, allow_unknown_dims=False)
+    n_model_tensors = len(g.tensors)
     lower_graph(g)
+    if each:
+        verify_graph(g, allow_unknown_dims=False)
+    verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
     return Compiled(g, plan, doc, params, pruned)
 

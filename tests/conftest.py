@@ -1,8 +1,12 @@
 """Shared test helpers: where the real models and fixtures are."""
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Re-verify the IR after every compiler pass (stm32ai/passes/verify.py) in every test.
+os.environ.setdefault("STM32AI_VERIFY_PASSES", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = ROOT.parent / "shared" / "models"

@@ -77,6 +77,12 @@ for _f in ("quantized_bias_type", "in_data_type", "out_data_type", "output_type"
     _ENUM_FIELDS[_f] = _TENSOR_TYPE_NAMES
 
 _CONTROL_FLOW_OPS = {"WHILE", "IF", "CALL", "CALL_ONCE", "STABLEHLO_WHILE"}
+
+# Without an options table TFLite runs an op with its value-initialised params struct
+# (flatbuffer_conversions.cc): zero, not the schema's defaults. Where zero differs from the
+# defaults the lowering assumes, say so explicitly; ops that cannot run with zeroed params
+# (strides, filter sizes) are refused by the verifier (docs/verifier.md).
+_MISSING_OPTIONS = {"SOFTMAX": {"beta": 0.0}, "LEAKY_RELU": {"alpha": 0.0}}
 _HELPER_SUFFIXES = ("AsNumpy", "Length", "IsNone")
 
 
@@ -395,6 +401,8 @@ class _Reader:
                                   where)
         options.update(_decode_options(o.BuiltinOptions2(), o.BuiltinOptions2Type(),
                                        _BUILTIN_OPTIONS2_NAMES, where))
+        if o.BuiltinOptionsType() == 0 and op_type in _MISSING_OPTIONS:
+            options.update(_MISSING_OPTIONS[op_type])
         if o.IntermediatesLength():
             # Quantisation carriers for int8 LSTM gate outputs; not data-flow inputs.
             options["intermediates"] = self._index_list(o.IntermediatesAsNumpy(), n_tensors,

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from stm32ai.errors import UnsupportedModelError
+
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 
@@ -18,6 +20,11 @@ _QRANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "in
 
 def qrange(dtype: str) -> tuple[int, int]:
     return _QRANGE[dtype]
+
+
+class MultiplierRangeError(UnsupportedModelError):
+    """A real multiplier derived from a model's scales/options has no fixed-point form;
+    lower_graph names the op."""
 
 
 def _round_half_away(x: float) -> int:
@@ -31,6 +38,9 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     """
     if real == 0.0:
         return 0, 0
+    if not math.isfinite(real):
+        raise MultiplierRangeError(f"a requantisation multiplier is {real} (its scales or options "
+                                   "are extreme)")
     q, shift = math.frexp(real)
     q_fixed = _round_half_away(q * (1 << 31))
     if q_fixed == (1 << 31):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.quant import MultiplierRangeError
 
 Check = Callable[[Op, Graph], "str | None"]
 Lower = Callable[[Op, Graph], None]
@@ -68,7 +69,10 @@ def lower_graph(g: Graph) -> Graph:
         support = reg.get(op.type)
         if support is None:
             raise UnsupportedModelError(f"{op.where}: no kernel for {op.type}")
-        support.lower(op, g)
+        try:
+            support.lower(op, g)
+        except MultiplierRangeError as e:
+            raise UnsupportedModelError(f"{op.where}: {e} — the model is malformed; re-export it") from None
         if op.kernel is None:
             raise AssertionError(f"lowering of {op.where} set no kernel")
     return g

@@ -270,6 +270,10 @@ def _check_transpose(op: Op, g: Graph) -> str | None:
     rank = len(g.tensors[op.inputs[0]].shape)
     if sorted(_axis(p, rank) for p in perm) != list(range(rank)):
         return f"permutation {perm} is not a permutation of {rank} axes"
+    shape = g.tensors[op.inputs[0]].shape
+    want = [shape[_axis(p, rank)] for p in perm]
+    if list(g.tensors[op.outputs[0]].shape) != want:
+        return f"output shape {list(g.tensors[op.outputs[0]].shape)} is not the permuted input shape {want}"
     return None
 
 
@@ -454,6 +458,9 @@ def _split_parts(op: Op, g: Graph) -> tuple[int, int, list[int]] | str:
         s = g.tensors[t].shape
         if len(s) != rank:
             return f"output '{g.tensors[t].name}' has rank {len(s)}, the input {rank}"
+        ins = g.tensors[src].shape
+        if s[:axis] + s[axis + 1:] != ins[:axis] + ins[axis + 1:]:
+            return f"output '{g.tensors[t].name}' {list(s)} differs from the input {list(ins)} off axis {axis}"
         sizes.append(s[axis])
     if sum(sizes) != g.tensors[src].shape[axis]:
         return f"output sizes {sizes} along axis {axis} do not add up to the input's"
