@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from stm32ai import __version__
 from stm32ai.errors import CheckFailed, Stm32aiError
@@ -39,12 +40,14 @@ def _model_path(p: str) -> Path:
 
 def _compile(args: argparse.Namespace, name: str):
     from stm32ai.emitter import check_name
-    from stm32ai.pipeline import compile_model
+    from stm32ai.pipeline import compile_model, weights_budget_for
 
     check_name(name)
     return compile_model(_model_path(args.model), name,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
-                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False))
+                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
+                         optimization=getattr(args, "optimization", "balanced"),
+                         weights_budget=weights_budget_for(getattr(args, "board", None)))
 
 
 def _prepare_output_dir(out: Path, force: bool) -> None:
@@ -114,11 +117,27 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(render_table(r))
+    _print_conv_layouts(c, args.optimization)
     if r.fits is not None:
         print(f"fits {args.board}: {'yes' if r.fits['ok'] else 'NO'} ({r.fits['summary']})")
         if not r.fits["ok"]:
             return 1
     return 0
+
+
+def _print_conv_layouts(c: Any, optimization: str) -> None:
+    """--optimization's choice per CONV_2D layer and its flash cost."""
+    from stm32ai.passes.lower.conv import conv_layout_choices
+
+    rows = conv_layout_choices(c.graph)
+    if not rows:
+        return
+    wide = [r for r in rows if r["layout"] == "int16"]
+    extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
+    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights "
+          f"(+{extra:,} B flash over int8)")
+    for r in rows:
+        print(f"  layer {r['op']}: {r['layout']} weights, {int(r['weights_bytes']):,} B")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -128,11 +147,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from stm32ai.validate.target import validate_target
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
-                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout)
+                               n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
+                               optimization=args.optimization)
     if args.port or args.board:
         raise Stm32aiError("--port/--board are for --mode target")
     return validate(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
-                    as_json=args.json)
+                    as_json=args.json, optimization=args.optimization)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -172,7 +192,15 @@ def cmd_supported_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _optimization_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--optimization", choices=("time", "balanced", "ram"), default="balanced",
+                   help="speed/flash trade of the convolution weights: time = int16 weights (fastest, "
+                        "twice the flash), ram = int8, balanced (default) = int16 where the board's "
+                        "flash allows, layers with the most output pixels first")
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
+    _optimization_option(p)
     p.add_argument("--no-inputs-allocation", action="store_true",
                    help="inputs are buffers of the application, not part of the activation pool")
     p.add_argument("--no-outputs-allocation", action="store_true",
@@ -212,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="run the generated C against the references")
     v.add_argument("model")
     v.add_argument("--mode", choices=("host", "target"), default="host")
+    _optimization_option(v)
     v.add_argument("--port", help="target mode: pyserial URL of the board's UART (/dev/ttyACM0, socket://HOST:PORT)")
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
                                          "emulated board and run it in QEMU")

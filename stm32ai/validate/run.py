@@ -144,13 +144,13 @@ def print_result(res: ValidationResult) -> None:
     print(f"result: {'match' if res.passed else 'MISMATCH'}")
 
 
-def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None) -> int:
+def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None,
+             optimization: str = "balanced") -> int:
     if n < 1:
         raise Stm32aiError("-n must be at least 1")
-    arrays = None
-    if inputs:
-        arrays = load_inputs(inputs, compile_model(model, "network"))
-    return report(validate_model(model, arrays, n, seed), as_json)
+    c = compile_model(model, "network", optimization=optimization)
+    arrays = load_inputs(inputs, c) if inputs else None
+    return report(validate_model(model, arrays, n, seed, compiled=c), as_json)
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:
