@@ -450,15 +450,21 @@ def test_balanced_chooses_int16_by_pixels_within_the_budget():
 def test_scratch_sizes_match_the_c_functions(tmp_path):
     """op.scratch (computed in Python) equals ai_<kernel>_scratch_size() of the emitted params."""
     cases = []
-    for kind, xs, ws in [("CONV_2D", (1, 7, 6, 3), (5, 3, 2, 3)), ("CONV_2D", (1, 4, 4, 8), (6, 1, 1, 8)),
-                         ("DEPTHWISE_CONV_2D", (1, 5, 5, 10), (1, 3, 3, 10)),
-                         ("DEPTHWISE_CONV_2D", (1, 9, 8, 1), (1, 4, 3, 8))]:  # -> conv2d_s8, gathers
+    for kind, xs, ws, opts in [
+            ("CONV_2D", (1, 7, 6, 3), (5, 3, 2, 3), {}),  # gathers
+            ("CONV_2D", (1, 4, 4, 8), (6, 1, 1, 8), {}),  # 1x1: no pad pixel
+            ("CONV_2D", (1, 5, 5, 4), (3, 3, 3, 4), {}),  # SAME 3x3: pad pixel
+            ("CONV_2D", (1, 6, 6, 8), (3, 3, 3, 8), dict(padding="VALID")),  # never leaves the image
+            ("CONV_2D", (1, 6, 6, 8), (3, 3, 3, 8), dict(stride=(2, 2))),  # SAME: pad 0, extra at the bottom/right
+            ("DEPTHWISE_CONV_2D", (1, 5, 5, 10), (1, 3, 3, 10), {}),
+            ("DEPTHWISE_CONV_2D", (1, 9, 8, 1), (1, 4, 3, 8), {})]:  # -> conv2d_s8, gathers
         oc = ws[3] if kind == "DEPTHWISE_CONV_2D" else ws[0]
-        g = make_layer(kind, xs, _w(ws, "int8"), None, w_scales=np.full(oc, 0.01))
+        g = make_layer(kind, xs, _w(ws, "int8"), None, w_scales=np.full(oc, 0.01), **opts)
         op = compile_graph(g).graph.ops[0]
         cases.append(op)
     printed = c_scratch_sizes(cases, "ai_kernels_conv.h", CONV_SOURCES, WARN, tmp_path)
     assert printed == [op.scratch for op in cases]
+    assert printed[1:5] == [4 * 8, 4 * 36 + 4, 4 * 72, 4 * 72 + 8]
     assert all(s > 0 for s in printed)
 
 

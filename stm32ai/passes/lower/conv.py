@@ -294,9 +294,15 @@ def conv_rows_for_kernel(geo: ConvGeometry, w_rows: np.ndarray) -> np.ndarray:
 def conv_scratch_size(geo: ConvGeometry) -> int:
     """ai_conv2d_s8_scratch_size: two int16 im2col columns of Kp elements (4 * Kp bytes),
     plus the two pixels' int8 columns (2 * Kp bytes) when in_c % 4 != 0 (gathered as bytes,
-    then unpacked 4 at a time), else one input pixel of pad values (in_c bytes)."""
+    then unpacked 4 at a time), else one input pixel of pad values (in_c bytes) when some
+    window reaches outside the image (never for 1x1)."""
     kp = conv_kp(geo)
-    return 4 * kp + (2 * kp if geo.in_c % 4 else geo.in_c)
+    if geo.in_c % 4:
+        return 6 * kp
+    pads = (geo.pad[0] > 0 or geo.pad[1] > 0
+            or (geo.out_h - 1) * geo.stride[0] + (geo.k_h - 1) * geo.dilation[0] >= geo.in_h
+            or (geo.out_w - 1) * geo.stride[1] + (geo.k_w - 1) * geo.dilation[1] >= geo.in_w)
+    return 4 * kp + (geo.in_c if pads else 0)
 
 
 def dw_scratch_size(geo: ConvGeometry) -> int:

@@ -22,12 +22,19 @@ static inline int32_t conv_kp(const ai_conv2d_s8_params *p) {
 /* 1 when the columns are gathered as bytes first (in_c % 4 != 0). */
 static inline int conv_gathers(const ai_conv2d_s8_params *p) { return (p->in_c & 3) != 0; }
 
+/* 1 when some window reaches outside the image (padding, or SAME's extra bottom/right). */
+static inline int conv_pads(const ai_conv2d_s8_params *p) {
+  return p->pad[0] > 0 || p->pad[1] > 0 ||
+         (p->out_h - 1) * p->stride[0] + (p->k_h - 1) * p->dilation[0] >= p->in_h ||
+         (p->out_w - 1) * p->stride[1] + (p->k_w - 1) * p->dilation[1] >= p->in_w;
+}
+
 /* Scratch: the two int16 columns (4 * Kp bytes); then, gathering, the two pixels' int8
- * columns (2 * Kp bytes), else one input pixel of pad values (in_c bytes, a multiple of 4)
- * that padded taps read instead of the image. */
+ * columns (2 * Kp bytes), else, when windows can leave the image, one input pixel of pad
+ * values (in_c bytes, a multiple of 4) that padded taps read instead of the image. */
 int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
   const int32_t kp = conv_kp(p);
-  return 4 * kp + (conv_gathers(p) ? 2 * kp : p->in_c);
+  return 4 * kp + (conv_gathers(p) ? 2 * kp : conv_pads(p) ? p->in_c : 0);
 }
 
 /* n bytes from s to d, a word at a time (unaligned LDR/STR on Cortex-M3/M4/M7). */
@@ -409,7 +416,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
   uint32_t *col = (uint32_t *)scratch;
   int8_t *extra = (int8_t *)scratch + 4 * kp;
-  if (!conv_gathers(p)) {
+  if (!conv_gathers(p) && conv_pads(p)) {
     memset(extra, (int8_t)p->pad_value, (size_t)p->in_c);
   }
   for (int32_t b = 0; b < p->batches; ++b) {
