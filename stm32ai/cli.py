@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from stm32ai import __version__
 from stm32ai.errors import CheckFailed, Stm32aiError
@@ -39,13 +40,15 @@ def _model_path(p: str) -> Path:
 
 def _compile(args: argparse.Namespace, name: str, prune: bool | None = None):
     from stm32ai.emitter import check_name
-    from stm32ai.pipeline import compile_model
+    from stm32ai.pipeline import compile_model, weights_budget_for
 
     check_name(name)
     return compile_model(_model_path(args.model), name,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
-                         prune=not getattr(args, "no_prune", False) if prune is None else prune)
+                         prune=not getattr(args, "no_prune", False) if prune is None else prune,
+                         optimization=getattr(args, "optimization", "balanced"),
+                         weights_budget=weights_budget_for(getattr(args, "board", None)))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -113,11 +116,27 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     pruning = render_pruning(r)
     if pruning is not None:
         console.print(pruning)
+    _print_conv_layouts(c, args.optimization)
     if r.fits is not None:
         print(f"fits {args.board}: {'yes' if r.fits['ok'] else 'NO'} ({r.fits['summary']})")
         if not r.fits["ok"]:
             return 1
     return 0
+
+
+def _print_conv_layouts(c: Any, optimization: str) -> None:
+    """--optimization's choice per CONV_2D layer and its flash cost."""
+    from stm32ai.passes.lower.conv import conv_layout_choices
+
+    rows = conv_layout_choices(c.graph)
+    if not rows:
+        return
+    wide = [r for r in rows if r["layout"] == "int16"]
+    extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
+    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights "
+          f"(+{extra:,} B flash over int8)")
+    for r in rows:
+        print(f"  layer {r['op']}: {r['layout']} weights, {int(r['weights_bytes']):,} B")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -134,13 +153,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
-                               profile=args.profile, prune=not args.no_prune)
+                               profile=args.profile, prune=not args.no_prune, optimization=args.optimization)
     if args.port or args.board or args.profile:
         raise Stm32aiError("--port/--board/--profile are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
-                      step=lambda d: prog.update(task, description=d), prune=not args.no_prune)
+                      step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
+                      optimization=args.optimization)
     return report(res, args.json)
 
 
@@ -242,8 +262,16 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _optimization_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--optimization", choices=("time", "balanced", "ram"), default="balanced",
+                   help="speed/flash trade of the convolution weights: time = int16 weights (fastest, "
+                        "twice the flash), ram = int8, balanced (default) = int16 where the board's "
+                        "flash allows, layers with the most output pixels first")
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
     _prune_option(p)
+    _optimization_option(p)
     p.add_argument("--no-inputs-allocation", action="store_true",
                    help="inputs are buffers of the application, not part of the activation pool")
     p.add_argument("--no-outputs-allocation", action="store_true",
@@ -290,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="run the generated C against the references")
     v.add_argument("model")
     v.add_argument("--mode", choices=("host", "target"), default="host")
+    _optimization_option(v)
     v.add_argument("--port", help="target mode: pyserial URL of the board's UART (/dev/ttyACM0, socket://HOST:PORT)")
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
                                          "emulated board and run it in QEMU")

@@ -17,6 +17,7 @@ from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
+from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -37,14 +38,18 @@ class Compiled:
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
-                  outputs_in_pool: bool = True, prune: bool = True) -> Compiled:
+                  outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
+                  weights_budget: int | None = None) -> Compiled:
+    """optimization / weights_budget: the speed/flash trade of the conv weight layouts
+    (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
-        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune)
+        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget)
 
 
-def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool) -> Compiled:
+def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool,
+             optimization: str, weights_budget: int | None) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
@@ -58,6 +63,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         verify_graph(g, allow_unknown_dims=False)
     n_model_tensors = len(g.tensors)
     lower_graph(g)
+    choose_conv_layouts(g, optimization, weights_budget)
     if each:
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
@@ -67,5 +73,17 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     return Compiled(g, plan, doc, params, pruned)
 
 
-def compile_model(path: str | Path, name: str = "network", **kw: bool) -> Compiled:
+def weights_budget_for(board_id: str | None) -> int | None:
+    """Flash bytes the weights may use on a board (its program region minus the code
+    reserve), the limit of --optimization balanced; None without a board."""
+    if not board_id:
+        return None
+    from stm32ai.boards import load_board
+    from stm32ai.project.generator import CODE_RESERVE
+
+    b = load_board(board_id)
+    return max(b.region(b.text_region).length - CODE_RESERVE, 0)
+
+
+def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:
     return compile_graph(load_tflite(path), name, **kw)

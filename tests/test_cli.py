@@ -88,3 +88,18 @@ def test_analyze_json_totals(tmp_path):
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["macc"] == sum(layer["macc"] for layer in rep["layers"]) > 0
     assert rep["activations_bytes"] > 0 and rep["weights_bytes"] > 0
+
+
+def test_analyze_shows_the_optimization_choice(tmp_path):
+    """--optimization ram keeps int8 conv weights, time switches every conv layer to int16
+    (twice the weights bytes); analyze prints the choice per layer."""
+    import json
+
+    out = {}
+    for mode in ("ram", "time"):
+        r = stm32ai("analyze", str(MODEL), "--optimization", mode, "--json", str(tmp_path / f"{mode}.json"))
+        assert r.returncode == 0, r.stderr
+        out[mode] = (r.stdout, json.loads((tmp_path / f"{mode}.json").read_text())["weights_bytes"])
+    assert "optimization ram: 0 of 1 conv layers with int16 weights (+0 B" in out["ram"][0]
+    assert "optimization time: 1 of 1 conv layers with int16 weights" in out["time"][0]
+    assert "int16 weights" in out["time"][0] and out["time"][1] > out["ram"][1]

@@ -26,10 +26,15 @@ from conftest import FIXTURES, c_scratch_sizes, shared_model
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.lower.conv import (
     check_conv,
+    choose_conv_layouts,
+    conv_layout_choices,
+    conv_rq_table,
     fold_bias,
     out_size,
     pack_conv_weights_s8,
+    pack_conv_weights_s16,
     pack_dw_weights_s8,
+    rq_fold_ref,
     same_padding,
 )
 from stm32ai.passes.quant import (
@@ -80,6 +85,31 @@ def test_conv_weight_layout():
     packed = pack_conv_weights_s8(w).tolist()
     assert packed == [1, 2, 3, 4, 6, 7, 8, 9, 5, 0, 0, 0, 10, 0, 0, 0,
                       11, 12, 13, 14, 15, 0, 0, 0]
+
+
+def test_conv_weight_layout_int16():
+    # the same blocking as the int8 layout, each 4-group as the int16 pairs {w0,w2} {w1,w3}
+    w = np.arange(1, 16, dtype=np.int8).reshape(3, 5)
+    w[0, 0] = -3
+    packed = pack_conv_weights_s16(w)
+    assert packed.dtype == np.int16
+    assert packed.tolist() == [-3, 3, 2, 4, 6, 8, 7, 9, 5, 0, 0, 0, 10, 0, 0, 0,
+                               11, 13, 12, 14, 15, 0, 0, 0]
+
+
+def test_padded_rows_layout_for_first_layers():
+    """in_c % 4 != 0: each filter row (k_w * in_c taps) padded to a multiple of 4 when cheap."""
+    from stm32ai.passes.lower.conv import ConvGeometry, conv_kp, conv_krow, conv_rows_for_kernel
+    g3 = ConvGeometry(1, 32, 32, 3, 32, 32, 2, 3, 3, (1, 1), (1, 1), (1, 1))
+    w = np.arange(1, 55, dtype=np.int8).reshape(2, 27)
+    assert conv_krow(g3) and conv_kp(g3) == 36
+    rows = conv_rows_for_kernel(g3, w)
+    assert rows.shape == (2, 36)
+    assert rows[0].tolist() == [*range(1, 10), 0, 0, 0, *range(10, 19), 0, 0, 0, *range(19, 28), 0, 0, 0]
+    # dilated rows are not contiguous; too many output channels make the padding cost more
+    assert not conv_krow(ConvGeometry(1, 9, 9, 3, 9, 9, 2, 3, 3, (1, 1), (1, 2), (1, 2)))
+    assert not conv_krow(ConvGeometry(1, 9, 9, 3, 9, 9, 64, 3, 3, (1, 1), (1, 1), (1, 1)))
+    assert not conv_krow(ConvGeometry(1, 9, 9, 4, 9, 9, 2, 3, 3, (1, 1), (1, 1), (1, 1)))
 
 
 def test_depthwise_weight_layout():
@@ -261,18 +291,180 @@ def test_requantisation_regimes(kind, regime):
     np.testing.assert_array_equal(y, reference(g, x))
 
 
+# ---- folded requantisation ---------------------------------------------------------------------
+
+RQ_EDGES = [0, 1, -1, 2, -2, 3, -3, 127, -128, 255, -255, 1 << 20, -(1 << 20), (1 << 30) - 1,
+            -(1 << 30), (1 << 31) - 1, -(1 << 31), -(1 << 31) + 1]
+
+
+def _fold_cases(rng_: np.random.Generator) -> list[tuple[int, int, int, int]]:
+    """(m, shift, out_zp, bound) covering the shift range, zero points and tie values."""
+    cases = []
+    for shift in (-2, -3, -5, -8, -11, -16, -20, -24, -30, -31):
+        for zp in (-128, -1, 0, 5, 127):
+            m = int(rng_.integers(1 << 30, 1 << 31))
+            cases.append((m, shift, zp, 1 << 31))
+    cases.append(((1 << 30), -2, 0, 1 << 31))  # m = 2^30: the x = -1 corner of the identity
+    cases.append(((1 << 31) - 1, -9, -128, 1 << 31))
+    return cases
+
+
+def _fold_inputs(m: int, shift: int, rng_: np.random.Generator) -> np.ndarray:
+    e = -shift
+    xs = list(RQ_EDGES) + rng_.integers(-(1 << 31), 1 << 31, 300).tolist()
+    xs += rng_.integers(-70000, 70000, 300).tolist()
+    # values whose double-rounded result sits at a tie of either rounding step
+    for k in rng_.integers(-(1 << 20), 1 << 20, 60).tolist():
+        for t in ((k << (31 + e)) + (1 << (30 + e)), (k << 31) + (1 << 30)):
+            x = t // m
+            xs += [x - 1, x, x + 1]
+    xs = [x for x in xs if -(1 << 31) <= x < (1 << 31)]
+    return np.array(xs, np.int64)
+
+
+def test_rq_fold_identity_matches_tflite_double_rounding():
+    """rq_fold's arithmetic (Python transcription) equals TFLite's MultiplyByQuantizedMultiplier
+    + output zero point wherever conv_rq_table enables it, on edge, tie and random values."""
+    r = np.random.default_rng(7)
+    for m, shift, zp, bound in _fold_cases(r):
+        table, fold = conv_rq_table(np.zeros(1), np.zeros((1, 1)), np.array([m]), np.array([shift]),
+                                    zp, np.array([bound - 1]) if bound < (1 << 31) else np.array([1 << 30]))
+        if not fold:
+            continue
+        _, mm, rs, kf = (int(v) for v in table[0])
+        x = _fold_inputs(m, shift, r)
+        ref = multiply_by_quantized_multiplier(x, np.int64(m), np.int64(shift)) + zp
+        np.testing.assert_array_equal(rq_fold_ref(x, mm, rs, kf), ref)
+
+
+def test_rq_table_falls_back_to_the_general_path():
+    w = np.ones((2, 9), np.int8)
+    # shift -1 (effective scale >= 0.25): general {bias, m, shift, 0}
+    table, fold = conv_rq_table(np.array([5, 6]), w, np.array([1 << 30, 1 << 30]), np.array([-3, -1]), 3, None)
+    assert not fold and table.tolist() == [[5, 1 << 30, -3, 0], [6, 1 << 30, -1, 0]]
+    # rs = 29 with a zero point of 100: kf = 2^28 + 100 * 2^29 overflows int32
+    _, fold = conv_rq_table(np.zeros(2), w, np.array([1 << 30] * 2), np.array([-30, -30]), 100, None)
+    assert not fold
+    # the usual case: folded, kf = 2^(rs-1) + zp * 2^rs
+    table, fold = conv_rq_table(np.array([1, 2]), w, np.array([1 << 30] * 2), np.array([-9, -10]), -7, None)
+    assert fold and table.tolist() == [[1, 1 << 30, 8, 128 - 7 * 256], [2, 1 << 30, 9, 256 - 7 * 512]]
+
+
+RQ_HARNESS_C = r"""
+#include <stdio.h>
+#include "ai_simd.h"
+int main(void) {
+  long long x, m, rs, kf;
+  while (scanf("%lld %lld %lld %lld", &x, &m, &rs, &kf) == 4) {
+    printf("%ld\n", (long)ssat8(rq_fold((int32_t)x, (int32_t)m, (int32_t)rs, (int32_t)kf)));
+  }
+  return 0;
+}
+"""
+
+
+def test_rq_fold_c_matches_tflite(tmp_path):
+    """The C rq_fold + ssat8 (host build) against TFLite's arithmetic + zero point, saturated."""
+    (tmp_path / "rq.c").write_text(RQ_HARNESS_C)
+    subprocess.run(["cc", *WARN, f"-I{RUNTIME / 'include'}", "rq.c", "-o", "rq"], cwd=tmp_path, check=True)
+    r = np.random.default_rng(11)
+    lines, want = [], []
+    for m, shift, zp, _ in _fold_cases(r):
+        table, fold = conv_rq_table(np.zeros(1), np.zeros((1, 1)), np.array([m]), np.array([shift]), zp,
+                                    np.array([1 << 30]))
+        if not fold:
+            continue
+        _, mm, rs, kf = (int(v) for v in table[0])
+        x = _fold_inputs(m, shift, r)
+        lines += [f"{v} {mm} {rs} {kf}" for v in x.tolist()]
+        want += np.clip(multiply_by_quantized_multiplier(x, np.int64(m), np.int64(shift)) + zp,
+                        -128, 127).tolist()
+    out = subprocess.run([str(tmp_path / "rq")], input="\n".join(lines), capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert [int(v) for v in out] == want and len(want) > 10000
+
+
+# ---- --optimization: int8 / int16 weight layouts -------------------------------------------------
+
+OPT_LAYERS = [  # (x shape, filter shape, options): odd oc, in_c % 4 != 0, 1x1 stride 2, dilation, batches
+    ((1, 5, 5, 4), (7, 3, 3, 4), dict(act="RELU6")),
+    ((2, 9, 10, 3), (5, 2, 3, 3), dict(padding="VALID", stride=(2, 1), dilation=(2, 2))),
+    ((1, 8, 7, 12), (9, 1, 1, 12), dict(stride=(2, 2))),
+    ((1, 6, 5, 1), (4, 4, 3, 1), dict(stride=(2, 1))),
+    ((1, 7, 3, 8), (6, 5, 3, 8), dict(dilation=(1, 2), act="RELU")),
+]
+
+
+@pytest.mark.parametrize("xs,ws,opts", OPT_LAYERS, ids=[f"opt{i}" for i in range(len(OPT_LAYERS))])
+def test_optimization_modes_bit_exact(xs, ws, opts):
+    """ram (int8 weights) and time (int16) give TFLite's outputs; time doubles the weights."""
+    w = _w(ws, "int8")
+    g = make_layer("CONV_2D", xs, w, rng.integers(-3000, 3000, ws[0]), w_scales=rng.uniform(0.002, 0.02, ws[0]),
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+    x = _x(xs, "int8")
+    ref = reference(g, x)
+    sizes = {}
+    for mode in ("ram", "time"):
+        c = compile_graph(copy.deepcopy(g), optimization=mode)
+        op = c.graph.ops[0]
+        assert op.kernel == "conv2d_s8" and op.attrs["w16"] == (mode == "time")
+        sizes[mode] = c.graph.tensors[op.inputs[1]].data.nbytes
+        np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], ref)
+    run = ws[2] * ws[3]
+    kp = ws[1] * ((run + 3) // 4 * 4) if op.attrs["krow"] else (ws[1] * run + 3) // 4 * 4
+    assert sizes == {"ram": kp * ws[0], "time": 2 * kp * ws[0]}
+
+
+def test_balanced_chooses_int16_by_pixels_within_the_budget():
+    """balanced: int16 for the layers with the most output pixels while the weights fit."""
+    def two_layer_graph() -> Graph:
+        g = make_layer("CONV_2D", (1, 16, 16, 8), _w((8, 3, 3, 8), "int8"), None, w_scales=np.full(8, 0.01))
+        small = make_layer("CONV_2D", (1, 4, 4, 8), _w((8, 3, 3, 8), "int8"), None, w_scales=np.full(8, 0.01))
+        x2, y2 = small.ops[0].inputs[0], small.ops[0].outputs[0]
+        off = len(g.tensors)
+        for t in small.tensors:
+            g.add_tensor(t.name + "_2", t.shape, t.dtype, t.quant, t.data)
+        op = small.ops[0]
+        g.ops.append(Op(op.type, [i + off if i >= 0 else -1 for i in op.inputs], [y2 + off], op.options, index=1))
+        g.inputs += [x2 + off]
+        g.outputs += [y2 + off]
+        return g
+    from stm32ai.passes.lower import lower_graph
+    g = lower_graph(two_layer_graph())
+    base = sum(int(t.data.nbytes) for t in g.tensors if t.data is not None
+               and any(t.id in o.inputs for o in g.ops))
+    choose_conv_layouts(g, "balanced", base + 8 * 72)  # room for one layer's int16 copy
+    assert [r["layout"] for r in conv_layout_choices(g)] == ["int16", "int8"]  # 16x16 before 4x4
+    g2 = lower_graph(two_layer_graph())
+    choose_conv_layouts(g2, "balanced", base)
+    assert [r["layout"] for r in conv_layout_choices(g2)] == ["int8", "int8"]
+    g3 = lower_graph(two_layer_graph())
+    choose_conv_layouts(g3, "time", 0)
+    assert [r["layout"] for r in conv_layout_choices(g3)] == ["int16", "int16"]
+    # with --board: the program flash minus the code reserve (NUCLEO-F401RE: 512 KiB flash)
+    from stm32ai.pipeline import weights_budget_for
+    assert weights_budget_for("nucleo-f401re") == 512 * 1024 - 48 * 1024
+    assert weights_budget_for(None) is None
+
+
 def test_scratch_sizes_match_the_c_functions(tmp_path):
     """op.scratch (computed in Python) equals ai_<kernel>_scratch_size() of the emitted params."""
     cases = []
-    for kind, xs, ws in [("CONV_2D", (1, 7, 6, 3), (5, 3, 2, 3)), ("CONV_2D", (1, 4, 4, 8), (6, 1, 1, 8)),
-                         ("DEPTHWISE_CONV_2D", (1, 5, 5, 10), (1, 3, 3, 10)),
-                         ("DEPTHWISE_CONV_2D", (1, 9, 8, 1), (1, 4, 3, 8))]:  # -> conv2d_s8, gathers
+    for kind, xs, ws, opts in [
+            ("CONV_2D", (1, 7, 6, 3), (5, 3, 2, 3), {}),  # gathers
+            ("CONV_2D", (1, 4, 4, 8), (6, 1, 1, 8), {}),  # 1x1: no pad pixel
+            ("CONV_2D", (1, 5, 5, 4), (3, 3, 3, 4), {}),  # SAME 3x3: pad pixel
+            ("CONV_2D", (1, 6, 6, 8), (3, 3, 3, 8), dict(padding="VALID")),  # never leaves the image
+            ("CONV_2D", (1, 6, 6, 8), (3, 3, 3, 8), dict(stride=(2, 2))),  # SAME: pad 0, extra at the bottom/right
+            ("DEPTHWISE_CONV_2D", (1, 5, 5, 10), (1, 3, 3, 10), {}),
+            ("DEPTHWISE_CONV_2D", (1, 9, 8, 1), (1, 4, 3, 8), {})]:  # -> conv2d_s8, gathers
         oc = ws[3] if kind == "DEPTHWISE_CONV_2D" else ws[0]
-        g = make_layer(kind, xs, _w(ws, "int8"), None, w_scales=np.full(oc, 0.01))
+        g = make_layer(kind, xs, _w(ws, "int8"), None, w_scales=np.full(oc, 0.01), **opts)
         op = compile_graph(g).graph.ops[0]
         cases.append(op)
     printed = c_scratch_sizes(cases, "ai_kernels_conv.h", CONV_SOURCES, WARN, tmp_path)
     assert printed == [op.scratch for op in cases]
+    assert printed[1:5] == [4 * 8, 4 * 36 + 4, 4 * 72, 4 * 72 + 8]
     assert all(s > 0 for s in printed)
 
 
@@ -436,7 +628,8 @@ def test_one_channel_depthwise_is_a_gathering_conv():
     path = shared_model("tflite_micro/micro_speech_quantized.tflite")
     op = next(o for o in compile_model(path).graph.ops if o.type == "DEPTHWISE_CONV_2D")
     assert op.kernel == "conv2d_s8" and op.attrs["in_c"] == 1 and op.attrs["out_c"] == 8
-    assert op.scratch == 5 * 80  # two int16 columns + the int8 gather column, Kp = 80
+    assert op.attrs["krow"] == 1  # 10 rows of 8 taps: already multiples of 4
+    assert op.scratch == 6 * 80  # two int16 columns + the two int8 gather columns, Kp = 80
     _check_layers(path)
 
 
@@ -474,14 +667,16 @@ def test_kernels_compile_warning_free_for_cortex_m4(tmp_path):
 SELFTEST_C = r"""
 #include <stdio.h>
 #include "ai_kernels_conv.h"
+#include "ai_simd.h"
 
 static uint32_t seed = 12345u;
 static uint32_t rnd(void) { seed = seed * 1664525u + 1013904223u; return seed >> 8; }
 static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
 
 static int8_t in_buf[2 * 12 * 12 * 24];
-static int8_t w_buf[16 * 4 * 4 * 24 + 64];
-static int32_t bias[64], mult[64], shift[64];
+static int8_t w_buf[16 * 4 * 4 * 24 + 64] __attribute__((aligned(8)));
+static int16_t w16_buf[16 * 4 * 4 * 24 + 64] __attribute__((aligned(8)));
+static int32_t bias[64], mult[64], shift[64], rq[4 * 64];
 static int8_t out_buf[2 * 12 * 12 * 64];
 static uint32_t scratch[1024];
 
@@ -524,10 +719,20 @@ int main(void) {
     ai_conv2d_s8_params p;
     GEO(p);
     p.in_c = rr(1, 24); p.out_c = rr(1, 16);
-    const int32_t nw = ((p.k_h * p.k_w * p.in_c + 3) & ~3) * p.out_c;
+    p.w16 = rr(0, 1); p.rq_fold = rr(0, 1);
+    p.krow = (p.in_c & 3) != 0 && p.dilation[1] == 1 ? rr(0, 1) : 0;
+    const int32_t kp = p.krow ? p.k_h * ((p.k_w * p.in_c + 3) & ~3) : (p.k_h * p.k_w * p.in_c + 3) & ~3;
+    const int32_t nw = kp * p.out_c;
     if (!FITS(p, nw) || ai_conv2d_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, nw, p.out_c);
-    ai_conv2d_s8(&p, in_buf, w_buf, bias, mult, shift, out_buf, scratch);
+    for (int32_t i = 0; i < nw; ++i) w16_buf[i] = w_buf[i];
+    for (int32_t i = 0; i < p.out_c; ++i) {
+      const int32_t rs = rr(1, 14);
+      rq[4 * i] = bias[i]; rq[4 * i + 1] = mult[i];
+      rq[4 * i + 2] = p.rq_fold ? rs : shift[i];
+      rq[4 * i + 3] = p.rq_fold ? (1 << (rs - 1)) + p.out_offset * (1 << rs) : 0;
+    }
+    ai_conv2d_s8(&p, in_buf, p.w16 ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
     printf("conv %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
     ++ran;
   }
@@ -550,6 +755,17 @@ int main(void) {
     ai_depthwise_conv2d_dm_s8(&p, in_buf, w_buf, bias, mult, shift, out_buf);
     printf("dm %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
     ++ran;
+  }
+  {  /* rq_fold (SMLAL inline assembly on the M4) on edge accumulators */
+    static const int32_t xs[] = {0, 1, -1, 2, -2, 255, -255, 65536, -65537, 0x3FFFFFFF, -0x40000000,
+                                 0x7FFFFFFF, (-0x7FFFFFFF - 1)};
+    for (int32_t rs = 1; rs <= 30; ++rs) {
+      const int32_t m = (int32_t)(0x40000000u + (rnd() % 0x40000000u));
+      const int32_t kf = (1 << (rs - 1)) + (rs < 22 ? rr(-128, 127) * (1 << rs) : 0);
+      for (unsigned i = 0; i < sizeof xs / sizeof xs[0]; ++i) {
+        printf("rq %ld\n", (long)rq_fold(xs[i], m, rs, kf));
+      }
+    }
   }
   printf("cases %d\n", ran);
   return 0;

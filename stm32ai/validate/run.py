@@ -143,7 +143,8 @@ def validate_model(model: str | Path, inputs: list[np.ndarray] | None = None, n:
     Without a verdict reference the C model is not run (`outcome` is `no-reference`).
     `step(description)` is told each phase (the CLI's progress display)."""
     say = step or (lambda _d: None)
-    say("compiling the model")
+    if compiled is None:
+        say("compiling the model")
     c = compiled if compiled is not None else compile_model(model, "network", prune=prune)
     arrays = inputs if inputs is not None else random_inputs(model, n, seed)
     samples = per_sample(c, arrays)
@@ -188,19 +189,22 @@ def print_result(res: ValidationResult) -> None:
 
 
 def collect(model: Path, *, inputs: str | None, n: int, seed: int,
-            step: Callable[[str], None] | None = None, prune: bool = True) -> ValidationResult:
+            step: Callable[[str], None] | None = None, prune: bool = True,
+            optimization: str = "balanced") -> ValidationResult:
     """`validate --mode host` without the printing: inputs from --inputs or -n random samples."""
     if not 1 <= n <= MAX_SAMPLES:
         raise Stm32aiError(f"-n {n}: give 1 to {MAX_SAMPLES:,} samples")
-    arrays = None
-    if inputs:
-        arrays = load_inputs(inputs, compile_model(model, "network", prune=prune))
-    return validate_model(model, arrays, n, seed, step=step, prune=prune)
+    (step or (lambda _d: None))("compiling the model")
+    c = compile_model(model, "network", prune=prune, optimization=optimization)
+    arrays = load_inputs(inputs, c) if inputs else None
+    return validate_model(model, arrays, n, seed, compiled=c, step=step)
 
 
 def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str | None,
-             step: Callable[[str], None] | None = None, prune: bool = True) -> int:
-    return report(collect(model, inputs=inputs, n=n, seed=seed, step=step, prune=prune), as_json)
+             step: Callable[[str], None] | None = None, prune: bool = True,
+             optimization: str = "balanced") -> int:
+    return report(collect(model, inputs=inputs, n=n, seed=seed, step=step, prune=prune,
+                          optimization=optimization), as_json)
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:

@@ -272,7 +272,7 @@ def _check_io(info: DeviceInfo, c: Any) -> None:
 
 def validate_target(model: Path, *, port: str | None, board: str | None, inputs: str | None, n: int,
                     seed: int, as_json: str | None, timeout: float = DEFAULT_TIMEOUT,
-                    profile: bool = False, prune: bool = True) -> int:
+                    profile: bool = False, prune: bool = True, optimization: str = "balanced") -> int:
     from stm32ai.graphjson import model_signature
     from stm32ai.pipeline import compile_model
     from stm32ai.validate.reference import random_inputs
@@ -283,7 +283,10 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     if not port and not board:
         raise Stm32aiError("--mode target needs --port URL (the board's UART, e.g. /dev/ttyACM0 or "
                            "socket://127.0.0.1:4321) or --board B for an emulated board")
-    c = compile_model(model, "network", prune=prune)
+    from stm32ai.pipeline import weights_budget_for
+
+    c = compile_model(model, "network", prune=prune, optimization=optimization,
+                      weights_budget=weights_budget_for(board))
     sig = model_signature(c.doc, c.params)
     arrays = load_inputs(inputs, c) if inputs else random_inputs(model, n, seed)
     counts: list[int] = []

@@ -40,7 +40,9 @@ from stm32ai.passes.quant import (
 
 __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "same_padding", "fold_bias",
-    "pack_conv_weights_s8", "pack_dw_weights_s8", "conv_scratch_size", "dw_scratch_size",
+    "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref",
+    "conv_scratch_size", "conv_krow", "conv_kp", "conv_rows_for_kernel", "dw_scratch_size",
+    "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
     "hybrid_per_channel", "hybrid_filter_scales", "hybrid_conv_scratch_size",
 ]
 
@@ -173,6 +175,78 @@ def pack_conv_weights_s8(w_rows: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.int8)
 
 
+def pack_conv_weights_s16(w_rows: np.ndarray) -> np.ndarray:
+    """int8 [out_c, K] -> the conv2d_s8 w16 layout ("time"): int16, pre-sign-extended.
+
+    Same blocking as `pack_conv_weights_s8` (pairs of output channels, groups of 4
+    K-elements, K zero-padded to Kp), each group's 4 weights stored as the int16 pairs
+    {w0, w2}, {w1, w3} — the order SXTB16 would unpack them and the im2col column uses —
+    so the inner loop feeds them to SMLAD as loaded. Twice the bytes of the int8 layout.
+    """
+    w_rows = np.asarray(w_rows, np.int8)
+    oc, k = w_rows.shape
+    kp = (k + 3) // 4 * 4
+    padded = np.zeros((oc, kp), np.int16)
+    padded[:, :k] = w_rows
+    padded = padded.reshape(oc, kp // 4, 4)[:, :, [0, 2, 1, 3]]
+    parts = []
+    pairs = oc // 2
+    if pairs:
+        parts.append(padded[:2 * pairs].reshape(pairs, 2, kp // 4, 4).transpose(0, 2, 1, 3).reshape(-1))
+    if oc % 2:
+        parts.append(padded[-1].reshape(-1))
+    return np.concatenate(parts).astype(np.int16)
+
+
+def rq_fold_ref(x: np.ndarray, m: int, rs: int, kf: int) -> np.ndarray:
+    """The integer arithmetic of the C rq_fold (ai_simd.h), for tests and the exactness
+    check: (hi32(kf * 2^32 + 2^30 - 2^31 * [x < 0] + x * m)) >> rs, arithmetic shifts."""
+    x = np.asarray(x, np.int64)
+    a = [int(v) for v in x.reshape(-1)]
+    out = [(((kf << 32) + (1 << 30) - ((1 << 31) if v < 0 else 0) + v * m) >> 32) >> rs for v in a]
+    return np.array(out, np.int64).reshape(x.shape)
+
+
+def _fold_ok(m: int, shift: int, out_zp: int, acc_bound: int) -> bool:
+    """rq_fold(x, m, rs, kf) == requant(x, m, shift) + out_zp for every |x| <= acc_bound.
+
+    Holds by construction for shift <= -2 (the identity in ai_simd.h) as long as the high
+    word kf + floor((x*m + 2^30 - 2^31 [x<0]) / 2^32) stays an int32; |x*m| < 2^31 |x|, so
+    |high word| <= |kf| + acc_bound / 2 + 2."""
+    if shift > -2 or shift < -31 or m <= 0:
+        return False
+    rs = -shift - 1
+    kf = (1 << (rs - 1)) + out_zp * (1 << rs)
+    return abs(kf) + acc_bound // 2 + 2 < (1 << 31)
+
+
+def conv_rq_table(bias: np.ndarray, w_rows: np.ndarray, mult: np.ndarray, shift: np.ndarray,
+                  out_zp: int, tflite_bias: np.ndarray | None) -> tuple[np.ndarray, bool]:
+    """The conv2d_s8 `rq` input: int32 [out_c, 4] and whether it holds rq_fold constants.
+
+    bias: the folded bias the kernel starts from. The accumulator bound per channel is
+    TFLite's |bias| + 255 * sum|w| (|x - in_zp| <= 255), capped at 2^31 (wrap-around:
+    any int32). rq_fold for the layer when every channel passes `_fold_ok`, else the
+    general {bias, multiplier, shift, 0} for ai_requant.
+    """
+    n = w_rows.shape[0]
+    tb = np.zeros(n, np.int64) if tflite_bias is None else np.asarray(tflite_bias, np.int64).reshape(-1)
+    bound = np.minimum(np.abs(tb) + 255 * np.abs(np.asarray(w_rows, np.int64)).sum(axis=1), 1 << 31)
+    mult = np.asarray(mult, np.int64)
+    shift = np.asarray(shift, np.int64)
+    fold = all(_fold_ok(int(mult[c]), int(shift[c]), out_zp, int(bound[c])) for c in range(n))
+    table = np.zeros((n, 4), np.int64)
+    table[:, 0] = np.asarray(bias, np.int64)
+    table[:, 1] = mult
+    if fold:
+        rs = -shift - 1
+        table[:, 2] = rs
+        table[:, 3] = (np.int64(1) << (rs - 1)) + out_zp * (np.int64(1) << rs)
+    else:
+        table[:, 2] = shift
+    return table.astype(np.int32), fold
+
+
 def pack_dw_weights_s8(w_taps: np.ndarray) -> np.ndarray:
     """int8 [taps, C] (depth multiplier 1) -> the depthwise_conv2d_s8 layout.
 
@@ -187,12 +261,48 @@ def pack_dw_weights_s8(w_taps: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.int8)
 
 
+def conv_krow(geo: ConvGeometry) -> bool:
+    """conv2d_s8's padded-rows K layout for in_c % 4 != 0: each filter row (k_w*in_c taps)
+    padded with zero weights to a multiple of 4, so that a window inside the image unpacks
+    its rows straight from the input instead of being gathered byte by byte (~250
+    instructions per pixel for 3x3x3). Taken when dilation_w is 1 (rows are contiguous) and
+    the padding's extra MACs per pixel (out_c * k_h * pad) stay under ~200, measured break-even."""
+    run = geo.k_w * geo.in_c
+    pad = -run % 4
+    return geo.in_c % 4 != 0 and geo.dilation[1] == 1 and geo.out_c * geo.k_h * pad <= 200
+
+
+def conv_kp(geo: ConvGeometry) -> int:
+    """The packed K of conv2d_s8 (C: conv_kp)."""
+    if conv_krow(geo):
+        return geo.k_h * ((geo.k_w * geo.in_c + 3) // 4 * 4)
+    return (geo.k_h * geo.k_w * geo.in_c + 3) // 4 * 4
+
+
+def conv_rows_for_kernel(geo: ConvGeometry, w_rows: np.ndarray) -> np.ndarray:
+    """Filter rows [out_c, K] in the kernel's K order: with krow, each filter row padded
+    with zeros to a multiple of 4."""
+    if not conv_krow(geo):
+        return w_rows
+    run = geo.k_w * geo.in_c
+    runp = (run + 3) // 4 * 4
+    rows = np.zeros((geo.out_c, geo.k_h, runp), np.int8)
+    rows[:, :, :run] = np.asarray(w_rows, np.int8).reshape(geo.out_c, geo.k_h, run)
+    return rows.reshape(geo.out_c, -1)
+
+
 def conv_scratch_size(geo: ConvGeometry) -> int:
-    """ai_conv2d_s8_scratch_size: two int16 im2col columns of Kp elements, plus one int8
-    column of Kp bytes when in_c % 4 != 0 (the kernel gathers the column's bytes there, then
-    unpacks them 4 at a time; pad_value is always an int8 here)."""
-    kp = (geo.k_h * geo.k_w * geo.in_c + 3) // 4 * 4
-    return 2 * 2 * kp + (kp if geo.in_c % 4 else 0)
+    """ai_conv2d_s8_scratch_size: two int16 im2col columns of Kp elements (4 * Kp bytes),
+    plus the two pixels' int8 columns (2 * Kp bytes) when in_c % 4 != 0 (gathered as bytes,
+    then unpacked 4 at a time), else one input pixel of pad values (in_c bytes) when some
+    window reaches outside the image (never for 1x1)."""
+    kp = conv_kp(geo)
+    if geo.in_c % 4:
+        return 6 * kp
+    pads = (geo.pad[0] > 0 or geo.pad[1] > 0
+            or (geo.out_h - 1) * geo.stride[0] + (geo.k_h - 1) * geo.dilation[0] >= geo.in_h
+            or (geo.out_w - 1) * geo.stride[1] + (geo.k_w - 1) * geo.dilation[1] >= geo.in_w)
+    return 4 * kp + (geo.in_c if pads else 0)
 
 
 def dw_scratch_size(geo: ConvGeometry) -> int:
@@ -301,17 +411,21 @@ def check_conv(op: Op, g: Graph) -> str | None:
 
 # ---- lowering --------------------------------------------------------------------------------
 
-def _requant_tables(g: Graph, base: str, x: Tensor, w: Tensor, y: Tensor, n: int) -> tuple[int, int]:
-    """int32 multiplier and shift constants, one per output channel (TFLite exactly)."""
+def _requant_values(x: Tensor, w: Tensor, y: Tensor, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """int32 multiplier and shift, one per output channel (TFLite exactly)."""
     assert w.quant is not None
     scales = np.asarray(w.quant.scale, np.float32).reshape(-1)
     if scales.size == 1:
         scales = np.repeat(scales, n)
     pairs = [quantize_multiplier(per_channel_multiplier(_scale(x), float(s), _scale(y)))
              for s in scales]
-    mult = g.add_const(f"{base}/out_multiplier", np.array([p[0] for p in pairs], np.int32))
-    shift = g.add_const(f"{base}/out_shift", np.array([p[1] for p in pairs], np.int32))
-    return mult, shift
+    return np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32)
+
+
+def _requant_tables(g: Graph, base: str, x: Tensor, w: Tensor, y: Tensor, n: int) -> tuple[int, int]:
+    """The multiplier and shift tables as constants."""
+    mult, shift = _requant_values(x, w, y, n)
+    return g.add_const(f"{base}/out_multiplier", mult), g.add_const(f"{base}/out_shift", shift)
 
 
 def _int8_attrs(op: Op, x: Tensor, y: Tensor) -> dict[str, object]:
@@ -330,15 +444,18 @@ def _bias_values(g: Graph, op: Op) -> np.ndarray | None:
 
 
 def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str) -> None:
-    """conv2d_s8 from filter rows [out_c, kh*kw*in_c]."""
+    """conv2d_s8 from filter rows [out_c, kh*kw*in_c], int8 weights (the "ram" layout;
+    `choose_conv_layouts` may switch it to int16 afterwards)."""
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
     bias = _bias_values(g, op)
-    mult, shift = _requant_tables(g, base, x, w, y, geo.out_c)
-    b_id = g.add_const(f"{base}/bias_folded", fold_bias(bias, w_rows, _zp(x)))
-    w_id = g.add_const(f"{base}/weights_packed", pack_conv_weights_s8(w_rows))
+    mult, shift = _requant_values(x, w, y, geo.out_c)
+    table, fold = conv_rq_table(fold_bias(bias, w_rows, _zp(x)), w_rows, mult, shift, _zp(y), bias)
+    q_id = g.add_const(f"{base}/requant", table)
+    w_id = g.add_const(f"{base}/weights_packed", pack_conv_weights_s8(conv_rows_for_kernel(geo, w_rows)))
     op.kernel = "conv2d_s8"
-    op.inputs = [op.inputs[0], w_id, b_id, mult, shift]
-    op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y)}
+    op.inputs = [op.inputs[0], w_id, q_id]
+    op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": int(fold),
+                "krow": int(conv_krow(geo))}
     op.scratch = conv_scratch_size(geo)
 
 
@@ -464,3 +581,58 @@ def lower_depthwise(op: Op, g: Graph) -> None:
         op.scratch = 0
     op.inputs = [op.inputs[0], w_id, b_id, mult, shift]
     op.attrs = attrs
+
+
+# ---- --optimization time|balanced|ram: int8 or int16 conv weights ---------------------------
+
+OPTIMIZATIONS = ("time", "balanced", "ram")
+# balanced without a board: total weights bytes the int16 layouts may grow the model to
+# (half the flash of the smallest boards we support that run the MLPerf Tiny models).
+DEFAULT_WEIGHTS_BUDGET = 512 * 1024
+
+
+def _weights_bytes(g: Graph) -> int:
+    ids = {i for op in g.ops for i in op.inputs if i >= 0 and g.tensors[i].is_const}
+    return sum(int(g.tensors[i].data.nbytes) for i in ids)  # type: ignore[union-attr]
+
+
+def _to_w16(g: Graph, op: Op) -> None:
+    """Re-lay an int8 conv2d_s8 weight constant as int16 (pack_conv_weights_s16's layout:
+    each 4-byte group of the int8 layout, reordered {0, 2, 1, 3} and sign-extended)."""
+    t = g.tensors[op.inputs[1]]
+    assert t.data is not None
+    w16 = np.asarray(t.data, np.int8).reshape(-1, 4)[:, [0, 2, 1, 3]].astype(np.int16).reshape(-1)
+    op.inputs[1] = g.add_const(f"{t.name}_s16", w16)
+    op.attrs["w16"] = 1
+
+
+def choose_conv_layouts(g: Graph, mode: str = "balanced", weights_budget: int | None = None) -> None:
+    """Switch conv2d_s8 layers to int16 weights (~20 % fewer instructions in the MAC loop,
+    twice the layer's weight bytes). time: every layer; ram: none; balanced: layers in
+    order of output pixels (instructions saved per extra flash byte) while the model's
+    weights stay within `weights_budget` (DEFAULT_WEIGHTS_BUDGET without one)."""
+    if mode not in OPTIMIZATIONS:
+        raise ValueError(f"optimization {mode!r}")
+    convs = [op for op in g.ops if op.kernel == "conv2d_s8"]
+    if mode == "ram" or not convs:
+        return
+    budget = DEFAULT_WEIGHTS_BUDGET if weights_budget is None else weights_budget
+    total = _weights_bytes(g)
+    convs.sort(key=lambda op: -int(op.attrs["batches"]) * int(op.attrs["out_h"]) * int(op.attrs["out_w"]))
+    for op in convs:
+        extra = int(g.tensors[op.inputs[1]].data.nbytes)  # type: ignore[union-attr]
+        if mode == "time" or total + extra <= budget:
+            _to_w16(g, op)
+            total += extra
+
+
+def conv_layout_choices(g: Graph) -> list[dict[str, object]]:
+    """Per conv2d_s8 layer: the weight layout chosen and its flash bytes (for analyze)."""
+    rows = []
+    for op in g.ops:
+        if op.kernel == "conv2d_s8":
+            w16 = bool(op.attrs.get("w16"))
+            nbytes = int(g.tensors[op.inputs[1]].data.nbytes)  # type: ignore[union-attr]
+            rows.append({"op": op.index, "layout": "int16" if w16 else "int8",
+                         "weights_bytes": nbytes, "int8_bytes": nbytes // 2 if w16 else nbytes})
+    return rows

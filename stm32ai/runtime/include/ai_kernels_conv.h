@@ -38,17 +38,22 @@ extern "C" {
 
 /* General CONV_2D (any kernel size, stride, dilation, padding) as partial im2col
  * (two int16 columns in scratch) times packed weights, 2 output channels x 2 pixels
- * per inner loop. Weights: packed "pair-interleaved" layout (docs/kernels_conv.md). */
+ * per inner loop. Weights: the "pair-interleaved" int8 layout, or (w16 = 1) the same
+ * order pre-sign-extended to int16 (docs/kernels_conv.md). rq: per output channel the 4
+ * int32 {bias, multiplier, rs, kf} (rq_fold = 1: the folded requantisation the lowering
+ * proved exact, output zero point inside kf) or {bias, multiplier, shift, 0}. */
 typedef struct {
   AI_CONV_GEOMETRY_FIELDS
   int32_t pad_value;  /* input zero point */
-  int32_t out_offset; /* output zero point */
+  int32_t out_offset; /* output zero point (rq_fold = 0 only) */
   int32_t act_min, act_max;
+  int32_t w16;        /* 1: int16 weights ("time"), 0: int8 weights */
+  int32_t rq_fold;    /* 1: rq holds rq_fold constants */
+  int32_t krow;       /* 1: K is k_h filter rows each padded to a multiple of 4 (in_c % 4 != 0, dilation_w 1) */
 } ai_conv2d_s8_params;
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
-                  const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                  int8_t *output, void *scratch);
+                  const int32_t *rq, int8_t *output, void *scratch);
 int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p);
 
 /* DEPTHWISE_CONV_2D, depth multiplier 1, at most AI_DW_MAX_TAPS kernel taps.

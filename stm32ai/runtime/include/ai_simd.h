@@ -142,4 +142,38 @@ static inline int all_fast(const int32_t *shift, int32_t n) {
   return 1;
 }
 
+/* ------------------------------------------- folded requantisation (conv2d_s8) */
+
+/* rq_fast with the output zero point folded in: kf = 2^(rs-1) + (out_zp << rs), so
+ *   (hi32(kf:2^30 - 2^31*[x<0] + x*m)) >> rs == rq_fast(x, m, rs, 2^(rs-1)) + out_zp
+ * (adding out_zp * 2^rs to the high word before the arithmetic shift adds exactly out_zp).
+ * The lowering proves at generate time that the high word cannot overflow for any
+ * accumulator the layer can produce; 4 instructions plus the shift on ARMv7E-M. */
+static inline int32_t rq_fold(int32_t x, int32_t m, int32_t rs, int32_t kf) {
+#if defined(__ARM_FEATURE_DSP)
+  int32_t lo, hi;
+  __asm__("and %0, %2, #0x80000000\n\t"
+          "orr %0, %0, #0x40000000\n\t"
+          "add %1, %3, %2, asr #31\n\t"
+          "smlal %0, %1, %2, %4"
+          : "=&r"(lo), "=&r"(hi)
+          : "r"(x), "r"(kf), "r"(m));
+  (void)lo;
+  return hi >> rs;
+#else
+  const int64_t a = (int64_t)kf * 4294967296LL + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) +
+                    (int64_t)x * m;
+  return (int32_t)(a >> 32) >> rs;
+#endif
+}
+
+/* Saturate to int8 (one SSAT on ARMv7E-M). */
+static inline int32_t ssat8(int32_t v) {
+#if defined(__ARM_FEATURE_DSP)
+  return __ssat(v, 8);
+#else
+  return v < -128 ? -128 : (v > 127 ? 127 : v);
+#endif
+}
+
 #endif /* AI_SIMD_H */

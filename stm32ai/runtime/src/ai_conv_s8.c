@@ -6,20 +6,35 @@
 
 /* ---------------------------------------------------------------- CONV_2D */
 
-/* Packed K: kernel taps * input channels rounded up to a multiple of 4. */
+/* K of one filter row (k_w * in_c) and its stride in the packed K: rounded up to a multiple
+ * of 4 when the rows are padded (krow: the lowering's choice for in_c % 4 != 0, so that an
+ * interior window's rows unpack straight from the image). */
+static inline int32_t conv_runp(const ai_conv2d_s8_params *p) {
+  const int32_t run = p->k_w * p->in_c;
+  return p->krow ? (run + 3) & ~3 : run;
+}
+
+/* Packed K: kernel taps * input channels rounded up to a multiple of 4 (or k_h padded rows). */
 static inline int32_t conv_kp(const ai_conv2d_s8_params *p) {
-  return (p->k_h * p->k_w * p->in_c + 3) & ~3;
+  return p->krow ? p->k_h * conv_runp(p) : (p->k_h * p->k_w * p->in_c + 3) & ~3;
 }
 
-/* 1 when the column is gathered as bytes first (conv_im2col_gather): in_c % 4 != 0 and a
- * pad value that is an int8 (always, for int8 inputs). */
-static inline int conv_gathers(const ai_conv2d_s8_params *p) {
-  return (p->in_c & 3) != 0 && p->pad_value >= -128 && p->pad_value <= 127;
+/* 1 when the columns are gathered as bytes first (in_c % 4 != 0). */
+static inline int conv_gathers(const ai_conv2d_s8_params *p) { return (p->in_c & 3) != 0; }
+
+/* 1 when some window reaches outside the image (padding, or SAME's extra bottom/right). */
+static inline int conv_pads(const ai_conv2d_s8_params *p) {
+  return p->pad[0] > 0 || p->pad[1] > 0 ||
+         (p->out_h - 1) * p->stride[0] + (p->k_h - 1) * p->dilation[0] >= p->in_h ||
+         (p->out_w - 1) * p->stride[1] + (p->k_w - 1) * p->dilation[1] >= p->in_w;
 }
 
+/* Scratch: the two int16 columns (4 * Kp bytes); then, gathering, the two pixels' int8
+ * columns (2 * Kp bytes), else, when windows can leave the image, one input pixel of pad
+ * values (in_c bytes, a multiple of 4) that padded taps read instead of the image. */
 int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
-  /* two int16 columns, plus one int8 column of Kp bytes when gathering */
-  return 2 * (int32_t)sizeof(int16_t) * conv_kp(p) + (conv_gathers(p) ? conv_kp(p) : 0);
+  const int32_t kp = conv_kp(p);
+  return 4 * kp + (conv_gathers(p) ? 2 * kp : conv_pads(p) ? p->in_c : 0);
 }
 
 /* n bytes from s to d, a word at a time (unaligned LDR/STR on Cortex-M3/M4/M7). */
@@ -33,259 +48,393 @@ static inline void copy_s8(int8_t *d, const int8_t *s, int32_t n) {
   }
 }
 
-/* The im2col column of output pixel (oy, ox) when in_c % 4 != 0 (e.g. the in_c = 1 of a
- * depthwise with one input channel lowered to conv2d_s8): gather its K input bytes in
- * K order into `lin` (a filter row of taps is one contiguous run of k_w*in_c input bytes
- * when it lies inside the image and dilation_w is 1), zero the K padding, then unpack each
- * 4-byte group with one load + two SXTB16 into the layout conv_im2col writes. Same values
- * as the element-by-element build, a fraction of its instructions. */
-static void conv_im2col_gather(const ai_conv2d_s8_params *p, const int8_t *in, int32_t oy,
-                               int32_t ox, int8_t *lin, uint32_t *col) {
-  const int32_t cin = p->in_c, kw = p->k_w, dw = p->dilation[1];
-  const int32_t run = kw * cin;
+/* n bytes of the pad value (pv4: it in all four bytes), inline: these runs are short. */
+static inline void fill_s8(int8_t *d, uint32_t pv4, int32_t n) {
+  for (; n >= 4; n -= 4, d += 4) {
+    memcpy(d, &pv4, sizeof pv4);
+  }
+  for (; n > 0; --n) {
+    *d++ = (int8_t)pv4;
+  }
+}
+
+/* The K input bytes of output pixel (oy, ox) in K order into `lin`, K padding zeroed
+ * (in_c % 4 != 0, e.g. first layers with 1 or 3 channels): a filter row of taps is one
+ * contiguous run of k_w*in_c input bytes when it lies inside the image and dilation_w
+ * is 1, copied a word at a time; border taps are copied or filled tap by tap. */
+static void conv_gather(const ai_conv2d_s8_params *p, const int8_t *in, int32_t oy, int32_t ox,
+                        int8_t *lin) {
+  const int32_t cin = p->in_c, kw = p->k_w, dw = p->dilation[1], iw = p->in_w;
+  const int32_t run = kw * cin, runp = conv_runp(p);
   const int32_t iy0 = oy * p->stride[0] - p->pad[0];
   const int32_t ix0 = ox * p->stride[1] - p->pad[1];
-  const int row_run = dw == 1 && ix0 >= 0 && ix0 + kw <= p->in_w;
-  const int8_t pv = (int8_t)p->pad_value;
+  const int row_run = dw == 1 && ix0 >= 0 && ix0 + kw <= iw;
+  const uint32_t pv4 = ((uint32_t)p->pad_value & 0xFFu) * 0x01010101u;
   int8_t *d = lin;
-  for (int32_t ky = 0; ky < p->k_h; ++ky, d += run) {
+  for (int32_t ky = 0; ky < p->k_h; ++ky, d += runp) {
     const int32_t iy = iy0 + ky * p->dilation[0];
+    for (int32_t i = run; i < runp; ++i) { /* row padding (krow): zero weights */
+      d[i] = 0;
+    }
     if (iy < 0 || iy >= p->in_h) {
-      memset(d, pv, (size_t)run);
+      fill_s8(d, pv4, run);
       continue;
     }
-    const int8_t *row = in + (int32_t)iy * p->in_w * cin;
+    const int8_t *row = in + (int32_t)iy * iw * cin;
     if (row_run) {
       copy_s8(d, row + ix0 * cin, run);
       continue;
     }
-    for (int32_t kx = 0; kx < kw; ++kx) {
-      const int32_t ix = ix0 + kx * dw;
-      if (ix >= 0 && ix < p->in_w) {
-        copy_s8(d + kx * cin, row + ix * cin, cin);
+    /* border row: tap by tap, byte by byte (in_c is small here: 1..3 mostly) */
+    int8_t *t = d;
+    for (int32_t kx = 0, ix = ix0; kx < kw; ++kx, ix += dw) {
+      if (ix >= 0 && ix < iw) {
+        const int8_t *src = row + ix * cin;
+        for (int32_t c = 0; c < cin; ++c) {
+          *t++ = src[c];
+        }
       } else {
-        memset(d + kx * cin, pv, (size_t)cin);
+        for (int32_t c = 0; c < cin; ++c) {
+          *t++ = (int8_t)pv4;
+        }
       }
     }
   }
-  const int32_t k = p->k_h * run, kp = conv_kp(p);
-  for (int32_t i = k; i < kp; ++i) { /* K padding: zero weights, keep the column defined */
+  for (int32_t i = p->k_h * runp; i < conv_kp(p); ++i) { /* K padding: zero weights */
     lin[i] = 0;
   }
-  for (int32_t g = 0; g < (kp >> 2); ++g) {
-    const uint32_t w = rd32(lin + 4 * g);
-    col[4 * g] = sxtb16(w);
-    col[4 * g + 1] = sxtb16_r8(w);
-  }
 }
 
-/* Build the im2col column of output pixel (oy, ox) into `col`.
- * Column layout (shared with the packed weights): groups of 4 K-elements; a group of
- * the column is two 32-bit words, {x0, x2} and {x1, x3} as int16 pairs (the order in
- * which sxtb16 / sxtb16_r8 unpack 4 weight bytes), and the groups of the two columns
- * of a pair interleave: word 4g+0,1 = column 0, word 4g+2,3 = column 1. */
-static void conv_im2col(const ai_conv2d_s8_params *p, const int8_t *in, int32_t oy, int32_t ox,
-                        uint32_t *col) {
-  const int32_t cin = p->in_c;
-  const int32_t iy0 = oy * p->stride[0] - p->pad[0];
-  const int32_t ix0 = ox * p->stride[1] - p->pad[1];
-  const uint32_t pv = (uint32_t)p->pad_value & 0xFFFFu;
-  const uint32_t pad_pair = pv | (pv << 16);
-  if ((cin & 3) == 0) {
-    const int32_t groups = cin >> 2;
-    uint32_t *dst = col;
-    for (int32_t ky = 0; ky < p->k_h; ++ky) {
-      const int32_t iy = iy0 + ky * p->dilation[0];
-      const int row_in = iy >= 0 && iy < p->in_h;
-      for (int32_t kx = 0; kx < p->k_w; ++kx) {
-        const int32_t ix = ix0 + kx * p->dilation[1];
-        if (row_in && ix >= 0 && ix < p->in_w) {
-          const int8_t *src = in + ((int32_t)iy * p->in_w + ix) * cin;
-          for (int32_t g = 0; g < groups; ++g) {
-            const uint32_t w = rd32(src);
-            src += 4;
-            dst[0] = sxtb16(w);
-            dst[1] = sxtb16_r8(w);
-            dst += 4;
-          }
-        } else {
-          for (int32_t g = 0; g < groups; ++g) {
-            dst[0] = pad_pair;
-            dst[1] = pad_pair;
-            dst += 4;
-          }
-        }
-      }
-    }
-  } else {
-    /* element by element: K-element k goes to halfword 8*(k/4) + {0, 2, 1, 3}[k%4] */
-    int16_t *h = (int16_t *)col;
-    int32_t k = 0;
-    for (int32_t ky = 0; ky < p->k_h; ++ky) {
-      const int32_t iy = iy0 + ky * p->dilation[0];
-      const int row_in = iy >= 0 && iy < p->in_h;
-      for (int32_t kx = 0; kx < p->k_w; ++kx) {
-        const int32_t ix = ix0 + kx * p->dilation[1];
-        const int inside = row_in && ix >= 0 && ix < p->in_w;
-        const int8_t *src = inside ? in + ((int32_t)iy * p->in_w + ix) * cin : in;
-        for (int32_t c = 0; c < cin; ++c, ++k) {
-          const int32_t slot = ((k >> 2) << 3) | ((k & 1) << 1) | ((k >> 1) & 1);
-          h[slot] = (int16_t)(inside ? src[c] : p->pad_value);
-        }
-      }
-    }
-    for (; (k & 3) != 0; ++k) { /* K padding: zero weights, keep the column defined */
-      h[((k >> 2) << 3) | ((k & 1) << 1) | ((k >> 1) & 1)] = 0;
-    }
+/* Column layout (shared with the packed weights): groups of 4 K-elements; a group is four
+ * 32-bit words, {x0, x2} {x1, x3} of pixel 0 then of pixel 1, as int16 pairs (the order in
+ * which SXTB16 / SXTB16 ROR 8 unpack 4 bytes). One LDR per pixel, 4 SXTB16, and the four
+ * words are written together. */
+static inline void conv_unpack2(uint32_t *d, const int8_t *s0, const int8_t *s1, int32_t groups) {
+#if defined(__ARM_FEATURE_DSP)
+  /* 10 instructions per group (gcc: 13, four separate STR) */
+  if (groups > 0) {
+    uint32_t a, b, c, e;
+    __asm__ volatile("1:\n\t"
+            "ldr %[a], [%[s0]], #4\n\t"
+            "ldr %[b], [%[s1]], #4\n\t"
+            "sxtb16 %[c], %[a]\n\t"
+            "sxtb16 %[a], %[a], ror #8\n\t"
+            "sxtb16 %[e], %[b]\n\t"
+            "sxtb16 %[b], %[b], ror #8\n\t"
+            "strd %[c], %[a], [%[d]], #8\n\t"
+            "strd %[e], %[b], [%[d]], #8\n\t"
+            "subs %[n], %[n], #1\n\t"
+            "bne 1b\n\t"
+            : [a] "=&r"(a), [b] "=&r"(b), [c] "=&r"(c), [e] "=&r"(e), [s0] "+r"(s0), [s1] "+r"(s1),
+              [d] "+r"(d), [n] "+r"(groups)
+            :
+            : "cc", "memory");
   }
+#else
+  for (; groups > 0; --groups, s0 += 4, s1 += 4, d += 4) {
+    const uint32_t w0 = rd32(s0), w1 = rd32(s1);
+    d[0] = sxtb16(w0);
+    d[1] = sxtb16_r8(w0);
+    d[2] = sxtb16(w1);
+    d[3] = sxtb16_r8(w1);
+  }
+#endif
 }
 
-/* Output channels (oc, oc+1) against the two columns of a pixel pair: the inner loop
- * does 16 MACs with 3 LDRD, 4 SXTB16 and 8 SMLAD. */
-static void conv_pair2(const ai_conv2d_s8_params *p, const int8_t *wpair, int32_t kp,
-                       const uint32_t *col, const int32_t *bias, const int32_t *mult,
-                       const int32_t *shift, int32_t oc, int8_t *out0, int8_t *out1, int fast) {
-  const uint32_t *w = (const uint32_t *)(const void *)wpair;
-  const uint32_t *c = col;
-  int32_t a00 = bias[oc], a01 = a00, a10 = bias[oc + 1], a11 = a10;
-#define AI_CONV_STEP2(W, C)                   \
-  do {                                        \
-    const uint32_t wa = (W)[0], wb = (W)[1];  \
-    const uint32_t x0 = (C)[0], x0h = (C)[1]; \
-    const uint32_t x1 = (C)[2], x1h = (C)[3]; \
-    uint32_t l_ = sxtb16(wa), h_ = sxtb16_r8(wa); \
-    a00 = smlad(l_, x0, a00);                 \
-    a00 = smlad(h_, x0h, a00);                \
-    a01 = smlad(l_, x1, a01);                 \
-    a01 = smlad(h_, x1h, a01);                \
-    l_ = sxtb16(wb);                          \
-    h_ = sxtb16_r8(wb);                       \
-    a10 = smlad(l_, x0, a10);                 \
-    a10 = smlad(h_, x0h, a10);                \
-    a11 = smlad(l_, x1, a11);                 \
-    a11 = smlad(h_, x1h, a11);                \
-  } while (0)
-  int32_t g = kp >> 2;
-  for (; g >= 2; g -= 2) {
-    AI_CONV_STEP2(w, c);
-    AI_CONV_STEP2(w + 2, c + 4);
-    w += 4;
-    c += 8;
+/* krow: the first row of output pixel (oy, ox)'s window in the image and the stride
+ * between its rows, when the window lies inside the image and reading each row's padded
+ * run stays inside the input tensor; else the window gathered into `lin` (stride runp). */
+static const int8_t *conv_window(const ai_conv2d_s8_params *p, const int8_t *in, int32_t oy,
+                                 int32_t ox, int8_t *lin, int32_t *stride) {
+  const int32_t cin = p->in_c, iw = p->in_w;
+  const int32_t iy0 = oy * p->stride[0] - p->pad[0], ix0 = ox * p->stride[1] - p->pad[1];
+  const int32_t iy_last = iy0 + (p->k_h - 1) * p->dilation[0];
+  if (iy0 >= 0 && iy_last < p->in_h && ix0 >= 0 && ix0 + p->k_w <= iw &&
+      (iy_last * iw + ix0) * cin + conv_runp(p) <= p->in_h * iw * cin) {
+    *stride = p->dilation[0] * iw * cin;
+    return in + (iy0 * iw + ix0) * cin;
   }
-  if (g) {
-    AI_CONV_STEP2(w, c);
-  }
-#undef AI_CONV_STEP2
-  const int32_t off = p->out_offset, lo = p->act_min, hi = p->act_max;
-  if (fast) {
-    const int32_t m0 = mult[oc], m1 = mult[oc + 1];
-    const int32_t rs0 = -shift[oc] - 1, rs1 = -shift[oc + 1] - 1;
-    const int32_t k0 = (int32_t)((1u << rs0) >> 1), k1 = (int32_t)((1u << rs1) >> 1);
-    out0[oc] = clamp8(rq_fast(a00, m0, rs0, k0) + off, lo, hi);
-    out1[oc] = clamp8(rq_fast(a01, m0, rs0, k0) + off, lo, hi);
-    out0[oc + 1] = clamp8(rq_fast(a10, m1, rs1, k1) + off, lo, hi);
-    out1[oc + 1] = clamp8(rq_fast(a11, m1, rs1, k1) + off, lo, hi);
+  conv_gather(p, in, oy, ox, lin);
+  *stride = conv_runp(p);
+  return lin;
+}
+
+/* The columns of output pixels n0 and n1 (n1 == n0 for an odd last pixel). in_c % 4 == 0:
+ * per tap, the two pixels' input channels are unpacked straight from the image, a padded
+ * tap reading the pad pixel in scratch (no per-element bounds checks). */
+static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t n0, int32_t n1,
+                         uint32_t *col, int8_t *extra) {
+  const int32_t oy0 = n0 / p->out_w, ox0 = n0 - oy0 * p->out_w;
+  const int32_t oy1 = n1 / p->out_w, ox1 = n1 - oy1 * p->out_w;
+  if (conv_gathers(p)) {
+    const int32_t kp = conv_kp(p);
+    if (!p->krow) {
+      conv_gather(p, in, oy0, ox0, extra);
+      conv_gather(p, in, oy1, ox1, extra + kp);
+      conv_unpack2(col, extra, extra + kp, kp >> 2);
+      return;
+    }
+    /* padded rows: each window's rows straight from the image when inside it, else
+     * gathered (with the same row stride) into scratch */
+    int32_t st0, st1;
+    const int8_t *s0 = conv_window(p, in, oy0, ox0, extra, &st0);
+    const int8_t *s1 = conv_window(p, in, oy1, ox1, extra + kp, &st1);
+    const int32_t gr = conv_runp(p) >> 2;
+    for (int32_t ky = 0; ky < p->k_h; ++ky, s0 += st0, s1 += st1, col += 4 * gr) {
+      conv_unpack2(col, s0, s1, gr);
+    }
     return;
   }
-  rq_t r = rq_prep(mult[oc], shift[oc]);
-  out0[oc] = rq_out(a00, &r, off, lo, hi);
-  out1[oc] = rq_out(a01, &r, off, lo, hi);
-  r = rq_prep(mult[oc + 1], shift[oc + 1]);
-  out0[oc + 1] = rq_out(a10, &r, off, lo, hi);
-  out1[oc + 1] = rq_out(a11, &r, off, lo, hi);
+  const int32_t cin = p->in_c, groups = cin >> 2, ih = p->in_h, iw = p->in_w;
+  if (p->k_h == 1 && p->k_w == 1) { /* 1x1: never padded, the column is the input pixel */
+    const int32_t sh = p->stride[0], sw = p->stride[1];
+    conv_unpack2(col, in + (oy0 * sh * iw + ox0 * sw) * cin, in + (oy1 * sh * iw + ox1 * sw) * cin,
+                 groups);
+    return;
+  }
+  const int32_t y0 = oy0 * p->stride[0] - p->pad[0], x0 = ox0 * p->stride[1] - p->pad[1];
+  const int32_t y1 = oy1 * p->stride[0] - p->pad[0], x1 = ox1 * p->stride[1] - p->pad[1];
+  uint32_t *d = col;
+  for (int32_t ky = 0; ky < p->k_h; ++ky) {
+    const int32_t iy0 = y0 + ky * p->dilation[0], iy1 = y1 + ky * p->dilation[0];
+    const int in0 = iy0 >= 0 && iy0 < ih, in1 = iy1 >= 0 && iy1 < ih;
+    const int32_t r0 = iy0 * iw * cin, r1 = iy1 * iw * cin; /* offsets: formed into pointers only inside */
+    for (int32_t kx = 0; kx < p->k_w; ++kx, d += 4 * groups) {
+      const int32_t ix0 = x0 + kx * p->dilation[1], ix1 = x1 + kx * p->dilation[1];
+      const int8_t *s0 = in0 && ix0 >= 0 && ix0 < iw ? in + r0 + ix0 * cin : extra;
+      const int8_t *s1 = in1 && ix1 >= 0 && ix1 < iw ? in + r1 + ix1 * cin : extra;
+      conv_unpack2(d, s0, s1, groups);
+    }
+  }
 }
 
-/* Output channels (oc, oc+1) against a single column (the last pixel when the count
- * is odd). */
-static void conv_pair1(const ai_conv2d_s8_params *p, const int8_t *wpair, int32_t kp,
-                       const uint32_t *col, const int32_t *bias, const int32_t *mult,
-                       const int32_t *shift, int32_t oc, int8_t *out0) {
-  const uint32_t *w = (const uint32_t *)(const void *)wpair;
-  const uint32_t *const wend = w + (kp >> 1);
-  const uint32_t *c = col;
-  int32_t a0 = bias[oc], a1 = bias[oc + 1];
-  while (w != wend) {
-    const uint32_t wa = w[0], wb = w[1];
-    const uint32_t x0 = c[0], x0h = c[1];
-    w += 2;
-    c += 4;
-    a0 = smlad(sxtb16(wa), x0, a0);
-    a0 = smlad(sxtb16_r8(wa), x0h, a0);
-    a1 = smlad(sxtb16(wb), x0, a1);
-    a1 = smlad(sxtb16_r8(wb), x0h, a1);
+/* ---- inner loops: output channels (oc, oc+1) x the two columns of a pixel pair ----
+ * acc = {a00, a01, a10, a11} (channel, pixel) accumulate over g >= 1 groups of 4
+ * K-elements. Column words per group: {x0,x2} {x1,x3} of pixel 0, then of pixel 1.
+ * w8: per group 8 bytes, the 4 int8 weights of oc then of oc+1 (SXTB16 unpacks them in
+ *     the column's order): 3 LDRD + 4 SXTB16 + 8 SMLAD = 15 instructions per 16 MACs.
+ * w16: per group 16 bytes, the weights pre-sign-extended in the column's order,
+ *     {w0,w2} {w1,w3} of oc then of oc+1: 1 LDM (the 4 column words, into r8-r11 so that
+ *     LDM's ascending register order matches) + 2 LDRD + 8 SMLAD = 11 per 16 MACs.
+ * The loops run two groups per iteration (one peeled when g is odd). The DSP path is
+ * inline assembly because gcc 12 spills or re-loads with these 13 live registers; the
+ * C path below it is the same computation in the same order. */
+
+#if defined(__ARM_FEATURE_DSP)
+#define AI_W8_GROUP                                   \
+  "ldrd %[wa], %[wb], [%[w]], #8\n\t"                 \
+  "ldrd %[x0], %[x1], [%[c]], #8\n\t"                 \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  "smlad %[a00], %[l0], %[x0], %[a00]\n\t"            \
+  "smlad %[a00], %[wa], %[x1], %[a00]\n\t"            \
+  "smlad %[a10], %[l1], %[x0], %[a10]\n\t"            \
+  "smlad %[a10], %[wb], %[x1], %[a10]\n\t"            \
+  "ldrd %[x0], %[x1], [%[c]], #8\n\t"                 \
+  "smlad %[a01], %[l0], %[x0], %[a01]\n\t"            \
+  "smlad %[a01], %[wa], %[x1], %[a01]\n\t"            \
+  "smlad %[a11], %[l1], %[x0], %[a11]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"
+
+/* the two pixels' 4 column words with one LDM: x0..x3 are pinned to r8-r11 (ascending) */
+#define AI_W16_GROUP                                  \
+  "ldm %[c]!, {%[x0], %[x1], %[x2], %[x3]}\n\t"      \
+  "ldrd %[wa], %[wb], [%[w]], #8\n\t"                 \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a00], %[wb], %[x1], %[a00]\n\t"            \
+  "smlad %[a01], %[wa], %[x2], %[a01]\n\t"            \
+  "smlad %[a01], %[wb], %[x3], %[a01]\n\t"            \
+  "ldrd %[wa], %[wb], [%[w]], #8\n\t"                 \
+  "smlad %[a10], %[wa], %[x0], %[a10]\n\t"            \
+  "smlad %[a10], %[wb], %[x1], %[a10]\n\t"            \
+  "smlad %[a11], %[wa], %[x2], %[a11]\n\t"            \
+  "smlad %[a11], %[wb], %[x3], %[a11]\n\t"
+
+#define AI_TWO_GROUP_LOOP(GROUP)                      \
+  "tst %[g], #1\n\t"                                  \
+  "beq 1f\n\t"                                        \
+  GROUP                                               \
+  "1:\n\t"                                            \
+  "lsrs %[g], %[g], #1\n\t"                           \
+  "beq 3f\n"                                          \
+  "2:\n\t"                                            \
+  GROUP                                               \
+  GROUP                                               \
+  "subs %[g], %[g], #1\n\t"                           \
+  "bne 2b\n"                                          \
+  "3:\n\t"
+#endif
+
+static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+  const uint32_t *w = *wp;
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t wa, wb, l0, l1, x0, x1;
+  __asm__ volatile(AI_TWO_GROUP_LOOP(AI_W8_GROUP)
+          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
+            [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [l0] "=&r"(l0),
+            [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
+          :
+          : "cc", "memory");
+#else
+  for (; g > 0; --g, w += 2, c += 4) {
+    const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]);
+    const uint32_t l1 = sxtb16(w[1]), h1 = sxtb16_r8(w[1]);
+    a00 = smlad(h0, c[1], smlad(l0, c[0], a00));
+    a10 = smlad(h1, c[1], smlad(l1, c[0], a10));
+    a01 = smlad(h0, c[3], smlad(l0, c[2], a01));
+    a11 = smlad(h1, c[3], smlad(l1, c[2], a11));
   }
-  rq_t r = rq_prep(mult[oc], shift[oc]);
-  out0[oc] = rq_out(a0, &r, p->out_offset, p->act_min, p->act_max);
-  r = rq_prep(mult[oc + 1], shift[oc + 1]);
-  out0[oc + 1] = rq_out(a1, &r, p->out_offset, p->act_min, p->act_max);
+#endif
+  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+  *wp = w;
 }
 
-/* The last output channel when out_c is odd (weights: its plain K-padded row). */
-static void conv_single(const ai_conv2d_s8_params *p, const int8_t *wrow, int32_t kp,
-                        const uint32_t *col, int ncols, const int32_t *bias,
-                        const int32_t *mult, const int32_t *shift, int32_t oc,
-                        int8_t *out0, int8_t *out1) {
-  const uint32_t *w = (const uint32_t *)(const void *)wrow;
-  const uint32_t *c = col;
-  int32_t a0 = bias[oc], a1 = bias[oc];
-  for (int32_t g = 0; g < (kp >> 2); ++g) {
-    const uint32_t wa = *w++;
-    const uint32_t lo = sxtb16(wa), hi = sxtb16_r8(wa);
-    a0 = smlad(lo, c[0], a0);
-    a0 = smlad(hi, c[1], a0);
-    a1 = smlad(lo, c[2], a1);
-    a1 = smlad(hi, c[3], a1);
-    c += 4;
+static inline void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+  const uint32_t *w = *wp;
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t wa, wb;
+  register uint32_t x0 __asm__("r8");
+  register uint32_t x1 __asm__("r9");
+  register uint32_t x2 __asm__("r10");
+  register uint32_t x3 __asm__("r11");
+  __asm__ volatile(AI_TWO_GROUP_LOOP(AI_W16_GROUP)
+          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
+            [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0),
+            [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3)
+          :
+          : "cc", "memory");
+#else
+  for (; g > 0; --g, w += 4, c += 4) {
+    a00 = smlad(w[1], c[1], smlad(w[0], c[0], a00));
+    a01 = smlad(w[1], c[3], smlad(w[0], c[2], a01));
+    a10 = smlad(w[3], c[1], smlad(w[2], c[0], a10));
+    a11 = smlad(w[3], c[3], smlad(w[2], c[2], a11));
   }
-  const rq_t r = rq_prep(mult[oc], shift[oc]);
-  out0[oc] = rq_out(a0, &r, p->out_offset, p->act_min, p->act_max);
-  if (ncols == 2) {
-    out1[oc] = rq_out(a1, &r, p->out_offset, p->act_min, p->act_max);
+#endif
+  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+  *wp = w;
+}
+
+/* The last output channel when out_c is odd, against both columns. Weights: its row,
+ * K-padded, as int8 (w8) or as the int16 pairs {w0,w2} {w1,w3} per group (w16). */
+static void mac1x2(const uint32_t *w, int w16, const uint32_t *c, int32_t g, int32_t *acc) {
+  int32_t a0 = acc[0], a1 = acc[1];
+  for (; g > 0; --g, c += 4) {
+    uint32_t lo, hi;
+    if (w16) {
+      lo = w[0], hi = w[1];
+      w += 2;
+    } else {
+      lo = sxtb16(w[0]), hi = sxtb16_r8(w[0]);
+      w += 1;
+    }
+    a0 = smlad(hi, c[1], smlad(lo, c[0], a0));
+    a1 = smlad(hi, c[3], smlad(lo, c[2], a1));
+  }
+  acc[0] = a0, acc[1] = a1;
+}
+
+/* ---- requantisation + store. rq: 4 int32 per output channel, {bias, multiplier, rs,
+ * kf} when p->rq_fold (rq_fold's constants, out_zp folded in; proven exact by the
+ * lowering), else {bias, multiplier, shift, 0} (ai_requant, any shift). */
+typedef struct {
+  int32_t lo, hi, off; /* activation clamp, output zero point (general path) */
+} conv_out_t;
+
+/* General path, out of line: rare (effective scales >= 0.25). */
+static __attribute__((noinline)) int8_t conv_out_general(const int32_t *q, int32_t acc,
+                                                         const conv_out_t *o) {
+  return clamp8(ai_requant(acc, q[1], q[2]) + o->off, o->lo, o->hi);
+}
+
+/* mode: 0 general, 1 rq_fold + SSAT, 2 rq_fold + SSAT + activation clamp. Constant
+ * after inlining, so each mode is its own loop with nothing re-tested per output. */
+static inline int8_t conv_out(const int32_t *q, int32_t m, int32_t rs, int32_t kf, int32_t acc,
+                              const conv_out_t *o, int mode) {
+  if (mode == 0) {
+    return conv_out_general(q, acc, o);
+  }
+  int32_t v = ssat8(rq_fold(acc, m, rs, kf));
+  if (mode == 2) {
+    v = v < o->lo ? o->lo : v;
+    v = v > o->hi ? o->hi : v;
+  }
+  return (int8_t)v;
+}
+
+/* Every output channel of a pixel pair (o0, o1; o1 == o0 for an odd last pixel). The MAC
+ * loops leave the weight pointer at the next channel pair (the layout is contiguous);
+ * outputs are stored through post-incremented pointers. */
+static inline __attribute__((always_inline)) void conv_channels(const int8_t *w, int w16,
+                                                                 int32_t groups, const int32_t *q,
+                                                                 int32_t cout, const uint32_t *col,
+                                                                 int8_t *o0, int8_t *o1,
+                                                                 const conv_out_t *o, int mode) {
+  const uint32_t *wp = (const uint32_t *)(const void *)w;
+  for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8) {
+    int32_t acc[4] = {q[0], q[0], q[4], q[4]};
+    if (w16) {
+      mac2x2_w16(&wp, col, groups, acc);
+    } else {
+      mac2x2_w8(&wp, col, groups, acc);
+    }
+    /* constants into registers before the byte stores (which may alias them) */
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], o, mode);
+    const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], o, mode);
+    const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[2], o, mode);
+    const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[3], o, mode);
+    o0[0] = y00;
+    o0[1] = y10;
+    o0 += 2;
+    o1[0] = y01;
+    o1[1] = y11;
+    o1 += 2;
+  }
+  if (cout & 1) {
+    int32_t acc[2] = {q[0], q[0]};
+    mac1x2(wp, w16, col, groups, acc);
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3];
+    const int8_t y0 = conv_out(q, m0, rs0, kf0, acc[0], o, mode);
+    const int8_t y1 = conv_out(q, m0, rs0, kf0, acc[1], o, mode);
+    o0[0] = y0;
+    o1[0] = y1;
   }
 }
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
-                  const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                  int8_t *output, void *scratch) {
-  const int32_t kp = conv_kp(p);
+                  const int32_t *rq, int8_t *output, void *scratch) {
+  const int32_t kp = conv_kp(p), groups = kp >> 2;
   const int32_t cout = p->out_c;
   const int32_t npix = p->out_h * p->out_w;
+  const int w16 = p->w16 != 0;
+  const conv_out_t o = {p->act_min, p->act_max, p->out_offset};
+  const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
   uint32_t *col = (uint32_t *)scratch;
-  int8_t *lin = conv_gathers(p) ? (int8_t *)scratch + 4 * kp : NULL;
-  const int fast = all_fast(shift, cout);
+  int8_t *extra = (int8_t *)scratch + 4 * kp;
+  if (!conv_gathers(p) && conv_pads(p)) {
+    memset(extra, (int8_t)p->pad_value, (size_t)p->in_c);
+  }
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
     int8_t *out = output + (int32_t)b * npix * cout;
     for (int32_t n = 0; n < npix; n += 2) {
-      const int ncols = n + 1 < npix ? 2 : 1;
-      if (lin != NULL) {
-        conv_im2col_gather(p, in, n / p->out_w, n % p->out_w, lin, col);
-        if (ncols == 2) {
-          conv_im2col_gather(p, in, (n + 1) / p->out_w, (n + 1) % p->out_w, lin, col + 2);
-        }
-      } else {
-        conv_im2col(p, in, n / p->out_w, n % p->out_w, col);
-        if (ncols == 2) {
-          conv_im2col(p, in, (n + 1) / p->out_w, (n + 1) % p->out_w, col + 2);
-        }
-      }
+      /* an odd last pixel is computed twice (both columns the same pixel) and stored
+       * twice to the same place: one loop structure for every block */
+      const int32_t n1 = n + 1 < npix ? n + 1 : n;
+      conv_columns(p, in, n, n1, col, extra);
       int8_t *o0 = out + n * cout;
-      int8_t *o1 = o0 + cout;
-      const int8_t *w = weights;
-      int32_t oc = 0;
-      if (ncols == 2) {
-        for (; oc + 1 < cout; oc += 2) {
-          conv_pair2(p, w, kp, col, bias, mult, shift, oc, o0, o1, fast);
-          w += 2 * kp;
-        }
+      int8_t *o1 = out + n1 * cout;
+      if (mode == 1) {
+        conv_channels(weights, w16, groups, rq, cout, col, o0, o1, &o, 1);
+      } else if (mode == 2) {
+        conv_channels(weights, w16, groups, rq, cout, col, o0, o1, &o, 2);
       } else {
-        for (; oc + 1 < cout; oc += 2) {
-          conv_pair1(p, w, kp, col, bias, mult, shift, oc, o0);
-          w += 2 * kp;
-        }
-      }
-      if (oc < cout) {
-        conv_single(p, w, kp, col, ncols, bias, mult, shift, oc, o0, o1);
+        conv_channels(weights, w16, groups, rq, cout, col, o0, o1, &o, 0);
       }
     }
   }
