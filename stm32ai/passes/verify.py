@@ -454,6 +454,10 @@ def verify_kernel_bounds(g: Graph, n_model_tensors: int) -> Graph:
                                "kernel handles (a quantisation scale of this op is extreme) — " + _FIX)
             elif table.endswith("_shift"):
                 _check_shift(op, table, (int(x) for x in t.data.ravel()))
+            elif table == "requant" and t.data.ndim == 2 and t.data.shape[1] == 4 and not op.attrs.get("rq_fold"):
+                # conv2d_s8's per-channel {bias, multiplier, shift, 0} rows on the general path (a
+                # folded table holds right shifts 1..30, proven at generate time)
+                _check_shift(op, table, (int(x) for x in t.data[:, 2]))
         if op.scratch > MAX_BYTES:
             raise _err(f"{op.where} needs {op.scratch:,} bytes of scratch, more than 32-bit sizes "
                        "allow — reduce the layer's size")
