@@ -26,22 +26,24 @@
 
 #if defined(__GNUC__)
 #define AI_ASSUME_ALIGNED4(ptr) __builtin_assume_aligned((ptr), 4)
+/* the block loop pins 13 registers: kept out of the caller so neither spills */
+#define AI_FC_NOINLINE __attribute__((noinline))
 #else
 #define AI_ASSUME_ALIGNED4(ptr) (ptr)
+#define AI_FC_NOINLINE
 #endif
 
-/* Column geometry shared by every block of one call. */
+/* Everything one call shares, copied to a local once (the int8 stores cannot alias it). */
 typedef struct {
-  int32_t groups; /* full groups of 4 input columns */
-  int32_t tail;   /* K % 4 columns of the last, zero-padded group */
-  int32_t chunk;  /* groups between two recoveries of a paired row */
-} fc_geom;
-
-/* Output stage constants, copied to locals once per call: the int8 stores could alias
- * the parameter struct, which would force a reload per output. */
-typedef struct {
-  int32_t zp, lo, hi, fast;
-} fc_clamp;
+  const int32_t *bias;           /* folded bias, or NULL */
+  const int32_t *mults, *shifts; /* per-channel requantisation, or NULL */
+  int32_t groups;                /* column groups of 4, the padded last one included */
+  int32_t tail;                  /* 1 when K % 4 != 0: the last group comes from xt */
+  int32_t chunk;                 /* groups between two recoveries of a paired row */
+  uint32_t xt;                   /* the K % 4 last inputs of the row, zero-extended */
+  int32_t m, shift, rs, khi;     /* per-tensor multiplier, shift and its rq_fast form */
+  int32_t zp, lo, hi, fast, full;
+} fc_ctx;
 
 /* The K % 4 last input bytes as one little-endian word, zero-extended (never reads past
  * the row). */
@@ -53,17 +55,38 @@ static uint32_t tail_word(const int8_t *x, int32_t t) {
   return v;
 }
 
-/* TFLite's MultiplyByQuantizedMultiplier (double rounding), then zero point and clamp.
- * `fast` (every shift <= -2, decided at generate time) takes rq_fast, an exact rewrite. */
-static inline int8_t fc_out_s8(int32_t acc, int32_t mult, int32_t shift, fc_clamp c) {
-  int32_t v;
-  if (c.fast) {
-    const int32_t e = -shift;
-    v = rq_fast(acc, mult, e - 1, (int32_t)(1u << (uint32_t)(e - 2)));
-  } else {
-    v = ai_requant(acc, mult, shift);
+static inline int32_t sat8(int32_t v) {
+#if defined(__ARM_FEATURE_SAT) && __ARM_FEATURE_SAT
+  return __ssat(v, 8);
+#else
+  return v < -128 ? -128 : v > 127 ? 127 : v;
+#endif
+}
+
+/* TFLite's MultiplyByQuantizedMultiplier (double rounding), zero point and clamp for
+ * outputs o..o+cnt-1. `fast` (every shift <= -2, decided at generate time) takes rq_fast,
+ * an exact rewrite (ai_simd.h); `full` (clamp range [-128, 127]) one saturation. */
+static void fc_store(const fc_ctx *c, const int32_t *acc, int32_t cnt, int32_t o, int8_t *y) {
+  const int32_t zp = c->zp;
+  if (c->mults == NULL && c->fast && c->full) { /* the common case, kept tight */
+    const int32_t m = c->m, rs = c->rs, khi = c->khi;
+    for (int32_t r = 0; r < cnt; r++) {
+      y[o + r] = (int8_t)sat8(rq_fast(acc[r], m, rs, khi) + zp);
+    }
+    return;
   }
-  return clamp8(v + c.zp, c.lo, c.hi);
+  for (int32_t r = 0; r < cnt; r++) {
+    int32_t v;
+    if (c->mults == NULL) {
+      v = c->fast ? rq_fast(acc[r], c->m, c->rs, c->khi) : ai_requant(acc[r], c->m, c->shift);
+    } else if (c->fast) {
+      const int32_t rs = -c->shifts[o + r] - 1;
+      v = rq_fast(acc[r], c->mults[o + r], rs, (int32_t)(1u << (uint32_t)rs) >> 1);
+    } else {
+      v = ai_requant(acc[r], c->mults[o + r], c->shifts[o + r]);
+    }
+    y[o + r] = clamp8(v + zp, c->lo, c->hi);
+  }
 }
 
 /* One column group for one pair: W0 against xa, W1 against xb. */
@@ -74,6 +97,15 @@ static inline int8_t fc_out_s8(int32_t acc, int32_t mult, int32_t shift, fc_clam
     AB = smlad((W1), (XB), AB);        \
     B = smlad(sxtb16(W1), (XB), B);    \
   } while (0)
+
+/* (ab - b) / 256 exactly (the generator bounds it below 2^23), as int32. */
+static inline int32_t fc_recover(int32_t ab, int32_t b) {
+  return (int32_t)((uint32_t)ab - (uint32_t)b) >> 8;
+}
+
+static inline int32_t add_wrap(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a + (uint32_t)b);
+}
 
 #if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
 #define AI_FC_ASM 1
@@ -128,30 +160,30 @@ static inline void fc_loop4_asm(const int8_t **xpp, const int8_t **wpp, int32_t 
 #define AI_FC_ASM 0
 #endif
 
-/* (ab - b) / 256 exactly (the generator bounds it below 2^23), as int32. */
-static inline int32_t fc_recover(int32_t ab, int32_t b) {
-  return (int32_t)((uint32_t)ab - (uint32_t)b) >> 8;
-}
-
-/* Two pairs (4 rows) over all columns; acc[] holds the biases on entry, the 4 sums on
- * exit. Returns the weights past the block. */
-static const int8_t *fc_block4(fc_geom gm, const int8_t *x, uint32_t xt, const int8_t *w,
-                               int32_t acc[4]) {
-  int32_t a0 = acc[0], b0 = acc[1], a1 = acc[2], b1 = acc[3];
+/* Rows o..o+3 (two pairs) of input row x: sums, requantisation, stores. Returns the
+ * weights past the block. */
+AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, const int8_t *w,
+                                              int8_t *y, int32_t o) {
+  int32_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+  if (c->bias != NULL) {
+    a0 = c->bias[o];
+    b0 = c->bias[o + 1];
+    a1 = c->bias[o + 2];
+    b1 = c->bias[o + 3];
+  }
   const int8_t *wa = (const int8_t *)AI_ASSUME_ALIGNED4(w);
-  int32_t left = gm.groups + (gm.tail != 0); /* >= 1: K >= 1 */
+  int32_t left = c->groups;
   do {
-    const int32_t n = left < gm.chunk ? left : gm.chunk;
+    const int32_t n = left < c->chunk ? left : c->chunk;
     left -= n;
-    const int32_t last = left == 0 && gm.tail != 0; /* the padded group ends the last chunk */
+    const int32_t last = left == 0 ? c->tail : 0; /* the padded group ends the last chunk */
     int32_t ab0 = b0, ab1 = b1;
     int32_t g = n - last;
 #if AI_FC_ASM
-    int32_t g2 = g >> 1;
-    g &= 1;
-    if (g2 > 0) {
-      fc_loop4_asm(&x, &wa, g2, &ab0, &b0, &ab1, &b1);
+    if (g >= 2) {
+      fc_loop4_asm(&x, &wa, g >> 1, &ab0, &b0, &ab1, &b1);
     }
+    g &= 1;
 #endif
     for (; g > 0; g--) {
       const uint32_t xw = rd32(x);
@@ -163,30 +195,28 @@ static const int8_t *fc_block4(fc_geom gm, const int8_t *x, uint32_t xt, const i
       FC_PAIR(ab1, b1, w2, w3, xa, xb);
     }
     if (last) {
-      const uint32_t xa = sxtb16(xt), xb = sxtb16_r8(xt);
+      const uint32_t xa = sxtb16(c->xt), xb = sxtb16_r8(c->xt);
       FC_PAIR(ab0, b0, rd32(wa), rd32(wa + 4), xa, xb);
       FC_PAIR(ab1, b1, rd32(wa + 8), rd32(wa + 12), xa, xb);
       wa += 16;
     }
-    a0 = (int32_t)((uint32_t)a0 + (uint32_t)fc_recover(ab0, b0));
-    a1 = (int32_t)((uint32_t)a1 + (uint32_t)fc_recover(ab1, b1));
+    a0 = add_wrap(a0, fc_recover(ab0, b0));
+    a1 = add_wrap(a1, fc_recover(ab1, b1));
   } while (left > 0);
-  acc[0] = a0;
-  acc[1] = b0;
-  acc[2] = a1;
-  acc[3] = b1;
+  const int32_t acc[4] = {a0, b0, a1, b1};
+  fc_store(c, acc, 4, o, y);
   return wa;
 }
 
-/* One pair (2 rows), same scheme. */
-static const int8_t *fc_block2(fc_geom gm, const int8_t *x, uint32_t xt, const int8_t *w,
-                               int32_t acc[2]) {
-  int32_t a0 = acc[0], b0 = acc[1];
-  int32_t left = gm.groups + (gm.tail != 0);
+/* Rows o, o+1 (one pair), same scheme. */
+static const int8_t *fc_block2(const fc_ctx *c, const int8_t *x, const int8_t *w, int8_t *y,
+                               int32_t o) {
+  int32_t a0 = c->bias != NULL ? c->bias[o] : 0, b0 = c->bias != NULL ? c->bias[o + 1] : 0;
+  int32_t left = c->groups;
   do {
-    const int32_t n = left < gm.chunk ? left : gm.chunk;
+    const int32_t n = left < c->chunk ? left : c->chunk;
     left -= n;
-    const int32_t last = left == 0 && gm.tail != 0;
+    const int32_t last = left == 0 ? c->tail : 0;
     int32_t ab0 = b0;
     for (int32_t g = n - last; g > 0; g--) {
       const uint32_t xw = rd32(x);
@@ -195,34 +225,34 @@ static const int8_t *fc_block2(fc_geom gm, const int8_t *x, uint32_t xt, const i
       w += 8;
     }
     if (last) {
-      FC_PAIR(ab0, b0, rd32(w), rd32(w + 4), sxtb16(xt), sxtb16_r8(xt));
+      FC_PAIR(ab0, b0, rd32(w), rd32(w + 4), sxtb16(c->xt), sxtb16_r8(c->xt));
       w += 8;
     }
-    a0 = (int32_t)((uint32_t)a0 + (uint32_t)fc_recover(ab0, b0));
+    a0 = add_wrap(a0, fc_recover(ab0, b0));
   } while (left > 0);
-  acc[0] = a0;
-  acc[1] = b0;
+  const int32_t acc[2] = {a0, b0};
+  fc_store(c, acc, 2, o, y);
   return w;
 }
 
-/* One row in natural byte order (per group its 4 weights). */
-static const int8_t *fc_row1(fc_geom gm, const int8_t *x, uint32_t xt, const int8_t *w,
-                             int32_t *acc) {
-  int32_t a = *acc;
-  for (int32_t g = gm.groups; g > 0; g--) {
+/* Row o alone, in natural byte order (per group its 4 weights). */
+static const int8_t *fc_row1(const fc_ctx *c, const int8_t *x, const int8_t *w, int8_t *y,
+                             int32_t o) {
+  int32_t a = c->bias != NULL ? c->bias[o] : 0;
+  for (int32_t g = c->groups - c->tail; g > 0; g--) {
     const uint32_t xw = rd32(x), wv = rd32(w);
     x += 4;
     w += 4;
     a = smlad(sxtb16(wv), sxtb16(xw), a);
     a = smlad(sxtb16_r8(wv), sxtb16_r8(xw), a);
   }
-  if (gm.tail != 0) {
+  if (c->tail) {
     const uint32_t wv = rd32(w);
     w += 4;
-    a = smlad(sxtb16(wv), sxtb16(xt), a);
-    a = smlad(sxtb16_r8(wv), sxtb16_r8(xt), a);
+    a = smlad(sxtb16(wv), sxtb16(c->xt), a);
+    a = smlad(sxtb16_r8(wv), sxtb16_r8(c->xt), a);
   }
-  *acc = a;
+  fc_store(c, &a, 1, o, y);
   return w;
 }
 
@@ -235,43 +265,39 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
                            const int32_t *shifts, int8_t *output) {
   const int32_t k = p->in_features;
   const int32_t n = p->out_features;
-  const int32_t n_pairs = p->pair_rows;
-  const int32_t out_mult = p->out_multiplier, out_shift = p->out_shift;
-  const int32_t batches = p->batches;
-  fc_geom gm;
-  gm.groups = k >> 2;
-  gm.tail = k & 3;
-  gm.chunk = p->chunk_groups > 0 ? p->chunk_groups : 1;
-  fc_clamp c;
+  const int32_t n4 = p->pair_rows & ~3, n2 = p->pair_rows;
+  fc_ctx c;
+  c.bias = bias;
+  c.mults = multipliers;
+  c.shifts = shifts;
+  c.tail = (k & 3) != 0;
+  c.groups = (k >> 2) + c.tail;
+  c.chunk = p->chunk_groups > 0 ? p->chunk_groups : 1;
+  c.m = p->out_multiplier;
+  c.shift = p->out_shift;
+  c.rs = -c.shift - 1;
+  c.khi = c.shift <= -2 ? (int32_t)(1u << (uint32_t)c.rs) >> 1 : 0;
   c.zp = p->out_zero_point;
   c.lo = p->act_min;
   c.hi = p->act_max;
   c.fast = p->fast_requant;
+  c.full = c.lo <= -128 && c.hi >= 127;
 
-  for (int32_t b = 0; b < batches; b++) {
+  for (int32_t b = 0; b < p->batches; b++) {
     const int8_t *x = input + (size_t)b * (size_t)k;
     int8_t *y = output + (size_t)b * (size_t)n;
-    uint32_t xt = tail_word(x + (k & ~3), k & 3);
+    c.xt = tail_word(x + (k & ~3), k & 3);
     const int8_t *w = weights;
     int32_t o = 0;
-    int32_t acc[4];
-    for (; o < n; ) {
-      const int32_t rows = o + 4 <= n_pairs ? 4 : o + 2 <= n_pairs ? 2 : 1;
-      for (int32_t r = 0; r < rows; r++) {
-        acc[r] = bias != NULL ? bias[o + r] : 0;
-      }
-      if (rows == 4) {
-        w = fc_block4(gm, x, xt, w, acc);
-      } else if (rows == 2) {
-        w = fc_block2(gm, x, xt, w, acc);
-      } else {
-        w = fc_row1(gm, x, xt, w, acc);
-      }
-      for (int32_t r = 0; r < rows; r++, o++) {
-        const int32_t m = multipliers != NULL ? multipliers[o] : out_mult;
-        const int32_t s = multipliers != NULL ? shifts[o] : out_shift;
-        y[o] = fc_out_s8(acc[r], m, s, c);
-      }
+    for (; o < n4; o += 4) {
+      w = fc_block4(&c, x, w, y, o);
+    }
+    if (o < n2) {
+      w = fc_block2(&c, x, w, y, o);
+      o += 2;
+    }
+    for (; o < n; o++) {
+      w = fc_row1(&c, x, w, y, o);
     }
   }
 }
