@@ -19,6 +19,7 @@
  */
 #include "ai_kernels_binary.h"
 #include "ai_qmath.h"
+#include "ai_simd.h"
 
 typedef void (*ai_binary_row)(const void *p, const void *a, const void *b, void *y, int32_t n,
                               int32_t sa, int32_t sb);
@@ -113,6 +114,79 @@ static void minimum_s8_row(const void *pv, const void *av, const void *bv, void 
   for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
     y[i] = *a < *b ? *a : *b;
   }
+}
+
+/* ---- int8 ADD/SUB through tables ---------------------------------------------------------- */
+
+typedef struct {
+  const ai_add_lut_s8_params *p;
+  const void *t1, *t2;
+} lut_ctx;
+
+static inline int32_t sat8(int32_t v) {
+#if defined(__ARM_FEATURE_SAT) && __ARM_FEATURE_SAT
+  return __ssat(v, 8);
+#else
+  return v < -128 ? -128 : v > 127 ? 127 : v;
+#endif
+}
+
+/* Mode 0 rows: y = clamp((t1[x1] + t2[x2]) >> shift). The dense case (both strides 1,
+ * the common residual ADD) gets its own loop with post-incremented byte loads. */
+#define LUT_SHIFT_ROW(NAME, T)                                                                 \
+  static void NAME(const void *cv, const void *av, const void *bv, void *yv, int32_t n,         \
+                   int32_t sa, int32_t sb) {                                                   \
+    const lut_ctx *c = (const lut_ctx *)cv;                                                    \
+    const T *t1 = (const T *)c->t1, *t2 = (const T *)c->t2;                                    \
+    const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;                          \
+    int8_t *y = (int8_t *)yv;                                                                  \
+    const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;                    \
+    if (lo <= -128 && hi >= 127 && sa == 1 && sb == 1) {                                       \
+      for (int32_t i = 0; i < n; i++) {                                                        \
+        y[i] = (int8_t)sat8(((int32_t)t1[a[i]] + (int32_t)t2[b[i]]) >> sh);                    \
+      }                                                                                        \
+      return;                                                                                  \
+    }                                                                                          \
+    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {                                        \
+      const int32_t v = ((int32_t)t1[*a] + (int32_t)t2[*b]) >> sh;                             \
+      y[i] = sat_s8(v, lo, hi);                                                                \
+    }                                                                                          \
+  }
+
+LUT_SHIFT_ROW(lut16_row, int16_t)
+LUT_SHIFT_ROW(lut32_row, int32_t)
+
+/* Modes 1 and 2: int32 tables, then the output requantisation of TFLite. */
+static void lut_rq_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
+                       int32_t sa, int32_t sb) {
+  const lut_ctx *c = (const lut_ctx *)cv;
+  const int32_t *t1 = (const int32_t *)c->t1, *t2 = (const int32_t *)c->t2;
+  const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  const ai_add_lut_s8_params *p = c->p;
+  const int32_t m = p->output_multiplier, shift = p->output_shift, zp = p->output_offset;
+  const int32_t lo = p->act_min, hi = p->act_max;
+  if (p->mode == 1) {
+    const int32_t rs = -shift - 1, khi = (int32_t)(1u << (uint32_t)rs) >> 1;
+    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+      y[i] = sat_s8(rq_fast(t1[*a] + t2[*b], m, rs, khi) + zp, lo, hi);
+    }
+    return;
+  }
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = sat_s8(ai_requant(t1[*a] + t2[*b], m, shift) + zp, lo, hi);
+  }
+}
+
+void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const int8_t *input2,
+                   const void *table1, const void *table2, int8_t *output) {
+  lut_ctx c;
+  c.p = p;
+  c.t1 = table1;
+  c.t2 = table2;
+  const ai_binary_row row = p->mode != 0 ? lut_rq_row : p->wide ? lut32_row : lut16_row;
+  binary_walk(p->out_shape, p->in1_strides, p->in2_strides, sizeof(int8_t), &c, input1, input2,
+              output, row);
 }
 
 void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *input2,
