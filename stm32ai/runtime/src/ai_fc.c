@@ -43,6 +43,7 @@ typedef struct {
   uint32_t xt;                   /* the K % 4 last inputs of the row, zero-extended */
   int32_t m, shift, rs, khi;     /* per-tensor multiplier, shift and its rq_fast form */
   int32_t zp, lo, hi, fast, full;
+  int32_t simple; /* per-tensor, fast and full range: the output stage inlined in the block */
 } fc_ctx;
 
 /* The K % 4 last input bytes as one little-endian word, zero-extended (never reads past
@@ -177,7 +178,7 @@ AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, 
     const int32_t n = left < c->chunk ? left : c->chunk;
     left -= n;
     const int32_t last = left == 0 ? c->tail : 0; /* the padded group ends the last chunk */
-    int32_t ab0 = b0, ab1 = b1;
+    int32_t ab0 = b0, ab1 = b1; /* ab - b restarts from 0 for each chunk */
     int32_t g = n - last;
 #if AI_FC_ASM
     if (g >= 2) {
@@ -203,8 +204,16 @@ AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, 
     a0 = add_wrap(a0, fc_recover(ab0, b0));
     a1 = add_wrap(a1, fc_recover(ab1, b1));
   } while (left > 0);
-  const int32_t acc[4] = {a0, b0, a1, b1};
-  fc_store(c, acc, 4, o, y);
+  if (c->simple) {
+    const int32_t m = c->m, rs = c->rs, khi = c->khi, zp = c->zp;
+    y[o] = (int8_t)sat8(rq_fast(a0, m, rs, khi) + zp);
+    y[o + 1] = (int8_t)sat8(rq_fast(b0, m, rs, khi) + zp);
+    y[o + 2] = (int8_t)sat8(rq_fast(a1, m, rs, khi) + zp);
+    y[o + 3] = (int8_t)sat8(rq_fast(b1, m, rs, khi) + zp);
+  } else {
+    const int32_t acc[4] = {a0, b0, a1, b1};
+    fc_store(c, acc, 4, o, y);
+  }
   return wa;
 }
 
@@ -282,6 +291,7 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
   c.hi = p->act_max;
   c.fast = p->fast_requant;
   c.full = c.lo <= -128 && c.hi >= 127;
+  c.simple = multipliers == NULL && c.fast && c.full;
 
   for (int32_t b = 0; b < p->batches; b++) {
     const int8_t *x = input + (size_t)b * (size_t)k;
