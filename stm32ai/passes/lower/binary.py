@@ -138,6 +138,31 @@ def _single_rounding(r1: np.ndarray, r2: np.ndarray, mo: int, so: int, zpo: int,
                 yield u1, u2, s
 
 
+def _fit_tables(want: np.ndarray, lo: int, hi: int, s: int, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Integer tables u1, u2 within +-limit with clamp((u1[i] + u2[j]) >> s) == want[i, j]
+    for every pair, or None. Each pair bounds the sum, w*2^s <= u1 + u2 <= (w+1)*2^s - 1
+    (one side only where the clamp saturates): difference constraints on (u1, -u2), solved
+    exactly by Bellman-Ford shortest paths (infeasible = no fixpoint within 512 rounds)."""
+    big = np.int64(1) << 50
+    low = np.where(want > lo, want.astype(np.int64) << s, -big)
+    high = np.where(want < hi, ((want.astype(np.int64) + 1) << s) - 1, big)
+    u1 = np.zeros(256, np.int64)
+    v = np.zeros(256, np.int64)  # -u2
+    for _ in range(513):
+        nu1 = np.minimum(u1, (v[None, :] + high).min(axis=1))
+        nv = np.minimum(v, (nu1[:, None] - low).min(axis=0))
+        if np.array_equal(nu1, u1) and np.array_equal(nv, v):
+            break
+        u1, v = nu1, nv
+    else:
+        return None
+    u2 = -v
+    c_lo, c_hi = max(-limit - int(u1.min()), int(u2.max()) - limit), min(limit - int(u1.max()), int(u2.min()) + limit)
+    if c_lo > c_hi:
+        return None
+    return u1 + c_lo, u2 - c_lo
+
+
 def lookup_tables_s8(p: dict[str, int], lo: int, hi: int, subtract: bool,
                      single: bool = True) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
     """Per-input tables for int8 ADD (or SUB, `subtract`) from TFLite's parameters `p`
@@ -159,6 +184,12 @@ def lookup_tables_s8(p: dict[str, int], lo: int, hi: int, subtract: bool,
     want = np.clip(mbqm(r1[:, None] + r2[None, :], mo, so) + zpo, lo, hi)
     attrs = {"mode": 1 if so <= -2 else 2, "shift": 0, "output_multiplier": mo, "output_shift": so,
              "output_offset": zpo, "act_min": lo, "act_max": hi, "wide": 1}
+    if single:  # int16 tables solved exactly for the widest shift that fits (0.5 KiB each)
+        for sh in range(7, -1, -1):
+            fit = _fit_tables(want, lo, hi, sh, (1 << 15) - 1)
+            if fit is not None and np.array_equal(np.clip((fit[0][:, None] + fit[1][None, :]) >> sh, lo, hi), want):
+                attrs.update({"mode": 0, "shift": sh, "wide": 0})
+                return attrs, fit[0].astype(np.int16), fit[1].astype(np.int16)
     for dtype, limit in ((np.int16, (1 << 15) - 1), (np.int32, (1 << 30) - 1)) if single else ():
         for u1, u2, sh in _single_rounding(r1, r2, mo, so, zpo, limit):
             got = np.clip((u1[:, None] + u2[None, :]) >> sh, lo, hi)
