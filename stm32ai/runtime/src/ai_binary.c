@@ -123,11 +123,26 @@ typedef struct {
   const void *t1, *t2;
 } lut_ctx;
 
+/* Clamp to [-128, 127], one SSAT on Cortex-M (GCC does not find it when the result is
+ * stored as int8). */
 static inline int32_t sat8(int32_t v) {
-#if defined(__ARM_FEATURE_SAT) && __ARM_FEATURE_SAT
-  return __ssat(v, 8);
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+  int32_t r;
+  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
+  return r;
 #else
   return v < -128 ? -128 : v > 127 ? 127 : v;
+#endif
+}
+
+/* sat8(v >> 7) in one instruction (SSAT's shifted operand). */
+static inline int32_t sat8_asr7(int32_t v) {
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+  int32_t r;
+  __asm__("ssat %0, #8, %1, asr #7" : "=r"(r) : "r"(v));
+  return r;
+#else
+  return sat8(v >> 7);
 #endif
 }
 
@@ -142,6 +157,19 @@ static inline int32_t sat8(int32_t v) {
     int8_t *y = (int8_t *)yv;                                                                  \
     const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;                    \
     if (lo <= -128 && hi >= 127 && sa == 1 && sb == 1) {                                       \
+      if (sh == 7) { /* the usual int16 solution: shift folded into SSAT, 4 per iteration */ \
+        int32_t i = 0;                                                                         \
+        for (; i + 4 <= n; i += 4) {                                                           \
+          y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);                   \
+          y[i + 1] = (int8_t)sat8_asr7((int32_t)t1[a[i + 1]] + (int32_t)t2[b[i + 1]]);       \
+          y[i + 2] = (int8_t)sat8_asr7((int32_t)t1[a[i + 2]] + (int32_t)t2[b[i + 2]]);       \
+          y[i + 3] = (int8_t)sat8_asr7((int32_t)t1[a[i + 3]] + (int32_t)t2[b[i + 3]]);       \
+        }                                                                                      \
+        for (; i < n; i++) {                                                                   \
+          y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);                   \
+        }                                                                                      \
+        return;                                                                                \
+      }                                                                                        \
       for (int32_t i = 0; i < n; i++) {                                                        \
         y[i] = (int8_t)sat8(((int32_t)t1[a[i]] + (int32_t)t2[b[i]]) >> sh);                    \
       }                                                                                        \

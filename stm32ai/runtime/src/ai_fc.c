@@ -56,9 +56,13 @@ static uint32_t tail_word(const int8_t *x, int32_t t) {
   return v;
 }
 
+/* Clamp to [-128, 127], one SSAT on Cortex-M (GCC does not find it when the result is
+ * stored as int8). */
 static inline int32_t sat8(int32_t v) {
-#if defined(__ARM_FEATURE_SAT) && __ARM_FEATURE_SAT
-  return __ssat(v, 8);
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+  int32_t r;
+  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
+  return r;
 #else
   return v < -128 ? -128 : v > 127 ? 127 : v;
 #endif
