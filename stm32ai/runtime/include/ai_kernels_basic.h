@@ -20,8 +20,8 @@ extern "C" {
 
 /* `weights` are packed by stm32ai.passes.lower.fc.pack_fc_weights_s8 (the first
  * `pair_rows` rows two by two as int16 256*a + b, the rest one by one; 32-bit words over
- * groups of 4 columns, see ai_fc.c) and must be 4-byte aligned; their size is
- * ai_fully_connected_s8_weights_size. `chunk_groups`: column groups between two exact
+ * groups of 4 columns, see ai_fc.c; out_features * ceil(in_features / 4) * 4 bytes) and
+ * must be 4-byte aligned. `chunk_groups`: column groups between two exact
  * recoveries of a paired row (proved by the generator). `bias` holds the bias with the
  * input zero point folded in (NULL = zeros). `multipliers`/`shifts`: per-output
  * requantisation, or NULL to use out_multiplier/out_shift for every output;
@@ -32,7 +32,6 @@ typedef struct {
   int32_t act_min, act_max;
   int32_t pair_rows, chunk_groups, fast_requant;
 } ai_fully_connected_s8_params;
-int32_t ai_fully_connected_s8_weights_size(const ai_fully_connected_s8_params *p);
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
                            const int32_t *shifts, int8_t *output);

@@ -269,10 +269,6 @@ static const int8_t *fc_row1(const fc_ctx *c, const int8_t *x, const int8_t *w, 
   return w;
 }
 
-int32_t ai_fully_connected_s8_weights_size(const ai_fully_connected_s8_params *p) {
-  return ((p->in_features + 3) >> 2) * 4 * p->out_features;
-}
-
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
                            const int32_t *shifts, int8_t *output) {
