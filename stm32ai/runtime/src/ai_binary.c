@@ -146,43 +146,46 @@ static inline int32_t sat8_asr7(int32_t v) {
 #endif
 }
 
-/* Mode 0 rows: y = clamp((t1[x1] + t2[x2]) >> shift). The dense case (both strides 1,
- * the common residual ADD) gets its own loop with post-incremented byte loads. */
-#define LUT_SHIFT_ROW(NAME, T)                                                                 \
-  static void NAME(const void *cv, const void *av, const void *bv, void *yv, int32_t n,         \
-                   int32_t sa, int32_t sb) {                                                   \
-    const lut_ctx *c = (const lut_ctx *)cv;                                                    \
-    const T *t1 = (const T *)c->t1, *t2 = (const T *)c->t2;                                    \
-    const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;                          \
-    int8_t *y = (int8_t *)yv;                                                                  \
-    const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;                    \
-    if (lo <= -128 && hi >= 127 && sa == 1 && sb == 1) {                                       \
-      if (sh == 7) { /* the usual int16 solution: shift folded into SSAT, 4 per iteration */ \
-        int32_t i = 0;                                                                         \
-        for (; i + 4 <= n; i += 4) {                                                           \
-          y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);                   \
-          y[i + 1] = (int8_t)sat8_asr7((int32_t)t1[a[i + 1]] + (int32_t)t2[b[i + 1]]);       \
-          y[i + 2] = (int8_t)sat8_asr7((int32_t)t1[a[i + 2]] + (int32_t)t2[b[i + 2]]);       \
-          y[i + 3] = (int8_t)sat8_asr7((int32_t)t1[a[i + 3]] + (int32_t)t2[b[i + 3]]);       \
-        }                                                                                      \
-        for (; i < n; i++) {                                                                   \
-          y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);                   \
-        }                                                                                      \
-        return;                                                                                \
-      }                                                                                        \
-      for (int32_t i = 0; i < n; i++) {                                                        \
-        y[i] = (int8_t)sat8(((int32_t)t1[a[i]] + (int32_t)t2[b[i]]) >> sh);                    \
-      }                                                                                        \
-      return;                                                                                  \
-    }                                                                                          \
-    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {                                        \
-      const int32_t v = ((int32_t)t1[*a] + (int32_t)t2[*b]) >> sh;                             \
-      y[i] = sat_s8(v, lo, hi);                                                                \
-    }                                                                                          \
+/* Mode 0 with int16 tables (the usual case): y = clamp((t1[x1] + t2[x2]) >> shift). The
+ * dense full-range row (the residual ADD) has its own loop, 4 elements per iteration when
+ * the shift is 7 (the widest the generator tries; SSAT takes it as its operand shift). */
+static void lut16_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
+                      int32_t sa, int32_t sb) {
+  const lut_ctx *c = (const lut_ctx *)cv;
+  const int16_t *t1 = (const int16_t *)c->t1, *t2 = (const int16_t *)c->t2;
+  const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;
+  if (lo <= -128 && hi >= 127 && sa == 1 && sb == 1 && sh == 7) {
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);
+      y[i + 1] = (int8_t)sat8_asr7((int32_t)t1[a[i + 1]] + (int32_t)t2[b[i + 1]]);
+      y[i + 2] = (int8_t)sat8_asr7((int32_t)t1[a[i + 2]] + (int32_t)t2[b[i + 2]]);
+      y[i + 3] = (int8_t)sat8_asr7((int32_t)t1[a[i + 3]] + (int32_t)t2[b[i + 3]]);
+    }
+    for (; i < n; i++) {
+      y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);
+    }
+    return;
   }
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = sat_s8(((int32_t)t1[*a] + (int32_t)t2[*b]) >> sh, lo, hi);
+  }
+}
 
-LUT_SHIFT_ROW(lut16_row, int16_t)
-LUT_SHIFT_ROW(lut32_row, int32_t)
+/* Mode 0 with int32 tables (int16 did not fit): the plain strided loop. */
+static void lut32_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
+                      int32_t sa, int32_t sb) {
+  const lut_ctx *c = (const lut_ctx *)cv;
+  const int32_t *t1 = (const int32_t *)c->t1, *t2 = (const int32_t *)c->t2;
+  const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = sat_s8((t1[*a] + t2[*b]) >> sh, lo, hi);
+  }
+}
 
 /* Modes 1 and 2: int32 tables, then the output requantisation of TFLite. */
 static void lut_rq_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
