@@ -35,7 +35,7 @@ from stm32ai.passes.canonicalize import canonicalize
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import registry
 from stm32ai.passes.lower.elementwise import add_params_s8, broadcast_strides
-from stm32ai.passes.lower.fc import pack_fc_weights_s8, packed_size
+from stm32ai.passes.lower.fc import chunk_groups, pack_fc_weights_s8, packed_size, pairable
 from stm32ai.passes.lower.pool import compute_padding
 from stm32ai.passes.lower.softmax import softmax_params_s8
 from stm32ai.passes.quant import multiply_by_quantized_multiplier, quantize_multiplier
@@ -217,16 +217,41 @@ def _lowered(mb: ModelBuilder, tmp: Path):
 # ---- generate-time arithmetic, hand-computed ---------------------------------------------------
 
 def test_fc_weight_layout():
-    # 6 rows x 5 columns: one block of 4 rows (column group 0..3 interleaved, then the tails),
-    # then rows 4 and 5 one by one, padded to 8 bytes
+    # 6 rows x 5 columns (K padded to 8, 2 column groups); rows (0,1), (2,3) form a block of
+    # two pairs, (4,5) a single pair: each column's pair as the int16 256*a + b, per group
+    # the word (h[4g], h[4g+2]) then (h[4g+1], h[4g+3])
     w = np.arange(30, dtype=np.int8).reshape(6, 5)
-    got = pack_fc_weights_s8(w).tolist()
-    block = [0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 4, 9, 14, 19]
-    assert got == block + [20, 21, 22, 23, 24, 0, 0, 0] + [25, 26, 27, 28, 29, 0, 0, 0]
-    assert packed_size(6, 5) == len(got)
+    block = ([5, 0, 7, 2, 6, 1, 8, 3, 15, 10, 17, 12, 16, 11, 18, 13]  # group 0: P0 xa, xb; P1 xa, xb
+             + [9, 4, 0, 0, 0, 0, 0, 0, 19, 14, 0, 0, 0, 0, 0, 0])  # group 1: column 4 and padding
+    pair = [25, 20, 27, 22, 26, 21, 28, 23, 29, 24, 0, 0, 0, 0, 0, 0]
+    assert pack_fc_weights_s8(w, 6).tolist() == block + pair
+    # pair_rows 4: rows 4 and 5 one by one in natural order, padded to 8 bytes
+    assert pack_fc_weights_s8(w, 4).tolist() == block + [20, 21, 22, 23, 24, 0, 0, 0, 25, 26, 27, 28, 29, 0, 0, 0]
+    # negative pairs: 256*(-1) + (-1) = -257 = 0xFEFF, little endian (0xFF, 0xFE)
+    assert pack_fc_weights_s8(np.array([[-1], [-1]], np.int8), 2).tolist() == [-1, -2, 0, 0, 0, 0, 0, 0]
     for n, k in [(1, 1), (4, 8), (7, 3), (128, 640), (13, 20)]:
-        assert pack_fc_weights_s8(np.zeros((n, k), np.int8)).size == packed_size(n, k)
-        assert packed_size(n, k) % 4 == 0  # every block and leftover row stays 4-byte aligned
+        z = np.zeros((n, k), np.int8)
+        assert pack_fc_weights_s8(z, n - n % 2).size == packed_size(n, k) == pack_fc_weights_s8(z, 0).size
+        assert packed_size(n, k) % 4 == 0  # every block and row stays 4-byte aligned
+
+
+def test_fc_pairing_and_chunk_bounds():
+    # a row A weight of -128 beside a negative B weight does not fit an int16: no pairs
+    assert pairable(np.array([[-128, 5], [3, 3]], np.int8))
+    assert not pairable(np.array([[-128, 5], [-1, 3]], np.int8))
+    assert pairable(np.array([[3, 3], [-128, -128], [1, 1]], np.int8))  # B rows and the odd row are free
+    # |sum a*x| <= 128 * sum|a| must stay <= 2^23 - 1 per chunk: 127 * 128 * 4 = 65024 per group,
+    # so 129 groups fit (8,388,096) and 130 do not; row B's size plays no part
+    w = np.full((2, 4 * 300), 127, np.int8)
+    assert chunk_groups(w, 2) == 129  # chunks of 129, 129, 42 groups
+    w = np.full((2, 4 * 129), -127, np.int8)
+    assert chunk_groups(w, 2) == 129  # exactly one chunk
+    w = np.full((2, 4 * 130), 127, np.int8)
+    assert chunk_groups(w, 2) == 129
+    w[0, 4 * 100:] = 0  # only 100 groups of large weights: the whole row is one chunk
+    assert chunk_groups(w, 2) == 130
+    w[0, 4 * 100:] = 127
+    assert chunk_groups(w, 0) == 130
 
 
 def test_fc_lowering_folds_the_input_zero_point_and_uses_tflm_multiplier(tmp_path):
@@ -717,16 +742,26 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
     """C program running random FC layers (weights packed by the compiler's own packer) and
     printing every output byte; also returns the expected outputs from a numpy transcription
     of TFLM's FullyConnected (input offset, int32 accumulation, double-rounding requant)."""
-    lines = ['#include <stdio.h>', '#include "ai_kernels_basic.h"', "static int8_t out[4096];"]
+    lines = ['#include <stdio.h>', '#include "ai_kernels_basic.h"', "static int8_t out[8192];"]
     calls, expect = [], []
     for i in range(n_layers):
         batches, k, n = int(rng.integers(1, 4)), int(rng.integers(1, 90)), int(rng.integers(1, 26))
+        kind = i % 5
+        if kind == 3:  # long rows of large weights: several exact recoveries per paired row
+            k, n, batches = int(rng.integers(520, 1100)), int(rng.integers(1, 10)), 1
         w = rng.integers(-127, 128, (n, k)).astype(np.int8)
+        if kind == 3:
+            w = np.where(w >= 0, 127, -127).astype(np.int8)
+        if kind == 4:  # -128 beside negative weights: no pairs, every row alone
+            w[0, 0], w[1 % n, 0] = -128, -5
         x = rng.integers(-128, 128, (batches, k)).astype(np.int8)
+        if kind == 3:  # inputs that drive sum(a*x) to its bound
+            x = np.where(w[:1] >= 0, 127, -128).astype(np.int8).repeat(batches, 0)
         bias = rng.integers(-(1 << 20), 1 << 20, n).astype(np.int64)
         per_ch = rng.random() < 0.5
         mult = rng.integers(1 << 30, (1 << 31) - 1, n if per_ch else 1).astype(np.int64)
-        shift = rng.integers(-12, 2, n if per_ch else 1).astype(np.int64)
+        # fast requantisation (every shift <= -2) on even layers, the general path on odd ones
+        shift = rng.integers(-12, -1 if i % 2 == 0 else 2, n if per_ch else 1).astype(np.int64)
         zp = int(rng.integers(-128, 128))
         lo = int(rng.integers(-128, 0))
         hi = int(rng.integers(lo, 128))
@@ -734,7 +769,9 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
         acc = ((acc + (1 << 31)) % (1 << 32)) - (1 << 31)
         y = multiply_by_quantized_multiplier(acc, mult, shift) + zp
         expect.append(np.clip(y, lo, hi).astype(np.int8).reshape(-1))
-        pw = pack_fc_weights_s8(w)
+        pair_rows = n - n % 2 if pairable(w) else 0
+        pw = pack_fc_weights_s8(w, pair_rows)
+        fast = int(bool((shift <= -2).all()))
 
         lines += [_c_array(f"w{i}", "int8_t", pw, " __attribute__((aligned(4)))"),
                   _c_array(f"x{i}", "int8_t", x), _c_array(f"b{i}", "int32_t", bias)]
@@ -743,7 +780,8 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
         lines.append(f"static const ai_fully_connected_s8_params p{i} = {{ .batches = {batches}, "
                      f".in_features = {k}, .out_features = {n}, .out_multiplier = {int(mult[0])}, "
                      f".out_shift = {int(shift[0])}, .out_zero_point = {zp}, .act_min = {lo}, "
-                     f".act_max = {hi} }};")
+                     f".act_max = {hi}, .pair_rows = {pair_rows}, "
+                     f".chunk_groups = {chunk_groups(w, pair_rows)}, .fast_requant = {fast} }};")
         tables = f"m{i}, s{i}" if per_ch else "NULL, NULL"
         calls.append(f"  ai_fully_connected_s8(&p{i}, x{i}, w{i}, b{i}, {tables}, out);\n"
                      f"  for (int j = 0; j < {batches * n}; j++) printf(\"%d \", out[j]);\n"

@@ -379,3 +379,112 @@ def test_registry_lists_binary_ops():
     reg = registry()
     for op in ("SUB", "MUL", "MAXIMUM", "MINIMUM", "DIV", "CAST"):
         assert op in reg and reg[op].constraints, op
+
+
+# ---- int8 ADD / SUB through per-input tables ---------------------------------------------------
+
+def _tfl_srdhm(a: np.ndarray, b: int) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul, transcribed from TFLite (gemmlowp): nudge by
+    +-2^30 by the product's sign, then divide by 2^31 truncating toward zero."""
+    ab = a.astype(object) * b
+    out = [(v + (1 << 30 if v >= 0 else 1 - (1 << 30))) for v in ab.ravel()]
+    out = [q if q >= 0 else -((-q) // (1 << 31)) for q in out]
+    out = [v // (1 << 31) if v >= 0 else v for v in out]
+    return np.array(out, dtype=np.int64).reshape(a.shape)
+
+
+def _tfl_rdbypot(x: np.ndarray, e: int) -> np.ndarray:
+    """RoundingDivideByPOT: round to nearest, ties away from zero."""
+    mask = (1 << e) - 1
+    rem, thr = x & mask, (mask >> 1) + (x < 0)
+    return (x >> e) + (rem > thr)
+
+
+def _tfl_mbqm_lt1(x: np.ndarray, m: int, shift: int) -> np.ndarray:
+    """MultiplyByQuantizedMultiplierSmallerThanOneExp (shift <= 0)."""
+    assert shift <= 0
+    return _tfl_rdbypot(_tfl_srdhm(x, m), -shift)
+
+
+def _tfl_add_s8(x1, x2, p, lo, hi, sub=False):
+    """TFLite's int8 ADD (reference_integer_ops::AddElementwise) / SUB over broadcast inputs."""
+    a = _tfl_mbqm_lt1((x1.astype(np.int64) + p["input1_offset"]) << p["left_shift"], p["input1_multiplier"],
+                      p["input1_shift"])
+    b = _tfl_mbqm_lt1((x2.astype(np.int64) + p["input2_offset"]) << p["left_shift"], p["input2_multiplier"],
+                      p["input2_shift"])
+    s = a - b if sub else a + b
+    return np.clip(_tfl_mbqm_lt1(s, p["output_multiplier"], p["output_shift"]) + p["output_offset"], lo, hi)
+
+
+# (scale1, zp1, scale2, zp2, out scale, out zp, activation): ResNet-like, equal scales, a tiny
+# output scale (output shift -1: mode 2), extreme zero points and every fused activation
+LUT_CASES = [(0.0394, -128, 0.1042, -10, 0.0509, -128, "RELU"), (0.05, 3, 0.05, 3, 0.05, 3, "NONE"),
+             (0.5, 0, 0.75, 5, 2.0 ** -19 * 3, -7, "NONE"), (0.013, 127, 0.2, -128, 0.09, 100, "RELU6"),
+             (1e-3, -50, 7e-4, 60, 1.5e-3, 0, "RELU_N1_TO_1")]
+
+
+def _lut_cases_graph(cases, sub: bool):
+    """Per case, input 1 holds the 256 int8 values down a column and input 2 along a row:
+    the broadcast output covers every input pair."""
+    x1 = np.arange(-128, 128, dtype=np.int8).reshape(256, 1)
+    x2 = np.arange(-128, 128, dtype=np.int8)[::-1].copy().reshape(1, 256)
+    b = _Builder()
+    outs = []
+    for s1, z1, s2, z2, so, zo, act in cases:
+        t1, t2 = b.input(x1, _q(s1, z1)), b.input(x2, _q(s2, z2))
+        outs.append(b.op("SUB" if sub else "ADD", [t1, t2], [(256, 256)], "int8", _q(so, zo),
+                         fused_activation_function=act)[0])
+    return b, x1, x2, outs
+
+
+@pytest.mark.parametrize("tables, sub", [("int16", False), ("int16", True), ("int32", False), ("requant", True)],
+                         ids=["int16-add", "int16-sub", "int32-add", "requant-sub"])
+def test_int8_add_sub_tables_every_input_pair(tables, sub, monkeypatch):
+    """ai_add_lut_s8 against a transcription of TFLite's int8 ADD/SUB over all 65536 input
+    pairs, for each table mode: the folded single shift with int16 tables (solved exactly)
+    or int32 tables (rounded, kept when exact), and with the folding disabled rq_fast or the
+    general requantisation."""
+    from stm32ai.passes.lower import binary
+    from stm32ai.passes.lower.elementwise import add_params_s8
+    from stm32ai.passes.quant import activation_range_quantized
+
+    single = tables != "requant"
+    orig = binary.lookup_tables_s8
+    monkeypatch.setattr(binary, "lookup_tables_s8", lambda *a, **k: orig(*a, **k, single=single))
+    if tables == "int32":
+        monkeypatch.setattr(binary, "_fit_tables", lambda *a: None)
+    modes = set()
+    for group in (LUT_CASES[:2], LUT_CASES[2:]):  # at most 8 inputs and outputs per model
+        b, x1, x2, outs = _lut_cases_graph(group, sub)
+        got = b.run(outs)
+        for case, op, y in zip(group, b.g.ops, got, strict=True):
+            assert op.kernel == "add_lut_s8"
+            modes.add((op.attrs["mode"], op.attrs["wide"]))
+            s1, z1, s2, z2, so, zo, act = case
+            p = (sub_params_s8 if sub else add_params_s8)(s1, z1, s2, z2, so, zo)
+            lo, hi = activation_range_quantized(act, so, zo, "int8")
+            np.testing.assert_array_equal(y, _tfl_add_s8(x1, x2, p, lo, hi, sub), err_msg=str(case))
+    if tables == "int32":  # the rounded candidates; int16 ones still win where they are exact
+        assert (0, 1) in modes and (1, 1) not in modes
+    else:
+        assert modes == {"int16": {(0, 0)}, "requant": {(1, 1), (2, 1)}}[tables]
+
+
+def test_int8_add_tables_broadcast_and_small_tensors():
+    """Broadcasting shapes through the tables (strided rows), and the per-element kernels
+    below LUT_MIN_ELEMENTS; both against the TFLite transcription."""
+    from stm32ai.passes.lower.elementwise import LUT_MIN_ELEMENTS, add_params_s8
+
+    rng = np.random.default_rng(9)
+    for sa, sb in [((2, 8, 8, 16), (16,)), ((1, 8, 1, 16), (1, 1, 8, 1)), ((4, 4), (4, 4))]:
+        sy = np.broadcast_shapes(sa, sb)
+        x1 = rng.integers(-128, 128, sa).astype(np.int8)
+        x2 = rng.integers(-128, 128, sb).astype(np.int8)
+        b = _Builder()
+        t1, t2 = b.input(x1, _q(0.04, -3)), b.input(x2, _q(0.11, 9))
+        out = b.op("ADD", [t1, t2], [sy], "int8", _q(0.07, -128), fused_activation_function="RELU")[0]
+        got = b.run([out])[0]
+        want_kernel = "add_lut_s8" if int(np.prod(sy)) >= LUT_MIN_ELEMENTS else "add_s8"
+        assert {op.kernel for op in b.g.ops} <= {want_kernel, "add_bcast_s8"}
+        p = add_params_s8(0.04, -3, 0.11, 9, 0.07, -128)
+        np.testing.assert_array_equal(got, np.broadcast_to(_tfl_add_s8(x1, x2, p, -128, 127), sy))

@@ -39,7 +39,14 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.elementwise import LEFT_SHIFT_S8, MAX_DIMS, _dense, _padded, broadcast_strides
+from stm32ai.passes.lower.elementwise import (
+    LEFT_SHIFT_S8,
+    LUT_MIN_ELEMENTS,
+    MAX_DIMS,
+    _dense,
+    _padded,
+    broadcast_strides,
+)
 from stm32ai.passes.lower.fc import (
     act_range_f32,
     act_range_s8,
@@ -49,9 +56,13 @@ from stm32ai.passes.lower.fc import (
     scale_of,
     zp_of,
 )
+from stm32ai.passes.quant import multiply_by_quantized_multiplier as mbqm
 from stm32ai.passes.quant import quantize_multiplier
 
-__all__ = ["activation_range_s32", "check_s32", "loop_attrs", "lower_s32", "mul_params_s8", "sub_params_s8"]
+__all__ = ["activation_range_s32", "check_s32", "lookup_tables_s8", "loop_attrs", "lower_lut_s8", "lower_s32",
+           "mul_params_s8", "sub_params_s8"]
+
+LUT_RAW = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # table index u -> int8 value
 
 # MUL: (x1 - zp1) * (x2 - zp2) needs 17 bits; a left shift beyond this overflows int32
 _MUL_MAX_LEFT_SHIFT = 14
@@ -98,6 +109,108 @@ def sub_params_s8(s1: float, zp1: int, s2: float, zp2: int, so: float, zpo: int)
     return {"input1_offset": -int(zp1), "input2_offset": -int(zp2), "left_shift": LEFT_SHIFT_S8,
             "input1_multiplier": m1, "input1_shift": sh1, "input2_multiplier": m2, "input2_shift": sh2,
             "output_multiplier": mo, "output_shift": sho, "output_offset": int(zpo)}
+
+
+def _rescaled(offset: int, mult: int, shift: int) -> np.ndarray:
+    """TFLite's per-input step of ADD/SUB for every int8 value, indexed by the byte (uint8):
+    MultiplyByQuantizedMultiplierSmallerThanOneExp((x + offset) << 20, mult, shift)."""
+    return mbqm((LUT_RAW + offset) << LEFT_SHIFT_S8, mult, shift)
+
+
+def _single_rounding(r1: np.ndarray, r2: np.ndarray, mo: int, so: int, zpo: int, limit: int):
+    """Candidate tables for y = (u1[x1] + u2[x2]) >> S: the rescaled values times the output
+    multiplier, scaled to S fraction bits (as large as the storage allows) with the output
+    zero point and the rounding constant folded into u1. Only candidates: the caller keeps
+    one only if it reproduces TFLite's result for all 65536 input pairs."""
+    e = max(-so, 0)
+    p1, p2 = r1 * mo, r2 * mo  # exact (< 2^59)
+    span = max(int(np.abs(p1).max()), int(np.abs(p2).max()), 1) / 2.0 ** (31 + e) + abs(zpo) + 2
+    s_max = min(24, int(np.floor(np.log2(limit / span))))
+    for s in range(s_max, max(s_max - 4, 0) - 1, -1):
+        d = 31 + e - s
+        if d < 1:
+            continue
+        half = (1 << 30) + (1 << (30 + e))  # rq_fast's rounding constant for a positive sum
+        for k in (half, 1 << (30 + e), half + (1 << (d - 1))):
+            u1 = ((p1 + k) >> d) + (zpo << s)
+            u2 = p2 >> d
+            if max(np.abs(u1).max(), np.abs(u2).max()) <= limit:
+                yield u1, u2, s
+
+
+def _fit_tables(want: np.ndarray, lo: int, hi: int, s: int, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Integer tables u1, u2 within +-limit with clamp((u1[i] + u2[j]) >> s) == want[i, j]
+    for every pair, or None. Each pair bounds the sum, w*2^s <= u1 + u2 <= (w+1)*2^s - 1
+    (one side only where the clamp saturates): difference constraints on (u1, -u2), solved
+    exactly by Bellman-Ford shortest paths (infeasible = no fixpoint within 512 rounds)."""
+    big = np.int64(1) << 50
+    low = np.where(want > lo, want.astype(np.int64) << s, -big)
+    high = np.where(want < hi, ((want.astype(np.int64) + 1) << s) - 1, big)
+    u1 = np.zeros(256, np.int64)
+    v = np.zeros(256, np.int64)  # -u2
+    for _ in range(513):
+        nu1 = np.minimum(u1, (v[None, :] + high).min(axis=1))
+        nv = np.minimum(v, (nu1[:, None] - low).min(axis=0))
+        if np.array_equal(nu1, u1) and np.array_equal(nv, v):
+            break
+        u1, v = nu1, nv
+    else:
+        return None
+    u2 = -v
+    c_lo, c_hi = max(-limit - int(u1.min()), int(u2.max()) - limit), min(limit - int(u1.max()), int(u2.min()) + limit)
+    if c_lo > c_hi:
+        return None
+    return u1 + c_lo, u2 - c_lo
+
+
+def lookup_tables_s8(p: dict[str, int], lo: int, hi: int, subtract: bool,
+                     single: bool = True) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Per-input tables for int8 ADD (or SUB, `subtract`) from TFLite's parameters `p`
+    (add_params_s8 / sub_params_s8), the kernel attrs and the two tables.
+
+    TFLite computes y = clamp(MBQM(r1[x1] +- r2[x2], mo, so) + zpo, lo, hi) with r the
+    per-input rescaled values. Mode 1 tabulates r1 and +-r2 (int32) and keeps the one output
+    requantisation (rq_fast, exact for so <= -2; mode 2 = ai_requant otherwise): exact by
+    construction. Mode 0 also folds the output multiplier into the tables, y = clamp((u1 +
+    u2) >> shift); it is used only when it gives TFLite's result for every one of the 65536
+    input pairs (the proof is that exhaustive check), with int16 tables when they fit;
+    `single=False` skips it (tests reach mode 1 that way).
+    """
+    r1 = _rescaled(p["input1_offset"], p["input1_multiplier"], p["input1_shift"])
+    r2 = _rescaled(p["input2_offset"], p["input2_multiplier"], p["input2_shift"])
+    if subtract:
+        r2 = -r2
+    mo, so, zpo = p["output_multiplier"], p["output_shift"], p["output_offset"]
+    want = np.clip(mbqm(r1[:, None] + r2[None, :], mo, so) + zpo, lo, hi)
+    attrs = {"mode": 1 if so <= -2 else 2, "shift": 0, "output_multiplier": mo, "output_shift": so,
+             "output_offset": zpo, "act_min": lo, "act_max": hi, "wide": 1}
+    if single:  # int16 tables solved exactly for the widest shift that fits (0.5 KiB each)
+        for sh in range(7, -1, -1):
+            fit = _fit_tables(want, lo, hi, sh, (1 << 15) - 1)
+            if fit is not None and np.array_equal(np.clip((fit[0][:, None] + fit[1][None, :]) >> sh, lo, hi), want):
+                attrs.update({"mode": 0, "shift": sh, "wide": 0})
+                return attrs, fit[0].astype(np.int16), fit[1].astype(np.int16)
+    for dtype, limit in ((np.int16, (1 << 15) - 1), (np.int32, (1 << 30) - 1)) if single else ():
+        for u1, u2, sh in _single_rounding(r1, r2, mo, so, zpo, limit):
+            got = np.clip((u1[:, None] + u2[None, :]) >> sh, lo, hi)
+            if np.array_equal(got, want):
+                attrs.update({"mode": 0, "shift": sh, "wide": int(dtype == np.int32)})
+                return attrs, u1.astype(dtype), u2.astype(dtype)
+    return attrs, r1.astype(np.int32), r2.astype(np.int32)
+
+
+def lower_lut_s8(op: Op, g: Graph, params: dict[str, int], subtract: bool) -> None:
+    """int8 ADD/SUB as ai_add_lut_s8 (inputs already ordered, op.inputs = [in1, in2])."""
+    a, b = (g.tensors[t] for t in op.inputs)
+    y = g.tensors[op.outputs[0]]
+    lo, hi = act_range_s8(op, y)
+    attrs, t1, t2 = lookup_tables_s8(params, int(lo), int(hi), subtract)
+    base = y.name or f"op{op.index}"
+    op.kernel = "add_lut_s8"
+    op.inputs = [op.inputs[0], op.inputs[1], g.add_const(f"{base}/lut1", t1), g.add_const(f"{base}/lut2", t2)]
+    op.macc = int(y.size)
+    op.inplace = True
+    op.attrs = {**loop_attrs(a.shape, b.shape, y.shape), **attrs}
 
 
 def _mul_real(a: Tensor, b: Tensor, y: Tensor) -> float:
@@ -262,6 +375,10 @@ def lower_s32(op: Op, g: Graph, name: str, swappable: bool, fused: bool) -> None
 def lower_sub(op: Op, g: Graph) -> None:
     def params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
         return sub_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
+        lower_lut_s8(op, g, params(a, b, y), subtract=True)
+        return
     _lower(op, g, "sub", False, True, params)
 
 

@@ -37,6 +37,7 @@ __all__ = ["add_params_s8", "broadcast_strides", "MAX_DIMS"]
 
 MAX_DIMS = 6
 LEFT_SHIFT_S8 = 20
+LUT_MIN_ELEMENTS = 256  # int8 ADD through per-input tables (binary.lookup_tables_s8) from this size on
 
 
 def broadcast_strides(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int] | None:
@@ -149,8 +150,13 @@ def lower_add(op: Op, g: Graph) -> None:
         attrs: dict = {"act_min": lo_f, "act_max": hi_f}
         suffix = "f32"
     else:
-        lo, hi = act_range_s8(op, y)
         attrs = add_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+        if y.size >= LUT_MIN_ELEMENTS:  # per-input tables, binary.py's broadcasting walker
+            from stm32ai.passes.lower.binary import lower_lut_s8
+
+            lower_lut_s8(op, g, attrs, subtract=False)
+            return
+        lo, hi = act_range_s8(op, y)
         attrs.update({"act_min": int(lo), "act_max": int(hi)})
         suffix = "s8"
     if flat:

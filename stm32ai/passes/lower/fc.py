@@ -35,9 +35,7 @@ from stm32ai.passes.quant import (
     quantize_multiplier,
 )
 
-__all__ = ["pack_fc_weights_s8", "FC_ROWS"]
-
-FC_ROWS = 4  # output rows the int8 kernel computes together (one block of packed weights)
+__all__ = ["chunk_groups", "pack_fc_weights_s8", "pairable"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -87,36 +85,71 @@ def act_range_f32(op: Op) -> tuple[float, float]:
 
 # ---- weight packing ---------------------------------------------------------------------
 
-def pack_fc_weights_s8(w: np.ndarray, rows: int = FC_ROWS) -> np.ndarray:
-    """Lay out int8 weights [out, K] in the order the kernel reads them.
+PAIR_LIMIT = (1 << 23) - 1  # |sum_k a*x| of a paired row A over one chunk, so (ab - b) / 256 is exact
 
-    Rows are taken in blocks of `rows`. Inside a block, for each group of 4 columns, the
-    4 bytes of every row follow each other (so one 32-bit load per row and column group,
-    all from one moving pointer); then each row's K % 4 tail bytes. A block is
-    rows * K bytes, a multiple of 4. The out % rows leftover rows follow one at a time,
-    each as its K bytes padded with zeros to a multiple of 4, so every block and row
-    starts 4-byte aligned when the array does.
-    """
-    w = np.asarray(w, np.int8)
+
+def pairable(w: np.ndarray) -> bool:
+    """Every row pair (2i, 2i+1) fits one int16 per column: 256*a + b >= -32768 (a, b int8;
+    only a == -128 with b < 0 overflows, which TFLite's symmetric weights never have)."""
+    w = np.asarray(w, np.int64)
+    n2 = w.shape[0] - w.shape[0] % 2
+    return bool(np.all(256 * w[0:n2:2] + w[1:n2:2] >= -32768))
+
+
+def chunk_groups(w: np.ndarray, pair_rows: int) -> int:
+    """Column groups of 4 between two recoveries of a paired row A = row 2i: the largest
+    count c such that 128 * sum|a| <= 2^23 - 1 over every chunk of c groups (x in
+    [-128, 127] gives |sum a*x| <= 128 * sum|a|), so (ab - b) >> 8 is exactly sum a*x."""
+    w = np.abs(np.asarray(w, np.int64))
     n_out, k = w.shape
-    k4 = k - k % 4
+    groups = (k + 3) // 4
+    a = np.zeros((max(pair_rows // 2, 1), groups * 4), np.int64)
+    a[:pair_rows // 2, :k] = w[0:pair_rows:2]
+    per_group = a.reshape(a.shape[0], groups, 4).sum(axis=2)
+    for c in range(groups, 0, -1):
+        pad = (-groups) % c
+        chunks = np.pad(per_group, ((0, 0), (0, pad))).reshape(a.shape[0], -1, c).sum(axis=2)
+        if 128 * int(chunks.max(initial=0)) <= PAIR_LIMIT:
+            return c
+    raise AssertionError("a group of 4 int8 weights always fits")  # 128 * 4 * 128 < 2^23
+
+
+def pack_fc_weights_s8(w: np.ndarray, pair_rows: int) -> np.ndarray:
+    """Lay out int8 weights [out, K] as the kernel reads them (ai_fc.c), 32-bit words over
+    groups of 4 columns, K zero-padded to a multiple of 4.
+
+    The first `pair_rows` (even) rows go in pairs (A, B) = (row 2i, row 2i+1), each column's
+    two weights as one little-endian int16 h = 256*a + b; per group and pair two words,
+    (h[4g], h[4g+2]) and (h[4g+1], h[4g+3]), matching the input halves SXTB16 and
+    SXTB16 ROR #8 extract. Pairs go two by two (blocks of 4 rows: per group P0's two words
+    then P1's), a last single pair alone. The other rows follow one by one, per group
+    their 4 bytes. Size: ceil(K/4) * 4 * out bytes, every block 4-byte aligned.
+    """
+    w = np.asarray(w, np.int64)
+    n_out, k = w.shape
+    groups = (k + 3) // 4
+    wp = np.zeros((n_out, groups * 4), np.int64)
+    wp[:, :k] = w
     parts: list[np.ndarray] = []
-    n_blocks = n_out // rows
-    for b in range(n_blocks):
-        blk = w[b * rows:(b + 1) * rows]
-        body = blk[:, :k4].reshape(rows, k4 // 4, 4).transpose(1, 0, 2).reshape(-1)
-        parts.append(body)
-        parts.append(blk[:, k4:].reshape(-1))
-    pad = (-k) % 4
-    for r in range(n_blocks * rows, n_out):
-        parts.append(w[r])
-        parts.append(np.zeros(pad, np.int8))
+    if pair_rows:
+        h = 256 * wp[0:pair_rows:2] + wp[1:pair_rows:2]  # [pairs, K4]
+        assert h.min(initial=0) >= -32768 and h.max(initial=0) <= 32767
+        g = h.reshape(h.shape[0], groups, 2, 2).transpose(0, 1, 3, 2)  # [pair, g, phase, half]
+        g = g.reshape(h.shape[0], groups, 4)  # per group: xa word (2 halves), xb word
+        n_pairs = pair_rows // 2
+        for p in range(0, n_pairs - n_pairs % 2, 2):
+            blk = np.stack([g[p], g[p + 1]], axis=1)  # [g, pair, 4 halves]
+            parts.append(blk.reshape(-1).astype("<i2").view(np.int8))
+        if n_pairs % 2:
+            parts.append(g[n_pairs - 1].reshape(-1).astype("<i2").view(np.int8))
+    for r in range(pair_rows, n_out):
+        parts.append(wp[r].astype(np.int8))
     out = np.concatenate(parts) if parts else np.zeros(0, np.int8)
     return out.astype(np.int8)
 
 
-def packed_size(n_out: int, k: int, rows: int = FC_ROWS) -> int:
-    return (n_out // rows) * rows * k + (n_out % rows) * (k + (-k) % 4)
+def packed_size(n_out: int, k: int) -> int:
+    return n_out * ((k + 3) // 4) * 4
 
 
 # ---- support check ---------------------------------------------------------------------
@@ -269,7 +302,9 @@ def lower_fc(op: Op, g: Graph) -> None:
     if bias is not None or in_zp != 0:
         bias_arg = g.add_const(f"{base}/bias_folded", folded.astype(np.int32))
 
-    w_id = g.add_const(f"{base}/weights_packed", pack_fc_weights_s8(w.data))
+    wd = np.asarray(w.data, np.int8).reshape(n_out, k)
+    pair_rows = (n_out - n_out % 2) if pairable(wd) else 0
+    w_id = g.add_const(f"{base}/weights_packed", pack_fc_weights_s8(wd, pair_rows))
 
     in_scale, out_scale = scale_of(x), scale_of(y)
     assert w.quant is not None
@@ -280,12 +315,15 @@ def lower_fc(op: Op, g: Graph) -> None:
         mult_arg = g.add_const(f"{base}/out_multiplier", np.array([p[0] for p in pairs], np.int32))
         shift_arg = g.add_const(f"{base}/out_shift", np.array([p[1] for p in pairs], np.int32))
         m, s = 0, 0
+        fast = all(p[1] <= -2 for p in pairs)
     else:
         m, s = quantize_multiplier(per_channel_multiplier(in_scale, float(w.quant.scale[0]),
                                                           out_scale))
+        fast = s <= -2
     lo, hi = act_range_s8(op, y)
     op.kernel = "fully_connected_s8"
     op.inputs = [op.inputs[0], w_id, bias_arg, mult_arg, shift_arg]
     op.attrs = {"batches": int(batches), "in_features": int(k), "out_features": int(n_out),
                 "out_multiplier": int(m), "out_shift": int(s), "out_zero_point": zp_of(y),
-                "act_min": int(lo), "act_max": int(hi)}
+                "act_min": int(lo), "act_max": int(hi), "pair_rows": int(pair_rows),
+                "chunk_groups": chunk_groups(wd, pair_rows), "fast_requant": int(fast)}

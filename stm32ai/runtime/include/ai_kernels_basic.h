@@ -18,14 +18,19 @@ extern "C" {
 
 /* ---- FULLY_CONNECTED ------------------------------------------------------------------ */
 
-/* `weights` are packed by stm32ai.passes.lower.fc.pack_fc_weights_s8 (blocks of 4 rows,
- * 4-byte column groups interleaved) and must be 4-byte aligned. `bias` holds the bias with
- * the input zero point folded in (NULL = zeros). `multipliers`/`shifts`: per-output
- * requantisation, or NULL to use out_multiplier/out_shift for every output. */
+/* `weights` are packed by stm32ai.passes.lower.fc.pack_fc_weights_s8 (the first
+ * `pair_rows` rows two by two as int16 256*a + b, the rest one by one; 32-bit words over
+ * groups of 4 columns, see ai_fc.c; out_features * ceil(in_features / 4) * 4 bytes) and
+ * must be 4-byte aligned. `chunk_groups`: column groups between two exact
+ * recoveries of a paired row (proved by the generator). `bias` holds the bias with the
+ * input zero point folded in (NULL = zeros). `multipliers`/`shifts`: per-output
+ * requantisation, or NULL to use out_multiplier/out_shift for every output;
+ * `fast_requant` = 1 when every shift is <= -2 (rq_fast, exact). No scratch. */
 typedef struct {
   int32_t batches, in_features, out_features;
   int32_t out_multiplier, out_shift, out_zero_point;
   int32_t act_min, act_max;
+  int32_t pair_rows, chunk_groups, fast_requant;
 } ai_fully_connected_s8_params;
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, const int32_t *multipliers,

@@ -1,4 +1,5 @@
-/* Binary elementwise kernels (SUB, MUL, MAXIMUM, MINIMUM, DIV; int32 ADD) and CAST.
+/* Binary elementwise kernels (SUB, MUL, MAXIMUM, MINIMUM, DIV; int32 ADD; int8 ADD/SUB
+ * through tables) and CAST.
  *
  * Calling convention (see stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>);
@@ -44,6 +45,27 @@ typedef struct {
 } ai_sub_s8_params;
 void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *input2,
                int8_t *output);
+
+/* ---- int8 ADD / SUB through per-input tables ------------------------------------------ */
+
+/* TFLite's int8 ADD (SUB) rescales each input on its own, r = requant((x + offset) << 20),
+ * so the generator tabulates r for all 256 values of each input (stm32ai.passes.lower.
+ * binary.lookup_tables_s8; table1/table2 indexed by the input byte read as uint8, SUB's
+ * second table negated). Then, with s = table1[x1] + table2[x2]:
+ *   mode 0: y = clamp(s >> shift)      (output multiplier, zero point and rounding folded
+ *           into the tables; used only when it equals TFLite for all 65536 input pairs;
+ *           int16 tables when wide == 0, int32 otherwise)
+ *   mode 1: y = clamp(rq_fast(s) + output_offset)     (int32 tables; output_shift <= -2)
+ *   mode 2: y = clamp(ai_requant(s) + output_offset)  (int32 tables)
+ * Broadcasting as the other binary kernels; the output may alias input1. */
+typedef struct {
+  AI_BINARY_LOOP_FIELDS;
+  int32_t mode, wide, shift;
+  int32_t output_multiplier, output_shift, output_offset;
+  int32_t act_min, act_max;
+} ai_add_lut_s8_params;
+void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const int8_t *input2,
+                   const void *table1, const void *table2, int8_t *output);
 
 /* Float kernels: y = clamp(x1 <op> x2, act_min, act_max). */
 typedef struct {

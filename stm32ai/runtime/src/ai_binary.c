@@ -19,6 +19,7 @@
  */
 #include "ai_kernels_binary.h"
 #include "ai_qmath.h"
+#include "ai_simd.h"
 
 typedef void (*ai_binary_row)(const void *p, const void *a, const void *b, void *y, int32_t n,
                               int32_t sa, int32_t sb);
@@ -113,6 +114,110 @@ static void minimum_s8_row(const void *pv, const void *av, const void *bv, void 
   for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
     y[i] = *a < *b ? *a : *b;
   }
+}
+
+/* ---- int8 ADD/SUB through tables ---------------------------------------------------------- */
+
+typedef struct {
+  const ai_add_lut_s8_params *p;
+  const void *t1, *t2;
+} lut_ctx;
+
+/* Clamp to [-128, 127], one SSAT on Cortex-M (GCC does not find it when the result is
+ * stored as int8). */
+static inline int32_t sat8(int32_t v) {
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+  int32_t r;
+  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
+  return r;
+#else
+  return v < -128 ? -128 : v > 127 ? 127 : v;
+#endif
+}
+
+/* sat8(v >> 7) in one instruction (SSAT's shifted operand). */
+static inline int32_t sat8_asr7(int32_t v) {
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+  int32_t r;
+  __asm__("ssat %0, #8, %1, asr #7" : "=r"(r) : "r"(v));
+  return r;
+#else
+  return sat8(v >> 7);
+#endif
+}
+
+/* Mode 0 with int16 tables (the usual case): y = clamp((t1[x1] + t2[x2]) >> shift). The
+ * dense full-range row (the residual ADD) has its own loop, 4 elements per iteration when
+ * the shift is 7 (the widest the generator tries; SSAT takes it as its operand shift). */
+static void lut16_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
+                      int32_t sa, int32_t sb) {
+  const lut_ctx *c = (const lut_ctx *)cv;
+  const int16_t *t1 = (const int16_t *)c->t1, *t2 = (const int16_t *)c->t2;
+  const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;
+  if (lo <= -128 && hi >= 127 && sa == 1 && sb == 1 && sh == 7) {
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);
+      y[i + 1] = (int8_t)sat8_asr7((int32_t)t1[a[i + 1]] + (int32_t)t2[b[i + 1]]);
+      y[i + 2] = (int8_t)sat8_asr7((int32_t)t1[a[i + 2]] + (int32_t)t2[b[i + 2]]);
+      y[i + 3] = (int8_t)sat8_asr7((int32_t)t1[a[i + 3]] + (int32_t)t2[b[i + 3]]);
+    }
+    for (; i < n; i++) {
+      y[i] = (int8_t)sat8_asr7((int32_t)t1[a[i]] + (int32_t)t2[b[i]]);
+    }
+    return;
+  }
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = sat_s8(((int32_t)t1[*a] + (int32_t)t2[*b]) >> sh, lo, hi);
+  }
+}
+
+/* Mode 0 with int32 tables (int16 did not fit): the plain strided loop. */
+static void lut32_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
+                      int32_t sa, int32_t sb) {
+  const lut_ctx *c = (const lut_ctx *)cv;
+  const int32_t *t1 = (const int32_t *)c->t1, *t2 = (const int32_t *)c->t2;
+  const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  const int32_t sh = c->p->shift, lo = c->p->act_min, hi = c->p->act_max;
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = sat_s8((t1[*a] + t2[*b]) >> sh, lo, hi);
+  }
+}
+
+/* Modes 1 and 2: int32 tables, then the output requantisation of TFLite. */
+static void lut_rq_row(const void *cv, const void *av, const void *bv, void *yv, int32_t n,
+                       int32_t sa, int32_t sb) {
+  const lut_ctx *c = (const lut_ctx *)cv;
+  const int32_t *t1 = (const int32_t *)c->t1, *t2 = (const int32_t *)c->t2;
+  const uint8_t *a = (const uint8_t *)av, *b = (const uint8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  const ai_add_lut_s8_params *p = c->p;
+  const int32_t m = p->output_multiplier, shift = p->output_shift, zp = p->output_offset;
+  const int32_t lo = p->act_min, hi = p->act_max;
+  if (p->mode == 1) {
+    const int32_t rs = -shift - 1, khi = (int32_t)(1u << (uint32_t)rs) >> 1;
+    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+      y[i] = sat_s8(rq_fast(t1[*a] + t2[*b], m, rs, khi) + zp, lo, hi);
+    }
+    return;
+  }
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = sat_s8(ai_requant(t1[*a] + t2[*b], m, shift) + zp, lo, hi);
+  }
+}
+
+void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const int8_t *input2,
+                   const void *table1, const void *table2, int8_t *output) {
+  lut_ctx c;
+  c.p = p;
+  c.t1 = table1;
+  c.t2 = table2;
+  const ai_binary_row row = p->mode != 0 ? lut_rq_row : p->wide ? lut32_row : lut16_row;
+  binary_walk(p->out_shape, p->in1_strides, p->in2_strides, sizeof(int8_t), &c, input1, input2,
+              output, row);
 }
 
 void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *input2,

@@ -2,163 +2,271 @@
  *
  * int8: acc = bias'[o] + sum_k w[o][k] * x[k] (input zero point folded into bias' at
  * generate time), then TFLite's double-rounding requantisation, output zero point and
- * clamp. Weights come packed in blocks of 4 output rows:
- *   for each group of 4 columns: row0[4] row1[4] row2[4] row3[4]   (16 bytes)
- *   then the K % 4 tail bytes of row0, row1, row2, row3
- * and the N % 4 leftover rows one by one, each K bytes padded to a multiple of 4.
- * The Cortex-M path reads one 32-bit word per row and column group, splits it with
- * SXTB16 into two pairs of int16 and accumulates with SMLAD (2 MACs per instruction);
- * the input word is split once and shared by the 4 rows.
+ * clamp.
+ *
+ * Weights are packed at generate time (stm32ai.passes.lower.fc.pack_fc_weights_s8) as
+ * 32-bit words over groups of 4 input columns (K padded with zero columns to a multiple
+ * of 4). The first `pair_rows` rows go in pairs (A, B) = (row 2i, row 2i+1) whose two
+ * weights per column share one int16: h = 256*a + b (the generator checks it fits).
+ * With the input word split by SXTB16 into xa = (x0, x2) and xb = (x1, x3):
+ *   SMLAD(W, xa) adds 256*(a0 x0 + a2 x2) + (b0 x0 + b2 x2)     (one instruction, 4 MACs)
+ *   SMLAD(SXTB16(W), xa) adds b0 x0 + b2 x2                      (SXTB16(W) = (b0, b2))
+ * so per pair two accumulators ab and b give row B = b and row A = (ab - b) / 256: 4 MACs
+ * in 3 instructions. The division is exact while |sum a*x| < 2^23 over a chunk; the
+ * generator proves it from the weights (|sum a*x| <= 128 * sum |a|) and sets
+ * `chunk_groups`, the column groups between two recoveries (every group when it fits).
+ * Layout: blocks of 2 pairs, per group [P0 xa-word, P0 xb-word, P1 xa-word, P1 xb-word];
+ * then one pair (per group [xa-word, xb-word]) if pair_rows % 4 == 2; then the remaining
+ * rows one by one in natural byte order (per group the 4 weights, SXTB16 on both sides).
  */
 #include <string.h>
 
 #include "ai_kernels_basic.h"
-#include "ai_qmath.h"
-
-#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
-#include <arm_acle.h>
-#define AI_FC_DSP 1
-/* SXTB16 of the word rotated right by 8 bits: bytes 1 and 3 sign-extended to two int16.
- * One instruction; GCC does not fold a C rotate into SXTB16's ROR operand. */
-#if defined(__GNUC__)
-static inline int32_t sxtb16_ror8(int32_t v) {
-  int32_t r;
-  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
-  return r;
-}
-#else
-static inline int32_t sxtb16_ror8(int32_t v) {
-  return __sxtb16((int32_t)(((uint32_t)v >> 8) | ((uint32_t)v << 24)));
-}
-#endif
-#else
-#define AI_FC_DSP 0
-#endif
+#include "ai_simd.h"
 
 #if defined(__GNUC__)
 #define AI_ASSUME_ALIGNED4(ptr) __builtin_assume_aligned((ptr), 4)
+/* the block loop pins 13 registers: kept out of the caller so neither spills */
+#define AI_FC_NOINLINE __attribute__((noinline))
 #else
 #define AI_ASSUME_ALIGNED4(ptr) (ptr)
+#define AI_FC_NOINLINE
 #endif
 
-/* 32-bit load from any address (a single LDR on Cortex-M4). */
-static inline int32_t ld32(const int8_t *p) {
-  int32_t v;
-  memcpy(&v, p, sizeof v);
+/* Everything one call shares, copied to a local once (the int8 stores cannot alias it). */
+typedef struct {
+  const int32_t *bias;           /* folded bias, or NULL */
+  const int32_t *mults, *shifts; /* per-channel requantisation, or NULL */
+  int32_t groups;                /* column groups of 4, the padded last one included */
+  int32_t tail;                  /* 1 when K % 4 != 0: the last group comes from xt */
+  int32_t chunk;                 /* groups between two recoveries of a paired row */
+  uint32_t xt;                   /* the K % 4 last inputs of the row, zero-extended */
+  int32_t m, shift, rs, khi;     /* per-tensor multiplier, shift and its rq_fast form */
+  int32_t zp, lo, hi, fast, full;
+  int32_t simple; /* per-tensor, fast and full range: the output stage inlined in the block */
+} fc_ctx;
+
+/* The K % 4 last input bytes as one little-endian word, zero-extended (never reads past
+ * the row). */
+static uint32_t tail_word(const int8_t *x, int32_t t) {
+  uint32_t v = 0;
+  for (int32_t i = 0; i < t; i++) {
+    v |= (uint32_t)(uint8_t)x[i] << (8 * i);
+  }
   return v;
 }
 
-/* Output stage constants, copied to locals once per call: the int8 stores could alias
- * the parameter struct, which would force a reload per output. */
-typedef struct {
-  int32_t zp, lo, hi;
-} fc_clamp;
-
-/* TFLite's MultiplyByQuantizedMultiplier (double rounding), then zero point and clamp.
- * The rounding doubling high multiply is computed as floor((a*m + 2^30) / 2^31), which
- * equals TFLite's nudge-and-truncate form for every a and every m >= 0 (both round the
- * exact a*m/2^31 half up; the one saturating case needs m == INT32_MIN, and multipliers
- * from QuantizeMultiplier are never negative). Arithmetic >> of a negative int64 is
- * implementation-defined in C99; GCC, Clang and Arm Compiler shift arithmetically. */
-static inline int8_t fc_out_s8(int32_t acc, int32_t mult, int32_t shift, fc_clamp c) {
-  const int32_t left = shift > 0 ? shift : 0;
-  const int32_t right = shift > 0 ? 0 : -shift;
-  const int64_t ab = (int64_t)(int32_t)((uint32_t)acc << left) * (int64_t)mult;
-  int32_t v = (int32_t)((ab + ((int64_t)1 << 30)) >> 31);
-  v = ai_rdbypot(v, right) + c.zp;
-  v = v < c.lo ? c.lo : v;
-  v = v > c.hi ? c.hi : v;
-  return (int8_t)v;
+/* Clamp to [-128, 127], one SSAT on Cortex-M (GCC does not find it when the result is
+ * stored as int8). */
+static inline int32_t sat8(int32_t v) {
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+  int32_t r;
+  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
+  return r;
+#else
+  return v < -128 ? -128 : v > 127 ? 127 : v;
+#endif
 }
 
-/* Output rows o..o+3 of one batch row x; w points at their packed block.
- * Returns the pointer past the block. */
-static const int8_t *fc_block4(int32_t k, const int8_t *x, const int8_t *w, const int32_t *bias,
-                               const int32_t *multipliers, const int32_t *shifts, int32_t out_mult,
-                               int32_t out_shift, fc_clamp c, int8_t *y, int32_t o) {
-  const int32_t groups = k >> 2;
-  const int32_t tail = k & 3;
-  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-  if (bias != NULL) {
-    a0 = bias[o];
-    a1 = bias[o + 1];
-    a2 = bias[o + 2];
-    a3 = bias[o + 3];
-  }
-  const int8_t *xp = x;
-#if AI_FC_DSP
-  /* the packed weights are 4-byte aligned: let the compiler pair the loads (LDRD/LDM) */
-  const int8_t *wa = (const int8_t *)AI_ASSUME_ALIGNED4(w);
-#define AI_FC_GROUP()                                                                  \
-  do {                                                                                 \
-    const int32_t xv = ld32(xp);                                                       \
-    const int32_t xa = __sxtb16(xv), xb = sxtb16_ror8(xv);                             \
-    const int32_t w0 = ld32(wa), w1 = ld32(wa + 4), w2 = ld32(wa + 8), w3 = ld32(wa + 12); \
-    xp += 4;                                                                           \
-    wa += 16;                                                                          \
-    a0 = __smlad(__sxtb16(w0), xa, a0);                                                \
-    a0 = __smlad(sxtb16_ror8(w0), xb, a0);                                             \
-    a1 = __smlad(__sxtb16(w1), xa, a1);                                                \
-    a1 = __smlad(sxtb16_ror8(w1), xb, a1);                                             \
-    a2 = __smlad(__sxtb16(w2), xa, a2);                                                \
-    a2 = __smlad(sxtb16_ror8(w2), xb, a2);                                             \
-    a3 = __smlad(__sxtb16(w3), xa, a3);                                                \
-    a3 = __smlad(sxtb16_ror8(w3), xb, a3);                                             \
-  } while (0)
-  for (int32_t g = groups; g > 0; g--) {
-    AI_FC_GROUP();
-  }
-#undef AI_FC_GROUP
-  w = wa;
-#else
-  for (int32_t g = groups; g > 0; g--) {
-    for (int32_t j = 0; j < 4; j++) {
-      const int32_t xj = xp[j];
-      a0 += w[j] * xj;
-      a1 += w[4 + j] * xj;
-      a2 += w[8 + j] * xj;
-      a3 += w[12 + j] * xj;
+/* TFLite's MultiplyByQuantizedMultiplier (double rounding), zero point and clamp for
+ * outputs o..o+cnt-1. `fast` (every shift <= -2, decided at generate time) takes rq_fast,
+ * an exact rewrite (ai_simd.h); `full` (clamp range [-128, 127]) one saturation. */
+static void fc_store(const fc_ctx *c, const int32_t *acc, int32_t cnt, int32_t o, int8_t *y) {
+  const int32_t zp = c->zp;
+  if (c->mults == NULL && c->fast && c->full) { /* the common case, kept tight */
+    const int32_t m = c->m, rs = c->rs, khi = c->khi;
+    for (int32_t r = 0; r < cnt; r++) {
+      y[o + r] = (int8_t)sat8(rq_fast(acc[r], m, rs, khi) + zp);
     }
-    xp += 4;
-    w += 16;
+    return;
   }
+  for (int32_t r = 0; r < cnt; r++) {
+    int32_t v;
+    if (c->mults == NULL) {
+      v = c->fast ? rq_fast(acc[r], c->m, c->rs, c->khi) : ai_requant(acc[r], c->m, c->shift);
+    } else if (c->fast) {
+      const int32_t rs = -c->shifts[o + r] - 1;
+      v = rq_fast(acc[r], c->mults[o + r], rs, (int32_t)(1u << (uint32_t)rs) >> 1);
+    } else {
+      v = ai_requant(acc[r], c->mults[o + r], c->shifts[o + r]);
+    }
+    y[o + r] = clamp8(v + zp, c->lo, c->hi);
+  }
+}
+
+/* One column group for one pair: W0 against xa, W1 against xb. */
+#define FC_PAIR(AB, B, W0, W1, XA, XB) \
+  do {                                 \
+    AB = smlad((W0), (XA), AB);        \
+    B = smlad(sxtb16(W0), (XA), B);    \
+    AB = smlad((W1), (XB), AB);        \
+    B = smlad(sxtb16(W1), (XB), B);    \
+  } while (0)
+
+/* (ab - b) / 256 exactly (the generator bounds it below 2^23), as int32. */
+static inline int32_t fc_recover(int32_t ab, int32_t b) {
+  return (int32_t)((uint32_t)ab - (uint32_t)b) >> 8;
+}
+
+static inline int32_t add_wrap(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
+#define AI_FC_ASM 1
+/* The block loop, two column groups per iteration: per group one LDR of 4 inputs (any
+ * alignment), one LDM of the 4 weight words, 2 + 4 SXTB16 and 8 SMLAD (16 MACs in 17
+ * instructions with the loop branch). GCC splits the weight loads into 4 LDRs and keeps
+ * separate pointer increments, hence the asm; the C loop in fc_block4 is the same
+ * arithmetic. The weight registers are pinned so the LDM register list is ascending. */
+static inline void fc_loop4_asm(const int8_t **xpp, const int8_t **wpp, int32_t n2, int32_t *pab0,
+                                int32_t *pb0, int32_t *pab1, int32_t *pb1) {
+  register uint32_t w0 __asm__("r0");
+  register uint32_t w1 __asm__("r1");
+  register uint32_t w2 __asm__("r2");
+  register uint32_t w3 __asm__("r3");
+  uint32_t xa, xb;
+  const int8_t *xp = *xpp, *wp = *wpp;
+  int32_t ab0 = *pab0, b0 = *pb0, ab1 = *pab1, b1 = *pb1;
+#define AI_FC_GROUP_ASM                                 \
+  "ldr    %[xa], [%[xp]], #4\n\t"                       \
+  "ldm    %[wp]!, {%[w0], %[w1], %[w2], %[w3]}\n\t"      \
+  "sxtb16 %[xb], %[xa], ror #8\n\t"                     \
+  "sxtb16 %[xa], %[xa]\n\t"                             \
+  "smlad  %[ab0], %[w0], %[xa], %[ab0]\n\t"              \
+  "sxtb16 %[w0], %[w0]\n\t"                             \
+  "smlad  %[b0], %[w0], %[xa], %[b0]\n\t"                \
+  "smlad  %[ab0], %[w1], %[xb], %[ab0]\n\t"              \
+  "sxtb16 %[w1], %[w1]\n\t"                             \
+  "smlad  %[b0], %[w1], %[xb], %[b0]\n\t"                \
+  "smlad  %[ab1], %[w2], %[xa], %[ab1]\n\t"              \
+  "sxtb16 %[w2], %[w2]\n\t"                             \
+  "smlad  %[b1], %[w2], %[xa], %[b1]\n\t"                \
+  "smlad  %[ab1], %[w3], %[xb], %[ab1]\n\t"              \
+  "sxtb16 %[w3], %[w3]\n\t"                             \
+  "smlad  %[b1], %[w3], %[xb], %[b1]\n\t"
+  __asm__ volatile("1:\n\t" AI_FC_GROUP_ASM AI_FC_GROUP_ASM
+                   "subs   %[n], %[n], #1\n\t"
+                   "bne    1b\n\t"
+                   : [ab0] "+r"(ab0), [b0] "+r"(b0), [ab1] "+r"(ab1), [b1] "+r"(b1),
+                     [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n2), [xa] "=&r"(xa), [xb] "=&r"(xb),
+                     [w0] "=&r"(w0), [w1] "=&r"(w1), [w2] "=&r"(w2), [w3] "=&r"(w3)
+                   :
+                   : "cc", "memory");
+#undef AI_FC_GROUP_ASM
+  *xpp = xp;
+  *wpp = wp;
+  *pab0 = ab0;
+  *pb0 = b0;
+  *pab1 = ab1;
+  *pb1 = b1;
+}
+#else
+#define AI_FC_ASM 0
 #endif
-  for (int32_t t = 0; t < tail; t++) {
-    const int32_t xt = xp[t];
-    a0 += w[t] * xt;
-    a1 += w[tail + t] * xt;
-    a2 += w[2 * tail + t] * xt;
-    a3 += w[3 * tail + t] * xt;
+
+/* Rows o..o+3 (two pairs) of input row x: sums, requantisation, stores. Returns the
+ * weights past the block. */
+AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, const int8_t *w,
+                                              int8_t *y, int32_t o) {
+  int32_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+  if (c->bias != NULL) {
+    a0 = c->bias[o];
+    b0 = c->bias[o + 1];
+    a1 = c->bias[o + 2];
+    b1 = c->bias[o + 3];
   }
-  w += 4 * tail;
-  if (multipliers != NULL) {
-    y[o] = fc_out_s8(a0, multipliers[o], shifts[o], c);
-    y[o + 1] = fc_out_s8(a1, multipliers[o + 1], shifts[o + 1], c);
-    y[o + 2] = fc_out_s8(a2, multipliers[o + 2], shifts[o + 2], c);
-    y[o + 3] = fc_out_s8(a3, multipliers[o + 3], shifts[o + 3], c);
+  const int8_t *wa = (const int8_t *)AI_ASSUME_ALIGNED4(w);
+  int32_t left = c->groups;
+  do {
+    const int32_t n = left < c->chunk ? left : c->chunk;
+    left -= n;
+    const int32_t last = left == 0 ? c->tail : 0; /* the padded group ends the last chunk */
+    int32_t ab0 = b0, ab1 = b1; /* ab - b restarts from 0 for each chunk */
+    int32_t g = n - last;
+#if AI_FC_ASM
+    if (g >= 2) {
+      fc_loop4_asm(&x, &wa, g >> 1, &ab0, &b0, &ab1, &b1);
+    }
+    g &= 1;
+#endif
+    for (; g > 0; g--) {
+      const uint32_t xw = rd32(x);
+      const uint32_t xa = sxtb16(xw), xb = sxtb16_r8(xw);
+      const uint32_t w0 = rd32(wa), w1 = rd32(wa + 4), w2 = rd32(wa + 8), w3 = rd32(wa + 12);
+      x += 4;
+      wa += 16;
+      FC_PAIR(ab0, b0, w0, w1, xa, xb);
+      FC_PAIR(ab1, b1, w2, w3, xa, xb);
+    }
+    if (last) {
+      const uint32_t xa = sxtb16(c->xt), xb = sxtb16_r8(c->xt);
+      FC_PAIR(ab0, b0, rd32(wa), rd32(wa + 4), xa, xb);
+      FC_PAIR(ab1, b1, rd32(wa + 8), rd32(wa + 12), xa, xb);
+      wa += 16;
+    }
+    a0 = add_wrap(a0, fc_recover(ab0, b0));
+    a1 = add_wrap(a1, fc_recover(ab1, b1));
+  } while (left > 0);
+  if (c->simple) {
+    const int32_t m = c->m, rs = c->rs, khi = c->khi, zp = c->zp;
+    y[o] = (int8_t)sat8(rq_fast(a0, m, rs, khi) + zp);
+    y[o + 1] = (int8_t)sat8(rq_fast(b0, m, rs, khi) + zp);
+    y[o + 2] = (int8_t)sat8(rq_fast(a1, m, rs, khi) + zp);
+    y[o + 3] = (int8_t)sat8(rq_fast(b1, m, rs, khi) + zp);
   } else {
-    y[o] = fc_out_s8(a0, out_mult, out_shift, c);
-    y[o + 1] = fc_out_s8(a1, out_mult, out_shift, c);
-    y[o + 2] = fc_out_s8(a2, out_mult, out_shift, c);
-    y[o + 3] = fc_out_s8(a3, out_mult, out_shift, c);
+    const int32_t acc[4] = {a0, b0, a1, b1};
+    fc_store(c, acc, 4, o, y);
   }
+  return wa;
+}
+
+/* Rows o, o+1 (one pair), same scheme. */
+static const int8_t *fc_block2(const fc_ctx *c, const int8_t *x, const int8_t *w, int8_t *y,
+                               int32_t o) {
+  int32_t a0 = c->bias != NULL ? c->bias[o] : 0, b0 = c->bias != NULL ? c->bias[o + 1] : 0;
+  int32_t left = c->groups;
+  do {
+    const int32_t n = left < c->chunk ? left : c->chunk;
+    left -= n;
+    const int32_t last = left == 0 ? c->tail : 0;
+    int32_t ab0 = b0;
+    for (int32_t g = n - last; g > 0; g--) {
+      const uint32_t xw = rd32(x);
+      x += 4;
+      FC_PAIR(ab0, b0, rd32(w), rd32(w + 4), sxtb16(xw), sxtb16_r8(xw));
+      w += 8;
+    }
+    if (last) {
+      FC_PAIR(ab0, b0, rd32(w), rd32(w + 4), sxtb16(c->xt), sxtb16_r8(c->xt));
+      w += 8;
+    }
+    a0 = add_wrap(a0, fc_recover(ab0, b0));
+  } while (left > 0);
+  const int32_t acc[2] = {a0, b0};
+  fc_store(c, acc, 2, o, y);
   return w;
 }
 
-/* One leftover row: K bytes (padded to 4) of natural layout. */
-static int32_t fc_row1(const int8_t *x, const int8_t *w, int32_t k, int32_t acc) {
-  int32_t i = 0;
-#if AI_FC_DSP
-  for (; i + 4 <= k; i += 4) {
-    const int32_t xv = ld32(x + i), wv = ld32(w + i);
-    acc = __smlad(__sxtb16(wv), __sxtb16(xv), acc);
-    acc = __smlad(sxtb16_ror8(wv), sxtb16_ror8(xv), acc);
+/* Row o alone, in natural byte order (per group its 4 weights). */
+static const int8_t *fc_row1(const fc_ctx *c, const int8_t *x, const int8_t *w, int8_t *y,
+                             int32_t o) {
+  int32_t a = c->bias != NULL ? c->bias[o] : 0;
+  for (int32_t g = c->groups - c->tail; g > 0; g--) {
+    const uint32_t xw = rd32(x), wv = rd32(w);
+    x += 4;
+    w += 4;
+    a = smlad(sxtb16(wv), sxtb16(xw), a);
+    a = smlad(sxtb16_r8(wv), sxtb16_r8(xw), a);
   }
-#endif
-  for (; i < k; i++) {
-    acc += w[i] * x[i];
+  if (c->tail) {
+    const uint32_t wv = rd32(w);
+    w += 4;
+    a = smlad(sxtb16(wv), sxtb16(c->xt), a);
+    a = smlad(sxtb16_r8(wv), sxtb16_r8(c->xt), a);
   }
-  return acc;
+  fc_store(c, &a, 1, o, y);
+  return w;
 }
 
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
@@ -166,29 +274,40 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
                            const int32_t *shifts, int8_t *output) {
   const int32_t k = p->in_features;
   const int32_t n = p->out_features;
-  const int32_t n4 = n & ~3;
-  const int32_t row_stride = (k + 3) & ~3; /* leftover rows are padded to 4 bytes */
-  const int32_t out_mult = p->out_multiplier, out_shift = p->out_shift;
-  const int32_t batches = p->batches;
-  fc_clamp c;
+  const int32_t n4 = p->pair_rows & ~3, n2 = p->pair_rows;
+  fc_ctx c;
+  c.bias = bias;
+  c.mults = multipliers;
+  c.shifts = shifts;
+  c.tail = (k & 3) != 0;
+  c.groups = (k >> 2) + c.tail;
+  c.chunk = p->chunk_groups > 0 ? p->chunk_groups : 1;
+  c.m = p->out_multiplier;
+  c.shift = p->out_shift;
+  c.rs = -c.shift - 1;
+  c.khi = c.shift <= -2 ? (int32_t)(1u << (uint32_t)c.rs) >> 1 : 0;
   c.zp = p->out_zero_point;
   c.lo = p->act_min;
   c.hi = p->act_max;
+  c.fast = p->fast_requant;
+  c.full = c.lo <= -128 && c.hi >= 127;
+  c.simple = multipliers == NULL && c.fast && c.full;
 
-  for (int32_t b = 0; b < batches; b++) {
+  for (int32_t b = 0; b < p->batches; b++) {
     const int8_t *x = input + (size_t)b * (size_t)k;
     int8_t *y = output + (size_t)b * (size_t)n;
+    c.xt = tail_word(x + (k & ~3), k & 3);
     const int8_t *w = weights;
     int32_t o = 0;
     for (; o < n4; o += 4) {
-      w = fc_block4(k, x, w, bias, multipliers, shifts, out_mult, out_shift, c, y, o);
+      w = fc_block4(&c, x, w, y, o);
+    }
+    if (o < n2) {
+      w = fc_block2(&c, x, w, y, o);
+      o += 2;
     }
     for (; o < n; o++) {
-      const int32_t acc = fc_row1(x, w, k, bias != NULL ? bias[o] : 0);
-      w += row_stride;
-      const int32_t m = multipliers != NULL ? multipliers[o] : out_mult;
-      const int32_t s = multipliers != NULL ? shifts[o] : out_shift;
-      y[o] = fc_out_s8(acc, m, s, c);
+      w = fc_row1(&c, x, w, y, o);
     }
   }
 }
