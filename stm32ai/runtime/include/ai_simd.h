@@ -142,4 +142,32 @@ static inline int all_fast(const int32_t *shift, int32_t n) {
   return 1;
 }
 
+/* ------------------------------------------- helpers added for the 3x3 depthwise kernels */
+
+/* Unaligned-safe 32-bit store (a single STR on Cortex-M3/M4/M7). */
+static inline void wr32(void *p, uint32_t v) { memcpy(p, &v, sizeof v); }
+
+#if defined(__ARM_FEATURE_DSP)
+static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlabt((int32_t)a, (int32_t)b, acc);
+}
+static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlatb((int32_t)a, (int32_t)b, acc);
+}
+static inline int32_t ssat8(int32_t v) { return __ssat(v, 8); }
+#else
+static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc +
+                   (uint32_t)((int32_t)(int16_t)(uint16_t)(a & 0xFFFFu) * (int32_t)(int16_t)(uint16_t)(b >> 16)));
+}
+static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc +
+                   (uint32_t)((int32_t)(int16_t)(uint16_t)(a >> 16) * (int32_t)(int16_t)(uint16_t)(b & 0xFFFFu)));
+}
+static inline int32_t ssat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
+#endif
+/* {lo half of a, lo half of b} and {hi half of a, hi half of b} (PKHBT / PKHTB). */
+static inline uint32_t pk_lo(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
+static inline uint32_t pk_hi(uint32_t a, uint32_t b) { return (b & 0xFFFF0000u) | (a >> 16); }
+
 #endif /* AI_SIMD_H */

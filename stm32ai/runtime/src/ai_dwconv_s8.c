@@ -137,3 +137,188 @@ void ai_depthwise_conv2d_dm_s8(const ai_depthwise_conv2d_dm_s8_params *p, const 
     }
   }
 }
+
+/* ------------------------------- DEPTHWISE_CONV_2D 3x3, stride 1 or 2, channel-planar */
+
+#define AI_DW3_K 10 /* int32 constants per channel in `packed` */
+#define AI_DW3_HB 8 /* input rows per band: word (j, row) of a plane is at j * HB + row */
+
+int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8_params *p) {
+  return 4 * (p->plane_w / 2) * AI_DW3_HB * (int32_t)sizeof(uint32_t);
+}
+
+/* The requantisation the lowering proved exact for this layer (docs/kernels_conv.md):
+ * hi32({khi + s, 2^30 ^ s} + x*m) >> rs, s = x >> 31, then SSAT; khi = 2^(e-2) +
+ * out_zp * 2^(e-1) folds the output zero point in, rs = e - 1. */
+static inline int32_t dw3_rq(int32_t x, int32_t m, int32_t khi, int32_t rs) {
+#if defined(__ARM_FEATURE_DSP)
+  int32_t lo, hi;
+  __asm__("eor %0, %2, %3, asr #31\n\t"
+          "add %1, %4, %3, asr #31\n\t"
+          "smlal %0, %1, %3, %5"
+          : "=&r"(lo), "=&r"(hi)
+          : "r"(0x40000000), "r"(x), "r"(khi), "r"(m));
+  (void)lo;
+  return ssat8(hi >> rs);
+#else
+  const uint32_t s = (uint32_t)(x >> 31);
+  const uint64_t k = ((uint64_t)((uint32_t)khi + s) << 32) | (0x40000000u ^ s);
+  const uint64_t a = k + (uint64_t)((int64_t)x * m);
+  return ssat8((int32_t)(uint32_t)(a >> 32) >> rs);
+#endif
+}
+
+static inline void wr16(uint8_t *p, uint32_t v) {
+  const uint16_t h = (uint16_t)v;
+  memcpy(p, &h, sizeof h);
+}
+
+/* Byte offset of int16 column i, band row r, in a plane. */
+#define DW3_AT(i, r) ((((i) >> 1) * AI_DW3_HB + (r)) * 4 + ((i) & 1) * 2)
+
+/* Input rows iy0 .. iy0+rows-1 of channels c0 .. c0+nch-1 (nch <= 4) into the interior
+ * columns of band rows 0 .. rows-1 of planes 0 .. nch-1 (rows outside the image: pad_value). */
+static void dw3_fill(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *in, int32_t c0,
+                     int32_t nch, int32_t iy0, int32_t rows, uint8_t *pl, int32_t plane_bytes) {
+  const int32_t W = p->in_w, C = p->in_c, pl_ = p->pad[1];
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t iy = iy0 + r;
+    if (iy < 0 || iy >= p->in_h) {
+      for (int32_t k = 0; k < nch; ++k) {
+        for (int32_t i = pl_; i < pl_ + W; ++i) {
+          wr16(pl + k * plane_bytes + DW3_AT(i, r), (uint32_t)p->pad_value);
+        }
+      }
+      continue;
+    }
+    const int8_t *s = in + iy * W * C + c0;
+    if (nch == 4) {
+      int32_t i = pl_;
+      const int32_t end = pl_ + W;
+      uint8_t *d = pl + DW3_AT(i, r);
+      if (i & 1) { /* a lone pixel in the high half of its word */
+        const uint32_t x = rd32(s), xe = sxtb16(x), xo = sxtb16_r8(x);
+        wr16(d, xe);
+        wr16(d + plane_bytes, xo);
+        wr16(d + 2 * plane_bytes, xe >> 16);
+        wr16(d + 3 * plane_bytes, xo >> 16);
+        s += C;
+        ++i;
+        d = pl + DW3_AT(i, r);
+      }
+      for (; i + 1 < end; i += 2, s += 2 * C, d += 4 * AI_DW3_HB) {
+        const uint32_t x = rd32(s), y = rd32(s + C);
+        const uint32_t xe = sxtb16(x), xo = sxtb16_r8(x), ye = sxtb16(y), yo = sxtb16_r8(y);
+        uint32_t *dw = (uint32_t *)(void *)d;
+        dw[0] = pk_lo(xe, ye);
+        dw[plane_bytes / 4] = pk_lo(xo, yo);
+        dw[plane_bytes / 2] = pk_hi(xe, ye);
+        dw[3 * (plane_bytes / 4)] = pk_hi(xo, yo);
+      }
+      if (i < end) {
+        const uint32_t x = rd32(s), xe = sxtb16(x), xo = sxtb16_r8(x);
+        wr16(d, xe);
+        wr16(d + plane_bytes, xo);
+        wr16(d + 2 * plane_bytes, xe >> 16);
+        wr16(d + 3 * plane_bytes, xo >> 16);
+      }
+    } else {
+      for (int32_t ix = 0; ix < W; ++ix, s += C) {
+        for (int32_t k = 0; k < nch; ++k) {
+          wr16(pl + k * plane_bytes + DW3_AT(pl_ + ix, r), (uint32_t)(int32_t)s[k]);
+        }
+      }
+    }
+  }
+}
+
+/* One kernel row (band rows K, words q[K], q[HB + K], ...) of two adjacent outputs:
+ * l = {p0,p1}, h = {p2,p3}, n = {p4,p5}; wa = {w0,w1}, wb = {w1,w2}.
+ *   out0 = SMLAD(l, wa) + p2*w2                 (SMLABT h, wb)
+ *   out1 = SMLAD(h, wb) + p1*w0   (stride 1)    (SMLATB l, wa)
+ *        = SMLAD(h, wa) + p4*w2   (stride 2)    (SMLABT n, wb) */
+#define DW3_ROW_S1(K, WA, WB)                                  \
+  do {                                                         \
+    const uint32_t l_ = q[K], h_ = q[AI_DW3_HB + (K)];         \
+    a0 = smlad(l_, WA, a0);                                    \
+    a1 = smlad(h_, WB, a1);                                    \
+    a0 = smlabt(h_, WB, a0);                                   \
+    a1 = smlatb(l_, WA, a1);                                   \
+  } while (0)
+#define DW3_ROW_S2(K, WA, WB)                                  \
+  do {                                                         \
+    const uint32_t l_ = q[K], h_ = q[AI_DW3_HB + (K)];         \
+    const uint32_t n_ = q[2 * AI_DW3_HB + (K)];                \
+    a0 = smlad(l_, WA, a0);                                    \
+    a1 = smlad(h_, WA, a1);                                    \
+    a0 = smlabt(h_, WB, a0);                                   \
+    a1 = smlabt(n_, WB, a1);                                   \
+  } while (0)
+#define DW3_ONE(K, WA, WB)                                     \
+  do {                                                         \
+    a0 = smlad(q[K], WA, a0);                                  \
+    a0 = smlabt(q[AI_DW3_HB + (K)], WB, a0);                   \
+  } while (0)
+
+/* `nrows` output rows (band rows S apart) of one channel from its plane. */
+#define DW3_ROWS_FN(NAME, S, ROW)                                                               \
+  static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
+                   int8_t *out, int32_t out_pitch, int32_t C) {                                \
+    const uint32_t w0a = (uint32_t)k[0], w0b = (uint32_t)k[1], w1a = (uint32_t)k[2];           \
+    const uint32_t w1b = (uint32_t)k[3], w2a = (uint32_t)k[4], w2b = (uint32_t)k[5];           \
+    const int32_t bias = k[6], m = k[7], khi = k[8], rs = k[9];                                \
+    for (int32_t r = 0; r < nrows; ++r, out += out_pitch) {                                    \
+      const uint32_t *q = plane + r * (S);                                                     \
+      int8_t *o = out;                                                                         \
+      for (int32_t j = ow >> 1; j > 0; --j, q += (S) * AI_DW3_HB, o += 2 * C) {               \
+        int32_t a0 = bias, a1 = bias;                                                          \
+        ROW(0, w0a, w0b);                                                                      \
+        ROW(1, w1a, w1b);                                                                      \
+        ROW(2, w2a, w2b);                                                                      \
+        o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                 \
+        o[C] = (int8_t)dw3_rq(a1, m, khi, rs);                                                 \
+      }                                                                                        \
+      if (ow & 1) {                                                                            \
+        int32_t a0 = bias;                                                                     \
+        DW3_ONE(0, w0a, w0b);                                                                  \
+        DW3_ONE(1, w1a, w1b);                                                                  \
+        DW3_ONE(2, w2a, w2b);                                                                  \
+        o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                 \
+      }                                                                                        \
+    }                                                                                          \
+  }
+DW3_ROWS_FN(dw3_rows_s1, 1, DW3_ROW_S1)
+DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2)
+
+void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
+                                const int32_t *packed, int8_t *output, void *scratch) {
+  const int32_t C = p->in_c, S = p->stride[0], OW = p->out_w, OH = p->out_h;
+  const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
+  const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB;    /* words per plane */
+  uint32_t *pl = (uint32_t *)scratch;
+  const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;
+  for (int32_t i = 0; i < 4 * plane_w32; ++i) {
+    pl[i] = pv; /* padding columns are never overwritten */
+  }
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in = input + b * p->in_h * p->in_w * C;
+    int8_t *out = output + b * OH * OW * C;
+    for (int32_t c0 = 0; c0 < C; c0 += 4) {
+      const int32_t nch = C - c0 < 4 ? C - c0 : 4;
+      for (int32_t oy0 = 0; oy0 < OH; oy0 += R) {
+        const int32_t nr = OH - oy0 < R ? OH - oy0 : R;
+        dw3_fill(p, in, c0, nch, oy0 * S - p->pad[0], (nr - 1) * S + 3, (uint8_t *)pl,
+                 4 * plane_w32);
+        for (int32_t k = 0; k < nch; ++k) {
+          const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
+          int8_t *o = out + oy0 * OW * C + c0 + k;
+          if (S == 1) {
+            dw3_rows_s1(pl + k * plane_w32, nr, OW, kc, o, OW * C, C);
+          } else {
+            dw3_rows_s2(pl + k * plane_w32, nr, OW, kc, o, OW * C, C);
+          }
+        }
+      }
+    }
+  }
+}
