@@ -132,10 +132,17 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
     if not all(fast_requant_exact(int(m), int(s), int(a), int(b))
                for m, s, a, b in zip(mult, shift, lo, hi, strict=True)):
         return False
-    packed = pack_dw3x3(w_taps, cv.fold_bias(bias, w_taps.T, cv._zp(x)), mult, shift, cv._zp(y))
-    plane_w = dw3x3_plane_w(geo.in_w, geo.out_w, geo.stride[1], geo.pad[1])
+    # Walk the image along its longer side: more output pairs per row, fewer rows.
+    transpose = geo.in_h > geo.in_w
+    taps = w_taps.reshape(3, 3, -1).transpose(1, 0, 2).reshape(9, -1) if transpose else w_taps
+    packed = pack_dw3x3(taps, cv.fold_bias(bias, w_taps.T, cv._zp(x)), mult, shift, cv._zp(y))
+    if transpose:
+        plane_w = dw3x3_plane_w(geo.in_h, geo.out_h, geo.stride[0], geo.pad[0])
+    else:
+        plane_w = dw3x3_plane_w(geo.in_w, geo.out_w, geo.stride[1], geo.pad[1])
     op.kernel = "depthwise_conv2d_3x3_s8"
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
-    op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w}
+    op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
+                "transpose": int(transpose)}
     op.scratch = dw3x3_scratch_size(plane_w)
     return True

@@ -81,6 +81,7 @@ typedef struct {
   AI_CONV_GEOMETRY_FIELDS
   int32_t pad_value;
   int32_t plane_w;   /* int16 columns per plane row (even) */
+  int32_t transpose; /* 1: walk the image column by column (packed weights transposed) */
 } ai_depthwise_conv2d_3x3_s8_params;
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,

@@ -167,7 +167,20 @@ static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc) {
 static inline int32_t ssat8(int32_t v) { return v < -128 ? -128 : (v > 127 ? 127 : v); }
 #endif
 /* {lo half of a, lo half of b} and {hi half of a, hi half of b} (PKHBT / PKHTB). */
+#if defined(__ARM_FEATURE_DSP)
+static inline uint32_t pk_lo(uint32_t a, uint32_t b) {
+  uint32_t r;
+  __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+static inline uint32_t pk_hi(uint32_t a, uint32_t b) {
+  uint32_t r;
+  __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+#else
 static inline uint32_t pk_lo(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
 static inline uint32_t pk_hi(uint32_t a, uint32_t b) { return (b & 0xFFFF0000u) | (a >> 16); }
+#endif
 
 #endif /* AI_SIMD_H */

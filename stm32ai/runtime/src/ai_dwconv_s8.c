@@ -176,58 +176,69 @@ static inline void wr16(uint8_t *p, uint32_t v) {
 /* Byte offset of int16 column i, band row r, in a plane. */
 #define DW3_AT(i, r) ((((i) >> 1) * AI_DW3_HB + (r)) * 4 + ((i) & 1) * 2)
 
-/* Input rows iy0 .. iy0+rows-1 of channels c0 .. c0+nch-1 (nch <= 4) into the interior
- * columns of band rows 0 .. rows-1 of planes 0 .. nch-1 (rows outside the image: pad_value). */
-static void dw3_fill(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *in, int32_t c0,
-                     int32_t nch, int32_t iy0, int32_t rows, uint8_t *pl, int32_t plane_bytes) {
-  const int32_t W = p->in_w, C = p->in_c, pl_ = p->pad[1];
+/* Word j of band row r in planes 0..3 from the 4-channel pixel words x (left column) and
+ * y (right column), each already split by SXTB16 into even (e) and odd (o) channels. */
+static inline void dw3_put(uint8_t *d, int32_t pb, uint32_t xe, uint32_t xo, uint32_t ye,
+                           uint32_t yo) {
+  *(uint32_t *)(void *)d = pk_lo(xe, ye);
+  *(uint32_t *)(void *)(d + pb) = pk_lo(xo, yo);
+  *(uint32_t *)(void *)(d + 2 * pb) = pk_hi(xe, ye);
+  *(uint32_t *)(void *)(d + 3 * pb) = pk_hi(xo, yo);
+}
+
+/* Input rows iy0 .. iy0+rows-1 of channels c0 .. c0+nch-1 (nch <= 4) into band rows
+ * 0 .. rows-1 of planes 0 .. nch-1: int16 column i holds input column i - pad[1]; whole
+ * words are written, a column outside the image taking pad_value (rows outside the image
+ * are pad_value throughout). Columns of words no interior pixel touches keep the pad
+ * values written at the start. */
+/* The image as the kernel walks it: rows of `w` pixels, `in_col` bytes apart (the input's
+ * columns, or its rows when the layer is processed transposed). */
+typedef struct {
+  int32_t h, w, pad_t, pad_l, in_row, in_col, oh, ow, out_row, out_col;
+} dw3_view;
+
+static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t iy0, int32_t rows,
+                     uint8_t *pl, int32_t pb, uint32_t pv) {
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int32_t j_end = (pad + W + 1) >> 1;     /* words holding interior pixels: [j0, j_end) */
+  const int32_t j0 = pad >> 1;
   for (int32_t r = 0; r < rows; ++r) {
     const int32_t iy = iy0 + r;
-    if (iy < 0 || iy >= p->in_h) {
-      for (int32_t k = 0; k < nch; ++k) {
-        for (int32_t i = pl_; i < pl_ + W; ++i) {
-          wr16(pl + k * plane_bytes + DW3_AT(i, r), (uint32_t)p->pad_value);
+    uint8_t *d = pl + (j0 * AI_DW3_HB + r) * 4;
+    if (iy < 0 || iy >= v->h) {
+      for (int32_t j = j0; j < j_end; ++j, d += 4 * AI_DW3_HB) {
+        for (int32_t k = 0; k < 4; ++k) {
+          *(uint32_t *)(void *)(d + k * pb) = pv;
         }
       }
       continue;
     }
-    const int8_t *s = in + iy * W * C + c0;
-    if (nch == 4) {
-      int32_t i = pl_;
-      const int32_t end = pl_ + W;
-      uint8_t *d = pl + DW3_AT(i, r);
-      if (i & 1) { /* a lone pixel in the high half of its word */
-        const uint32_t x = rd32(s), xe = sxtb16(x), xo = sxtb16_r8(x);
-        wr16(d, xe);
-        wr16(d + plane_bytes, xo);
-        wr16(d + 2 * plane_bytes, xe >> 16);
-        wr16(d + 3 * plane_bytes, xo >> 16);
-        s += C;
-        ++i;
-        d = pl + DW3_AT(i, r);
-      }
-      for (; i + 1 < end; i += 2, s += 2 * C, d += 4 * AI_DW3_HB) {
-        const uint32_t x = rd32(s), y = rd32(s + C);
-        const uint32_t xe = sxtb16(x), xo = sxtb16_r8(x), ye = sxtb16(y), yo = sxtb16_r8(y);
-        uint32_t *dw = (uint32_t *)(void *)d;
-        dw[0] = pk_lo(xe, ye);
-        dw[plane_bytes / 4] = pk_lo(xo, yo);
-        dw[plane_bytes / 2] = pk_hi(xe, ye);
-        dw[3 * (plane_bytes / 4)] = pk_hi(xo, yo);
-      }
-      if (i < end) {
-        const uint32_t x = rd32(s), xe = sxtb16(x), xo = sxtb16_r8(x);
-        wr16(d, xe);
-        wr16(d + plane_bytes, xo);
-        wr16(d + 2 * plane_bytes, xe >> 16);
-        wr16(d + 3 * plane_bytes, xo >> 16);
-      }
-    } else {
+    const int8_t *s = in + iy * v->in_row;
+    if (nch != 4) {
       for (int32_t ix = 0; ix < W; ++ix, s += C) {
         for (int32_t k = 0; k < nch; ++k) {
-          wr16(pl + k * plane_bytes + DW3_AT(pl_ + ix, r), (uint32_t)(int32_t)s[k]);
+          wr16(pl + k * pb + DW3_AT(pad + ix, r), (uint32_t)(int32_t)s[k]);
         }
       }
+      continue;
+    }
+    int32_t ix = 2 * j0 - pad; /* input column of the low half of word j0: -1 or 0 */
+    int32_t j = j0;
+    if (ix < 0) { /* {pad, pixel 0} */
+      const uint32_t y = rd32(s);
+      dw3_put(d, pb, pv, pv, sxtb16(y), sxtb16_r8(y));
+      s += C;
+      ix += 2;
+      ++j;
+      d += 4 * AI_DW3_HB;
+    }
+    for (; ix + 1 < W; ix += 2, ++j, s += 2 * C, d += 4 * AI_DW3_HB) {
+      const uint32_t x = rd32(s), y = rd32(s + C);
+      dw3_put(d, pb, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
+    }
+    if (ix < W) { /* {pixel W-1, pad} */
+      const uint32_t x = rd32(s);
+      dw3_put(d, pb, sxtb16(x), sxtb16_r8(x), pv, pv);
     }
   }
 }
@@ -260,6 +271,67 @@ static void dw3_fill(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *i
     a0 = smlabt(q[AI_DW3_HB + (K)], WB, a0);                   \
   } while (0)
 
+#if defined(__ARM_FEATURE_DSP)
+/* The pair loop in assembly: gcc's register allocation spills the six weight words and
+ * the requantisation constants (45-50 instructions per pair); here 39 (stride 1) / 42.
+ * f (r3): {w0a,w0b,w1a,w1b,w2a,w2b, bias,bias, m,khi, rs,2^30, o_end}. Weights are
+ * reloaded by one LDM per pair so that the requantisation can use their registers.
+ * q (r0) data words, o (r1) outputs, C (r2) channel pitch; npairs >= 1. */
+#define DW3_MAC_S1(K, WA, WB)                           \
+  "ldr lr, [r0, #" #K "*4]\n\t"                         \
+  "smlad r11, lr, " WA ", r11\n\t"                      \
+  "smlatb r12, lr, " WA ", r12\n\t"                     \
+  "ldr lr, [r0, #32+" #K "*4]\n\t"                      \
+  "smlabt r11, lr, " WB ", r11\n\t"                     \
+  "smlad r12, lr, " WB ", r12\n\t"
+#define DW3_MAC_S2(K, WA, WB)                           \
+  "ldr lr, [r0, #" #K "*4]\n\t"                         \
+  "smlad r11, lr, " WA ", r11\n\t"                      \
+  "ldr lr, [r0, #32+" #K "*4]\n\t"                      \
+  "smlabt r11, lr, " WB ", r11\n\t"                     \
+  "smlad r12, lr, " WA ", r12\n\t"                      \
+  "ldr lr, [r0, #64+" #K "*4]\n\t"                      \
+  "smlabt r12, lr, " WB ", r12\n\t"
+#define DW3_RQ_TAIL(STEP)                                                          \
+  "ldrd r4, r5, [r3, #32]\n\t"                                                     \
+  "ldrd r6, r8, [r3, #40]\n\t"                                                     \
+  "eor r9, r8, r11, asr #31\n\t"                                                   \
+  "add r10, r5, r11, asr #31\n\t"                                                  \
+  "smlal r9, r10, r11, r4\n\t"                                                     \
+  "asr r10, r10, r6\n\t"                                                           \
+  "ssat r10, #8, r10\n\t"                                                          \
+  "strb r10, [r1]\n\t"                                                             \
+  "eor r9, r8, r12, asr #31\n\t"                                                   \
+  "add r10, r5, r12, asr #31\n\t"                                                  \
+  "smlal r9, r10, r12, r4\n\t"                                                     \
+  "asr r10, r10, r6\n\t"                                                           \
+  "ssat r10, #8, r10\n\t"                                                          \
+  "strb r10, [r1, r2]\n\t"                                                         \
+  "adds r0, r0, #" #STEP "\n\t"                                                    \
+  "add r1, r1, r2, lsl #1\n\t"                                                     \
+  "ldr lr, [r3, #48]\n\t"                                                          \
+  "cmp r1, lr\n\t"                                                                 \
+  "bne 1b\n\t"
+#define DW3_PAIRS_ASM(MAC, STEP)                                                   \
+  do {                                                                             \
+    register const uint32_t *q_ __asm__("r0") = q;                                 \
+    register int8_t *o_ __asm__("r1") = o;                                         \
+    register int32_t c_ __asm__("r2") = C;                                         \
+    register const int32_t *f_ __asm__("r3") = f;                                  \
+    __asm__ volatile("1:\n\t"                                                      \
+                     "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                       \
+                     "ldrd r11, r12, [r3, #24]\n\t"                                \
+                     MAC(0, "r4", "r5") MAC(1, "r6", "r8") MAC(2, "r9", "r10")     \
+                     DW3_RQ_TAIL(STEP)                                             \
+                     : "+r"(q_), "+r"(o_)                                          \
+                     : "r"(c_), "r"(f_)                                            \
+                     : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",    \
+                       "cc", "memory");                                            \
+    q = q_;                                                                        \
+    o = o_;                                                                        \
+  } while (0)
+#endif
+
 /* `nrows` output rows (band rows S apart) of one channel from its plane. */
 #define DW3_ROWS_FN(NAME, S, ROW)                                                               \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
@@ -267,17 +339,11 @@ static void dw3_fill(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *i
     const uint32_t w0a = (uint32_t)k[0], w0b = (uint32_t)k[1], w1a = (uint32_t)k[2];           \
     const uint32_t w1b = (uint32_t)k[3], w2a = (uint32_t)k[4], w2b = (uint32_t)k[5];           \
     const int32_t bias = k[6], m = k[7], khi = k[8], rs = k[9];                                \
+    DW3_FRAME_INIT                                                                             \
     for (int32_t r = 0; r < nrows; ++r, out += out_pitch) {                                    \
       const uint32_t *q = plane + r * (S);                                                     \
       int8_t *o = out;                                                                         \
-      for (int32_t j = ow >> 1; j > 0; --j, q += (S) * AI_DW3_HB, o += 2 * C) {               \
-        int32_t a0 = bias, a1 = bias;                                                          \
-        ROW(0, w0a, w0b);                                                                      \
-        ROW(1, w1a, w1b);                                                                      \
-        ROW(2, w2a, w2b);                                                                      \
-        o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                 \
-        o[C] = (int8_t)dw3_rq(a1, m, khi, rs);                                                 \
-      }                                                                                        \
+      DW3_PAIRS_##S                                                                            \
       if (ow & 1) {                                                                            \
         int32_t a0 = bias;                                                                     \
         DW3_ONE(0, w0a, w0b);                                                                  \
@@ -287,12 +353,43 @@ static void dw3_fill(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *i
       }                                                                                        \
     }                                                                                          \
   }
+#define DW3_PAIRS_C(ROW, S)                                                                     \
+  for (int32_t j = ow >> 1; j > 0; --j, q += (S) * AI_DW3_HB, o += 2 * C) {                   \
+    int32_t a0 = bias, a1 = bias;                                                              \
+    ROW(0, w0a, w0b);                                                                          \
+    ROW(1, w1a, w1b);                                                                          \
+    ROW(2, w2a, w2b);                                                                          \
+    o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                     \
+    o[C] = (int8_t)dw3_rq(a1, m, khi, rs);                                                     \
+  }
+#if defined(__ARM_FEATURE_DSP)
+#define DW3_FRAME_INIT                                                                          \
+  int32_t f[13] = {k[0], k[1], k[2], k[3], k[4], k[5], bias, bias, m, khi, rs, 0x40000000, 0};
+#define DW3_PAIRS_ASM_ROWS(MAC, STEP)                                                           \
+  if (ow >> 1) {                                                                               \
+    f[12] = (int32_t)(intptr_t)(o + (ow >> 1) * 2 * C);                                       \
+    DW3_PAIRS_ASM(MAC, STEP);                                                                  \
+  }
+#define DW3_PAIRS_1 DW3_PAIRS_ASM_ROWS(DW3_MAC_S1, 32)
+#define DW3_PAIRS_2 DW3_PAIRS_ASM_ROWS(DW3_MAC_S2, 64)
+#else
+#define DW3_FRAME_INIT
+#define DW3_PAIRS_1 DW3_PAIRS_C(DW3_ROW_S1, 1)
+#define DW3_PAIRS_2 DW3_PAIRS_C(DW3_ROW_S2, 2)
+#endif
 DW3_ROWS_FN(dw3_rows_s1, 1, DW3_ROW_S1)
 DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2)
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch) {
-  const int32_t C = p->in_c, S = p->stride[0], OW = p->out_w, OH = p->out_h;
+  const int32_t C = p->in_c, S = p->stride[0];
+  dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,
+                p->out_h, p->out_w, p->out_w * C, C};
+  if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (the weights are transposed) */
+    const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,
+                        p->out_w, p->out_h, C, p->out_w * C};
+    v = t;
+  }
   const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
   const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB;    /* words per plane */
   uint32_t *pl = (uint32_t *)scratch;
@@ -302,20 +399,20 @@ void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, cons
   }
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *in = input + b * p->in_h * p->in_w * C;
-    int8_t *out = output + b * OH * OW * C;
+    int8_t *out = output + b * p->out_h * p->out_w * C;
     for (int32_t c0 = 0; c0 < C; c0 += 4) {
       const int32_t nch = C - c0 < 4 ? C - c0 : 4;
-      for (int32_t oy0 = 0; oy0 < OH; oy0 += R) {
-        const int32_t nr = OH - oy0 < R ? OH - oy0 : R;
-        dw3_fill(p, in, c0, nch, oy0 * S - p->pad[0], (nr - 1) * S + 3, (uint8_t *)pl,
-                 4 * plane_w32);
+      for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
+        const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
+        dw3_fill(&v, in + c0, nch, oy0 * S - v.pad_t, (nr - 1) * S + 3, (uint8_t *)pl,
+                 4 * plane_w32, pv);
         for (int32_t k = 0; k < nch; ++k) {
           const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
-          int8_t *o = out + oy0 * OW * C + c0 + k;
+          int8_t *o = out + oy0 * v.out_row + c0 + k;
           if (S == 1) {
-            dw3_rows_s1(pl + k * plane_w32, nr, OW, kc, o, OW * C, C);
+            dw3_rows_s1(pl + k * plane_w32, nr, v.ow, kc, o, v.out_row, v.out_col);
           } else {
-            dw3_rows_s2(pl + k * plane_w32, nr, OW, kc, o, OW * C, C);
+            dw3_rows_s2(pl + k * plane_w32, nr, v.ow, kc, o, v.out_row, v.out_col);
           }
         }
       }
