@@ -173,17 +173,19 @@ static inline void wr16(uint8_t *p, uint32_t v) {
   memcpy(p, &h, sizeof h);
 }
 
-/* Byte offset of int16 column i, band row r, in a plane. */
-#define DW3_AT(i, r) ((((i) >> 1) * AI_DW3_HB + (r)) * 4 + ((i) & 1) * 2)
+/* Scratch layout: word (j, r, k) = pixels {2j, 2j+1} of band row r of channel k of the
+ * group, at word index (j * HB + r) * 4 + k: the 4 channels' words are adjacent (the fill
+ * stores them together), a channel's band rows are 4 words apart, its columns 4*HB. */
+#define DW3_AT(i, r, k) (((((i) >> 1) * AI_DW3_HB + (r)) * 4 + (k)) * 4 + ((i) & 1) * 2)
 
-/* Word j of band row r in planes 0..3 from the 4-channel pixel words x (left column) and
- * y (right column), each already split by SXTB16 into even (e) and odd (o) channels. */
-static inline void dw3_put(uint8_t *d, int32_t pb, uint32_t xe, uint32_t xo, uint32_t ye,
-                           uint32_t yo) {
-  *(uint32_t *)(void *)d = pk_lo(xe, ye);
-  *(uint32_t *)(void *)(d + pb) = pk_lo(xo, yo);
-  *(uint32_t *)(void *)(d + 2 * pb) = pk_hi(xe, ye);
-  *(uint32_t *)(void *)(d + 3 * pb) = pk_hi(xo, yo);
+/* Words (j, r, 0..3) from the 4-channel pixel words x (left column) and y (right column),
+ * each already split by SXTB16 into even (e) and odd (o) channels. */
+static inline void dw3_put(uint8_t *d, uint32_t xe, uint32_t xo, uint32_t ye, uint32_t yo) {
+  uint32_t *w = (uint32_t *)(void *)d;
+  w[0] = pk_lo(xe, ye);
+  w[1] = pk_lo(xo, yo);
+  w[2] = pk_hi(xe, ye);
+  w[3] = pk_hi(xo, yo);
 }
 
 /* Input rows iy0 .. iy0+rows-1 of channels c0 .. c0+nch-1 (nch <= 4) into band rows
@@ -198,18 +200,16 @@ typedef struct {
 } dw3_view;
 
 static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t iy0, int32_t rows,
-                     uint8_t *pl, int32_t pb, uint32_t pv) {
+                     uint8_t *pl, uint32_t pv) {
   const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
   const int32_t j_end = (pad + W + 1) >> 1;     /* words holding interior pixels: [j0, j_end) */
   const int32_t j0 = pad >> 1;
   for (int32_t r = 0; r < rows; ++r) {
     const int32_t iy = iy0 + r;
-    uint8_t *d = pl + (j0 * AI_DW3_HB + r) * 4;
+    uint8_t *d = pl + DW3_AT(2 * j0, r, 0);
     if (iy < 0 || iy >= v->h) {
-      for (int32_t j = j0; j < j_end; ++j, d += 4 * AI_DW3_HB) {
-        for (int32_t k = 0; k < 4; ++k) {
-          *(uint32_t *)(void *)(d + k * pb) = pv;
-        }
+      for (int32_t j = j0; j < j_end; ++j, d += 16 * AI_DW3_HB) {
+        dw3_put(d, pv, pv, pv, pv);
       }
       continue;
     }
@@ -217,7 +217,7 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
     if (nch != 4) {
       for (int32_t ix = 0; ix < W; ++ix, s += C) {
         for (int32_t k = 0; k < nch; ++k) {
-          wr16(pl + k * pb + DW3_AT(pad + ix, r), (uint32_t)(int32_t)s[k]);
+          wr16(pl + DW3_AT(pad + ix, r, k), (uint32_t)(int32_t)s[k]);
         }
       }
       continue;
@@ -226,19 +226,19 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
     int32_t j = j0;
     if (ix < 0) { /* {pad, pixel 0} */
       const uint32_t y = rd32(s);
-      dw3_put(d, pb, pv, pv, sxtb16(y), sxtb16_r8(y));
+      dw3_put(d, pv, pv, sxtb16(y), sxtb16_r8(y));
       s += C;
       ix += 2;
       ++j;
-      d += 4 * AI_DW3_HB;
+      d += 16 * AI_DW3_HB;
     }
-    for (; ix + 1 < W; ix += 2, ++j, s += 2 * C, d += 4 * AI_DW3_HB) {
+    for (; ix + 1 < W; ix += 2, ++j, s += 2 * C, d += 16 * AI_DW3_HB) {
       const uint32_t x = rd32(s), y = rd32(s + C);
-      dw3_put(d, pb, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
+      dw3_put(d, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
     }
     if (ix < W) { /* {pixel W-1, pad} */
       const uint32_t x = rd32(s);
-      dw3_put(d, pb, sxtb16(x), sxtb16_r8(x), pv, pv);
+      dw3_put(d, sxtb16(x), sxtb16_r8(x), pv, pv);
     }
   }
 }
@@ -250,7 +250,7 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
  *        = SMLAD(h, wa) + p4*w2   (stride 2)    (SMLABT n, wb) */
 #define DW3_ROW_S1(K, WA, WB)                                  \
   do {                                                         \
-    const uint32_t l_ = q[K], h_ = q[AI_DW3_HB + (K)];         \
+    const uint32_t l_ = q[4 * (K)], h_ = q[4 * (AI_DW3_HB + (K))]; \
     a0 = smlad(l_, WA, a0);                                    \
     a1 = smlad(h_, WB, a1);                                    \
     a0 = smlabt(h_, WB, a0);                                   \
@@ -258,8 +258,8 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
   } while (0)
 #define DW3_ROW_S2(K, WA, WB)                                  \
   do {                                                         \
-    const uint32_t l_ = q[K], h_ = q[AI_DW3_HB + (K)];         \
-    const uint32_t n_ = q[2 * AI_DW3_HB + (K)];                \
+    const uint32_t l_ = q[4 * (K)], h_ = q[4 * (AI_DW3_HB + (K))]; \
+    const uint32_t n_ = q[4 * (2 * AI_DW3_HB + (K))];          \
     a0 = smlad(l_, WA, a0);                                    \
     a1 = smlad(h_, WA, a1);                                    \
     a0 = smlabt(h_, WB, a0);                                   \
@@ -267,83 +267,118 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
   } while (0)
 #define DW3_ONE(K, WA, WB)                                     \
   do {                                                         \
-    a0 = smlad(q[K], WA, a0);                                  \
-    a0 = smlabt(q[AI_DW3_HB + (K)], WB, a0);                   \
+    a0 = smlad(q[4 * (K)], WA, a0);                            \
+    a0 = smlabt(q[4 * (AI_DW3_HB + (K))], WB, a0);             \
   } while (0)
 
 #if defined(__ARM_FEATURE_DSP)
-/* The pair loop in assembly: gcc's register allocation spills the six weight words and
- * the requantisation constants (45-50 instructions per pair); here 39 (stride 1) / 42.
- * f (r3): {w0a,w0b,w1a,w1b,w2a,w2b, bias,bias, m,khi, rs,2^30, o_end}. Weights are
- * reloaded by one LDM per pair so that the requantisation can use their registers.
- * q (r0) data words, o (r1) outputs, C (r2) channel pitch; npairs >= 1. */
+/* The rows in assembly: gcc's register allocation spills the six weight words and the
+ * requantisation constants (45-50 instructions per pair); here 39 (stride 1) / 42 per
+ * pair, ~13 per row. r0 data words, r1 outputs, r2 output column pitch, r3 the frame
+ * f = {w0a,w0b,w1a,w1b,w2a,w2b, bias,bias, m,khi, rs,2^30, o_end, rows, o_delta, q_delta,
+ * span, odd}. The weights are reloaded by one LDM per pair so that the requantisation can
+ * use their registers; lr streams the data words. */
 #define DW3_MAC_S1(K, WA, WB)                           \
-  "ldr lr, [r0, #" #K "*4]\n\t"                         \
+  "ldr lr, [r0, #" #K "*16]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
   "smlatb r12, lr, " WA ", r12\n\t"                     \
-  "ldr lr, [r0, #32+" #K "*4]\n\t"                      \
+  "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
   "smlabt r11, lr, " WB ", r11\n\t"                     \
   "smlad r12, lr, " WB ", r12\n\t"
 #define DW3_MAC_S2(K, WA, WB)                           \
-  "ldr lr, [r0, #" #K "*4]\n\t"                         \
+  "ldr lr, [r0, #" #K "*16]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0, #32+" #K "*4]\n\t"                      \
+  "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
   "smlabt r11, lr, " WB ", r11\n\t"                     \
   "smlad r12, lr, " WA ", r12\n\t"                      \
-  "ldr lr, [r0, #64+" #K "*4]\n\t"                      \
+  "ldr lr, [r0, #256+" #K "*16]\n\t"                    \
   "smlabt r12, lr, " WB ", r12\n\t"
-#define DW3_RQ_TAIL(STEP)                                                          \
+#define DW3_MAC_ONE(K, WA, WB)                          \
+  "ldr lr, [r0, #" #K "*16]\n\t"                        \
+  "smlad r11, lr, " WA ", r11\n\t"                      \
+  "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
+  "smlabt r11, lr, " WB ", r11\n\t"
+#define DW3_RQ(ACC, DST)                                \
+  "eor r9, r8, " ACC ", asr #31\n\t"                    \
+  "add r10, r5, " ACC ", asr #31\n\t"                   \
+  "smlal r9, r10, " ACC ", r4\n\t"                      \
+  "asr r10, r10, r6\n\t"                                \
+  "ssat r10, #8, r10\n\t"                               \
+  "strb r10, " DST "\n\t"
+#define DW3_ROWS_ASM(MAC, STEP)                                                    \
+  "2:\n\t"                                                                         \
+  "ldr r4, [r3, #64]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 3f\n\t"                                                               \
+  "add lr, r1, r4\n\t"                                                             \
+  "str lr, [r3, #48]\n\t"                                                          \
+  "1:\n\t"                                                                         \
+  "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                                          \
+  "ldrd r11, r12, [r3, #24]\n\t"                                                   \
+  MAC(0, "r4", "r5") MAC(1, "r6", "r8") MAC(2, "r9", "r10")                        \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
-  "eor r9, r8, r11, asr #31\n\t"                                                   \
-  "add r10, r5, r11, asr #31\n\t"                                                  \
-  "smlal r9, r10, r11, r4\n\t"                                                     \
-  "asr r10, r10, r6\n\t"                                                           \
-  "ssat r10, #8, r10\n\t"                                                          \
-  "strb r10, [r1]\n\t"                                                             \
-  "eor r9, r8, r12, asr #31\n\t"                                                   \
-  "add r10, r5, r12, asr #31\n\t"                                                  \
-  "smlal r9, r10, r12, r4\n\t"                                                     \
-  "asr r10, r10, r6\n\t"                                                           \
-  "ssat r10, #8, r10\n\t"                                                          \
-  "strb r10, [r1, r2]\n\t"                                                         \
+  DW3_RQ("r11", "[r1]") DW3_RQ("r12", "[r1, r2]")                                  \
   "adds r0, r0, #" #STEP "\n\t"                                                    \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
   "ldr lr, [r3, #48]\n\t"                                                          \
   "cmp r1, lr\n\t"                                                                 \
-  "bne 1b\n\t"
-#define DW3_PAIRS_ASM(MAC, STEP)                                                   \
-  do {                                                                             \
-    register const uint32_t *q_ __asm__("r0") = q;                                 \
-    register int8_t *o_ __asm__("r1") = o;                                         \
-    register int32_t c_ __asm__("r2") = C;                                         \
-    register const int32_t *f_ __asm__("r3") = f;                                  \
-    __asm__ volatile("1:\n\t"                                                      \
-                     "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                       \
-                     "ldrd r11, r12, [r3, #24]\n\t"                                \
-                     MAC(0, "r4", "r5") MAC(1, "r6", "r8") MAC(2, "r9", "r10")     \
-                     DW3_RQ_TAIL(STEP)                                             \
-                     : "+r"(q_), "+r"(o_)                                          \
-                     : "r"(c_), "r"(f_)                                            \
-                     : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",    \
-                       "cc", "memory");                                            \
-    q = q_;                                                                        \
-    o = o_;                                                                        \
-  } while (0)
-#endif
+  "bne 1b\n\t"                                                                     \
+  "3:\n\t"                                                                         \
+  "ldr r4, [r3, #68]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 4f\n\t"                                                               \
+  "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                                          \
+  "ldr r11, [r3, #24]\n\t"                                                         \
+  DW3_MAC_ONE(0, "r4", "r5") DW3_MAC_ONE(1, "r6", "r8") DW3_MAC_ONE(2, "r9", "r10") \
+  "ldrd r4, r5, [r3, #32]\n\t"                                                     \
+  "ldrd r6, r8, [r3, #40]\n\t"                                                     \
+  DW3_RQ("r11", "[r1]")                                                            \
+  "4:\n\t"                                                                         \
+  "ldrd r4, r5, [r3, #56]\n\t"                                                     \
+  "add r1, r1, r4\n\t"                                                             \
+  "add r0, r0, r5\n\t"                                                             \
+  "ldr lr, [r3, #52]\n\t"                                                          \
+  "subs lr, lr, #1\n\t"                                                            \
+  "str lr, [r3, #52]\n\t"                                                          \
+  "bne 2b\n\t"
 
-/* `nrows` output rows (band rows S apart) of one channel from its plane. */
+#define DW3_ROWS_FN(NAME, S, MAC, STEP)                                                         \
+  static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
+                   int8_t *out, int32_t out_pitch, int32_t C) {                                \
+    const int32_t span = (ow >> 1) * 2 * C;                                                    \
+    int32_t f[18] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[6], k[7], k[8], k[9],       \
+                     0x40000000, 0, nrows, out_pitch - span, 16 * (S) - (ow >> 1) * (STEP),   \
+                     span, ow & 1};                                                            \
+    register const uint32_t *q_ __asm__("r0") = plane;                                         \
+    register int8_t *o_ __asm__("r1") = out;                                                   \
+    register int32_t c_ __asm__("r2") = C;                                                     \
+    register int32_t *f_ __asm__("r3") = f;                                                    \
+    __asm__ volatile(DW3_ROWS_ASM(MAC, STEP)                                                   \
+                     : "+r"(q_), "+r"(o_)                                                      \
+                     : "r"(c_), "r"(f_)                                                        \
+                     : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
+                       "memory");                                                              \
+  }
+DW3_ROWS_FN(dw3_rows_s1, 1, DW3_MAC_S1, 128)
+DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, 256)
+#else
+/* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, S, ROW)                                                               \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
     const uint32_t w0a = (uint32_t)k[0], w0b = (uint32_t)k[1], w1a = (uint32_t)k[2];           \
     const uint32_t w1b = (uint32_t)k[3], w2a = (uint32_t)k[4], w2b = (uint32_t)k[5];           \
     const int32_t bias = k[6], m = k[7], khi = k[8], rs = k[9];                                \
-    DW3_FRAME_INIT                                                                             \
     for (int32_t r = 0; r < nrows; ++r, out += out_pitch) {                                    \
-      const uint32_t *q = plane + r * (S);                                                     \
+      const uint32_t *q = plane + 4 * r * (S);                                                 \
       int8_t *o = out;                                                                         \
-      DW3_PAIRS_##S                                                                            \
+      for (int32_t j = ow >> 1; j > 0; --j, q += 4 * (S) * AI_DW3_HB, o += 2 * C) {           \
+        int32_t a0 = bias, a1 = bias;                                                          \
+        ROW(0, w0a, w0b);                                                                      \
+        ROW(1, w1a, w1b);                                                                      \
+        ROW(2, w2a, w2b);                                                                      \
+        o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                 \
+        o[C] = (int8_t)dw3_rq(a1, m, khi, rs);                                                 \
+      }                                                                                        \
       if (ow & 1) {                                                                            \
         int32_t a0 = bias;                                                                     \
         DW3_ONE(0, w0a, w0b);                                                                  \
@@ -353,32 +388,9 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
       }                                                                                        \
     }                                                                                          \
   }
-#define DW3_PAIRS_C(ROW, S)                                                                     \
-  for (int32_t j = ow >> 1; j > 0; --j, q += (S) * AI_DW3_HB, o += 2 * C) {                   \
-    int32_t a0 = bias, a1 = bias;                                                              \
-    ROW(0, w0a, w0b);                                                                          \
-    ROW(1, w1a, w1b);                                                                          \
-    ROW(2, w2a, w2b);                                                                          \
-    o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                     \
-    o[C] = (int8_t)dw3_rq(a1, m, khi, rs);                                                     \
-  }
-#if defined(__ARM_FEATURE_DSP)
-#define DW3_FRAME_INIT                                                                          \
-  int32_t f[13] = {k[0], k[1], k[2], k[3], k[4], k[5], bias, bias, m, khi, rs, 0x40000000, 0};
-#define DW3_PAIRS_ASM_ROWS(MAC, STEP)                                                           \
-  if (ow >> 1) {                                                                               \
-    f[12] = (int32_t)(intptr_t)(o + (ow >> 1) * 2 * C);                                       \
-    DW3_PAIRS_ASM(MAC, STEP);                                                                  \
-  }
-#define DW3_PAIRS_1 DW3_PAIRS_ASM_ROWS(DW3_MAC_S1, 32)
-#define DW3_PAIRS_2 DW3_PAIRS_ASM_ROWS(DW3_MAC_S2, 64)
-#else
-#define DW3_FRAME_INIT
-#define DW3_PAIRS_1 DW3_PAIRS_C(DW3_ROW_S1, 1)
-#define DW3_PAIRS_2 DW3_PAIRS_C(DW3_ROW_S2, 2)
-#endif
 DW3_ROWS_FN(dw3_rows_s1, 1, DW3_ROW_S1)
 DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2)
+#endif
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch) {
@@ -404,15 +416,14 @@ void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, cons
       const int32_t nch = C - c0 < 4 ? C - c0 : 4;
       for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
         const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
-        dw3_fill(&v, in + c0, nch, oy0 * S - v.pad_t, (nr - 1) * S + 3, (uint8_t *)pl,
-                 4 * plane_w32, pv);
+        dw3_fill(&v, in + c0, nch, oy0 * S - v.pad_t, (nr - 1) * S + 3, (uint8_t *)pl, pv);
         for (int32_t k = 0; k < nch; ++k) {
           const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
           int8_t *o = out + oy0 * v.out_row + c0 + k;
           if (S == 1) {
-            dw3_rows_s1(pl + k * plane_w32, nr, v.ow, kc, o, v.out_row, v.out_col);
+            dw3_rows_s1(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
           } else {
-            dw3_rows_s2(pl + k * plane_w32, nr, v.ow, kc, o, v.out_row, v.out_col);
+            dw3_rows_s2(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
           }
         }
       }
