@@ -293,6 +293,22 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
   "smlad r12, lr, " WA ", r12\n\t"                      \
   "ldr lr, [r0, #256+" #K "*16]\n\t"                    \
   "smlabt r12, lr, " WB ", r12\n\t"
+/* Kernel row 0 last, its loads post-incrementing r0 to the next pair (no separate add). */
+#define DW3_MAC_S1_LAST(WA, WB)                         \
+  "ldr lr, [r0, #128]\n\t"                              \
+  "smlabt r11, lr, " WB ", r11\n\t"                     \
+  "smlad r12, lr, " WB ", r12\n\t"                      \
+  "ldr lr, [r0], #128\n\t"                              \
+  "smlad r11, lr, " WA ", r11\n\t"                      \
+  "smlatb r12, lr, " WA ", r12\n\t"
+#define DW3_MAC_S2_LAST(WA, WB)                         \
+  "ldr lr, [r0, #256]\n\t"                              \
+  "smlabt r12, lr, " WB ", r12\n\t"                     \
+  "ldr lr, [r0], #128\n\t"                              \
+  "smlad r11, lr, " WA ", r11\n\t"                      \
+  "ldr lr, [r0], #128\n\t"                              \
+  "smlabt r11, lr, " WB ", r11\n\t"                     \
+  "smlad r12, lr, " WA ", r12\n\t"
 #define DW3_MAC_ONE(K, WA, WB)                          \
   "ldr lr, [r0, #" #K "*16]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
@@ -305,20 +321,18 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"                               \
   "strb r10, " DST "\n\t"
-#define DW3_ROWS_ASM(MAC, STEP)                                                    \
+#define DW3_ROWS_ASM(MAC, LAST)                                                    \
   "2:\n\t"                                                                         \
   "ldr r4, [r3, #64]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 3f\n\t"                                                               \
   "add lr, r1, r4\n\t"                                                             \
   "str lr, [r3, #48]\n\t"                                                          \
   "1:\n\t"                                                                         \
-  "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                                          \
-  "ldrd r11, r12, [r3, #24]\n\t"                                                   \
-  MAC(0, "r4", "r5") MAC(1, "r6", "r8") MAC(2, "r9", "r10")                        \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
+  MAC(2, "r9", "r10") MAC(1, "r6", "r8") LAST("r4", "r5")                          \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
   DW3_RQ("r11", "[r1]") DW3_RQ("r12", "[r1, r2]")                                  \
-  "adds r0, r0, #" #STEP "\n\t"                                                    \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
   "ldr lr, [r3, #48]\n\t"                                                          \
   "cmp r1, lr\n\t"                                                                 \
@@ -326,8 +340,7 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
   "3:\n\t"                                                                         \
   "ldr r4, [r3, #68]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 4f\n\t"                                                               \
-  "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                                          \
-  "ldr r11, [r3, #24]\n\t"                                                         \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
   DW3_MAC_ONE(0, "r4", "r5") DW3_MAC_ONE(1, "r6", "r8") DW3_MAC_ONE(2, "r9", "r10") \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
@@ -341,7 +354,7 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
   "str lr, [r3, #52]\n\t"                                                          \
   "bne 2b\n\t"
 
-#define DW3_ROWS_FN(NAME, S, MAC, STEP)                                                         \
+#define DW3_ROWS_FN(NAME, S, MAC, LAST, STEP)                                                         \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
     const int32_t span = (ow >> 1) * 2 * C;                                                    \
@@ -352,14 +365,14 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = C;                                                     \
     register int32_t *f_ __asm__("r3") = f;                                                    \
-    __asm__ volatile(DW3_ROWS_ASM(MAC, STEP)                                                   \
+    __asm__ volatile(DW3_ROWS_ASM(MAC, LAST)                                                   \
                      : "+r"(q_), "+r"(o_)                                                      \
                      : "r"(c_), "r"(f_)                                                        \
                      : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
                        "memory");                                                              \
   }
-DW3_ROWS_FN(dw3_rows_s1, 1, DW3_MAC_S1, 128)
-DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, 256)
+DW3_ROWS_FN(dw3_rows_s1, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, 128)
+DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256)
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, S, ROW)                                                               \
