@@ -69,14 +69,15 @@ int32_t ai_depthwise_conv2d_s8_scratch_size(const ai_depthwise_conv2d_s8_params 
 /* DEPTHWISE_CONV_2D 3x3, multiplier 1, dilation 1, stride 1x1 or 2x2, fused clamp equal to
  * the full int8 range, requantisation proved exact at generate time for the fast sequence
  * (docs/kernels_conv.md, "3x3 depthwise"). Channel-planar: for each group of 4 channels,
- * bands of input rows are transposed into 4 int16 planes of plane_w columns in scratch
- * (padding columns/rows hold pad_value), then each channel's output rows are computed two
- * pixels at a time with SMLAD on packed pixel pairs.
+ * bands of 8 input rows are transposed into int16 pixel pairs in scratch (padding holds
+ * pad_value), then each channel's output rows are computed two pixels at a time with SMLAD
+ * on packed pixel pairs. Scratch: ai_depthwise_conv2d_3x3_s8_scratch_size() bytes.
  * packed: per channel 10 int32: {w00,w01}, {w01,w02}, {w10,w11}, {w11,w12}, {w20,w21},
  * {w21,w22} (int16 pairs, low half first), folded bias, multiplier, khi, rs (see docs).
  * Access order (for in-place use): channel groups in order; inside a group, bands of output
- * rows top to bottom; a band's input rows (of this group's channels) are all read into
- * scratch before any of its outputs is written. */
+ * rows in the walking direction; a band's input rows (of this group's channels) are all read
+ * into scratch before any of its outputs is written: output may overwrite input when
+ * transpose == 0 or stride == 1 (docs). */
 typedef struct {
   AI_CONV_GEOMETRY_FIELDS
   int32_t pad_value;
