@@ -223,6 +223,10 @@ LAYERS = [
      dict(stride=(2, 2), padding="VALID"), "depthwise_conv2d_3x3_s8"),
     ("dw3x3_s2_same_2x3_c4", "DEPTHWISE_CONV_2D", (1, 2, 3, 4), (1, 3, 3, 4), dict(stride=(2, 2)),
      "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_multiplier2_c3", "DEPTHWISE_CONV_2D", (1, 9, 8, 3), (1, 3, 3, 6), dict(stride=(2, 2)),
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s1_multiplier3_c5_tall", "DEPTHWISE_CONV_2D", (2, 11, 6, 5), (1, 3, 3, 15), {},
+     "depthwise_conv2d_3x3_s8"),
     # a clamp narrower than int8 (RELU with the output zero point inside) and stride (1, 2)
     # stay on the general kernel
     ("dw3x3_relu_general", "DEPTHWISE_CONV_2D", (1, 6, 6, 8), (1, 3, 3, 8), dict(act="RELU"),
@@ -627,7 +631,9 @@ int main(void) {
   }
   for (int c = 0; c < 300; ++c) {
     ai_depthwise_conv2d_3x3_s8_params p;
-    p.batches = rr(1, 2); p.in_h = rr(1, 12); p.in_w = rr(1, 12); p.in_c = rr(1, 24); p.out_c = p.in_c;
+    p.batches = rr(1, 2); p.in_h = rr(1, 12); p.in_w = rr(1, 12); p.in_c = rr(1, 24);
+    p.out_c = p.in_c * rr(1, 3);
+    if (p.out_c > 24) p.out_c = p.in_c;
     p.k_h = p.k_w = 3; p.stride[0] = p.stride[1] = rr(1, 2); p.dilation[0] = p.dilation[1] = 1;
     p.pad[0] = rr(0, 1); p.pad[1] = rr(0, 1);
     p.out_h = (p.in_h + p.pad[0] + rr(0, 2 - p.pad[0]) - 3) / p.stride[0] + 1;
@@ -641,7 +647,7 @@ int main(void) {
       p.plane_w = 2 * words; }
     if (!FITS(p, 0) || ai_depthwise_conv2d_3x3_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, 0, 0);
-    for (int32_t i = 0; i < p.in_c; ++i) {
+    for (int32_t i = 0; i < p.out_c; ++i) {
       int32_t *k = packed + 10 * i;
       for (int j = 0; j < 6; ++j) {
         k[j] = (int32_t)(((uint32_t)rr(-128, 127) & 0xFFFFu) | ((uint32_t)rr(-128, 127) << 16));

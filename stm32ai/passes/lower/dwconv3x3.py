@@ -111,14 +111,15 @@ def requant_pairs(in_scale: float, filter_scales: np.ndarray, out_scale: float,
 def dw3x3_eligible(k: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
                    depth_mult: int, act: tuple[int, int]) -> bool:
     """Shape and clamp conditions of the 3x3 kernel (the requantisation is checked apart)."""
-    return (k == (3, 3) and dilation == (1, 1) and stride in ((1, 1), (2, 2)) and depth_mult == 1
+    return (k == (3, 3) and dilation == (1, 1) and stride in ((1, 1), (2, 2)) and depth_mult >= 1
             and act == (-128, 127))
 
 
 def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: np.ndarray | None,
                 base: str) -> bool:
-    """Lower an int8 depthwise op (multiplier 1) to depthwise_conv2d_3x3_s8 when every
-    condition holds; False leaves the op to the general kernels."""
+    """Lower an int8 depthwise op to depthwise_conv2d_3x3_s8 when every condition holds
+    (multiplier M > 1: output channel oc reads input channel oc // M, gathered byte by byte
+    in the transposition); False leaves the op to the general kernels."""
     from stm32ai.passes.lower import conv as cv  # conv.py calls us: import at run time
 
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]

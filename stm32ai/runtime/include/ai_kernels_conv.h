@@ -66,7 +66,7 @@ void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t
                             const int32_t *shift, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_s8_scratch_size(const ai_depthwise_conv2d_s8_params *p);
 
-/* DEPTHWISE_CONV_2D 3x3, multiplier 1, dilation 1, stride 1x1 or 2x2, fused clamp equal to
+/* DEPTHWISE_CONV_2D 3x3, any multiplier (out_c = in_c * M), dilation 1, stride 1x1 or 2x2, fused clamp equal to
  * the full int8 range, requantisation proved exact at generate time for the fast sequence
  * (docs/kernels_conv.md, "3x3 depthwise"). Channel-planar: for each group of 4 channels,
  * bands of 8 input rows are transposed into int16 pixel pairs in scratch (padding holds

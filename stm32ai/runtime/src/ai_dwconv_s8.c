@@ -199,8 +199,8 @@ typedef struct {
   int32_t h, w, pad_t, pad_l, in_row, in_col, oh, ow, out_row, out_col;
 } dw3_view;
 
-static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t iy0, int32_t rows,
-                     uint8_t *pl, uint32_t pv) {
+static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch, int32_t mult,
+                     int32_t iy0, int32_t rows, uint8_t *pl, uint32_t pv) {
   const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
   const int32_t j_end = (pad + W + 1) >> 1;     /* words holding interior pixels: [j0, j_end) */
   const int32_t j0 = pad >> 1;
@@ -214,14 +214,15 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t nch, int32_t i
       continue;
     }
     const int8_t *s = in + iy * v->in_row;
-    if (nch != 4) {
+    if (nch != 4 || mult != 1) { /* output channel c0+k reads input channel (c0+k)/mult */
       for (int32_t ix = 0; ix < W; ++ix, s += C) {
         for (int32_t k = 0; k < nch; ++k) {
-          wr16(pl + DW3_AT(pad + ix, r, k), (uint32_t)(int32_t)s[k]);
+          wr16(pl + DW3_AT(pad + ix, r, k), (uint32_t)(int32_t)s[(c0 + k) / mult]);
         }
       }
       continue;
     }
+    s += c0;
     int32_t ix = 2 * j0 - pad; /* input column of the low half of word j0: -1 or 0 */
     int32_t j = j0;
     if (ix < 0) { /* {pad, pixel 0} */
@@ -407,12 +408,12 @@ DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2)
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch) {
-  const int32_t C = p->in_c, S = p->stride[0];
+  const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];
   dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,
-                p->out_h, p->out_w, p->out_w * C, C};
+                p->out_h, p->out_w, p->out_w * OC, OC};
   if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (the weights are transposed) */
     const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,
-                        p->out_w, p->out_h, C, p->out_w * C};
+                        p->out_w, p->out_h, OC, p->out_w * OC};
     v = t;
   }
   const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
@@ -424,12 +425,12 @@ void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, cons
   }
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *in = input + b * p->in_h * p->in_w * C;
-    int8_t *out = output + b * p->out_h * p->out_w * C;
-    for (int32_t c0 = 0; c0 < C; c0 += 4) {
-      const int32_t nch = C - c0 < 4 ? C - c0 : 4;
+    int8_t *out = output + b * p->out_h * p->out_w * OC;
+    for (int32_t c0 = 0; c0 < OC; c0 += 4) {
+      const int32_t nch = OC - c0 < 4 ? OC - c0 : 4;
       for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
         const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
-        dw3_fill(&v, in + c0, nch, oy0 * S - v.pad_t, (nr - 1) * S + 3, (uint8_t *)pl, pv);
+        dw3_fill(&v, in, c0, nch, OC / C, oy0 * S - v.pad_t, (nr - 1) * S + 3, (uint8_t *)pl, pv);
         for (int32_t k = 0; k < nch; ++k) {
           const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
           int8_t *o = out + oy0 * v.out_row + c0 + k;
