@@ -303,6 +303,34 @@ def _dw3_kernel_requant(acc: np.ndarray, m: int, shift: int, out_zp: int) -> np.
     return (total >> 32) >> (e - 1)
 
 
+def _dw3_sign_exact_requant(acc: np.ndarray, m: int, shift: int, out_zp: int) -> np.ndarray:
+    """The _sgn kernel's requantisation, transcribed: hi32({khi, klo} - 2^31*[acc<0] + acc*m) >> rs."""
+    e = -shift
+    acc = np.asarray(acc, np.int64)
+    khi = ((1 << (e - 2)) if e >= 2 else 0) + out_zp * (1 << (e - 1))
+    klo = 0xC0000000 if e == 1 else 0x40000000
+    total = (khi << 32) + klo - np.where(acc < 0, 1 << 31, 0) + acc * m
+    return (total >> 32) >> (e - 1)
+
+
+def test_dw3x3_sign_exact_requant_against_tflite():
+    """The sign-exact sequence equals MultiplyByQuantizedMultiplier (+ out_zp) for every
+    shift -23..-1, on random accumulators and the int32 edges."""
+    local = np.random.default_rng(9)
+    edges = np.array([-(2**31), -(2**31) + 1, -(2**30), -3, -2, -1, 0, 1, 2, 3, 2**30, 2**31 - 1])
+    for shift in range(-23, 0):
+        assert dw3.sign_exact_ok(2**30, shift)
+        for _ in range(6):
+            m = int(local.integers(2**30, 2**31)) >> int(local.integers(0, 31))
+            m = max(m, 2**30) if local.random() < 0.7 else 2**30
+            zp = int(local.integers(-128, 128))
+            acc = np.concatenate([edges, local.integers(-(2**31), 2**31, 3000),
+                                  local.integers(-5000, 5000, 3000)])
+            ref = multiply_by_quantized_multiplier(acc, np.int64(m), np.int64(shift)) + zp
+            np.testing.assert_array_equal(_dw3_sign_exact_requant(acc, m, shift, zp), ref)
+    assert not dw3.sign_exact_ok(2**30, 0) and not dw3.sign_exact_ok(2**30, -24)
+
+
 def test_dw3x3_fast_requant_proof_against_brute_force():
     """fast_requant_exact(m, shift, lo, hi) says the kernel's sequence equals TFLite's
     MultiplyByQuantizedMultiplier (+ out_zp) for every accumulator in [lo, hi]; check it by
@@ -335,16 +363,23 @@ def test_dw3x3_fast_requant_proof_against_brute_force():
     assert not dw3.fast_requant_exact(2**30 + 1, -8, 0, 2**31)
 
 
-def test_dw3x3_unprovable_requant_takes_the_general_kernel():
-    """Scales whose ratio is a power of two (m = 2^30) with negative accumulators: the fast
-    sequence cannot be proved exact, so the layer stays on depthwise_conv2d_s8, still exact."""
-    c = 4
+@pytest.mark.parametrize("case,w_scale,in_q,out_q,kernel", [
+    # scales whose ratio is a power of two (m = 2^30) with negative accumulators: the EOR
+    # sequence cannot be proved exact -> the sign-exact kernel
+    ("power_of_two_ratio", 1 / 64, (0.5, 3), (1.0, -2), "depthwise_conv2d_3x3_sgn_s8"),
+    # effective scale 0.36: shift -1 -> the sign-exact kernel (rs = 0)
+    ("shift_minus_1", 0.5, (0.5, 3), (0.7, -2), "depthwise_conv2d_3x3_sgn_s8"),
+    # effective scale 0.71: shift 0 -> the general kernel
+    ("shift_0", 0.5, (0.5, 3), (0.35, 1), "depthwise_conv2d_s8"),
+])
+def test_dw3x3_requant_variants(case, w_scale, in_q, out_q, kernel):
+    c = 6
     w = _w((1, 3, 3, c), "int8")
-    g = make_layer("DEPTHWISE_CONV_2D", (1, 5, 6, c), w, rng.integers(-50, 50, c),
-                   w_scales=np.full(c, 1 / 64), in_q=(0.5, 3), out_q=(1.0, -2))
-    x = _x((1, 5, 6, c), "int8")
+    g = make_layer("DEPTHWISE_CONV_2D", (2, 5, 7, c), w, rng.integers(-50, 50, c),
+                   w_scales=np.full(c, w_scale), in_q=in_q, out_q=out_q, stride=(2, 2) if c % 2 else (1, 1))
+    x = _x((2, 5, 7, c), "int8")
     y, op = _run(g, x)
-    assert op.kernel == "depthwise_conv2d_s8"
+    assert op.kernel == kernel, case
     np.testing.assert_array_equal(y, reference(g, x))
 
 
@@ -647,18 +682,23 @@ int main(void) {
       p.plane_w = 2 * words; }
     if (!FITS(p, 0) || ai_depthwise_conv2d_3x3_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, 0, 0);
+    const int sgn = rr(0, 1);
     for (int32_t i = 0; i < p.out_c; ++i) {
       int32_t *k = packed + 10 * i;
       for (int j = 0; j < 6; ++j) {
         k[j] = (int32_t)(((uint32_t)rr(-128, 127) & 0xFFFFu) | ((uint32_t)rr(-128, 127) << 16));
       }
-      const int32_t e = rr(2, 23), zp = rr(-128, 127);
+      const int32_t e = rr(2 - sgn, 23), zp = rr(-128, 127);
       k[6] = rr(0, 3) == 0 ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
       k[7] = (int32_t)(0x40000000u + (rnd() % 0x40000000u));
-      k[8] = (int32_t)((1u << (e - 2)) + (uint32_t)zp * (1u << (e - 1)));
+      k[8] = (int32_t)((e >= 2 ? 1u << (e - 2) : 0u) + (uint32_t)zp * (1u << (e - 1)));
       k[9] = e - 1;
     }
-    ai_depthwise_conv2d_3x3_s8(&p, in_buf, packed, out_buf, scratch);
+    if (sgn) {
+      ai_depthwise_conv2d_3x3_sgn_s8(&p, in_buf, packed, out_buf, scratch);
+    } else {
+      ai_depthwise_conv2d_3x3_s8(&p, in_buf, packed, out_buf, scratch);
+    }
     printf("dw3 %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
     ++ran;
   }

@@ -47,8 +47,14 @@ def _v2(m: int) -> int:
     return (m & -m).bit_length() - 1
 
 
+def sign_exact_ok(m: int, shift: int) -> bool:
+    """The `_sgn` kernel's requantisation (exact sign term) equals TFLite's for every int32
+    accumulator: needs 1 <= e <= 23 (e = -shift; e <= 23 keeps khi and the 64-bit sum in range)."""
+    return m > 0 and 1 <= -shift <= 23
+
+
 def fast_requant_exact(m: int, shift: int, lo: int, hi: int) -> bool:
-    """True when the kernel's requantisation equals TFLite's for every acc in [lo, hi]."""
+    """True when the EOR requantisation equals TFLite's for every acc in [lo, hi]."""
     e = -shift
     if m <= 0 or not 2 <= e <= 23:  # e <= 23: khi and the 64-bit sum never overflow
         return False
@@ -93,7 +99,10 @@ def pack_dw3x3(w_taps: np.ndarray, bias_folded: np.ndarray, mult: np.ndarray, sh
         out[:, 2 * k + 1] = _pairs(w[k, 1], w[k, 2])
     out[:, 6] = bias_folded
     out[:, 7] = mult
-    out[:, 8] = (np.int64(1) << (e - 2)) + np.int64(out_zp) * (np.int64(1) << (e - 1))
+    # khi: the high word of 2^30 + 2^(30+e) (0 for e = 1, whose 3 * 2^30 the kernel keeps in
+    # the low word) plus the output zero point times 2^(31+e) / 2^32
+    khi = np.where(e >= 2, np.int64(1) << np.maximum(e - 2, 0), 0)
+    out[:, 8] = khi + np.int64(out_zp) * (np.int64(1) << (e - 1))
     out[:, 9] = e - 1
     return out.reshape(-1)
 
@@ -130,8 +139,12 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
     assert w.quant is not None
     mult, shift = requant_pairs(cv._scale(x), np.asarray(w.quant.scale), cv._scale(y), geo.out_c)
     lo, hi = acc_range(w_taps, bias, cv._zp(x))
-    if not all(fast_requant_exact(int(m), int(s), int(a), int(b))
-               for m, s, a, b in zip(mult, shift, lo, hi, strict=True)):
+    if all(fast_requant_exact(int(m), int(s), int(a), int(b))
+           for m, s, a, b in zip(mult, shift, lo, hi, strict=True)):
+        kernel = "depthwise_conv2d_3x3_s8"
+    elif all(sign_exact_ok(int(m), int(s)) for m, s in zip(mult, shift, strict=True)):
+        kernel = "depthwise_conv2d_3x3_sgn_s8"  # 2 more instructions per output
+    else:
         return False
     # Walk the image along its longer side: more output pairs per row, fewer rows.
     transpose = geo.in_h > geo.in_w
@@ -141,7 +154,7 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
         plane_w = dw3x3_plane_w(geo.in_h, geo.out_h, geo.stride[0], geo.pad[0])
     else:
         plane_w = dw3x3_plane_w(geo.in_w, geo.out_w, geo.stride[1], geo.pad[1])
-    op.kernel = "depthwise_conv2d_3x3_s8"
+    op.kernel = kernel
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
     op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
                 "transpose": int(transpose)}

@@ -89,6 +89,15 @@ void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, cons
                                 const int32_t *packed, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8_params *p);
 
+/* The same kernel with the requantisation's sign correction computed exactly (2 more
+ * instructions per output): for 3x3 layers whose fast sequence cannot be proved exact, and
+ * channels with shift -1 (rs = 0). */
+typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_sgn_s8_params;
+void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params *p,
+                                    const int8_t *input, const int32_t *packed, int8_t *output,
+                                    void *scratch);
+int32_t ai_depthwise_conv2d_3x3_sgn_s8_scratch_size(const ai_depthwise_conv2d_3x3_sgn_s8_params *p);
+
 /* DEPTHWISE_CONV_2D, any depth multiplier and kernel size; TFLite's 1HW(C*M) weights
  * as they are. out channel oc = ic * depth_mult + m. No scratch. */
 typedef struct {

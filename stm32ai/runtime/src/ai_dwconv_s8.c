@@ -147,25 +147,23 @@ int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8
   return 4 * (p->plane_w / 2) * AI_DW3_HB * (int32_t)sizeof(uint32_t);
 }
 
-/* The requantisation the lowering proved exact for this layer (docs/kernels_conv.md):
- * hi32({khi + s, 2^30 ^ s} + x*m) >> rs, s = x >> 31, then SSAT; khi = 2^(e-2) +
- * out_zp * 2^(e-1) folds the output zero point in, rs = e - 1. */
-static inline int32_t dw3_rq(int32_t x, int32_t m, int32_t khi, int32_t rs) {
-#if defined(__ARM_FEATURE_DSP)
-  int32_t lo, hi;
-  __asm__("eor %0, %2, %3, asr #31\n\t"
-          "add %1, %4, %3, asr #31\n\t"
-          "smlal %0, %1, %3, %5"
-          : "=&r"(lo), "=&r"(hi)
-          : "r"(0x40000000), "r"(x), "r"(khi), "r"(m));
-  (void)lo;
-  return ssat8(hi >> rs);
-#else
-  const uint32_t s = (uint32_t)(x >> 31);
-  const uint64_t k = ((uint64_t)((uint32_t)khi + s) << 32) | (0x40000000u ^ s);
+/* Low word of TFLite's rounding constant 2^30 + 2^(30+e) (docs): 2^30, or 3 * 2^30 for e = 1. */
+#define DW3_KLO(rs) ((rs) == 0 ? (int32_t)0xC0000000u : 0x40000000)
+
+/* Portable requantisation (the assembly computes the same): hi32({khi, klo} + sign term +
+ * x*m) >> rs, then SSAT 8; khi folds the output zero point in (docs/kernels_conv.md).
+ * exact_sign = 0: sign term applied as {s, klo ^ s} (EOR; proved exact per layer at
+ * generate time); 1: exactly -2^31 * [x < 0]. */
+static inline int32_t dw3_rq(int32_t x, int32_t m, int32_t khi, int32_t rs, int exact_sign) {
+  const uint32_t s = (uint32_t)(x >> 31), klo = (uint32_t)DW3_KLO(rs);
+  uint64_t k;
+  if (exact_sign) {
+    k = ((uint64_t)(uint32_t)khi << 32) + klo - (s & 0x80000000u);
+  } else {
+    k = ((uint64_t)((uint32_t)khi + s) << 32) | (klo ^ s);
+  }
   const uint64_t a = k + (uint64_t)((int64_t)x * m);
   return ssat8((int32_t)(uint32_t)(a >> 32) >> rs);
-#endif
 }
 
 static inline void wr16(uint8_t *p, uint32_t v) {
@@ -188,21 +186,21 @@ static inline void dw3_put(uint8_t *d, uint32_t xe, uint32_t xo, uint32_t ye, ui
   w[3] = pk_hi(xo, yo);
 }
 
-/* Input rows iy0 .. iy0+rows-1 of channels c0 .. c0+nch-1 (nch <= 4) into band rows
- * 0 .. rows-1 of planes 0 .. nch-1: int16 column i holds input column i - pad[1]; whole
- * words are written, a column outside the image taking pad_value (rows outside the image
- * are pad_value throughout). Columns of words no interior pixel touches keep the pad
- * values written at the start. */
 /* The image as the kernel walks it: rows of `w` pixels, `in_col` bytes apart (the input's
  * columns, or its rows when the layer is processed transposed). */
 typedef struct {
-  int32_t h, w, pad_t, pad_l, in_row, in_col, oh, ow, out_row, out_col;
+  int32_t h, w, pad_t, pad_l, in_row, in_col, oh, ow, out_row, out_col, pad_value;
 } dw3_view;
 
-static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch, int32_t mult,
-                     int32_t iy0, int32_t rows, uint8_t *pl, uint32_t pv) {
+/* Input rows iy0 .. iy0+rows-1 into band rows 0 .. rows-1 for 4 output channels that are 4
+ * consecutive input channels (multiplier 1) starting at `in`. Int16 column i holds input
+ * column i - pad_l; whole words are written, a column outside the image taking pad_value
+ * (rows outside the image are pad_value throughout). Words no interior pixel touches keep
+ * the pad values written at the start. */
+static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t rows, uint8_t *pl,
+                     uint32_t pv) {
   const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
-  const int32_t j_end = (pad + W + 1) >> 1;     /* words holding interior pixels: [j0, j_end) */
+  const int32_t j_end = (pad + W + 1) >> 1; /* words holding interior pixels: [j0, j_end) */
   const int32_t j0 = pad >> 1;
   for (int32_t r = 0; r < rows; ++r) {
     const int32_t iy = iy0 + r;
@@ -214,32 +212,37 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nc
       continue;
     }
     const int8_t *s = in + iy * v->in_row;
-    if (nch != 4 || mult != 1) { /* output channel c0+k reads input channel (c0+k)/mult */
-      for (int32_t ix = 0; ix < W; ++ix, s += C) {
-        for (int32_t k = 0; k < nch; ++k) {
-          wr16(pl + DW3_AT(pad + ix, r, k), (uint32_t)(int32_t)s[(c0 + k) / mult]);
-        }
-      }
-      continue;
-    }
-    s += c0;
     int32_t ix = 2 * j0 - pad; /* input column of the low half of word j0: -1 or 0 */
-    int32_t j = j0;
     if (ix < 0) { /* {pad, pixel 0} */
       const uint32_t y = rd32(s);
       dw3_put(d, pv, pv, sxtb16(y), sxtb16_r8(y));
       s += C;
       ix += 2;
-      ++j;
       d += 16 * AI_DW3_HB;
     }
-    for (; ix + 1 < W; ix += 2, ++j, s += 2 * C, d += 16 * AI_DW3_HB) {
+    for (; ix + 1 < W; ix += 2, s += 2 * C, d += 16 * AI_DW3_HB) {
       const uint32_t x = rd32(s), y = rd32(s + C);
       dw3_put(d, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
     }
     if (ix < W) { /* {pixel W-1, pad} */
       const uint32_t x = rd32(s);
       dw3_put(d, sxtb16(x), sxtb16_r8(x), pv, pv);
+    }
+  }
+}
+
+/* The same for a partial group (nch < 4) or a depth multiplier > 1: output channel c0+k
+ * reads input channel (c0+k)/mult, one byte at a time. */
+static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch,
+                            int32_t mult, int32_t iy0, int32_t rows, uint8_t *pl) {
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t iy = iy0 + r;
+    const int8_t *s = in + iy * v->in_row;
+    for (int32_t ix = 0; ix < v->w; ++ix, s += v->in_col) {
+      for (int32_t k = 0; k < nch; ++k) {
+        const int32_t x = (iy < 0 || iy >= v->h) ? v->pad_value : s[(c0 + k) / mult];
+        wr16(pl + DW3_AT(v->pad_l + ix, r, k), (uint32_t)x);
+      }
     }
   }
 }
@@ -315,14 +318,22 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nc
   "smlad r11, lr, " WA ", r11\n\t"                      \
   "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
   "smlabt r11, lr, " WB ", r11\n\t"
-#define DW3_RQ(ACC, DST)                                \
+/* lo = klo ^ s, hi = khi + s (s = acc >> 31): 2 instructions, exactness proved per layer */
+#define DW3_SGN_EOR(ACC)                                \
   "eor r9, r8, " ACC ", asr #31\n\t"                    \
-  "add r10, r5, " ACC ", asr #31\n\t"                   \
+  "add r10, r5, " ACC ", asr #31\n\t"
+/* {hi, lo} = {khi, klo} - 2^31 * [acc < 0]: exact for every accumulator */
+#define DW3_SGN_EXACT(ACC)                              \
+  "asr r10, " ACC ", #31\n\t"                           \
+  "adds r9, r8, r10, lsl #31\n\t"                       \
+  "adc r10, r5, r10\n\t"
+#define DW3_RQ(SGN, ACC, DST)                              \
+  SGN(ACC)                                              \
   "smlal r9, r10, " ACC ", r4\n\t"                      \
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"                               \
   "strb r10, " DST "\n\t"
-#define DW3_ROWS_ASM(MAC, LAST)                                                    \
+#define DW3_ROWS_ASM(MAC, LAST, SGN)                                                    \
   "2:\n\t"                                                                         \
   "ldr r4, [r3, #64]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 3f\n\t"                                                               \
@@ -333,7 +344,7 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nc
   MAC(2, "r9", "r10") MAC(1, "r6", "r8") LAST("r4", "r5")                          \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
-  DW3_RQ("r11", "[r1]") DW3_RQ("r12", "[r1, r2]")                                  \
+  DW3_RQ(SGN, "r11", "[r1]") DW3_RQ(SGN, "r12", "[r1, r2]")                        \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
   "ldr lr, [r3, #48]\n\t"                                                          \
   "cmp r1, lr\n\t"                                                                 \
@@ -345,7 +356,7 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nc
   DW3_MAC_ONE(0, "r4", "r5") DW3_MAC_ONE(1, "r6", "r8") DW3_MAC_ONE(2, "r9", "r10") \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
-  DW3_RQ("r11", "[r1]")                                                            \
+  DW3_RQ(SGN, "r11", "[r1]")                                                       \
   "4:\n\t"                                                                         \
   "ldrd r4, r5, [r3, #56]\n\t"                                                     \
   "add r1, r1, r4\n\t"                                                             \
@@ -355,28 +366,30 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nc
   "str lr, [r3, #52]\n\t"                                                          \
   "bne 2b\n\t"
 
-#define DW3_ROWS_FN(NAME, S, MAC, LAST, STEP)                                                         \
+#define DW3_ROWS_FN(NAME, S, MAC, LAST, STEP, SGN)                                              \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
     const int32_t span = (ow >> 1) * 2 * C;                                                    \
     int32_t f[18] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[6], k[7], k[8], k[9],       \
-                     0x40000000, 0, nrows, out_pitch - span, 16 * (S) - (ow >> 1) * (STEP),   \
+                     DW3_KLO(k[9]), 0, nrows, out_pitch - span, 16 * (S) - (ow >> 1) * (STEP), \
                      span, ow & 1};                                                            \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = C;                                                     \
     register int32_t *f_ __asm__("r3") = f;                                                    \
-    __asm__ volatile(DW3_ROWS_ASM(MAC, LAST)                                                   \
+    __asm__ volatile(DW3_ROWS_ASM(MAC, LAST, SGN)                                                   \
                      : "+r"(q_), "+r"(o_)                                                      \
                      : "r"(c_), "r"(f_)                                                        \
                      : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
                        "memory");                                                              \
   }
-DW3_ROWS_FN(dw3_rows_s1, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, 128)
-DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256)
+DW3_ROWS_FN(dw3_rows_s1, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, 128, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s1x, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, 128, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s2x, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256, DW3_SGN_EXACT)
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
-#define DW3_ROWS_FN(NAME, S, ROW)                                                               \
+#define DW3_ROWS_FN(NAME, S, ROW, X)                                                            \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
     const uint32_t w0a = (uint32_t)k[0], w0b = (uint32_t)k[1], w1a = (uint32_t)k[2];           \
@@ -390,30 +403,35 @@ DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256)
         ROW(0, w0a, w0b);                                                                      \
         ROW(1, w1a, w1b);                                                                      \
         ROW(2, w2a, w2b);                                                                      \
-        o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                 \
-        o[C] = (int8_t)dw3_rq(a1, m, khi, rs);                                                 \
+        o[0] = (int8_t)dw3_rq(a0, m, khi, rs, X);                                              \
+        o[C] = (int8_t)dw3_rq(a1, m, khi, rs, X);                                              \
       }                                                                                        \
       if (ow & 1) {                                                                            \
         int32_t a0 = bias;                                                                     \
         DW3_ONE(0, w0a, w0b);                                                                  \
         DW3_ONE(1, w1a, w1b);                                                                  \
         DW3_ONE(2, w2a, w2b);                                                                  \
-        o[0] = (int8_t)dw3_rq(a0, m, khi, rs);                                                 \
+        o[0] = (int8_t)dw3_rq(a0, m, khi, rs, X);                                              \
       }                                                                                        \
     }                                                                                          \
   }
-DW3_ROWS_FN(dw3_rows_s1, 1, DW3_ROW_S1)
-DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2)
+DW3_ROWS_FN(dw3_rows_s1, 1, DW3_ROW_S1, 0)
+DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2, 0)
+DW3_ROWS_FN(dw3_rows_s1x, 1, DW3_ROW_S1, 1)
+DW3_ROWS_FN(dw3_rows_s2x, 2, DW3_ROW_S2, 1)
 #endif
 
-void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
-                                const int32_t *packed, int8_t *output, void *scratch) {
+/* The driver of both kernels, inlined into each with a constant `sgn` (a model links only the
+ * kernels it calls, and the rows calls stay direct). */
+static inline __attribute__((always_inline)) void dw3_run(
+    const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,
+    int8_t *output, void *scratch, const int sgn) {
   const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];
   dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,
-                p->out_h, p->out_w, p->out_w * OC, OC};
+                p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};
   if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (the weights are transposed) */
     const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,
-                        p->out_w, p->out_h, OC, p->out_w * OC};
+                        p->out_w, p->out_h, OC, p->out_w * OC, p->pad_value};
     v = t;
   }
   const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
@@ -430,17 +448,37 @@ void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, cons
       const int32_t nch = OC - c0 < 4 ? OC - c0 : 4;
       for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
         const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
-        dw3_fill(&v, in, c0, nch, OC / C, oy0 * S - v.pad_t, (nr - 1) * S + 3, (uint8_t *)pl, pv);
+        const int32_t iy0 = oy0 * S - v.pad_t, rows = (nr - 1) * S + 3;
+        if (nch == 4 && OC == C) {
+          dw3_fill(&v, in + c0, iy0, rows, (uint8_t *)pl, pv);
+        } else {
+          dw3_fill_gather(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);
+        }
         for (int32_t k = 0; k < nch; ++k) {
           const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
           int8_t *o = out + oy0 * v.out_row + c0 + k;
           if (S == 1) {
-            dw3_rows_s1(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
+            (sgn ? dw3_rows_s1x : dw3_rows_s1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
           } else {
-            dw3_rows_s2(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
+            (sgn ? dw3_rows_s2x : dw3_rows_s2)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
           }
         }
       }
     }
   }
+}
+
+void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
+                                const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run(p, input, packed, output, scratch, 0);
+}
+
+int32_t ai_depthwise_conv2d_3x3_sgn_s8_scratch_size(const ai_depthwise_conv2d_3x3_sgn_s8_params *p) {
+  return ai_depthwise_conv2d_3x3_s8_scratch_size(p);
+}
+
+void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params *p,
+                                    const int8_t *input, const int32_t *packed, int8_t *output,
+                                    void *scratch) {
+  dw3_run(p, input, packed, output, scratch, 1);
 }
