@@ -1,4 +1,4 @@
-"""int8 DEPTHWISE_CONV_2D 3x3 (stride 1 or 2) -> ai_depthwise_conv2d_3x3_s8 (docs/kernels_conv.md).
+"""int8 DEPTHWISE_CONV_2D 3x3, stride 1 or 2 -> ai_depthwise_conv2d_3x3[_sgn]_s8 (docs/kernels_conv.md).
 
 The kernel is chosen only where its shortcuts are exact for every possible input; everything
 it needs is computed here, per channel (10 int32, `pack_dw3x3`):
@@ -13,6 +13,9 @@ EOR makes the 64-bit addend 1 smaller for negative acc, which changes the floor 
 exact numerator is a multiple of 2^(31+e), which needs acc*m == 2^30 (mod 2^31), i.e. a
 negative acc with v2(acc) = 30 - v2(m). `fast_requant_exact` rules that out from the
 accumulator's range (from the weights, bias and zero point), so the kernel is bit-exact.
+Layers where it cannot (or with a channel at shift -1) take ai_depthwise_conv2d_3x3_sgn_s8,
+whose sign term is exact for every accumulator (`sign_exact_ok`), 2 instructions more per
+output; anything else stays on the general kernels.
 """
 
 from __future__ import annotations
