@@ -24,6 +24,7 @@ import pytest
 from conftest import FIXTURES, c_scratch_sizes, shared_model
 
 from stm32ai.ir import Graph, Op, Quant
+from stm32ai.passes.lower import dwconv3x3 as dw3
 from stm32ai.passes.lower.conv import (
     check_conv,
     choose_conv_layouts,
@@ -232,7 +233,36 @@ LAYERS = [
     ("dw3x3_s2_d2_tail_channels", "DEPTHWISE_CONV_2D", (1, 9, 8, 6), (1, 3, 3, 6),
      dict(stride=(2, 2), dilation=(2, 1), act="RELU6"), "depthwise_conv2d_s8"),
     ("dw3x3_c8_valid_batch2", "DEPTHWISE_CONV_2D", (2, 6, 7, 8), (1, 3, 3, 8),
-     dict(padding="VALID"), "depthwise_conv2d_s8"),
+     dict(padding="VALID"), "depthwise_conv2d_3x3_s8"),
+    # the channel-planar 3x3 kernel: tail channels, odd widths, several bands, all borders
+    ("dw3x3_s1_same_c6_odd_w", "DEPTHWISE_CONV_2D", (1, 5, 7, 6), (1, 3, 3, 6), {}, "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s1_same_tall_bands_c4_w2", "DEPTHWISE_CONV_2D", (1, 20, 2, 4), (1, 3, 3, 4), {},
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s1_same_wide_bands_c4", "DEPTHWISE_CONV_2D", (1, 14, 15, 4), (1, 3, 3, 4), {},
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_same_wide_bands_c8", "DEPTHWISE_CONV_2D", (1, 15, 16, 8), (1, 3, 3, 8), dict(stride=(2, 2)),
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s1_same_1x1_c3", "DEPTHWISE_CONV_2D", (1, 1, 1, 3), (1, 3, 3, 3), {}, "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s1_valid_c13_batch3", "DEPTHWISE_CONV_2D", (3, 8, 9, 13), (1, 3, 3, 13),
+     dict(padding="VALID"), "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_same_odd_9x7_c5", "DEPTHWISE_CONV_2D", (1, 9, 7, 5), (1, 3, 3, 5), dict(stride=(2, 2)),
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_same_even_17x10_c9", "DEPTHWISE_CONV_2D", (1, 17, 10, 9), (1, 3, 3, 9), dict(stride=(2, 2)),
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_valid_10x11_c12_batch2", "DEPTHWISE_CONV_2D", (2, 10, 11, 12), (1, 3, 3, 12),
+     dict(stride=(2, 2), padding="VALID"), "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_same_2x3_c4", "DEPTHWISE_CONV_2D", (1, 2, 3, 4), (1, 3, 3, 4), dict(stride=(2, 2)),
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s2_multiplier2_c3", "DEPTHWISE_CONV_2D", (1, 9, 8, 3), (1, 3, 3, 6), dict(stride=(2, 2)),
+     "depthwise_conv2d_3x3_s8"),
+    ("dw3x3_s1_multiplier3_c5_tall", "DEPTHWISE_CONV_2D", (2, 11, 6, 5), (1, 3, 3, 15), {},
+     "depthwise_conv2d_3x3_s8"),
+    # a clamp narrower than int8 (RELU with the output zero point inside) and stride (1, 2)
+    # stay on the general kernel
+    ("dw3x3_relu_general", "DEPTHWISE_CONV_2D", (1, 6, 6, 8), (1, 3, 3, 8), dict(act="RELU"),
+     "depthwise_conv2d_s8"),
+    ("dw3x3_s1x2_general", "DEPTHWISE_CONV_2D", (1, 6, 6, 8), (1, 3, 3, 8), dict(stride=(1, 2)),
+     "depthwise_conv2d_s8"),
     ("dw9x9_81_taps", "DEPTHWISE_CONV_2D", (1, 10, 9, 4), (1, 9, 9, 4), {}, "depthwise_conv2d_dm_s8"),
     ("dw5x5_multiplier3", "DEPTHWISE_CONV_2D", (1, 7, 6, 2), (1, 5, 5, 6),
      dict(stride=(1, 2)), "depthwise_conv2d_dm_s8"),
@@ -447,6 +477,98 @@ def test_balanced_chooses_int16_by_pixels_within_the_budget():
     assert weights_budget_for(None) is None
 
 
+def _dw3_kernel_requant(acc: np.ndarray, m: int, shift: int, out_zp: int) -> np.ndarray:
+    """The 3x3 kernel's requantisation, transcribed: hi32({khi + s, 2^30 ^ s} + acc*m) >> rs,
+    s = acc >> 31 (then SSAT 8, left out here)."""
+    e = -shift
+    acc = np.asarray(acc, np.int64)
+    s = acc >> 63  # 0 or -1
+    khi = (1 << (e - 2)) + out_zp * (1 << (e - 1))
+    lo = np.where(s < 0, 0xBFFFFFFF, 0x40000000).astype(np.int64)
+    total = ((khi + s) << 32) + lo + acc * m
+    return (total >> 32) >> (e - 1)
+
+
+def _dw3_sign_exact_requant(acc: np.ndarray, m: int, shift: int, out_zp: int) -> np.ndarray:
+    """The _sgn kernel's requantisation, transcribed: hi32({khi, klo} - 2^31*[acc<0] + acc*m) >> rs."""
+    e = -shift
+    acc = np.asarray(acc, np.int64)
+    khi = ((1 << (e - 2)) if e >= 2 else 0) + out_zp * (1 << (e - 1))
+    klo = 0xC0000000 if e == 1 else 0x40000000
+    total = (khi << 32) + klo - np.where(acc < 0, 1 << 31, 0) + acc * m
+    return (total >> 32) >> (e - 1)
+
+
+def test_dw3x3_sign_exact_requant_against_tflite():
+    """The sign-exact sequence equals MultiplyByQuantizedMultiplier (+ out_zp) for every
+    shift -23..-1, on random accumulators and the int32 edges."""
+    local = np.random.default_rng(9)
+    edges = np.array([-(2**31), -(2**31) + 1, -(2**30), -3, -2, -1, 0, 1, 2, 3, 2**30, 2**31 - 1])
+    for shift in range(-23, 0):
+        assert dw3.sign_exact_ok(2**30, shift)
+        for _ in range(6):
+            m = int(local.integers(2**30, 2**31)) >> int(local.integers(0, 31))
+            m = max(m, 2**30) if local.random() < 0.7 else 2**30
+            zp = int(local.integers(-128, 128))
+            acc = np.concatenate([edges, local.integers(-(2**31), 2**31, 3000),
+                                  local.integers(-5000, 5000, 3000)])
+            ref = multiply_by_quantized_multiplier(acc, np.int64(m), np.int64(shift)) + zp
+            np.testing.assert_array_equal(_dw3_sign_exact_requant(acc, m, shift, zp), ref)
+    assert not dw3.sign_exact_ok(2**30, 0) and not dw3.sign_exact_ok(2**30, -24)
+
+
+def test_dw3x3_fast_requant_proof_against_brute_force():
+    """fast_requant_exact(m, shift, lo, hi) says the kernel's sequence equals TFLite's
+    MultiplyByQuantizedMultiplier (+ out_zp) for every accumulator in [lo, hi]; check it by
+    enumeration, and check that a rejected case really has a counterexample."""
+    local = np.random.default_rng(5)
+    accepted = 0
+    for _ in range(60):
+        shift = int(local.integers(-23, -1))
+        tz = int(local.integers(0, 31)) if local.random() < 0.4 else 0  # trailing zeros of m
+        m = int(local.integers(2**30, 2**31)) >> tz << tz
+        m = max(m, 2**30)
+        lo = int(local.integers(-70000, 1000))
+        hi = lo + int(local.integers(0, 140000))
+        zp = int(local.integers(-128, 128))
+        acc = np.arange(lo, hi + 1, dtype=np.int64)
+        ref = multiply_by_quantized_multiplier(acc, np.int64(m), np.int64(shift)) + zp
+        ok = dw3.fast_requant_exact(m, shift, lo, hi)
+        same = np.array_equal(_dw3_kernel_requant(acc, m, shift, zp), ref)
+        assert same or not ok, (m, shift, lo, hi)
+        accepted += ok
+    assert accepted > 20
+    # m = 2^30 (a power-of-two scale ratio): for acc = -3 the EOR's -1 lands on a tie
+    assert not dw3.fast_requant_exact(2**30, -2, -3, 10)
+    acc = np.arange(-3, 11)
+    ref = multiply_by_quantized_multiplier(acc, np.int64(2**30), np.int64(-2))
+    assert np.flatnonzero(_dw3_kernel_requant(acc, 2**30, -2, 0) != ref).tolist() == [0]
+    # out-of-range shifts and wrapping accumulators are refused
+    assert not dw3.fast_requant_exact(2**30 + 1, -1, 0, 10)
+    assert not dw3.fast_requant_exact(2**30 + 1, -24, 0, 10)
+    assert not dw3.fast_requant_exact(2**30 + 1, -8, 0, 2**31)
+
+
+@pytest.mark.parametrize("case,w_scale,in_q,out_q,kernel", [
+    # scales whose ratio is a power of two (m = 2^30) with negative accumulators: the EOR
+    # sequence cannot be proved exact -> the sign-exact kernel
+    ("power_of_two_ratio", 1 / 64, (0.5, 3), (1.0, -2), "depthwise_conv2d_3x3_sgn_s8"),
+    # effective scale 0.36: shift -1 -> the sign-exact kernel (rs = 0)
+    ("shift_minus_1", 0.5, (0.5, 3), (0.7, -2), "depthwise_conv2d_3x3_sgn_s8"),
+    # effective scale 0.71: shift 0 -> the general kernel
+    ("shift_0", 0.5, (0.5, 3), (0.35, 1), "depthwise_conv2d_s8"),
+])
+def test_dw3x3_requant_variants(case, w_scale, in_q, out_q, kernel):
+    c = 6
+    w = _w((1, 3, 3, c), "int8")
+    g = make_layer("DEPTHWISE_CONV_2D", (2, 5, 7, c), w, rng.integers(-50, 50, c),
+                   w_scales=np.full(c, w_scale), in_q=in_q, out_q=out_q, stride=(2, 2) if c % 2 else (1, 1))
+    x = _x((2, 5, 7, c), "int8")
+    y, op = _run(g, x)
+    assert op.kernel == kernel, case
+    np.testing.assert_array_equal(y, reference(g, x))
+
+
 def test_scratch_sizes_match_the_c_functions(tmp_path):
     """op.scratch (computed in Python) equals ai_<kernel>_scratch_size() of the emitted params."""
     cases = []
@@ -457,6 +579,7 @@ def test_scratch_sizes_match_the_c_functions(tmp_path):
             ("CONV_2D", (1, 6, 6, 8), (3, 3, 3, 8), dict(padding="VALID")),  # never leaves the image
             ("CONV_2D", (1, 6, 6, 8), (3, 3, 3, 8), dict(stride=(2, 2))),  # SAME: pad 0, extra at the bottom/right
             ("DEPTHWISE_CONV_2D", (1, 5, 5, 10), (1, 3, 3, 10), {}),
+            ("DEPTHWISE_CONV_2D", (1, 5, 5, 10), (1, 3, 5, 10), {}),
             ("DEPTHWISE_CONV_2D", (1, 9, 8, 1), (1, 4, 3, 8), {})]:  # -> conv2d_s8, gathers
         oc = ws[3] if kind == "DEPTHWISE_CONV_2D" else ws[0]
         g = make_layer(kind, xs, _w(ws, "int8"), None, w_scales=np.full(oc, 0.01), **opts)
@@ -676,9 +799,9 @@ static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint3
 static int8_t in_buf[2 * 12 * 12 * 24];
 static int8_t w_buf[16 * 4 * 4 * 24 + 64] __attribute__((aligned(8)));
 static int16_t w16_buf[16 * 4 * 4 * 24 + 64] __attribute__((aligned(8)));
-static int32_t bias[64], mult[64], shift[64], rq[4 * 64];
+static int32_t bias[64], mult[64], shift[64], rq[4 * 64], packed[10 * 24];
 static int8_t out_buf[2 * 12 * 12 * 64];
-static uint32_t scratch[1024];
+static uint32_t scratch[2048];
 
 static uint32_t fnv(const int8_t *p, int32_t n) {
   uint32_t h = 2166136261u;
@@ -744,6 +867,44 @@ int main(void) {
     fill(p.batches * p.in_h * p.in_w * p.in_c, p.k_h * p.k_w * p.in_c, p.out_c);
     ai_depthwise_conv2d_s8(&p, in_buf, w_buf, bias, mult, shift, out_buf, scratch);
     printf("dw %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
+    ++ran;
+  }
+  for (int c = 0; c < 300; ++c) {
+    ai_depthwise_conv2d_3x3_s8_params p;
+    p.batches = rr(1, 2); p.in_h = rr(1, 12); p.in_w = rr(1, 12); p.in_c = rr(1, 24);
+    p.out_c = p.in_c * rr(1, 3);
+    if (p.out_c > 24) p.out_c = p.in_c;
+    p.k_h = p.k_w = 3; p.stride[0] = p.stride[1] = rr(1, 2); p.dilation[0] = p.dilation[1] = 1;
+    p.pad[0] = rr(0, 1); p.pad[1] = rr(0, 1);
+    p.out_h = (p.in_h + p.pad[0] + rr(0, 2 - p.pad[0]) - 3) / p.stride[0] + 1;
+    p.out_w = (p.in_w + p.pad[1] + rr(0, 2 - p.pad[1]) - 3) / p.stride[1] + 1;
+    if (p.in_h + p.pad[0] + 2 < 3 || p.in_w + p.pad[1] + 2 < 3) continue;
+    p.pad_value = rr(-128, 127); p.transpose = rr(0, 1);
+    { const int32_t ow = p.transpose ? p.out_h : p.out_w, iw = p.transpose ? p.in_h : p.in_w;
+      const int32_t pl = p.transpose ? p.pad[0] : p.pad[1], pairs = ow / 2, odd = ow % 2;
+      int32_t words = p.stride[0] == 1 ? pairs + 1 + odd : 2 * pairs + 1 + odd;
+      if ((pl + iw + 1) / 2 > words) words = (pl + iw + 1) / 2;
+      p.plane_w = 2 * words; }
+    if (!FITS(p, 0) || ai_depthwise_conv2d_3x3_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
+    fill(p.batches * p.in_h * p.in_w * p.in_c, 0, 0);
+    const int sgn = rr(0, 1);
+    for (int32_t i = 0; i < p.out_c; ++i) {
+      int32_t *k = packed + 10 * i;
+      for (int j = 0; j < 6; ++j) {
+        k[j] = (int32_t)(((uint32_t)rr(-128, 127) & 0xFFFFu) | ((uint32_t)rr(-128, 127) << 16));
+      }
+      const int32_t e = rr(2 - sgn, 23), zp = rr(-128, 127);
+      k[6] = rr(0, 3) == 0 ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
+      k[7] = (int32_t)(0x40000000u + (rnd() % 0x40000000u));
+      k[8] = (int32_t)((e >= 2 ? 1u << (e - 2) : 0u) + (uint32_t)zp * (1u << (e - 1)));
+      k[9] = e - 1;
+    }
+    if (sgn) {
+      ai_depthwise_conv2d_3x3_sgn_s8(&p, in_buf, packed, out_buf, scratch);
+    } else {
+      ai_depthwise_conv2d_3x3_s8(&p, in_buf, packed, out_buf, scratch);
+    }
+    printf("dw3 %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
     ++ran;
   }
   for (int c = 0; c < 100; ++c) {
@@ -830,5 +991,5 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
                           "-semihosting-config", "enable=on,target=native", "-kernel", "fw.elf"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
     assert host.strip().splitlines()[-1].startswith("cases ")
-    assert int(host.split()[-1]) > 600
+    assert int(host.split()[-1]) > 800 and host.count("dw3 ") > 200
     assert arm.replace("\r", "") == host

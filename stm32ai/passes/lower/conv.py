@@ -567,6 +567,9 @@ def lower_depthwise(op: Op, g: Graph) -> None:
         _lower_conv_s8_rows(op, g, geo, w_taps.T.astype(np.int8), base)
         return
     bias = _bias_values(g, op)
+    from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3  # it reads this module's helpers
+    if lower_dw3x3(op, g, geo, w_taps, bias, base):
+        return
     mult, shift = _requant_tables(g, base, x, w, y, geo.out_c)
     b_id = g.add_const(f"{base}/bias_folded", fold_bias(bias, w_taps.T, _zp(x)))
     attrs = {**geo.attrs(), **_int8_attrs(op, x, y)}

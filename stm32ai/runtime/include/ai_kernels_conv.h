@@ -71,6 +71,38 @@ void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t
                             const int32_t *shift, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_s8_scratch_size(const ai_depthwise_conv2d_s8_params *p);
 
+/* DEPTHWISE_CONV_2D 3x3, any multiplier (out_c = in_c * M), dilation 1, stride 1x1 or 2x2, fused clamp equal to
+ * the full int8 range, requantisation proved exact at generate time for the fast sequence
+ * (docs/kernels_conv.md, "3x3 depthwise"). Channel-planar: for each group of 4 channels,
+ * bands of 8 input rows are transposed into int16 pixel pairs in scratch (padding holds
+ * pad_value), then each channel's output rows are computed two pixels at a time with SMLAD
+ * on packed pixel pairs. Scratch: ai_depthwise_conv2d_3x3_s8_scratch_size() bytes.
+ * packed: per channel 10 int32: {w00,w01}, {w01,w02}, {w10,w11}, {w11,w12}, {w20,w21},
+ * {w21,w22} (int16 pairs, low half first), folded bias, multiplier, khi, rs (see docs).
+ * Access order (for in-place use): channel groups in order; inside a group, bands of output
+ * rows in the walking direction; a band's input rows (of this group's channels) are all read
+ * into scratch before any of its outputs is written: output may overwrite input when
+ * transpose == 0 or stride == 1 (docs). */
+typedef struct {
+  AI_CONV_GEOMETRY_FIELDS
+  int32_t pad_value;
+  int32_t plane_w;   /* int16 columns per plane row (even) */
+  int32_t transpose; /* 1: walk the image column by column (packed weights transposed) */
+} ai_depthwise_conv2d_3x3_s8_params;
+
+void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
+                                const int32_t *packed, int8_t *output, void *scratch);
+int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8_params *p);
+
+/* The same kernel with the requantisation's sign correction computed exactly (2 more
+ * instructions per output): for 3x3 layers whose fast sequence cannot be proved exact, and
+ * channels with shift -1 (rs = 0). */
+typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_sgn_s8_params;
+void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params *p,
+                                    const int8_t *input, const int32_t *packed, int8_t *output,
+                                    void *scratch);
+int32_t ai_depthwise_conv2d_3x3_sgn_s8_scratch_size(const ai_depthwise_conv2d_3x3_sgn_s8_params *p);
+
 /* DEPTHWISE_CONV_2D, any depth multiplier and kernel size; TFLite's 1HW(C*M) weights
  * as they are. out channel oc = ic * depth_mult + m. No scratch. */
 typedef struct {

@@ -170,10 +170,49 @@ static inline int32_t rq_fold(int32_t x, int32_t m, int32_t rs, int32_t kf) {
 /* Saturate to int8 (one SSAT on ARMv7E-M). */
 static inline int32_t ssat8(int32_t v) {
 #if defined(__ARM_FEATURE_DSP)
-  return __ssat(v, 8);
+  return (int32_t)__ssat(v, 8);
 #else
   return v < -128 ? -128 : (v > 127 ? 127 : v);
 #endif
 }
+
+/* ------------------------------------------- helpers added for the 3x3 depthwise kernels */
+
+/* Unaligned-safe 32-bit store (a single STR on Cortex-M3/M4/M7). */
+static inline void wr32(void *p, uint32_t v) { memcpy(p, &v, sizeof v); }
+
+#if defined(__ARM_FEATURE_DSP)
+static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlabt((int32_t)a, (int32_t)b, acc);
+}
+static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc) {
+  return __smlatb((int32_t)a, (int32_t)b, acc);
+}
+#else
+static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc +
+                   (uint32_t)((int32_t)(int16_t)(uint16_t)(a & 0xFFFFu) * (int32_t)(int16_t)(uint16_t)(b >> 16)));
+}
+static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc) {
+  return (int32_t)((uint32_t)acc +
+                   (uint32_t)((int32_t)(int16_t)(uint16_t)(a >> 16) * (int32_t)(int16_t)(uint16_t)(b & 0xFFFFu)));
+}
+#endif
+/* {lo half of a, lo half of b} and {hi half of a, hi half of b} (PKHBT / PKHTB). */
+#if defined(__ARM_FEATURE_DSP)
+static inline uint32_t pk_lo(uint32_t a, uint32_t b) {
+  uint32_t r;
+  __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+static inline uint32_t pk_hi(uint32_t a, uint32_t b) {
+  uint32_t r;
+  __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+#else
+static inline uint32_t pk_lo(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
+static inline uint32_t pk_hi(uint32_t a, uint32_t b) { return (b & 0xFFFF0000u) | (a >> 16); }
+#endif
 
 #endif /* AI_SIMD_H */
