@@ -170,7 +170,9 @@ static inline int32_t rq_fold(int32_t x, int32_t m, int32_t rs, int32_t kf) {
 /* Saturate to int8 (one SSAT on ARMv7E-M). */
 static inline int32_t ssat8(int32_t v) {
 #if defined(__ARM_FEATURE_DSP)
-  return (int32_t)__ssat(v, 8);
+  int32_t r; /* asm: ACLE's __ssat trips -Wsign-conversion in gcc 12 */
+  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
+  return r;
 #else
   return v < -128 ? -128 : (v > 127 ? 127 : v);
 #endif
