@@ -400,7 +400,7 @@ def _check_accumulator(g: Graph, op: Op, wi: int, bi: int, xi: int, axis: int) -
         per = np.array([wa.sum()])
     worst = int(per.max(initial=0)) * factor
     b = _const(g, op, bi) if bi >= 0 else None
-    if b is not None and b.size and np.issubdtype(b.dtype, np.integer):  # (hybrid: float bias)
+    if b is not None and b.size and b.dtype.kind in "iu":  # a float bias (hybrid ops) is added in float
         worst += max(abs(int(b.min())), abs(int(b.max())))  # Python ints: no |INT64_MIN| wrap
     if worst >= limit:
         raise _err(f"{op.where}: the integer accumulator could overflow: weights and bias of "
