@@ -312,3 +312,18 @@ def test_hybrid_float_bias_is_not_an_integer_accumulator_bound():
     b = g.tensors[g.ops[0].inputs[2]]
     b.data = np.full(b.shape, np.nan, np.float32)  # float maths: not ours to refuse
     compile_graph(g)
+
+
+def test_omitted_operand_of_a_foldable_op_is_refused_not_crashed():
+    g = _g("bin_mul_wrap_int32")
+    const = next(t.id for t in g.tensors if t.is_const)
+    g.ops[-1].inputs = [-1, const]  # MUL with an omitted first operand, the other constant
+    _refused(g, "MUL")
+
+
+def test_unpack_output_shape_must_drop_the_axis():
+    g = _g("move_pack_unpack_int8")
+    op = next(o for o in g.ops if o.type == "UNPACK")
+    y = g.tensors[op.outputs[0]]
+    y.shape = y.shape + (2,)
+    _refused(g, "UNPACK")
