@@ -295,3 +295,35 @@ def test_activation_pool_beyond_32_bits_refused():
     g.ops = [Op("ADD", [a, b], [y], {"fused_activation_function": "NONE"}, index=0)]
     g.inputs, g.outputs = [a, b], [y]
     _refused(g, "activation pool", "32-bit", cls=ModelVerifyError)
+
+
+def test_malformed_dilated_conv_triple_is_refused_not_crashed():
+    g = _g("conv_space_to_batch_int8")
+    g.ops[0].inputs = g.ops[0].inputs[:2]  # SPACE_TO_BATCH_ND without its paddings operand
+    _refused(g, "SPACE_TO_BATCH_ND")
+    g = _g("conv_space_to_batch_int8")
+    y = g.tensors[g.ops[2].outputs[0]]
+    y.shape = y.shape[:3]  # rank-3 output of BATCH_TO_SPACE_ND
+    _refused(g, "BATCH_TO_SPACE_ND")
+
+
+def test_hybrid_float_bias_is_not_an_integer_accumulator_bound():
+    g = _g("hybrid_fc_3d_hybrid")
+    b = g.tensors[g.ops[0].inputs[2]]
+    b.data = np.full(b.shape, np.nan, np.float32)  # float maths: not ours to refuse
+    compile_graph(g)
+
+
+def test_omitted_operand_of_a_foldable_op_is_refused_not_crashed():
+    g = _g("bin_mul_wrap_int32")
+    const = next(t.id for t in g.tensors if t.is_const)
+    g.ops[-1].inputs = [-1, const]  # MUL with an omitted first operand, the other constant
+    _refused(g, "MUL")
+
+
+def test_unpack_output_shape_must_drop_the_axis():
+    g = _g("move_pack_unpack_int8")
+    op = next(o for o in g.ops if o.type == "UNPACK")
+    y = g.tensors[op.outputs[0]]
+    y.shape = y.shape + (2,)
+    _refused(g, "UNPACK")

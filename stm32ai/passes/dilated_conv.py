@@ -23,13 +23,26 @@ def _only_consumer(g: Graph, tid: int) -> Op | None:
     return users[0] if len(users) == 1 and tid not in g.outputs else None
 
 
+def _well_formed(g: Graph, s2b: Op, conv: Op, b2s: Op) -> bool:
+    """Operand counts and ranks the rewrite relies on; anything else stays unfused (and is
+    then refused by the support check with a reason, not an IndexError here)."""
+    if len(s2b.inputs) < 3 or len(b2s.inputs) < 3 or len(conv.inputs) < 2 or not b2s.outputs:
+        return False
+    ids = [*s2b.inputs[:3], *b2s.inputs[:3], conv.inputs[1], b2s.outputs[0]]
+    if any(t < 0 for t in ids):
+        return False
+    x, y, filt = g.tensors[s2b.inputs[0]], g.tensors[b2s.outputs[0]], g.tensors[conv.inputs[1]]
+    sizes = [g.tensors[t].size for t in (s2b.inputs[2], b2s.inputs[2])]
+    return len(x.shape) == len(y.shape) == len(filt.shape) == 4 and sizes == [4, 4]
+
+
 def fuse_dilated_convs(g: Graph) -> Graph:
     for s2b in [op for op in g.ops if op.type == "SPACE_TO_BATCH_ND"]:
         conv = _only_consumer(g, s2b.outputs[0])
         if conv is None or conv.type not in _CONVS:
             continue
         b2s = _only_consumer(g, conv.outputs[0])
-        if b2s is None or b2s.type != "BATCH_TO_SPACE_ND":
+        if b2s is None or b2s.type != "BATCH_TO_SPACE_ND" or not _well_formed(g, s2b, conv, b2s):
             continue
         block_t, pads_t = g.tensors[s2b.inputs[1]], g.tensors[s2b.inputs[2]]
         block2_t, crops_t = g.tensors[b2s.inputs[1]], g.tensors[b2s.inputs[2]]

@@ -308,6 +308,10 @@ def _dequantize(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
     return [((x.astype(np.int64) - zp) * scale).astype(np.float32)]
 
 
+# Folded ops whose trailing operands TFLite lets a model omit (-1).
+_OPTIONAL_INPUTS = {"STRIDED_SLICE", "RESHAPE"}
+
+
 # -- driver -----------------------------------------------------------------------------
 
 def _try_fold(op: Op, g: Graph) -> bool:
@@ -320,6 +324,8 @@ def _try_fold(op: Op, g: Graph) -> bool:
         present = [t for t in op.inputs if t >= 0]
         if not present or not all(g.tensors[t].is_const for t in present):
             return False
+        if len(present) != len(op.inputs) and op.type not in _OPTIONAL_INPUTS:
+            return False  # an omitted operand the op needs: left to the support check to refuse
         values = [g.tensors[t].data if t >= 0 else None for t in op.inputs]
     try:
         results = fn(op, values, g)

@@ -504,6 +504,11 @@ def _check_unpack(op: Op, g: Graph) -> str | None:
         return f"axis {op.options.get('axis')} is out of range for rank {len(shape)}"
     if len(op.outputs) != shape[axis]:
         return f"{len(op.outputs)} outputs for an axis of size {shape[axis]}"
+    want = shape[:axis] + shape[axis + 1:]
+    for t in op.outputs:
+        if g.tensors[t].shape != want:
+            return (f"output '{g.tensors[t].name}' {list(g.tensors[t].shape)} is not the input "
+                    f"without axis {axis} {list(want)}")
     return None
 
 
