@@ -99,6 +99,9 @@ class Graph:
     inputs: list[int]
     outputs: list[int]
     description: str = ""
+    # --optimization time|balanced|ram: the speed/memory trade lowering may take where a
+    # kernel has two layouts (set by the pipeline before lowering)
+    optimization: str = "balanced"
 
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str,
                    quant: Quant | None = None, data: np.ndarray | None = None) -> int:

@@ -62,6 +62,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     if each and pruned is not None:
         verify_graph(g, allow_unknown_dims=False)
     n_model_tensors = len(g.tensors)
+    g.optimization = optimization
     lower_graph(g)
     choose_conv_layouts(g, optimization, weights_budget)
     if each:

@@ -993,3 +993,21 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
     assert host.strip().splitlines()[-1].startswith("cases ")
     assert int(host.split()[-1]) > 800 and host.count("dw3 ") > 200
     assert arm.replace("\r", "") == host
+
+
+def test_dw3x3_tall_image_walk_follows_the_optimization():
+    """A tall image (KWS 25x5) is walked along its height by default (faster, more scratch);
+    --optimization ram keeps the row walk and its smaller scratch. Both are bit-exact."""
+    c = 8
+    g = make_layer("DEPTHWISE_CONV_2D", (1, 25, 5, c), _w((1, 3, 3, c), "int8"), rng.integers(-50, 50, c),
+                   w_scales=np.full(c, 0.02))
+    x = _x((1, 25, 5, c), "int8")
+    ref = reference(g, x)
+    fast = compile_graph(copy.deepcopy(g))
+    small = compile_graph(copy.deepcopy(g), optimization="ram")
+    (f_op,), (s_op,) = ([op for op in cc.graph.ops if op.kernel.startswith("depthwise_conv2d_3x3")]
+                        for cc in (fast, small))
+    assert f_op.attrs["transpose"] == 1 and s_op.attrs["transpose"] == 0
+    assert s_op.scratch < f_op.scratch
+    for cc in (fast, small):
+        np.testing.assert_array_equal(run_compiled(cc, [[x]])[0][0], ref)
