@@ -206,7 +206,7 @@ def test_monitor_accepts_no_reference():
     from stm32ai.project.monitor import monitor
 
     srv, url = _serve(b"model: m\r\nexpected_output: none (generated without a reference)\r\n"
-                      b"result: no-reference\r\ncycles: 30\r\ndone: 1\r\n")
+                      b"result: no-reference\r\ninstructions: 30\r\ndone: 1\r\n")
     buf = StringIO()
     try:
         assert monitor(url, timeout_s=10, out=Console(file=buf, width=100)) == 0
@@ -233,7 +233,7 @@ def test_no_test_vector_demo_runs(tmp_path, capsys):
     kv = dict(ln.split(": ", 1) for ln in cap.out.splitlines() if ": " in ln)
     assert kv["result"] == "no-reference" and "max_err" not in kv
     assert kv["expected_output"].startswith("none") and kv["done"] == "1"
-    assert int(kv["cycles"]) > 0 and int(kv["activations_bytes"]) > 0 and int(kv["stack_used"]) > 0
+    assert int(kv["instructions"]) > 0 and int(kv["activations_bytes"]) > 0 and int(kv["stack_used"]) > 0
     assert "nothing was checked" in cap.err
 
 
