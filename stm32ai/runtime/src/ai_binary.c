@@ -123,26 +123,14 @@ typedef struct {
   const void *t1, *t2;
 } lut_ctx;
 
-/* Clamp to [-128, 127], one SSAT on Cortex-M (GCC does not find it when the result is
- * stored as int8). */
-static inline int32_t sat8(int32_t v) {
-#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
-  int32_t r;
-  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
-  return r;
-#else
-  return v < -128 ? -128 : v > 127 ? 127 : v;
-#endif
-}
-
-/* sat8(v >> 7) in one instruction (SSAT's shifted operand). */
+/* ssat8(v >> 7) in one instruction (SSAT's shifted operand). */
 static inline int32_t sat8_asr7(int32_t v) {
 #if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
   int32_t r;
   __asm__("ssat %0, #8, %1, asr #7" : "=r"(r) : "r"(v));
   return r;
 #else
-  return sat8(v >> 7);
+  return ssat8(v >> 7);
 #endif
 }
 

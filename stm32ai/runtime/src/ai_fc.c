@@ -56,18 +56,6 @@ static uint32_t tail_word(const int8_t *x, int32_t t) {
   return v;
 }
 
-/* Clamp to [-128, 127], one SSAT on Cortex-M (GCC does not find it when the result is
- * stored as int8). */
-static inline int32_t sat8(int32_t v) {
-#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
-  int32_t r;
-  __asm__("ssat %0, #8, %1" : "=r"(r) : "r"(v));
-  return r;
-#else
-  return v < -128 ? -128 : v > 127 ? 127 : v;
-#endif
-}
-
 /* TFLite's MultiplyByQuantizedMultiplier (double rounding), zero point and clamp for
  * outputs o..o+cnt-1. `fast` (every shift <= -2, decided at generate time) takes rq_fast,
  * an exact rewrite (ai_simd.h); `full` (clamp range [-128, 127]) one saturation. */
@@ -76,7 +64,7 @@ static void fc_store(const fc_ctx *c, const int32_t *acc, int32_t cnt, int32_t o
   if (c->mults == NULL && c->fast && c->full) { /* the common case, kept tight */
     const int32_t m = c->m, rs = c->rs, khi = c->khi;
     for (int32_t r = 0; r < cnt; r++) {
-      y[o + r] = (int8_t)sat8(rq_fast(acc[r], m, rs, khi) + zp);
+      y[o + r] = (int8_t)ssat8(rq_fast(acc[r], m, rs, khi) + zp);
     }
     return;
   }
@@ -210,10 +198,10 @@ AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, 
   } while (left > 0);
   if (c->simple) {
     const int32_t m = c->m, rs = c->rs, khi = c->khi, zp = c->zp;
-    y[o] = (int8_t)sat8(rq_fast(a0, m, rs, khi) + zp);
-    y[o + 1] = (int8_t)sat8(rq_fast(b0, m, rs, khi) + zp);
-    y[o + 2] = (int8_t)sat8(rq_fast(a1, m, rs, khi) + zp);
-    y[o + 3] = (int8_t)sat8(rq_fast(b1, m, rs, khi) + zp);
+    y[o] = (int8_t)ssat8(rq_fast(a0, m, rs, khi) + zp);
+    y[o + 1] = (int8_t)ssat8(rq_fast(b0, m, rs, khi) + zp);
+    y[o + 2] = (int8_t)ssat8(rq_fast(a1, m, rs, khi) + zp);
+    y[o + 3] = (int8_t)ssat8(rq_fast(b1, m, rs, khi) + zp);
   } else {
     const int32_t acc[4] = {a0, b0, a1, b1};
     fc_store(c, acc, 4, o, y);

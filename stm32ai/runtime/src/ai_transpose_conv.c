@@ -13,10 +13,7 @@
 
 #include "ai_kernels_reduce.h"
 #include "ai_qmath.h"
-
-#if defined(__ARM_FEATURE_DSP)
-#include <arm_acle.h>
-#endif
+#include "ai_simd.h"
 
 /* First and one-past-last input index reaching output index o along one axis. */
 static void tap_range(int32_t o, int32_t pad, int32_t stride, int32_t k, int32_t in_size,
@@ -32,44 +29,8 @@ static void tap_range(int32_t o, int32_t pad, int32_t stride, int32_t k, int32_t
   *hi = b > a ? b : a;
 }
 
-/* ------------------------------------------------------------ int8 dot products
- * One code path for every target: four helpers map to the ARMv7E-M DSP instructions
- * when __ARM_FEATURE_DSP is defined and to plain C (same wrap-around) otherwise. */
-static inline uint32_t rd32(const int8_t *p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-#if defined(__ARM_FEATURE_DSP)
-static inline uint32_t sxtb16(uint32_t x) { return (uint32_t)__sxtb16((int8x4_t)x); }
-/* SXTB16 with its ROR #8 operand rotation: one instruction (gcc does not fold a C rotate) */
-static inline uint32_t sxtb16_r8(uint32_t x) {
-#if defined(__GNUC__)
-  uint32_t r;
-  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
-  return r;
-#else
-  return (uint32_t)__sxtb16((int8x4_t)((x >> 8) | (x << 24)));
-#endif
-}
-static inline int32_t smlad(uint32_t a, uint32_t b, int32_t acc) {
-  return __smlad((int16x2_t)a, (int16x2_t)b, acc);
-}
-#else
-static inline uint32_t sxtb16(uint32_t x) {
-  const uint32_t lo = (uint32_t)(int32_t)(int8_t)(uint8_t)(x & 0xFFu) & 0xFFFFu;
-  const uint32_t hi = (uint32_t)(int32_t)(int8_t)(uint8_t)((x >> 16) & 0xFFu) & 0xFFFFu;
-  return lo | (hi << 16);
-}
-static inline uint32_t sxtb16_r8(uint32_t x) { return sxtb16((x >> 8) | (x << 24)); }
-static inline int32_t lo16(uint32_t a) { return (int32_t)(int16_t)(uint16_t)(a & 0xFFFFu); }
-static inline int32_t hi16(uint32_t a) { return (int32_t)(int16_t)(uint16_t)(a >> 16); }
-static inline int32_t smlad(uint32_t a, uint32_t b, int32_t acc) {
-  const uint32_t s = (uint32_t)(lo16(a) * lo16(b)) + (uint32_t)(hi16(a) * hi16(b));
-  return (int32_t)((uint32_t)acc + s);
-}
-#endif
+/* int8 dot products: the SIMD helpers of ai_simd.h (DSP instructions on ARMv7E-M, the same
+ * wrap-around in plain C elsewhere). */
 
 /* acc0 += x . w0, acc1 += x . w1 over n int8 elements. */
 static inline void dot2_s8(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n,
