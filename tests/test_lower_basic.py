@@ -742,7 +742,7 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
     """C program running random FC layers (weights packed by the compiler's own packer) and
     printing every output byte; also returns the expected outputs from a numpy transcription
     of TFLM's FullyConnected (input offset, int32 accumulation, double-rounding requant)."""
-    lines = ['#include <stdio.h>', '#include "ai_kernels_basic.h"', "static int8_t out[8192];"]
+    lines = ['#include <stdio.h>', '#include "ai_kernels_fc.h"', "static int8_t out[8192];"]
     calls, expect = [], []
     for i in range(n_layers):
         batches, k, n = int(rng.integers(1, 4)), int(rng.integers(1, 90)), int(rng.integers(1, 26))

@@ -356,7 +356,7 @@ def test_kernels_on_cortex_m4(tmp_path):
     src = [textwrap.dedent("""
         #include <stdint.h>
         #include <stdio.h>
-        #include "ai_kernels_act.h"
+        #include "ai_kernels_activations.h"
         void sh_puts(const char *s);
         static void dump(const char *tag, const void *p, int n) {
           static char line[80];
@@ -414,7 +414,7 @@ def test_kernels_on_cortex_m4(tmp_path):
     cmd = [gcc, *M4, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wdouble-promotion",
            "-ffunction-sections", "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
            f"-I{RUNTIME / 'include'}", str(tmp_path / "main.c"), str(tmp_path / "startup.c"),
-           str(RUNTIME / "src" / "ai_act.c"), str(RUNTIME / "src" / "ai_quantize.c"),
+           str(RUNTIME / "src" / "ai_activations.c"), str(RUNTIME / "src" / "ai_quantize.c"),
            "-T", str(tmp_path / "link.ld"), "-lm", "-o", str(elf)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

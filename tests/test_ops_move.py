@@ -1,4 +1,4 @@
-"""Shape and data-movement ops (movement.py, resize.py, ai_move.c, ai_resize.c).
+"""Shape and data-movement ops (movement.py, resize.py, ai_movement.c, ai_resize.c).
 
 * every move_*/resize_* fixture (real converter output) runs bit-exact against TFLite Micro;
 * hand-built graphs run the generated C on the host against numpy for the paths the

@@ -131,7 +131,7 @@ def per_channel_multiplier(input_scale: float, filter_scale: float, output_scale
     TFLite Micro (the verdict reference) uses this for per-tensor FULLY_CONNECTED too:
     checked on single-op models whose output flips with a float32 product, TFLM matched the
     double product in 12/12 cases, and LiteRT-ref (ai-edge-litert 2.3) in 40/40; see
-    docs/kernels_basic.md."""
+    docs/kernels_fc.md."""
     return float(np.float32(input_scale)) * float(np.float32(filter_scale)) / float(np.float32(output_scale))
 
 

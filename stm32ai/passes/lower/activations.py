@@ -1,5 +1,5 @@
 """Lowering of the elementwise activations: RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU,
-LOGISTIC, TANH, HARD_SWISH (int8 and float32). See docs/kernels_act.md.
+LOGISTIC, TANH, HARD_SWISH (int8 and float32). See docs/kernels_activations.md.
 
 int8 unary activations are a function of one int8 value, so the lowering evaluates the
 reference kernel's exact integer arithmetic for all 256 inputs here, in Python, and the C

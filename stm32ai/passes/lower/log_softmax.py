@@ -6,7 +6,7 @@ Prepare, as TFLM's: beta is 1; PreprocessLogSoftmaxScalingExp gives the multipli
 shift that rescale an input difference to Q5.26 (the same as SOFTMAX's) plus a "reverse
 scaling" multiplier and (non-positive) shift, the inverse of that rescaling, computed as
 2^(31 - left_shift) / multiplier in double; diff_min = -CalculateInputRadius(5, left_shift).
-The kernel (ai_log_softmax.c, docs/kernels_logsoftmax.md) sums the exps in Q12.19, takes the
+The kernel (ai_log_softmax.c, docs/kernels_log_softmax.md) sums the exps in Q12.19, takes the
 fixed-point log into Q5.26 and rescales each difference minus the log into steps of 1/16.
 
 float32: TFLite's reference loop, (x - max) - log(sum(exp(x - max))).

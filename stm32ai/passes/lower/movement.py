@@ -1,4 +1,4 @@
-"""Lowering of the shape and data-movement ops (docs/kernels_move.md).
+"""Lowering of the shape and data-movement ops (docs/kernels_movement.md).
 
 Every op here only moves stored values, so it reduces to one of three byte-copy kernels
 whose parameters are computed here:

@@ -1,4 +1,4 @@
-"""Lowering of QUANTIZE and DEQUANTIZE (see docs/kernels_act.md).
+"""Lowering of QUANTIZE and DEQUANTIZE (see docs/kernels_activations.md).
 
 * QUANTIZE float32 -> int8: ``quantize_f32_s8``, TFLite's AffineQuantize
   (round(x / scale) + zero_point in float32, ties away from zero, saturated).

@@ -1,4 +1,4 @@
-"""Lowering of RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR (docs/kernels_move.md).
+"""Lowering of RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR (docs/kernels_movement.md).
 
 Both reproduce TFLite's reference index arithmetic here, at generate time, per output
 row and column: the float32 scale computations are replayed step by step in numpy

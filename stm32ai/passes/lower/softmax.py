@@ -5,7 +5,7 @@ quantised with scale 1/256 and zero point -128 (TFLM's requirement). Per row, in
 differences to the row maximum at or above `diff_min` are rescaled by (input_multiplier,
 input_left_shift) into Q5.26, exponentiated with gemmlowp's fixed-point
 exp_on_negative_values, summed in Q12.19, inverted with one_over_one_plus_x_for_x_in_0_1
-and each exp scaled by the inverse (details in docs/kernels_basic.md). The multiplier,
+and each exp scaled by the inverse (details in docs/kernels_fc.md). The multiplier,
 shift and diff_min come from TFLite's PreprocessSoftmaxScaling and CalculateInputRadius
 (kScaledDiffIntegerBits = 5), computed here in double exactly as TFLM does.
 

@@ -8,8 +8,8 @@
  * rounding right shift (ai_rdbypot). Additions wrap, as the C++ reference does on every
  * target we know of; we spell the wrap out with unsigned arithmetic (no undefined
  * behaviour). Everything here is integer-only and bit-exact with TFLite's reference
- * kernels (TFLite Micro is the verdict, see docs/kernels_basic.md and
- * docs/kernels_logsoftmax.md).
+ * kernels (TFLite Micro is the verdict, see docs/kernels_fc.md and
+ * docs/kernels_log_softmax.md).
  *
  * Functions are `static inline`: every kernel file gets its own copy, no link-time symbol.
  */

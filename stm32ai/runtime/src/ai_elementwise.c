@@ -1,4 +1,4 @@
-/* ADD, int8 and float32, same-size and broadcasting. See docs/kernels_basic.md.
+/* ADD, int8 and float32, same-size and broadcasting. See docs/kernels_fc.md.
  *
  * int8 is TFLite Micro's AddFunc:
  *   a = (x1 + input1_offset) << left_shift, b = (x2 + input2_offset) << left_shift
@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "ai_kernels_basic.h"
+#include "ai_kernels_fc.h"
 #include "ai_qmath.h"
 
 /* floor((a * b + 2^30) / 2^31): TFLite's SaturatingRoundingDoublingHighMul for b > 0.

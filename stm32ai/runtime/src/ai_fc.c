@@ -1,4 +1,4 @@
-/* FULLY_CONNECTED kernels (int8 and float32). See docs/kernels_basic.md.
+/* FULLY_CONNECTED kernels (int8 and float32). See docs/kernels_fc.md.
  *
  * int8: acc = bias'[o] + sum_k w[o][k] * x[k] (input zero point folded into bias' at
  * generate time), then TFLite's double-rounding requantisation, output zero point and
@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "ai_kernels_basic.h"
+#include "ai_kernels_fc.h"
 #include "ai_simd.h"
 
 #if defined(__GNUC__)

@@ -1,4 +1,4 @@
-/* LOG_SOFTMAX over the last axis, int8 -> int8 and float32. See docs/kernels_logsoftmax.md.
+/* LOG_SOFTMAX over the last axis, int8 -> int8 and float32. See docs/kernels_log_softmax.md.
  *
  * int8 is TFLite Micro's reference LogSoftmax, bit for bit (output scale 16/256, zero
  * point 127). Per row:
@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 #include "ai_fixedpoint.h"
-#include "ai_kernels_logsoftmax.h"
+#include "ai_kernels_log_softmax.h"
 #include "ai_qmath.h"
 
 #define LSM_ACCUM_BITS 12 /* integer bits of the sum of exponentials */

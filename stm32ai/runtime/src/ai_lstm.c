@@ -18,7 +18,7 @@
 #include <float.h>
 #include <string.h>
 
-#include "ai_kernels_act.h"
+#include "ai_kernels_activations.h"
 #include "ai_kernels_lstm.h"
 #include "ai_qmath.h"
 

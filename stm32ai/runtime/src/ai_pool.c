@@ -1,4 +1,4 @@
-/* AVERAGE_POOL_2D and MAX_POOL_2D, NHWC, int8 and float32. See docs/kernels_basic.md.
+/* AVERAGE_POOL_2D and MAX_POOL_2D, NHWC, int8 and float32. See docs/kernels_fc.md.
  *
  * The window of output (oy, ox) starts at (oy * stride - pad, ox * stride - pad) and is
  * clipped to the input; padded taps are skipped (TFLite semantics). The channel loop is
@@ -8,7 +8,7 @@
  * TFLite Micro's rounding, (sum + n/2) / n when sum > 0, else (sum - n/2) / n, C
  * truncating division (round half away from zero).
  */
-#include "ai_kernels_basic.h"
+#include "ai_kernels_fc.h"
 
 typedef struct {
   int32_t y0, y1, x0, x1; /* clipped window, input coordinates [y0, y1) x [x0, x1) */

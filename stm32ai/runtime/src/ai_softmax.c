@@ -1,4 +1,4 @@
-/* SOFTMAX over the last axis, int8 -> int8 and float32. See docs/kernels_basic.md.
+/* SOFTMAX over the last axis, int8 -> int8 and float32. See docs/kernels_fc.md.
  *
  * int8 is TFLite Micro's reference softmax, bit for bit. Per row:
  *   max = row maximum; for each input with diff = x - max >= diff_min:
@@ -15,7 +15,7 @@
  */
 #include <math.h>
 
-#include "ai_kernels_basic.h"
+#include "ai_kernels_fc.h"
 #include "ai_fixedpoint.h"
 #include "ai_qmath.h"
 

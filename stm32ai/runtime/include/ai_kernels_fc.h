@@ -4,10 +4,10 @@
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>);
  * Parameter fields are the lowering's attrs, all computed at generate time.
  * int8 kernels use integer arithmetic only (bit-exact with TFLite Micro's reference
- * kernels); float kernels follow TFLite's loop order. Details: docs/kernels_basic.md.
+ * kernels); float kernels follow TFLite's loop order. Details: docs/kernels_fc.md.
  */
-#ifndef AI_KERNELS_BASIC_H
-#define AI_KERNELS_BASIC_H
+#ifndef AI_KERNELS_FC_H
+#define AI_KERNELS_FC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -129,4 +129,4 @@ void ai_copy(const ai_copy_params *p, const void *input, void *output);
 #ifdef __cplusplus
 }
 #endif
-#endif /* AI_KERNELS_BASIC_H */
+#endif /* AI_KERNELS_FC_H */

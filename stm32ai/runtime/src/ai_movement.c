@@ -1,10 +1,10 @@
-/* Data-movement kernels (see ai_kernels_move.h and docs/kernels_move.md).
+/* Data-movement kernels (see ai_kernels_movement.h and docs/kernels_movement.md).
  *
  * All three walk the output once in order and copy raw bytes; every index, stride and
  * table was computed by the lowering, so no element type is assumed here. */
 #include <string.h>
 
-#include "ai_kernels_move.h"
+#include "ai_kernels_movement.h"
 
 /* Fill `bytes` bytes (a multiple of esize) with copies of one element. */
 static void fill_elems(uint8_t *out, int32_t bytes, int32_t esize, const int32_t fill[2]) {

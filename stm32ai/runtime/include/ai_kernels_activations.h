@@ -3,15 +3,15 @@
  * RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, LOGISTIC, TANH, HARD_SWISH, QUANTIZE,
  * DEQUANTIZE. The lowering (stm32ai/passes/lower/activations.py, quantize.py) computes
  * every parameter, and for 8-bit unary ops the whole 256-entry output table, at generate
- * time; see docs/kernels_act.md. Field names of the parameter structs are the `attrs`
+ * time; see docs/kernels_activations.md. Field names of the parameter structs are the `attrs`
  * keys of the lowered op.
  *
  * All kernels run in place (output == input allowed) except the type-changing
  * quantize_f32_s8 and dequantize_*. No alignment is required for int8 data; float data
  * must be 4-byte aligned (the planner guarantees it).
  */
-#ifndef AI_KERNELS_ACT_H
-#define AI_KERNELS_ACT_H
+#ifndef AI_KERNELS_ACTIVATIONS_H
+#define AI_KERNELS_ACTIVATIONS_H
 
 #include <stdint.h>
 
@@ -139,4 +139,4 @@ void ai_dequantize_u8_f32(const ai_dequantize_u8_f32_params *p, const uint8_t *i
 }
 #endif
 
-#endif /* AI_KERNELS_ACT_H */
+#endif /* AI_KERNELS_ACTIVATIONS_H */

@@ -5,14 +5,14 @@
  *
  * The lowering (stm32ai/passes/lower/movement.py and resize.py) reduces each op to a few
  * generic kernels whose parameters it computes entirely at generate time; see
- * docs/kernels_move.md. Field names of the parameter structs are the `attrs` keys of the
+ * docs/kernels_movement.md. Field names of the parameter structs are the `attrs` keys of the
  * lowered op. The copy kernels work on raw bytes, so they serve every element type.
  *
  * Alignment: none required for data (copies go through memcpy); the int32 index tables
  * live in the weights pool, which keeps them 4-byte aligned.
  */
-#ifndef AI_KERNELS_MOVE_H
-#define AI_KERNELS_MOVE_H
+#ifndef AI_KERNELS_MOVEMENT_H
+#define AI_KERNELS_MOVEMENT_H
 
 #include <stdint.h>
 
@@ -102,4 +102,4 @@ void ai_resize_bilinear_f32(const ai_resize_bilinear_f32_params *p, const float 
 #ifdef __cplusplus
 }
 #endif
-#endif /* AI_KERNELS_MOVE_H */
+#endif /* AI_KERNELS_MOVEMENT_H */

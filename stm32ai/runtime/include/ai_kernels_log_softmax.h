@@ -1,11 +1,11 @@
 /* LOG_SOFTMAX over the last axis: int8 -> int8 and float32 (ai_log_softmax.c).
  *
  * The lowering (stm32ai/passes/lower/log_softmax.py) computes every parameter at generate
- * time; see docs/kernels_logsoftmax.md. Field names of the parameter structs are the
+ * time; see docs/kernels_log_softmax.md. Field names of the parameter structs are the
  * `attrs` keys of the lowered op. Both kernels may run in place (output aliasing input).
  */
-#ifndef AI_KERNELS_LOGSOFTMAX_H
-#define AI_KERNELS_LOGSOFTMAX_H
+#ifndef AI_KERNELS_LOG_SOFTMAX_H
+#define AI_KERNELS_LOG_SOFTMAX_H
 
 #include <stdint.h>
 
@@ -35,4 +35,4 @@ void ai_log_softmax_f32(const ai_log_softmax_f32_params *p, const float *input, 
 }
 #endif
 
-#endif /* AI_KERNELS_LOGSOFTMAX_H */
+#endif /* AI_KERNELS_LOG_SOFTMAX_H */

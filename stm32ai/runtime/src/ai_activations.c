@@ -1,4 +1,4 @@
-/* Elementwise activation kernels (see ai_kernels_act.h and docs/kernels_act.md).
+/* Elementwise activation kernels (see ai_kernels_activations.h and docs/kernels_activations.md).
  *
  * int8 kernels do integer arithmetic only; their parameters and tables were computed at
  * generate time from TFLite Micro's reference arithmetic. Every kernel reads element i
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ai_kernels_act.h"
+#include "ai_kernels_activations.h"
 #include "ai_qmath.h"
 
 #if defined(__ARM_FEATURE_SIMD32) && __ARM_FEATURE_SIMD32
