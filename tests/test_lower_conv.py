@@ -978,7 +978,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
     (tmp_path / "startup.c").write_text(STARTUP_C)
     (tmp_path / "mps2.ld").write_text(MPS2_LD)
     inc = f"-I{RUNTIME / 'include'}"
-    s8 = [str(RUNTIME / "src" / f) for f in ("ai_conv_s8.c", "ai_dwconv_s8.c")]
+    s8 = [str(RUNTIME / "src" / f) for f in ("ai_conv_s8.c", "ai_conv_dw_s8.c")]
     r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
                         "selftest.c", "startup.c", *s8, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
                        text=True)

@@ -30,7 +30,7 @@ from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
 if TYPE_CHECKING:
     from stm32ai.passes.lower.conv import ConvGeometry
 
-DW3_HB = 8  # AI_DW3_HB in ai_dwconv_s8.c: input rows per band
+DW3_HB = 8  # AI_DW3_HB in ai_conv_dw_s8.c: input rows per band
 DW3_K = 10  # AI_DW3_K: int32 constants per channel
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
