@@ -5,8 +5,8 @@ the source model, which the converter already made topological). Tensor ids are 
 indices. Constants carry their value in `Tensor.data`.
 
 After the lowering pass every remaining op has `kernel` set to the name of a C kernel
-(see docs/kernels.md) and `attrs` holding everything the kernel needs, computed in
-Python: the C code does only the arithmetic.
+(the kernel families: docs/architecture.md, "Kernel families") and `attrs` holding
+everything the kernel needs, computed in Python: the C code does only the arithmetic.
 """
 
 from __future__ import annotations
@@ -15,6 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+MAX_DIMS = 6  # the largest rank a kernel walks; C: AI_MAX_DIMS in ai_platform.h (tests check they agree)
+
+# Element type -> (ai_dtype_code, bits) of the C runtime's ai_dtype (DLPack codes; C: the
+# ai_dtype_code enum in ai_platform.h, checked by tests/test_structure.py).
+DTYPE_CODES = {
+    "int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64),
+    "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64),
+    "float32": (2, 32), "bool": (6, 8),
+}
 
 DTYPE_SIZES = {
     "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,

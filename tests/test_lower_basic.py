@@ -34,7 +34,7 @@ from stm32ai.frontend.tflite_reader import load_tflite
 from stm32ai.passes.canonicalize import canonicalize
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import registry
-from stm32ai.passes.lower.elementwise import add_params_s8, broadcast_strides
+from stm32ai.passes.lower.binary import add_params_s8, broadcast_strides
 from stm32ai.passes.lower.fc import chunk_groups, pack_fc_weights_s8, packed_size, pairable
 from stm32ai.passes.lower.pool import compute_padding
 from stm32ai.passes.lower.softmax import softmax_params_s8
@@ -46,7 +46,7 @@ tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
 schema = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated")
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
-BASIC_SOURCES = [RUNTIME / "src" / f for f in ("ai_fc.c", "ai_pool.c", "ai_elementwise.c", "ai_softmax.c")]
+BASIC_SOURCES = [RUNTIME / "src" / f for f in ("ai_fc.c", "ai_pool.c", "ai_binary.c", "ai_reshape.c", "ai_softmax.c")]
 WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion"]
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")

@@ -357,6 +357,7 @@ def test_kernels_on_cortex_m4(tmp_path):
         #include <stdint.h>
         #include <stdio.h>
         #include "ai_kernels_activations.h"
+        #include "ai_kernels_quantize.h"
         void sh_puts(const char *s);
         static void dump(const char *tag, const void *p, int n) {
           static char line[80];

@@ -21,12 +21,11 @@ import numpy as np
 
 from stm32ai.errors import Stm32aiError
 from stm32ai.graphjson import WEIGHTS_ALIGN
+from stm32ai.ir import DTYPE_CODES
 from stm32ai.resources import runtime_dir
 from stm32ai.sanitize import configure, quote, untrusted
 
 C_IDENT = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
-_DT = {"int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64), "uint8": (1, 8),
-       "uint16": (1, 16), "uint32": (1, 32), "uint64": (1, 64), "float32": (2, 32), "bool": (6, 8)}
 
 
 NAME_MAX = 40  # symbols add up to 24 characters ("AI_<NAME>_ACTIVATIONS_ALIGN"); C99 guarantees 63
@@ -133,7 +132,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     def io_tensor(e: int, sym: str) -> dict[str, Any]:
         st = storage[sids[e]]
         q = quants[e]
-        code, bits = _DT[dltype[e]]
+        code, bits = DTYPE_CODES[dltype[e]]
         size_bytes = int(np.prod(shapes[e], dtype=np.int64)) * bits // 8
         qd = None
         if q is not None:
@@ -171,7 +170,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             st = storage[sids[e]]
             if st["pool"] != "activations":
                 raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
-            nbytes = int(np.prod(shapes[e], dtype=np.int64)) * _DT[dltype[e]][1] // 8
+            nbytes = int(np.prod(shapes[e], dtype=np.int64)) * DTYPE_CODES[dltype[e]][1] // 8
             states.append({"offset": st["offset"], "size": nbytes, "fill": int(na.get("fill", 0)),
                            "tensor_name": untrusted(tnames[e])})
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards
 from stm32ai.errors import Stm32aiError
+from stm32ai.ir import DTYPE_CODES
 from stm32ai.outputs import check_output_dir, mark_generated, publish_dir
 from stm32ai.project.clockregs import clock_registers
 from stm32ai.resources import data_dir
@@ -44,11 +45,6 @@ FIRMWARE_TARGET = "firmware"
 MANIFEST = "stm32ai_project.json"
 _ALIGN = 8
 
-_DTYPES = {  # numpy dtype -> (ai_dtype_code, bits)
-    "int8": (0, 8), "int16": (0, 16), "int32": (0, 32), "int64": (0, 64),
-    "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32),
-    "float32": (2, 32), "bool": (6, 8),
-}
 
 
 def _round8(n: int) -> int:
@@ -266,10 +262,10 @@ def _board_lines(board: Board) -> list[str]:
 def _array_entry(arr: np.ndarray, sym: str, label: str) -> dict[str, Any]:
     a = np.asarray(arr)
     key = a.dtype.name
-    if key not in _DTYPES:
+    if key not in DTYPE_CODES:
         raise Stm32aiError(f"test vector {label} has dtype {key}, which the demo cannot embed "
-                           f"(one of {', '.join(_DTYPES)})")
-    code, bits = _DTYPES[key]
+                           f"(one of {', '.join(DTYPE_CODES)})")
+    code, bits = DTYPE_CODES[key]
     raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
     body_bytes = raw if raw else b"\x00"
     hexes = [f"0x{b:02x}" for b in body_bytes]

@@ -17,6 +17,8 @@ from enum import IntEnum
 
 import numpy as np
 
+from stm32ai.ir import DTYPE_CODES
+
 __all__ = ["ERROR_TEXT", "HEADER", "MAGIC", "MAX_PAYLOAD", "VERSION", "DeviceInfo", "ErrorCode", "Frame",
            "FrameDecoder", "MsgType", "TensorInfo", "crc32", "decode_error", "encode_frame",
            "parse_hello", "parse_profile_reply", "parse_run_reply"]
@@ -57,8 +59,7 @@ ERROR_TEXT = {
 }
 
 # ai_dtype_code (DLPack) + bits -> numpy dtype
-_DTYPES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64", (1, 8): "uint8",
-           (1, 16): "uint16", (1, 32): "uint32", (2, 32): "float32", (6, 8): "bool"}
+_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 
 
 def crc32(data: bytes, crc: int = 0) -> int:

@@ -1,7 +1,8 @@
 """Lowering: TFLite ops -> calls of C kernels with all parameters precomputed.
 
 Each op family lives in its own module and registers an `OpSupport` for every TFLite
-op type it handles. After `lower_graph`, each op has:
+op type it handles; `common.py` holds the helpers families share (quantisation, fused
+activation, broadcasting) and registers nothing. After `lower_graph`, each op has:
 
 * `kernel`  - the C kernel suffix: the emitter calls `ai_<kernel>(...)`, or "__nop" for
   a zero-copy alias (RESHAPE): output shares the input's storage, no code;
@@ -50,7 +51,7 @@ def register(op_type: str, constraints: str, check: Check) -> Callable[[Lower], 
 
 
 def _load_families() -> None:
-    # Importing a family module registers its ops; every module in this package is one.
+    # Importing a family module registers its ops (common.py registers none).
     import importlib
     import pkgutil
 

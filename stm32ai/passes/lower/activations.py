@@ -22,6 +22,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Quant, Tensor
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.common import check_per_tensor as _per_tensor
 from stm32ai.passes.quant import quantize_multiplier
 
 # ---------------------------------------------------------------------------------------------
@@ -409,14 +410,6 @@ def _elementwise(op: Op, n: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------------------------
-
-def _per_tensor(t: Tensor) -> str | None:
-    if t.quant is None:
-        return f"int8 tensor '{t.name}' has no quantisation parameters"
-    if t.quant.per_channel:
-        return f"per-channel quantised activation '{t.name}' is not supported (per-tensor only)"
-    return None
-
 
 def _unary_check(op: Op, g: Graph, types: tuple[str, ...] = ("int8", "float32")) -> str | None:
     if len(op.outputs) != 1 or not op.inputs or op.inputs[0] < 0:

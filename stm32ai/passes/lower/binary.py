@@ -1,16 +1,19 @@
-"""SUB, MUL, MAXIMUM, MINIMUM, DIV -> ai_<op>_s8 / _f32 / _s32 (docs/kernels_binary.md).
+"""ADD, SUB, MUL, MAXIMUM, MINIMUM, DIV -> ai_<op>_s8 / _f32 / _s32 (docs/kernels_binary.md).
 
-Every kernel broadcasts with numpy/TFLite rules (up to 6 dimensions): the output is walked
-as 6 nested loops and each input advances by its own element strides (0 along broadcast
-dimensions, from elementwise.broadcast_strides). Adjacent dimensions that are contiguous
+Every kernel broadcasts with numpy/TFLite rules (up to MAX_DIMS = 6 dimensions): the output
+is walked as 6 nested loops and each input advances by its own element strides (0 along
+broadcast dimensions, from common.broadcast_strides). Adjacent dimensions that are contiguous
 for both inputs are merged here, so a same-shape op is a single loop and [1,5,7,3] x [1]
 is one loop with a 0 stride.
 
 int8 parameters reproduce TFLite Micro's Prepare functions exactly:
 
-* SUB (sub_common.cc CalculateOpDataSub): ADD's scheme (left_shift 20, every scale
-  rescaled to twice the larger input scale) but with the ratios computed in float32, not
-  double as ADD does;
+* ADD (add_common.cc CalculateOpDataAdd): both inputs shifted left by 20 bits, rescaled to
+  twice the larger input scale with multipliers below one (ratios in double), summed, then
+  rescaled to the output scale; from LUT_MIN_ELEMENTS outputs on, through per-input tables
+  (`lookup_tables_s8`, proved exact for all 65536 input pairs);
+* SUB (sub_common.cc CalculateOpDataSub): ADD's scheme but with the ratios computed in
+  float32, not double as ADD does (tables from LUT_MIN_ELEMENTS on, as ADD);
 * MUL (mul_common.cc): one multiplier for s1 * s2 / so, the product taken in double;
 * MAXIMUM/MINIMUM compare stored values, which is only the real max/min when both inputs
   and the output share one scale and zero point (the converter makes them so); otherwise
@@ -20,7 +23,7 @@ int8 parameters reproduce TFLite Micro's Prepare functions exactly:
   quotient of 1.0 comes out as 127); bit-exactness would mean reproducing that, so int8 DIV
   is refused (docs/kernels_binary.md).
 
-int32 (unquantised; also ADD, lowered from elementwise.py through `lower_s32`) is TFLite's
+int32 (unquantised) is TFLite's
 plain integer arithmetic: ADD/SUB/MUL wrap, DIV truncates toward zero, and the fused
 activation clamps to CalculateActivationRange<int32_t> (NONE = the whole int32 range).
 Where the references have no answer the kernel does what Cortex-M's SDIV does: x / 0 = 0
@@ -29,8 +32,9 @@ x86, LiteRT gives INT32_MAX). TFLite Micro ignores the fused activation of an in
 where LiteRT applies it; the converter never fuses one there (an int32 RELU becomes
 MAXIMUM), so such a hand-made model is refused rather than silently matching one reference.
 
-The output may overwrite input 0 (`inplace`). For the commutative integer ops (MUL, MAXIMUM,
-MINIMUM; int8 and int32) and float MUL, inputs are swapped when only input 1 could be overwritten.
+The output may overwrite input 0 (`inplace`). For the commutative ops (ADD and MUL of every
+type, MAXIMUM and MINIMUM of int8 and int32) inputs are swapped when only input 1 could be
+overwritten (the int8 parameters are computed for the swapped order).
 """
 
 from __future__ import annotations
@@ -39,19 +43,15 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.elementwise import (
-    LEFT_SHIFT_S8,
-    LUT_MIN_ELEMENTS,
+from stm32ai.passes.lower.common import (
     MAX_DIMS,
-    _dense,
-    _padded,
-    broadcast_strides,
-)
-from stm32ai.passes.lower.fc import (
     act_range_f32,
     act_range_s8,
+    broadcast_strides,
     check_activation,
+    covers,
     fused_activation,
+    padded,
     per_tensor_quant,
     scale_of,
     zp_of,
@@ -59,8 +59,11 @@ from stm32ai.passes.lower.fc import (
 from stm32ai.passes.quant import multiply_by_quantized_multiplier as mbqm
 from stm32ai.passes.quant import quantize_multiplier
 
-__all__ = ["activation_range_s32", "check_s32", "lookup_tables_s8", "loop_attrs", "lower_lut_s8", "lower_s32",
-           "mul_params_s8", "sub_params_s8"]
+__all__ = ["LUT_MIN_ELEMENTS", "activation_range_s32", "add_params_s8", "broadcast_strides", "check_s32",
+           "lookup_tables_s8", "loop_attrs", "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8"]
+
+LEFT_SHIFT_S8 = 20
+LUT_MIN_ELEMENTS = 256  # int8 ADD/SUB through per-input tables (lookup_tables_s8) from this size on
 
 LUT_RAW = np.arange(256).astype(np.uint8).view(np.int8).astype(np.int64)  # table index u -> int8 value
 
@@ -81,7 +84,7 @@ def loop_attrs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], y_shape: tupl
     s1 = broadcast_strides(a_shape, y_shape)
     s2 = broadcast_strides(b_shape, y_shape)
     assert s1 is not None and s2 is not None
-    dims = [(n, x, z) for n, x, z in zip(_padded(y_shape), s1, s2, strict=True) if n > 1]
+    dims = [(n, x, z) for n, x, z in zip(padded(y_shape), s1, s2, strict=True) if n > 1]
     merged: list[tuple[int, int, int]] = []  # innermost first
     for n, x, z in reversed(dims):
         if merged:
@@ -96,6 +99,25 @@ def loop_attrs(a_shape: tuple[int, ...], b_shape: tuple[int, ...], y_shape: tupl
             "in2_strides": [m[2] for m in merged]}
 
 
+def add_params_s8(s1: float, zp1: int, s2: float, zp2: int, so: float, zpo: int) -> dict[str, int]:
+    """TFLite's CalculateOpDataAdd for int8 (left_shift 20; the ratios in double)."""
+    f32 = np.float32
+    twice_max = 2.0 * float(max(f32(s1), f32(s2)))
+    r1 = float(f32(s1)) / twice_max
+    r2 = float(f32(s2)) / twice_max
+    ro = twice_max / ((1 << LEFT_SHIFT_S8) * float(f32(so)))
+    return _addsub_params(r1, zp1, r2, zp2, ro, zpo)
+
+
+def _addsub_params(r1: float, zp1: int, r2: float, zp2: int, ro: float, zpo: int) -> dict[str, int]:
+    m1, sh1 = quantize_multiplier(r1)
+    m2, sh2 = quantize_multiplier(r2)
+    mo, sho = quantize_multiplier(ro)
+    return {"input1_offset": -int(zp1), "input2_offset": -int(zp2), "left_shift": LEFT_SHIFT_S8,
+            "input1_multiplier": m1, "input1_shift": sh1, "input2_multiplier": m2, "input2_shift": sh2,
+            "output_multiplier": mo, "output_shift": sho, "output_offset": int(zpo)}
+
+
 def sub_params_s8(s1: float, zp1: int, s2: float, zp2: int, so: float, zpo: int) -> dict[str, int]:
     """TFLite Micro's CalculateOpDataSub for int8: the ratios are float32 divisions."""
     f32 = np.float32
@@ -103,12 +125,7 @@ def sub_params_s8(s1: float, zp1: int, s2: float, zp2: int, so: float, zpo: int)
     r1 = float(f32(s1) / twice_max)
     r2 = float(f32(s2) / twice_max)
     ro = float(twice_max / (f32(1 << LEFT_SHIFT_S8) * f32(so)))
-    m1, sh1 = quantize_multiplier(r1)
-    m2, sh2 = quantize_multiplier(r2)
-    mo, sho = quantize_multiplier(ro)
-    return {"input1_offset": -int(zp1), "input2_offset": -int(zp2), "left_shift": LEFT_SHIFT_S8,
-            "input1_multiplier": m1, "input1_shift": sh1, "input2_multiplier": m2, "input2_shift": sh2,
-            "output_multiplier": mo, "output_shift": sho, "output_offset": int(zpo)}
+    return _addsub_params(r1, zp1, r2, zp2, ro, zpo)
 
 
 def _rescaled(offset: int, mult: int, shift: int) -> np.ndarray:
@@ -289,6 +306,24 @@ def _int8(op: Op, g: Graph) -> tuple[Tensor, Tensor, Tensor] | None:
     return (a, b, y) if y.dtype == "int8" else None
 
 
+def _check_add(op: Op, g: Graph) -> str | None:
+    reason = _check_common(op, g, int8_ok=True, fused=True)
+    if reason:
+        return reason
+    y = g.tensors[op.outputs[0]]
+    if y.dtype == "int32" and fused_activation(op) != "NONE":
+        return (f"int32 ADD with fused {fused_activation(op)} is not supported: TFLite Micro ignores the "
+                "activation where LiteRT applies it (the converter emits a separate MAXIMUM)")
+    if _int8(op, g) is None:
+        return None
+    a, b = (g.tensors[t] for t in op.inputs)
+    twice_max = 2.0 * float(max(np.float32(scale_of(a)), np.float32(scale_of(b))))
+    if not twice_max / ((1 << LEFT_SHIFT_S8) * scale_of(y)) < 1.0:
+        return (f"output scale {scale_of(y)} is too small for the input scales (TFLite's int8 ADD "
+                "needs 2*max(input scales) < 2^20 * output scale)")
+    return None
+
+
 def _check_sub(op: Op, g: Graph) -> str | None:
     reason = _check_common(op, g, int8_ok=True, fused=True)
     if reason or _int8(op, g) is None:
@@ -340,7 +375,7 @@ def _lower(op: Op, g: Graph, name: str, swappable: bool, fused: bool, params_s8=
     i1, i2 = op.inputs
     a, b = g.tensors[i1], g.tensors[i2]
     # prefer an input 0 the output can overwrite: dense and computed at run time
-    if swappable and (a.is_const or not _dense(a, y)) and (not b.is_const and _dense(b, y)):
+    if swappable and (a.is_const or not covers(a, y)) and (not b.is_const and covers(b, y)):
         i1, i2, a, b = i2, i1, b, a
     op.inputs = [i1, i2]
     op.macc = int(y.size)
@@ -366,8 +401,25 @@ def _lower(op: Op, g: Graph, name: str, swappable: bool, fused: bool, params_s8=
 
 
 def lower_s32(op: Op, g: Graph, name: str, swappable: bool, fused: bool) -> None:
-    """int32 lowering for ADD (elementwise.py) as for the ops of this module."""
+    """int32 lowering of one of this module's ops (kept for callers outside the module)."""
     _lower(op, g, name, swappable, fused)
+
+
+def _add_params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
+    return add_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+
+
+@register("ADD", "int8 (per-tensor), int32 (no fused activation) or float32, broadcasting up "
+          "to 6-D; fused NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_add)
+def lower_add(op: Op, g: Graph) -> None:
+    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
+        if (a.is_const or not covers(a, y)) and (not b.is_const and covers(b, y)):
+            op.inputs = [op.inputs[1], op.inputs[0]]  # the output may overwrite input 0
+            a, b = b, a
+        lower_lut_s8(op, g, _add_params(a, b, y), subtract=False)
+        return
+    _lower(op, g, "add", True, True, _add_params)
 
 
 @register("SUB", "int8 (per-tensor), int32 or float32, broadcasting up to 6-D; fused "

@@ -16,7 +16,7 @@ from __future__ import annotations
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
 
-# ai_kernels_binary.h AI_CAST_* codes
+# ai_kernels_cast.h AI_CAST_* codes
 CAST_TYPES = {"bool": 0, "int8": 1, "uint8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6,
               "int64": 7, "float32": 8}
 

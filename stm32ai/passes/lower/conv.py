@@ -31,6 +31,10 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.common import per_tensor_quant as _per_tensor
+from stm32ai.passes.lower.common import scale_of as _scale
+from stm32ai.passes.lower.common import zp_of as _zp
+from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
 from stm32ai.passes.quant import (
     activation_range_f32,
     activation_range_quantized,
@@ -315,26 +319,6 @@ def _fused(op: Op) -> str:
     return "NONE" if act is None else str(act)
 
 
-def _scale(t: Tensor) -> float:
-    assert t.quant is not None
-    return float(t.quant.scale[0])
-
-
-def _zp(t: Tensor) -> int:
-    assert t.quant is not None
-    return int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
-
-
-def _per_tensor(t: Tensor, what: str) -> str | None:
-    if t.quant is None or t.quant.scale.size == 0:
-        return f"{what} '{t.name}' is {t.dtype} without quantisation parameters"
-    if t.quant.scale.size != 1:
-        return f"{what} '{t.name}' has per-axis quantisation; only per-tensor is supported"
-    if not float(t.quant.scale[0]) > 0.0:
-        return f"{what} '{t.name}' has a non-positive scale"
-    return None
-
-
 # ---- support check ---------------------------------------------------------------------------
 
 def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
@@ -567,11 +551,11 @@ def lower_depthwise(op: Op, g: Graph) -> None:
         _lower_conv_s8_rows(op, g, geo, w_taps.T.astype(np.int8), base)
         return
     bias = _bias_values(g, op)
-    from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3  # it reads this module's helpers
-    if lower_dw3x3(op, g, geo, w_taps, bias, base):
+    folded = fold_bias(bias, w_taps.T, _zp(x))
+    if lower_dw3x3(op, g, geo, w_taps, bias, base, _int8_attrs(op, x, y), folded):
         return
     mult, shift = _requant_tables(g, base, x, w, y, geo.out_c)
-    b_id = g.add_const(f"{base}/bias_folded", fold_bias(bias, w_taps.T, _zp(x)))
+    b_id = g.add_const(f"{base}/bias_folded", folded)
     attrs = {**geo.attrs(), **_int8_attrs(op, x, y)}
     if mult_dm == 1 and taps <= DW_MAX_TAPS:
         w_id = g.add_const(f"{base}/weights_packed", pack_dw_weights_s8(w_taps))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.lower.common import scale_of, zp_of
 from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
 
 if TYPE_CHECKING:
@@ -128,20 +129,18 @@ def dw3x3_eligible(k: tuple[int, int], stride: tuple[int, int], dilation: tuple[
 
 
 def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: np.ndarray | None,
-                base: str) -> bool:
+                base: str, q: dict, folded_bias: np.ndarray) -> bool:
     """Lower an int8 depthwise op to depthwise_conv2d_3x3_s8 when every condition holds
     (multiplier M > 1: output channel oc reads input channel oc // M, gathered byte by byte
-    in the transposition); False leaves the op to the general kernels."""
-    from stm32ai.passes.lower import conv as cv  # conv.py calls us: import at run time
-
+    in the transposition); False leaves the op to the general kernels. conv.py passes its
+    int8 attrs `q` (pad value, clamp) and the bias with the input zero point folded in."""
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    q = cv._int8_attrs(op, x, y)
     if not dw3x3_eligible((geo.k_h, geo.k_w), geo.stride, geo.dilation, geo.out_c // geo.in_c,
                           (int(q["act_min"]), int(q["act_max"]))):
         return False
     assert w.quant is not None
-    mult, shift = requant_pairs(cv._scale(x), np.asarray(w.quant.scale), cv._scale(y), geo.out_c)
-    lo, hi = acc_range(w_taps, bias, cv._zp(x))
+    mult, shift = requant_pairs(scale_of(x), np.asarray(w.quant.scale), scale_of(y), geo.out_c)
+    lo, hi = acc_range(w_taps, bias, zp_of(x))
     if all(fast_requant_exact(int(m), int(s), int(a), int(b))
            for m, s, a, b in zip(mult, shift, lo, hi, strict=True)):
         kernel = "depthwise_conv2d_3x3_s8"
@@ -154,7 +153,7 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
     # keeps the row walk.
     transpose = geo.in_h > geo.in_w and g.optimization != "ram"
     taps = w_taps.reshape(3, 3, -1).transpose(1, 0, 2).reshape(9, -1) if transpose else w_taps
-    packed = pack_dw3x3(taps, cv.fold_bias(bias, w_taps.T, cv._zp(x)), mult, shift, cv._zp(y))
+    packed = pack_dw3x3(taps, folded_bias, mult, shift, zp_of(y))
     if transpose:
         plane_w = dw3x3_plane_w(geo.in_h, geo.out_h, geo.stride[0], geo.pad[0])
     else:

@@ -28,60 +28,17 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.quant import (
-    activation_range_f32,
-    activation_range_quantized,
-    per_channel_multiplier,
-    quantize_multiplier,
+from stm32ai.passes.lower.common import (
+    act_range_f32,
+    act_range_s8,
+    check_activation,
+    per_tensor_quant,
+    scale_of,
+    zp_of,
 )
+from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
 
 __all__ = ["chunk_groups", "pack_fc_weights_s8", "pairable"]
-
-FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
-
-
-# ---- helpers shared by the basic lowering modules --------------------------------------
-
-def fused_activation(op: Op) -> str:
-    act = op.options.get("fused_activation_function", "NONE")
-    return "NONE" if act is None else str(act)
-
-
-def check_activation(op: Op) -> str | None:
-    act = fused_activation(op)
-    if act not in FUSED_ACTIVATIONS:
-        return f"fused activation {act} is not supported (supported: {', '.join(FUSED_ACTIVATIONS)})"
-    return None
-
-
-def per_tensor_quant(t: Tensor, what: str) -> str | None:
-    """Reason string unless `t` has one scale and one zero point."""
-    if t.quant is None or t.quant.scale.size == 0:
-        return f"{what} '{t.name}' is {t.dtype} without quantisation parameters"
-    if t.quant.scale.size != 1:
-        return f"{what} '{t.name}' has per-axis quantisation, only per-tensor is supported"
-    if not float(t.quant.scale[0]) > 0.0:
-        return f"{what} '{t.name}' has a non-positive scale {float(t.quant.scale[0])}"
-    return None
-
-
-def scale_of(t: Tensor) -> float:
-    assert t.quant is not None
-    return float(t.quant.scale[0])
-
-
-def zp_of(t: Tensor) -> int:
-    assert t.quant is not None
-    return int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
-
-
-def act_range_s8(op: Op, out: Tensor) -> tuple[int, int]:
-    return activation_range_quantized(fused_activation(op), scale_of(out), zp_of(out), "int8")
-
-
-def act_range_f32(op: Op) -> tuple[float, float]:
-    return activation_range_f32(fused_activation(op))
-
 
 # ---- weight packing ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.fc import per_tensor_quant, scale_of, zp_of
+from stm32ai.passes.lower.common import per_tensor_quant, scale_of, zp_of
 from stm32ai.passes.lower.softmax import SCALED_DIFF_INTEGER_BITS, softmax_params_s8
 from stm32ai.passes.quant import quantize_multiplier
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.fc import per_tensor_quant, scale_of, zp_of
+from stm32ai.passes.lower.common import per_tensor_quant, scale_of, zp_of
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["lstm_gate_multiplier", "cell_scale_power", "tanh_input_params"]

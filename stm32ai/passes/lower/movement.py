@@ -28,10 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stm32ai.ir import DTYPE_SIZES, Graph, Op, Quant
+from stm32ai.ir import DTYPE_SIZES, MAX_DIMS, Graph, Op, Quant
 from stm32ai.passes.lower import register
 
-MAX_DIMS = 6  # AI_MOVE_MAX_DIMS
 MAX_CONCAT_INPUTS = 10  # AI_CONCAT_MAX_INPUTS
 _MAX_BYTES = (1 << 31) - 1  # kernels index with int32 byte offsets
 
@@ -333,11 +332,32 @@ def _bit(mask: int, i: int) -> bool:
 
 def strided_slice_ranges(shape: tuple[int, ...], begin: list[int], end: list[int],
                          strides: list[int], options: dict) -> list[range] | str:
-    """Input elements selected along each input dimension by a TFLite STRIDED_SLICE.
+    """Input elements selected along each input dimension by a TFLite STRIDED_SLICE (see
+    `strided_slice_spec`), or the reason the slice is refused."""
+    spec = strided_slice_spec(shape, begin, end, strides, options)
+    return spec if isinstance(spec, str) else spec[0]
+
+
+def strided_slice(x: np.ndarray, begin: list[int], end: list[int], strides: list[int],
+                  options: dict) -> np.ndarray:
+    """STRIDED_SLICE evaluated in numpy with the runtime lowering's own index ranges (constant
+    folding uses this: one implementation). Raises ValueError with the reason on a bad slice."""
+    spec = strided_slice_spec(tuple(x.shape), begin, end, strides, options)
+    if isinstance(spec, str):
+        raise ValueError(spec)
+    ranges, out_shape = spec
+    return x[np.ix_(*[np.asarray(r, np.int64) for r in ranges])].reshape(out_shape)
+
+
+def strided_slice_spec(shape: tuple[int, ...], begin: list[int], end: list[int], strides: list[int],
+                       options: dict) -> tuple[list[range], tuple[int, ...]] | str:
+    """Per input dimension the elements a TFLite STRIDED_SLICE selects, and its output shape.
 
     Sparse spec -> dense spec as TensorFlow does (ellipsis expansion, new axes); then per
     axis TFLite's StartForAxis / EndForAxis (negative indices, clamping, begin/end masks,
-    `offset`), with a shrunk axis taking the single element at its start.
+    `offset`). A shrunk axis takes the single element at its start, where the start honours
+    begin_mask as TFLite's StartForAxis does (LiteRT-ref agrees: tests/test_ops_move.py); the
+    output drops shrunk axes and has a 1 for each new axis.
     """
     bm = int(options.get("begin_mask", 0))
     em = int(options.get("end_mask", 0))
@@ -358,14 +378,17 @@ def strided_slice_ranges(shape: tuple[int, ...], begin: list[int], end: list[int
     first_ell = next(i for i in range(n) if _bit(ellipsis, i))
     add_after = sum(1 for i in range(first_ell + 1, n) if _bit(new_axis, i) and not _bit(ellipsis, i))
     dense: list[tuple[int, int, int, bool, bool, bool]] = []
+    layout: list[int] = []  # output dims: the dense axis they come from, -1 for a new axis
     for i in range(n):
         if _bit(ellipsis, i):
             nxt = min(rank - (n - i) + 1 + add_after, rank)
             while len(dense) < nxt:
+                layout.append(len(dense))
                 dense.append((0, 0, 1, True, True, False))
         elif _bit(new_axis, i):
-            continue
+            layout.append(-1)
         else:
+            layout.append(len(dense))
             dense.append((begin[i], end[i], strides[i], _bit(bm, i), _bit(em, i), _bit(shrink, i)))
     if len(dense) != rank:
         return f"slice spec covers {len(dense)} axes, the input has {rank}"
@@ -390,7 +413,8 @@ def strided_slice_ranges(shape: tuple[int, ...], begin: list[int], end: list[int
         if emask:
             stop = size if s > 0 else -1
         out.append(range(start, stop, s))
-    return out
+    out_shape = tuple(1 if d < 0 else len(out[d]) for d in layout if d < 0 or not dense[d][5])
+    return out, out_shape
 
 
 def _ss_ranges(op: Op, g: Graph) -> list[range] | str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.fc import act_range_f32, act_range_s8, check_activation, per_tensor_quant, scale_of, zp_of
+from stm32ai.passes.lower.common import act_range_f32, act_range_s8, check_activation, per_tensor_quant, scale_of, zp_of
 
 __all__ = ["pool_geometry", "compute_padding"]
 

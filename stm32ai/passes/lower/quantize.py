@@ -13,20 +13,13 @@ Constant operands never get here: fold_constants evaluates DEQUANTIZE of weights
 
 from __future__ import annotations
 
-from stm32ai.ir import Graph, Op, Quant, Tensor
+from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.activations import lower_as_table, mbqm
+from stm32ai.passes.lower.common import check_per_tensor as _pt
 from stm32ai.passes.quant import qrange, quantize_multiplier
 
 _BYTE_TYPES = ("int8", "uint8")
-
-
-def _pt(t: Tensor) -> str | None:
-    if t.quant is None:
-        return f"tensor '{t.name}' ({t.dtype}) has no quantisation parameters"
-    if t.quant.per_channel:
-        return f"per-channel quantisation of '{t.name}' is not supported (per-tensor only)"
-    return None
 
 
 def requantize_values(qi: Quant, qo: Quant, in_dtype: str, out_dtype: str) -> list[int]:

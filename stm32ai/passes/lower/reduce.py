@@ -27,13 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stm32ai.ir import Graph, Op, Tensor
+from stm32ai.ir import MAX_DIMS, Graph, Op
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.common import per_tensor_quant as _per_tensor
+from stm32ai.passes.lower.common import scale_of as _scale
+from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["MAX_DIMS", "ReducePlan", "mean_multiplier", "reduce_plan", "resolve_axes"]
 
-MAX_DIMS = 6  # AI_REDUCE_MAX_DIMS in ai_kernels_reduce.h
 _REDUCE_F32 = {"MEAN": "reduce_mean_f32", "SUM": "reduce_sum_f32",
                "REDUCE_MAX": "reduce_max_f32", "REDUCE_MIN": "reduce_min_f32"}
 _REDUCE_S8 = {"MEAN": "reduce_sum_s8", "SUM": "reduce_sum_s8",
@@ -114,26 +116,6 @@ def mean_multiplier(in_scale: float, out_scale: float, count: int, mean: bool) -
 
 
 # ---- checks ----------------------------------------------------------------------------------
-
-def _per_tensor(t: Tensor, what: str) -> str | None:
-    if t.quant is None or t.quant.scale.size == 0:
-        return f"{what} '{t.name}' is {t.dtype} without quantisation parameters"
-    if t.quant.scale.size != 1:
-        return f"{what} '{t.name}' has per-axis quantisation; only per-tensor is supported"
-    if not float(t.quant.scale[0]) > 0.0:
-        return f"{what} '{t.name}' has a non-positive scale"
-    return None
-
-
-def _scale(t: Tensor) -> float:
-    assert t.quant is not None
-    return float(t.quant.scale[0])
-
-
-def _zp(t: Tensor) -> int:
-    assert t.quant is not None
-    return int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
-
 
 def _expected_out_shape(shape: tuple[int, ...], axes: list[int], keep: bool) -> tuple[int, ...]:
     if keep:

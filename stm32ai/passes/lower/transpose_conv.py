@@ -24,6 +24,8 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.common import per_tensor_quant as _per_tensor
+from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.quant import (
     activation_range_f32,
     activation_range_quantized,
@@ -64,21 +66,6 @@ def pack_weights_s16(w: np.ndarray) -> np.ndarray:
 def _act(op: Op) -> str:
     a = op.options.get("fused_activation_function", "NONE")
     return "NONE" if a is None else str(a)
-
-
-def _per_tensor(t: Tensor, what: str) -> str | None:
-    if t.quant is None or t.quant.scale.size == 0:
-        return f"{what} '{t.name}' is {t.dtype} without quantisation parameters"
-    if t.quant.scale.size != 1:
-        return f"{what} '{t.name}' has per-axis quantisation; only per-tensor is supported"
-    if not float(t.quant.scale[0]) > 0.0:
-        return f"{what} '{t.name}' has a non-positive scale"
-    return None
-
-
-def _zp(t: Tensor) -> int:
-    assert t.quant is not None
-    return int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
 
 
 def _bias(op: Op, g: Graph) -> Tensor | None:

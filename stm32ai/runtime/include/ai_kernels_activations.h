@@ -1,13 +1,13 @@
-/* Elementwise activation and quantisation kernels, int8 and float32.
+/* Elementwise activation kernels, int8 and float32.
  *
- * RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, LOGISTIC, TANH, HARD_SWISH, QUANTIZE,
- * DEQUANTIZE. The lowering (stm32ai/passes/lower/activations.py, quantize.py) computes
+ * RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, LOGISTIC, TANH, HARD_SWISH (and int8 -> int8
+ * QUANTIZE through ai_lut8; float QUANTIZE/DEQUANTIZE: ai_kernels_quantize.h). The lowering
+ * (stm32ai/passes/lower/activations.py, quantize.py) computes
  * every parameter, and for 8-bit unary ops the whole 256-entry output table, at generate
  * time; see docs/kernels_activations.md. Field names of the parameter structs are the `attrs`
  * keys of the lowered op.
  *
- * All kernels run in place (output == input allowed) except the type-changing
- * quantize_f32_s8 and dequantize_*. No alignment is required for int8 data; float data
+ * All kernels run in place (output == input allowed). No alignment is required for int8 data; float data
  * must be 4-byte aligned (the planner guarantees it).
  */
 #ifndef AI_KERNELS_ACTIVATIONS_H
@@ -103,37 +103,6 @@ typedef struct {
 } ai_hard_swish_f32_params;
 
 void ai_hard_swish_f32(const ai_hard_swish_f32_params *p, const float *input, float *output);
-
-/* ---- quantisation ---- */
-
-/* QUANTIZE float32 -> int8: round(x / scale) (float32 division, ties away from zero)
- * + zero_point, saturated. NaN gives zero_point. */
-typedef struct {
-  int32_t size;
-  float scale;
-  int32_t zero_point;
-} ai_quantize_f32_s8_params;
-
-void ai_quantize_f32_s8(const ai_quantize_f32_s8_params *p, const float *input, int8_t *output);
-
-/* DEQUANTIZE int8/uint8 -> float32: scale * (q - zero_point). */
-typedef struct {
-  int32_t size;
-  float scale;
-  int32_t zero_point;
-} ai_dequantize_s8_f32_params;
-
-void ai_dequantize_s8_f32(const ai_dequantize_s8_f32_params *p, const int8_t *input,
-                          float *output);
-
-typedef struct {
-  int32_t size;
-  float scale;
-  int32_t zero_point;
-} ai_dequantize_u8_f32_params;
-
-void ai_dequantize_u8_f32(const ai_dequantize_u8_f32_params *p, const uint8_t *input,
-                          float *output);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
-/* Binary elementwise kernels (SUB, MUL, MAXIMUM, MINIMUM, DIV; int32 ADD; int8 ADD/SUB
- * through tables) and CAST.
+/* Binary elementwise kernels: ADD, SUB, MUL, MAXIMUM, MINIMUM, DIV (int8, float32, int32;
+ * int8 ADD/SUB also through per-input tables).
  *
  * Calling convention (see stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>);
@@ -8,10 +8,10 @@
  * reference kernels; int32 kernels are plain (unquantised) integer arithmetic.
  * Details: docs/kernels_binary.md.
  *
- * Every binary kernel broadcasts (numpy rules): the output is walked as AI_BINARY_DIMS nested
+ * Every binary kernel broadcasts (numpy rules): the output is walked as AI_MAX_DIMS nested
  * loops over `out_shape`, and each input advances by its own element strides (0 along a
  * broadcast dimension). The generator merges dimensions that are contiguous for both inputs,
- * so a same-shape operation is one loop of `out_shape[AI_BINARY_DIMS - 1]` elements.
+ * so a same-shape operation is one loop of `out_shape[AI_MAX_DIMS - 1]` elements.
  * The output may alias input1 when input1 covers the output element for element.
  */
 #ifndef AI_KERNELS_BINARY_H
@@ -20,22 +20,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ai_platform.h" /* AI_MAX_DIMS */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define AI_BINARY_DIMS 6
 
 /* First fields of every binary kernel's params struct. */
 #define AI_BINARY_LOOP_FIELDS                                                                 \
-  int32_t out_shape[AI_BINARY_DIMS];                                                          \
-  int32_t in1_strides[AI_BINARY_DIMS];                                                        \
-  int32_t in2_strides[AI_BINARY_DIMS]
+  int32_t out_shape[AI_MAX_DIMS];                                                          \
+  int32_t in1_strides[AI_MAX_DIMS];                                                        \
+  int32_t in2_strides[AI_MAX_DIMS]
 
-/* ---- SUB ------------------------------------------------------------------------------ */
+/* ---- ADD / SUB ------------------------------------------------------------------------ */
 
-/* TFLite's quantised SUB: both inputs shifted left by left_shift (20), rescaled to twice the
- * larger input scale, subtracted, rescaled to the output (all multipliers < 1). */
+/* TFLite's quantised ADD and SUB: both inputs shifted left by left_shift (20), rescaled to
+ * twice the larger input scale, added or subtracted, rescaled to the output (all
+ * multipliers < 1). */
 typedef struct {
   AI_BINARY_LOOP_FIELDS;
   int32_t input1_offset, input2_offset, left_shift;
@@ -43,6 +45,9 @@ typedef struct {
   int32_t output_multiplier, output_shift, output_offset;
   int32_t act_min, act_max;
 } ai_sub_s8_params;
+typedef ai_sub_s8_params ai_add_s8_params;
+void ai_add_s8(const ai_add_s8_params *p, const int8_t *input1, const int8_t *input2,
+               int8_t *output);
 void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *input2,
                int8_t *output);
 
@@ -72,9 +77,12 @@ typedef struct {
   AI_BINARY_LOOP_FIELDS;
   float act_min, act_max;
 } ai_binary_f32_params;
+typedef ai_binary_f32_params ai_add_f32_params;
 typedef ai_binary_f32_params ai_sub_f32_params;
 typedef ai_binary_f32_params ai_mul_f32_params;
 typedef ai_binary_f32_params ai_div_f32_params;
+void ai_add_f32(const ai_add_f32_params *p, const float *input1, const float *input2,
+                float *output);
 void ai_sub_f32(const ai_sub_f32_params *p, const float *input1, const float *input2,
                 float *output);
 void ai_mul_f32(const ai_mul_f32_params *p, const float *input1, const float *input2,
@@ -140,27 +148,6 @@ void ai_maximum_s32(const ai_maximum_s32_params *p, const int32_t *input1,
                     const int32_t *input2, int32_t *output);
 void ai_minimum_s32(const ai_minimum_s32_params *p, const int32_t *input1,
                     const int32_t *input2, int32_t *output);
-
-/* ---- CAST ------------------------------------------------------------------------------ */
-
-/* Element type codes of ai_cast_params.in_type / out_type. */
-#define AI_CAST_BOOL 0
-#define AI_CAST_S8 1
-#define AI_CAST_U8 2
-#define AI_CAST_S16 3
-#define AI_CAST_U16 4
-#define AI_CAST_S32 5
-#define AI_CAST_U32 6
-#define AI_CAST_S64 7
-#define AI_CAST_F32 8
-
-/* Integer -> integer wraps (two's complement), -> bool is (x != 0), float -> integer
- * truncates toward zero (saturating to int32 range; NaN -> 0) then wraps, integer -> float
- * rounds to nearest. Output may alias the input when both elements have the same size. */
-typedef struct {
-  int32_t size, in_type, out_type;
-} ai_cast_params;
-void ai_cast(const ai_cast_params *p, const void *input, void *output);
 
 #ifdef __cplusplus
 }

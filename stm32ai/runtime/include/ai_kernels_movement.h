@@ -1,9 +1,9 @@
 /* Shape and data-movement kernels: every TFLite op that moves stored values without
  * arithmetic (TRANSPOSE, SLICE, STRIDED_SLICE, SPLIT, SPLIT_V, UNPACK, PAD, PADV2,
  * MIRROR_PAD, DEPTH_TO_SPACE, SPACE_TO_DEPTH, RESIZE_NEAREST_NEIGHBOR, CONCATENATION,
- * PACK, GATHER) plus RESIZE_BILINEAR.
+ * PACK, GATHER); RESIZE_BILINEAR is in ai_kernels_resize.h.
  *
- * The lowering (stm32ai/passes/lower/movement.py and resize.py) reduces each op to a few
+ * The lowering (stm32ai/passes/lower/movement.py) reduces each op to a few
  * generic kernels whose parameters it computes entirely at generate time; see
  * docs/kernels_movement.md. Field names of the parameter structs are the `attrs` keys of the
  * lowered op. The copy kernels work on raw bytes, so they serve every element type.
@@ -16,11 +16,12 @@
 
 #include <stdint.h>
 
+#include "ai_platform.h" /* AI_MAX_DIMS */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define AI_MOVE_MAX_DIMS 6    /* outer dimensions of ai_copy_nd */
 #define AI_CONCAT_MAX_INPUTS 10 /* data inputs of ai_concat (TFLite Micro's limit too) */
 
 /* ---- ai_copy_nd: one output-ordered walk over an N-D view of the input ----
@@ -35,9 +36,9 @@ extern "C" {
  * `tables` may be NULL when no dimension is tabled. */
 typedef struct {
   int32_t rank;
-  int32_t dims[AI_MOVE_MAX_DIMS];
-  int32_t stride[AI_MOVE_MAX_DIMS];
-  int32_t table[AI_MOVE_MAX_DIMS];
+  int32_t dims[AI_MAX_DIMS];
+  int32_t stride[AI_MAX_DIMS];
+  int32_t table[AI_MAX_DIMS];
   int32_t base;
   int32_t block;
   int32_t elem_size;
@@ -74,30 +75,6 @@ typedef struct {
 
 void ai_gather(const ai_gather_params *p, const void *params, const int32_t *indices,
                void *output);
-
-/* ---- RESIZE_BILINEAR (NHWC) ----
- * `table` holds 3 int32 per output row then 3 per output column:
- *   rows:    y0 * in_w * channels, y1 * in_w * channels, wy   (element offsets)
- *   columns: x0 * channels,        x1 * channels,        wx
- * int8 (TFLite's integer ResizeBilinearInteger): wy, wx are the 10-bit fractional
- * positions (input_pos - 1024 * lower); the four weights are products of (1024 - w) and w,
- * the sum is rounded half away from zero by 2^20 and truncated to int8.
- * float32: `frac` holds dy per output row then dx per output column (table's w unused),
- * out = a*(1-dy)*(1-dx) + b*dy*(1-dx) + c*(1-dy)*dx + d*dy*dx in the reference's order. */
-typedef struct {
-  int32_t batches;
-  int32_t in_h, in_w;
-  int32_t out_h, out_w;
-  int32_t channels;
-} ai_resize_bilinear_params;
-
-typedef ai_resize_bilinear_params ai_resize_bilinear_s8_params;
-typedef ai_resize_bilinear_params ai_resize_bilinear_f32_params;
-
-void ai_resize_bilinear_s8(const ai_resize_bilinear_s8_params *p, const int8_t *input,
-                           const int32_t *table, int8_t *output);
-void ai_resize_bilinear_f32(const ai_resize_bilinear_f32_params *p, const float *input,
-                            const int32_t *table, const float *frac, float *output);
 
 #ifdef __cplusplus
 }

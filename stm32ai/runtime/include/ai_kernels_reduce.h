@@ -1,11 +1,9 @@
-/* Reduction kernels (MEAN, SUM, REDUCE_MAX, REDUCE_MIN, ARG_MAX, ARG_MIN) and
- * TRANSPOSE_CONV, int8 / float32 (and int16x8 TRANSPOSE_CONV).
+/* Reduction kernels (MEAN, SUM, REDUCE_MAX, REDUCE_MIN, ARG_MAX, ARG_MIN), int8 / float32.
  *
  * Calling convention (stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>[, void *scratch]);
- * Parameter fields are the lowering's attrs (stm32ai/passes/lower/reduce.py and
- * transpose_conv.py), all computed at generate time; see docs/kernels_reduce.md.
- * int8/int16 kernels use integer arithmetic only, bit-exact with TFLite Micro's reference
+ * Parameter fields are the lowering's attrs (stm32ai/passes/lower/reduce.py), all computed at generate time; see docs/kernels_reduce.md.
+ * int8 kernels use integer arithmetic only, bit-exact with TFLite Micro's reference
  * kernels; float kernels add in TFLite's reference order.
  *
  * Alignment: int32/int64 tables (bias, multipliers) and scratch must be naturally aligned
@@ -17,6 +15,8 @@
 
 #include <stdint.h>
 
+#include "ai_platform.h" /* AI_MAX_DIMS */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,12 +25,11 @@ extern "C" {
  * The input, in memory order, is walked as `ndim` merged dimensions `shape` (outermost
  * first); `ostride[d]` is the output stride of dimension d, 0 when d is reduced. Output
  * element o accumulates every input whose walk position maps to o, in input order. */
-#define AI_REDUCE_MAX_DIMS 6
 
 #define AI_REDUCE_WALK_FIELDS                                                           \
   int32_t ndim;                                                                         \
-  int32_t shape[AI_REDUCE_MAX_DIMS];                                                    \
-  int32_t ostride[AI_REDUCE_MAX_DIMS];                                                  \
+  int32_t shape[AI_MAX_DIMS];                                                    \
+  int32_t ostride[AI_MAX_DIMS];                                                  \
   int32_t out_size;
 
 typedef struct {
@@ -86,53 +85,6 @@ void ai_arg_max_f32(const ai_arg_max_f32_params *p, const float *input, void *ou
 void ai_arg_min_f32(const ai_arg_min_f32_params *p, const float *input, void *output);
 void ai_arg_max_s8(const ai_arg_max_s8_params *p, const int8_t *input, void *output);
 void ai_arg_min_s8(const ai_arg_min_s8_params *p, const int8_t *input, void *output);
-
-/* ---- TRANSPOSE_CONV (NHWC) -------------------------------------------------------------
- * out[b, oy, ox, oc] = sum over (iy, ix, ky, kx) with oy = iy*stride[0] - pad[0] + ky,
- * ox = ix*stride[1] - pad[1] + kx, of x[b, iy, ix, :] . w[oc, ky, kx, :], plus bias[oc].
- * Weights are TFLite's OHWI. Each output is gathered (no scatter buffer), visiting its
- * inputs in increasing (iy, ix, ic) order: TFLite's reference summation order. */
-#define AI_TCONV_GEOMETRY_FIELDS                                                        \
-  int32_t batches;                                                                      \
-  int32_t in_h, in_w, in_c;                                                             \
-  int32_t out_h, out_w, out_c;                                                          \
-  int32_t k_h, k_w;                                                                     \
-  int32_t stride[2];                                                                    \
-  int32_t pad[2];
-
-/* int8: acc = bias[oc] + sum (x - in_zp) * w (int32), computed as sum x * w plus, per
- * in-range tap, tap_offset[oc][ky][kx] = -in_zp * sum_ic w[oc][ky][kx][ic] (a table made
- * at generate time, int32 [out_c][k_h][k_w]; bias may be NULL);
- * out = clamp(requant(acc, mult[oc], shift[oc]) + out_offset, act_min, act_max). */
-typedef struct {
-  AI_TCONV_GEOMETRY_FIELDS
-  int32_t out_offset; /* output zero point */
-  int32_t act_min, act_max;
-} ai_transpose_conv_s8_params;
-void ai_transpose_conv_s8(const ai_transpose_conv_s8_params *p, const int8_t *input,
-                          const int8_t *weights, const int32_t *tap_offset, const int32_t *bias,
-                          const int32_t *mult, const int32_t *shift, int8_t *output);
-
-/* int16 activations x int8 weights (zero points 0): acc = bias[oc] + sum x * w (int64);
- * weights OHWI with each full group of 4 input channels stored as (w0, w2, w1, w3);
- * out = clamp((int32)((acc * rmult[oc] + 2^(rshift[oc]-1)) >> rshift[oc]), act_min, act_max)
- * -- TFLite's 64-bit MultiplyByQuantizedMultiplier with the multiplier reduced to 16 bits
- * (rmult, rshift precomputed). */
-typedef struct {
-  AI_TCONV_GEOMETRY_FIELDS
-  int32_t act_min, act_max;
-} ai_transpose_conv_s16_params;
-void ai_transpose_conv_s16(const ai_transpose_conv_s16_params *p, const int16_t *input,
-                           const int8_t *weights, const int64_t *bias, const int32_t *rmult,
-                           const int32_t *rshift, int16_t *output);
-
-/* float32: out = clamp((0 + sum x * w) + bias[oc], act_min, act_max). */
-typedef struct {
-  AI_TCONV_GEOMETRY_FIELDS
-  float act_min, act_max;
-} ai_transpose_conv_f32_params;
-void ai_transpose_conv_f32(const ai_transpose_conv_f32_params *p, const float *input,
-                           const float *weights, const float *bias, float *output);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@ extern "C" {
 
 #define AI_API_VERSION "1.0"
 #define AI_BUFFER_ALIGN 8u
+#define AI_MAX_DIMS 6 /* the largest rank a kernel walks: stm32ai.ir.MAX_DIMS (tests/test_structure.py) */
 
 #ifndef AI_MAX_INSTANCES
 #define AI_MAX_INSTANCES 4 /* model instances alive at once (no malloc: a static table) */

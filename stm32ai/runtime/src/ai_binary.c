@@ -1,5 +1,4 @@
-/* SUB, MUL, MAXIMUM, MINIMUM, DIV: int8, float32 and int32 (plus int32 ADD), with numpy
- * broadcasting.
+/* ADD, SUB, MUL, MAXIMUM, MINIMUM, DIV: int8, float32 and int32, with numpy broadcasting.
  * See docs/kernels_binary.md.
  *
  * One walker serves every kernel: it runs the 5 outer dimensions of out_shape as an
@@ -9,8 +8,8 @@
  *
  * int8 arithmetic is TFLite Micro's, bit for bit (ai_requant = MultiplyByQuantizedMultiplier,
  * double rounding):
- *   SUB: u = requant((x1 + in1_off) << 20, m1, s1), v = requant((x2 + in2_off) << 20, m2, s2),
- *        y = clamp(requant(u - v, mo, so) + out_off)
+ *   ADD/SUB: u = requant((x1 + in1_off) << 20, m1, s1), v = requant((x2 + in2_off) << 20, m2, s2),
+ *        y = clamp(requant(u +- v, mo, so) + out_off)
  *   MUL: y = clamp(requant((x1 + in1_off) * (x2 + in2_off), mo, so) + out_off)
  *   MAXIMUM/MINIMUM: raw comparison (the generator guarantees one shared quantisation).
  * float: y = min(max(x1 <op> x2, act_min), act_max), TFLite's ActivationFunctionWithMinMax.
@@ -27,7 +26,7 @@ typedef void (*ai_binary_row)(const void *p, const void *a, const void *b, void 
 static void binary_walk(const int32_t *shape, const int32_t *s1, const int32_t *s2,
                         size_t elem_bytes, const void *p, const void *in1, const void *in2,
                         void *out, ai_binary_row row) {
-  enum { OUTER = AI_BINARY_DIMS - 1 };
+  enum { OUTER = AI_MAX_DIMS - 1 };
   int32_t idx[OUTER] = {0};
   int32_t rows = 1;
   for (int d = 0; d < OUTER; d++) {
@@ -64,21 +63,29 @@ static inline int8_t sat_s8(int32_t v, int32_t lo, int32_t hi) {
 
 /* ---- int8 ------------------------------------------------------------------------------ */
 
-static void sub_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                       int32_t sa, int32_t sb) {
-  const ai_sub_s8_params *p = (const ai_sub_s8_params *)pv;
-  const int8_t *a = (const int8_t *)av;
-  const int8_t *b = (const int8_t *)bv;
-  int8_t *y = (int8_t *)yv;
+/* ADD (sign 1) and SUB (sign -1) share TFLite's scheme; the sign is a compile-time constant
+ * of each row function. */
+static inline void addsub_s8(const ai_sub_s8_params *p, const int8_t *a, const int8_t *b, int8_t *y,
+                             int32_t n, int32_t sa, int32_t sb, int32_t sign) {
   const int32_t scale_up = (int32_t)1 << p->left_shift;
   for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
     const int32_t u = ai_requant(((int32_t)*a + p->input1_offset) * scale_up, p->input1_multiplier,
                                  p->input1_shift);
     const int32_t v = ai_requant(((int32_t)*b + p->input2_offset) * scale_up, p->input2_multiplier,
                                  p->input2_shift);
-    const int32_t r = ai_requant(u - v, p->output_multiplier, p->output_shift) + p->output_offset;
+    const int32_t r = ai_requant(u + sign * v, p->output_multiplier, p->output_shift) + p->output_offset;
     y[i] = sat_s8(r, p->act_min, p->act_max);
   }
+}
+
+static void add_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
+                       int32_t sa, int32_t sb) {
+  addsub_s8((const ai_add_s8_params *)pv, (const int8_t *)av, (const int8_t *)bv, (int8_t *)yv, n, sa, sb, 1);
+}
+
+static void sub_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
+                       int32_t sa, int32_t sb) {
+  addsub_s8((const ai_sub_s8_params *)pv, (const int8_t *)av, (const int8_t *)bv, (int8_t *)yv, n, sa, sb, -1);
 }
 
 static void mul_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
@@ -208,6 +215,11 @@ void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const in
               output, row);
 }
 
+void ai_add_s8(const ai_add_s8_params *p, const int8_t *input1, const int8_t *input2,
+               int8_t *output) {
+  WALK(p, int8_t, input1, input2, output, add_s8_row);
+}
+
 void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *input2,
                int8_t *output) {
   WALK(p, int8_t, input1, input2, output, sub_s8_row);
@@ -251,6 +263,7 @@ static inline float act_f32(float v, float lo, float hi) {
     }                                                                                          \
   }
 
+F32_ROW(add_f32_row, x + z)
 F32_ROW(sub_f32_row, x - z)
 F32_ROW(mul_f32_row, x * z)
 F32_ROW(div_f32_row, x / z)
@@ -277,6 +290,11 @@ static void minimum_f32_row(const void *pv, const void *av, const void *bv, void
     const float x = *a, z = *b;
     y[i] = x < z ? x : z;
   }
+}
+
+void ai_add_f32(const ai_add_f32_params *p, const float *input1, const float *input2,
+                float *output) {
+  WALK(p, float, input1, input2, output, add_f32_row);
 }
 
 void ai_sub_f32(const ai_sub_f32_params *p, const float *input1, const float *input2,

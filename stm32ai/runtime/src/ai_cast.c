@@ -8,7 +8,7 @@
  * Elements are converted in order, each read before it is written: the output may alias
  * the input when both element types have the same size.
  */
-#include "ai_kernels_binary.h"
+#include "ai_kernels_cast.h"
 
 static int64_t load_int(const void *in, int32_t type, int32_t i) {
   switch (type) {

@@ -59,8 +59,8 @@ void ai_copy_nd(const ai_copy_nd_params *p, const void *input, const int32_t *ta
   const uint8_t *const in = (const uint8_t *)input;
   uint8_t *out = (uint8_t *)output;
   const int32_t block = p->block;
-  int32_t idx[AI_MOVE_MAX_DIMS];
-  int32_t off[AI_MOVE_MAX_DIMS];
+  int32_t idx[AI_MAX_DIMS];
+  int32_t off[AI_MAX_DIMS];
   int32_t last, n, d, i;
 
   if (p->rank <= 0) {

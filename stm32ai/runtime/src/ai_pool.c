@@ -8,7 +8,7 @@
  * TFLite Micro's rounding, (sum + n/2) / n when sum > 0, else (sum - n/2) / n, C
  * truncating division (round half away from zero).
  */
-#include "ai_kernels_fc.h"
+#include "ai_kernels_pool.h"
 
 typedef struct {
   int32_t y0, y1, x0, x1; /* clipped window, input coordinates [y0, y1) x [x0, x1) */

@@ -1,6 +1,6 @@
 /* QUANTIZE float32 -> int8 and DEQUANTIZE int8/uint8 -> float32 (see ai_kernels_activations.h).
  * 8-bit -> 8-bit QUANTIZE (requantisation) is a table: ai_lut8 in ai_activations.c. */
-#include "ai_kernels_activations.h"
+#include "ai_kernels_quantize.h"
 
 void ai_quantize_f32_s8(const ai_quantize_f32_s8_params *p, const float *input, int8_t *output) {
   const int32_t n = p->size;

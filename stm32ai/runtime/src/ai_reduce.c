@@ -11,7 +11,7 @@
  * A run either folds into one output (innermost dimension reduced, ostride 0) or maps
  * element-wise onto `n` consecutive outputs (innermost dimension kept, ostride 1). */
 typedef struct {
-  int32_t idx[AI_REDUCE_MAX_DIMS];
+  int32_t idx[AI_MAX_DIMS];
   int32_t out;  /* output offset of the current run */
   int32_t n;    /* run length */
   int32_t fold; /* 1: the run folds into out; 0: element-wise */
@@ -19,7 +19,7 @@ typedef struct {
 
 static void walk_start(int32_t ndim, const int32_t *shape, const int32_t *ostride, walk_t *w) {
   int32_t d;
-  for (d = 0; d < AI_REDUCE_MAX_DIMS; ++d) {
+  for (d = 0; d < AI_MAX_DIMS; ++d) {
     w->idx[d] = 0;
   }
   w->out = 0;

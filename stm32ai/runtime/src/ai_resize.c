@@ -3,7 +3,7 @@
  * The source rows/columns and their fractional weights come precomputed per output row
  * and column (the lowering reproduces TFLite's float and 10-bit integer index maths), so
  * the loops here only blend four neighbours. */
-#include "ai_kernels_movement.h"
+#include "ai_kernels_resize.h"
 
 void ai_resize_bilinear_s8(const ai_resize_bilinear_s8_params *p, const int8_t *input,
                            const int32_t *table, int8_t *output) {

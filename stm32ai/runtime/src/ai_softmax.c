@@ -15,7 +15,7 @@
  */
 #include <math.h>
 
-#include "ai_kernels_fc.h"
+#include "ai_kernels_softmax.h"
 #include "ai_fixedpoint.h"
 #include "ai_qmath.h"
 

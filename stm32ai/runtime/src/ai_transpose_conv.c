@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "ai_kernels_reduce.h"
+#include "ai_kernels_transpose_conv.h"
 #include "ai_qmath.h"
 #include "ai_simd.h"
 

@@ -1,0 +1,96 @@
+"""Helpers every lowering family shares (not a family: it registers no op).
+
+Per-tensor quantisation (scale, zero point, the check that a tensor has exactly one of
+each), the fused activation and its clamp range, and the broadcasting strides of the
+kernels' MAX_DIMS-deep loops. One definition each; the family modules import them from here.
+"""
+
+from __future__ import annotations
+
+from stm32ai.ir import MAX_DIMS, Op, Tensor
+from stm32ai.passes.quant import activation_range_f32, activation_range_quantized
+
+__all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_strides",
+           "check_activation", "check_per_tensor", "covers", "fused_activation", "padded", "per_tensor_quant",
+           "scale_of", "zp_of"]
+
+FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def fused_activation(op: Op) -> str:
+    act = op.options.get("fused_activation_function", "NONE")
+    return "NONE" if act is None else str(act)
+
+
+def check_activation(op: Op) -> str | None:
+    act = fused_activation(op)
+    if act not in FUSED_ACTIVATIONS:
+        return f"fused activation {act} is not supported (supported: {', '.join(FUSED_ACTIVATIONS)})"
+    return None
+
+
+def per_tensor_quant(t: Tensor, what: str) -> str | None:
+    """Reason string unless `t` has one scale (> 0) and one zero point."""
+    if t.quant is None or t.quant.scale.size == 0:
+        return f"{what} '{t.name}' is {t.dtype} without quantisation parameters"
+    if t.quant.scale.size != 1:
+        return f"{what} '{t.name}' has per-axis quantisation, only per-tensor is supported"
+    if not float(t.quant.scale[0]) > 0.0:
+        return f"{what} '{t.name}' has a non-positive scale {float(t.quant.scale[0])}"
+    return None
+
+
+def check_per_tensor(t: Tensor) -> str | None:
+    """Reason string if `t` has no quantisation or a per-channel one (8-bit unary ops)."""
+    if t.quant is None:
+        return f"tensor '{t.name}' ({t.dtype}) has no quantisation parameters"
+    if t.quant.per_channel:
+        return f"per-channel quantisation of '{t.name}' is not supported (per-tensor only)"
+    return None
+
+
+def scale_of(t: Tensor) -> float:
+    assert t.quant is not None
+    return float(t.quant.scale[0])
+
+
+def zp_of(t: Tensor) -> int:
+    assert t.quant is not None
+    return int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
+
+
+def act_range_s8(op: Op, out: Tensor) -> tuple[int, int]:
+    return activation_range_quantized(fused_activation(op), scale_of(out), zp_of(out), "int8")
+
+
+def act_range_f32(op: Op) -> tuple[float, float]:
+    return activation_range_f32(fused_activation(op))
+
+
+def padded(shape: tuple[int, ...]) -> list[int]:
+    """`shape` left-padded with 1s to MAX_DIMS."""
+    return [1] * (MAX_DIMS - len(shape)) + [int(d) for d in shape]
+
+
+def broadcast_strides(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> list[int] | None:
+    """Element strides of `in_shape` over `out_shape` (both left-padded to MAX_DIMS), 0 along
+    broadcast dimensions; None if not broadcastable."""
+    if len(in_shape) > MAX_DIMS or len(out_shape) > MAX_DIMS:
+        return None
+    ins, outs = padded(in_shape), padded(out_shape)
+    strides = [0] * MAX_DIMS
+    step = 1
+    for i in range(MAX_DIMS - 1, -1, -1):
+        if ins[i] == outs[i]:
+            strides[i] = step if ins[i] > 1 else 0
+        elif ins[i] == 1:
+            strides[i] = 0
+        else:
+            return None
+        step *= ins[i]
+    return strides
+
+
+def covers(t: Tensor, out: Tensor) -> bool:
+    """t covers out element for element (same size, broadcast-compatible): out may overwrite t."""
+    return t.size == out.size and broadcast_strides(t.shape, out.shape) is not None

@@ -1,0 +1,42 @@
+/* AVERAGE_POOL_2D and MAX_POOL_2D, int8 and float32 (stm32ai/passes/lower/pool.py).
+ *
+ * Calling convention (stm32ai/passes/lower/__init__.py):
+ *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>[, void *scratch]);
+ * Parameter fields are the lowering's attrs, all computed at generate time.
+ * int8 is bit-exact with TFLite Micro's reference kernels. Details: docs/kernels_pool.md.
+ */
+#ifndef AI_KERNELS_POOL_H
+#define AI_KERNELS_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- AVERAGE_POOL_2D / MAX_POOL_2D (NHWC) -------------------------------------------- */
+
+typedef struct {
+  int32_t batches, in_h, in_w, channels, out_h, out_w;
+  int32_t filter_h, filter_w, stride_h, stride_w, pad_h, pad_w;
+  int32_t act_min, act_max;
+} ai_pool_s8_params;
+typedef struct {
+  int32_t batches, in_h, in_w, channels, out_h, out_w;
+  int32_t filter_h, filter_w, stride_h, stride_w, pad_h, pad_w;
+  float act_min, act_max;
+} ai_pool_f32_params;
+typedef ai_pool_s8_params ai_avgpool_s8_params;
+typedef ai_pool_s8_params ai_maxpool_s8_params;
+typedef ai_pool_f32_params ai_avgpool_f32_params;
+typedef ai_pool_f32_params ai_maxpool_f32_params;
+void ai_avgpool_s8(const ai_avgpool_s8_params *p, const int8_t *input, int8_t *output);
+void ai_maxpool_s8(const ai_maxpool_s8_params *p, const int8_t *input, int8_t *output);
+void ai_avgpool_f32(const ai_avgpool_f32_params *p, const float *input, float *output);
+void ai_maxpool_f32(const ai_maxpool_f32_params *p, const float *input, float *output);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AI_KERNELS_POOL_H */
