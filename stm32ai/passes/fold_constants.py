@@ -17,6 +17,7 @@ import numpy as np
 
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
+from stm32ai.passes.lower.movement import strided_slice
 
 __all__ = ["fold_constants", "resolve_reshape_shape"]
 
@@ -66,40 +67,14 @@ def _shape(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
     return [np.array(shape, dtype=g.tensors[op.outputs[0]].dtype)]
 
 
-def _bit(mask: int, i: int) -> bool:
-    return bool((mask >> i) & 1)
-
-
 @_folder("STRIDED_SLICE")
 def _strided_slice(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
     if not _moves_raw_values(op, g, op.inputs[:1]):
         return None
-    x, begin, end = v[0], _ints(v[1]), _ints(v[2])
+    begin, end = _ints(v[1]), _ints(v[2])
     strides = _ints(v[3]) if len(v) > 3 and v[3] is not None else [1] * len(begin)
-    o = op.options
-    bm, em = o.get("begin_mask", 0), o.get("end_mask", 0)
-    ellipsis, new_axis, shrink = o.get("ellipsis_mask", 0), o.get("new_axis_mask", 0), \
-        o.get("shrink_axis_mask", 0)
-    if o.get("offset", False):  # end holds sizes relative to begin
-        end = [b + e for b, e in zip(begin, end, strict=True)]
-    # Each spec entry maps onto one numpy index; numpy's slice clamping and Ellipsis /
-    # newaxis handling are the same as TF's StridedSlice for every mask combination.
-    index: list[object] = []
-    seen_ellipsis = False
-    for i, (b, e, s) in enumerate(zip(begin, end, strides, strict=True)):
-        if _bit(ellipsis, i):
-            if not seen_ellipsis:  # TF uses only the first ellipsis bit
-                index.append(Ellipsis)
-                seen_ellipsis = True
-        elif _bit(new_axis, i):
-            index.append(np.newaxis)
-        elif _bit(shrink, i):
-            index.append(b)  # TF ignores begin_mask/end_mask on shrunk axes
-        else:
-            if s == 0:
-                raise ValueError("stride 0")
-            index.append(slice(None if _bit(bm, i) else b, None if _bit(em, i) else e, s))
-    return [np.asarray(x[tuple(index)])]
+    # The runtime lowering's implementation: folding and the kernel select the same elements.
+    return [strided_slice(np.asarray(v[0]), begin, end, strides, op.options)]
 
 
 @_folder("SLICE")
@@ -344,8 +319,26 @@ def _try_fold(op: Op, g: Graph) -> bool:
     return True
 
 
+def _fc_out_shape(op: Op, g: Graph, in_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """FULLY_CONNECTED output shape from its input: every row of `in_features` (the weights'
+    second dimension) gives one output row. A converter that flattens a dynamic batch stores
+    the FC output with one row; the input's resolved shape has them all."""
+    if len(op.inputs) < 2 or op.inputs[1] < 0 or not op.outputs:
+        return None
+    w = g.tensors[op.inputs[1]].shape
+    if len(w) != 2 or w[1] <= 0 or not in_shape or in_shape[-1] <= 0:
+        return None
+    size = int(np.prod(in_shape, dtype=np.int64))
+    if size % w[1]:
+        return None  # malformed: left to the support check
+    if op.options.get("keep_num_dims", False):
+        return (*in_shape[:-1], int(w[0])) if in_shape[-1] == w[1] else None
+    return (size // int(w[1]), int(w[0]))
+
+
 def _resolve_shapes(g: Graph) -> bool:
-    """Give RESHAPE/SQUEEZE/EXPAND_DIMS outputs their static shape once it is known.
+    """Give RESHAPE/SQUEEZE/EXPAND_DIMS (and FULLY_CONNECTED) outputs their static shape once
+    it is known.
 
     Returns True if a shape changed (a SHAPE op downstream may now fold).
     """
@@ -364,6 +357,8 @@ def _resolve_shapes(g: Graph) -> bool:
                 shape = resolve_reshape_shape(src.size, target, op.where)
         elif op.type == "SQUEEZE" and any(d < 0 for d in out.shape):
             shape = _squeeze_shape(src.shape, op.options.get("squeeze_dims") or [])
+        elif op.type == "FULLY_CONNECTED":
+            shape = _fc_out_shape(op, g, src.shape)
         elif (op.type == "EXPAND_DIMS" and any(d < 0 for d in out.shape) and len(op.inputs) > 1
               and g.tensors[op.inputs[1]].is_const):
             axis = _ints(g.tensors[op.inputs[1]].data)[0]
