@@ -75,10 +75,8 @@ def fuse_dilated_convs(g: Graph) -> Graph:
         conv.inputs[0] = s2b.inputs[0]
         conv.outputs = list(b2s.outputs)
         conv.options = dict(o, padding=padding, dilation_h_factor=block[0], dilation_w_factor=block[1])
-        if x.dtype == "int8":
-            # TFLite Micro's SPACE_TO_BATCH_ND fills the padding with raw 0, not with the
-            # zero point (LiteRT uses the zero point). TFLM is the verdict reference, so
-            # the fused convolution pads with 0 too; docs/kernels_conv.md names this.
-            conv.options["pad_value"] = 0
+        # int8 padding is the zero point (the real value 0), TFLite's SPACE_TO_BATCH_ND and
+        # LiteRT-ref's; TFLite Micro pads with raw 0 and is not the verdict for such models
+        # (validate.reference.tflm_known_wrong, docs/references.md).
         g.ops = [op for op in g.ops if op is not s2b and op is not b2s]
     return g

@@ -54,7 +54,7 @@ def test_vector(model: Path, c: Compiled, seed: int = 0, *, expected: bool = Tru
         raise Stm32aiError(f"{missing} (or generate with --no-test-vector: a demo without expected output)")
     verdict = next((r for r in refs if r.verdict and r.outputs is not None), None)
     if verdict is None:
-        reasons = "; ".join(f"{r.unavailable}" for r in refs)
+        reasons = "; ".join(f"{r.unavailable or r.overruled}" for r in refs)
         print(f"stm32ai: warning: no reference runs this model, so the demo embeds no expected output and "
               f"reports `result: no-reference` ({reasons})", file=sys.stderr)
         return shaped_in, None, None

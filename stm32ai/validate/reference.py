@@ -49,6 +49,7 @@ __all__ = [
     "output_specs",
     "random_inputs",
     "missing_reference_error",
+    "tflm_known_wrong",
     "reference_versions",
     "references",
     "run_litert_ref",
@@ -160,6 +161,7 @@ class RefResult:
     unavailable: str | None = None
     verdict: bool = False                    # True for the reference that decides pass/fail
     install: str | None = None               # set when the reference is not installed
+    overruled: str | None = None             # why this reference is not the verdict although it ran
 
     @property
     def missing(self) -> bool:
@@ -204,6 +206,38 @@ def _builtin_code(model: Any, op: Any) -> int:
     oc = model.OperatorCodes(op.OpcodeIndex())
     # Schema v3a moved codes > 127 to BuiltinCode; old files only fill the deprecated field.
     return max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode()))
+
+
+# TFLite Micro kernels known to compute a different function than TFLite defines (the model's
+# real-valued meaning and LiteRT's reference kernels agree): builtin code -> (when, why).
+_SPACE_TO_BATCH_ND = 38
+TFLM_WRONG = {
+    _SPACE_TO_BATCH_ND: (
+        "int8 with a zero point other than 0",
+        "TFLite Micro's SPACE_TO_BATCH_ND pads int8 with 0, not the zero point (its kernel never sets "
+        "the pad value; tflite-micro#1646), so LiteRT-ref is the verdict (docs/references.md)"),
+}
+
+
+def tflm_known_wrong(model_path: str | os.PathLike[str]) -> str | None:
+    """The reason TFLite Micro cannot be the verdict for this model, or None.
+
+    Today one kernel: an int8 SPACE_TO_BATCH_ND whose output zero point is not 0 pads with raw
+    0 (the real value -scale*zp) where TFLite pads with the zero point (the real value 0). A
+    dilated convolution the converter writes as SPACE_TO_BATCH_ND -> CONV_2D ->
+    BATCH_TO_SPACE_ND then differs at the borders (tens of LSB)."""
+    model = _load_model(model_path)
+    sg = model.Subgraphs(0)
+    for o in range(sg.OperatorsLength()):
+        op = sg.Operators(o)
+        if _builtin_code(model, op) != _SPACE_TO_BATCH_ND or op.OutputsLength() < 1:
+            continue
+        out = sg.Tensors(op.Outputs(0))
+        q = out.Quantization()
+        zp = q.ZeroPointAsNumpy() if q is not None and q.ZeroPointLength() else np.zeros(1)
+        if out.Type() == 9 and np.any(np.asarray(zp) != 0):  # int8
+            return TFLM_WRONG[_SPACE_TO_BATCH_ND][1]
+    return None
 
 
 def input_specs(model_path: str | os.PathLike[str]) -> list[TensorSpec]:
@@ -548,9 +582,10 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
     """Run both references (in parallel child processes) and mark the verdict one.
 
     TFLM is the verdict where it runs the model, else LiteRT-ref; if neither runs it, no
-    result carries the verdict. A missing TFLM leaves no verdict at all: LiteRT-ref in its place
-    would change the expected results (DESIGN §7, ad01), so the user must install it
-    (`missing_reference_error`).
+    result carries the verdict. Where a TFLM kernel is known to be wrong (`tflm_known_wrong`)
+    TFLM still runs but is `overruled`: LiteRT-ref is the verdict, or nothing if it is missing.
+    A missing TFLM leaves no verdict at all: LiteRT-ref in its place would change the expected
+    results (docs/references.md, ad01), so the user must install it (`missing_reference_error`).
     """
     started: list[_Job | RefResult] = []
     for kind in ("tflm", "litert-ref"):
@@ -567,9 +602,12 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
             results.append(RefResult(job.kind, outputs=_finish(job, timeout)[0]))
         except ReferenceUnavailable as exc:
             results.append(RefResult(job.kind, unavailable=exc.reason))
+    wrong = tflm_known_wrong(model_path)
+    if wrong and results[0].ok:
+        results[0].overruled = wrong  # still run and shown, as the cross-check
     if not results[0].missing:
         for r in results:
-            if r.ok:
+            if r.ok and not r.overruled:
                 r.verdict = True
                 break
     return results
@@ -588,8 +626,11 @@ def missing_reference_error(model: str | os.PathLike[str], refs: Sequence[RefRes
                 f"{tflm.install}")
     if lite is not None and lite.missing:
         why = (tflm.unavailable or "refused").removeprefix("TFLM: ") if tflm is not None else "refused"
+        cannot = "cannot run this model"
+        if tflm is not None and tflm.overruled:
+            why, cannot = tflm.overruled, "cannot be the verdict for this model"
         # shorten the reason, never the install command
-        head = _one_line(f"{name}: TFLite Micro cannot run this model ({_one_line(why, 120)})", 400)
+        head = _one_line(f"{name}: TFLite Micro {cannot} ({_one_line(why, 160)})", 400)
         return f"{head} and LiteRT, the reference for such models, is not installed: {lite.install}"
     return None
 

@@ -36,6 +36,7 @@ class Comparison:
     verdict: bool
     unavailable: str | None = None
     install: str | None = None        # the reference is not installed: the command that installs it
+    overruled: str | None = None      # it ran but is known wrong for this model: why
     outputs: list[OutputMetrics] = field(default_factory=list)
     ok: list[bool] = field(default_factory=list)
 
@@ -68,6 +69,7 @@ class ValidationResult:
             **({"target": self.target} if self.target is not None else {}),
             "references": [
                 {"name": c.reference, "verdict": c.verdict, "unavailable": c.unavailable, "install": c.install,
+                 **({"overruled": c.overruled} if c.overruled else {}),
                  "outputs": [dict(m.as_dict(), passed=ok) for m, ok in zip(c.outputs, c.ok, strict=True)]}
                 for c in self.comparisons
             ],
@@ -117,7 +119,7 @@ def compare(c: Compiled, c_outputs: list[list[np.ndarray]], refs: list[RefResult
     g = c.graph
     result = []
     for ref in refs:
-        comp = Comparison(ref.name, ref.verdict, ref.unavailable, ref.install)
+        comp = Comparison(ref.name, ref.verdict, ref.unavailable, ref.install, ref.overruled)
         if ref.outputs is not None:
             for j, tid in enumerate(g.outputs):
                 r = np.asarray(ref.outputs[j])
@@ -185,7 +187,24 @@ def print_result(res: ValidationResult) -> None:
                       _fmt(m.cos, ".6f"), _fmt(m.max_abs_err), "-" if m.max_lsb is None else str(m.max_lsb),
                       "ok" if ok else ("MISMATCH" if comp.verdict else "differs"))
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(t)
+    for line in disagreements(res):
+        print(line)
     print(f"result: {res.outcome if res.outcome != 'mismatch' else 'MISMATCH'}")
+
+
+def disagreements(res: ValidationResult) -> list[str]:
+    """One line per reference that ran but is overruled for this model: by how much it differs
+    from the generated C (which follows the verdict) and why it is not the verdict."""
+    lines = []
+    for c in res.comparisons:
+        if not c.overruled:
+            continue
+        lsb = [m.max_lsb for m in c.outputs if m.max_lsb is not None]
+        by = f"differs by up to {max(lsb)} LSB" if lsb and max(lsb) else "agrees here"
+        if not lsb and not all(c.ok):
+            by = "differs"
+        lines.append(one_line(f"note: {c.reference} {by}: {c.overruled}", 400))
+    return lines
 
 
 def collect(model: Path, *, inputs: str | None, n: int, seed: int,
