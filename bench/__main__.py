@@ -1,4 +1,4 @@
-"""`make bench` / `python -m bench`: memory, code size and speed of generated firmware (DESIGN §8).
+"""`make bench` / `python -m bench`: memory, code size and speed of generated firmware (docs/bench.md).
 
 For every model in ../shared/models (when present) and a few project fixtures:
   * activation pool bytes vs the schedule's lower bound vs the TFLite Micro arena

@@ -1,4 +1,4 @@
-"""Boards as data: `boards/<id>.yaml` is the single source of truth for a board (DESIGN §5).
+"""Boards as data: `boards/<id>.yaml` is the single source of truth for a board (docs/boards.md).
 
 A board file gives the MCU, core and FPU, the clock tree *factors* (oscillator, PLL M/N/P/Q/R,
 bus prescalers, flash wait states, voltage scaling), the memory regions, the console UART and

@@ -1,4 +1,4 @@
-"""Command-line interface (DESIGN §2). Exit codes: 0 ok, 1 checks failed, 2 bad input."""
+"""Command-line interface (README.md, "Use"). Exit codes: 0 ok, 1 checks failed, 2 bad input."""
 
 from __future__ import annotations
 
@@ -226,7 +226,7 @@ def _seconds(zero_ok: bool) -> Callable[[str], float]:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line on stderr, exit 2 (DESIGN §2), with the command to get help."""
+    """Usage errors as one line on stderr, exit 2 (README.md, "Use"), with the command to get help."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")

@@ -1,4 +1,4 @@
-"""Errors the CLI turns into one clear line and an exit code (DESIGN §2)."""
+"""Errors the CLI turns into one clear line and an exit code (README.md, "Use")."""
 
 
 class Stm32aiError(Exception):

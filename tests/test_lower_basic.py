@@ -707,7 +707,7 @@ def test_fixture_model_matches_tflite_micro(path):
 
 @pytest.mark.parametrize("rel", REAL_MODELS, ids=[Path(r).stem for r in REAL_MODELS])
 def test_real_model_matches_tflite_micro(rel):
-    # ad01_int8 is the model where LiteRT-ref's single rounding differs from TFLM (DESIGN §7)
+    # ad01_int8 is the model where LiteRT-ref's single rounding differs from TFLM (docs/references.md)
     _model_matches_tflm(shared_model(rel))
 
 

@@ -1,4 +1,4 @@
-"""Hand-computed checks of the X-CUBE-AI-style metrics and the DESIGN §7 pass rule."""
+"""Hand-computed checks of the X-CUBE-AI-style metrics and the pass rule of docs/references.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every model in the supported operator set runs bit-exact (int8) or within 1e-5
-relative error (float32) against TFLite Micro, the verdict reference of DESIGN §7,
+relative error (float32) against TFLite Micro, the verdict reference (docs/references.md),
 when compiled to C and run on the host."""
 
 import pytest

@@ -1,5 +1,5 @@
 """Activations and quantisation (RELU, RELU6, RELU_N1_TO_1, LEAKY_RELU, PRELU, LOGISTIC, TANH,
-HARD_SWISH, QUANTIZE, DEQUANTIZE): the generated C against the references of DESIGN §7.
+HARD_SWISH, QUANTIZE, DEQUANTIZE): the generated C against the references of docs/references.md.
 
 * Every act_*/quant_* fixture runs bit-exact (int8) or within 1e-5 (float32) against TFLite
   Micro, with inputs that cover all 256 int8 values, so every entry of every table is checked.

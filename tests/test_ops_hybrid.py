@@ -1,7 +1,7 @@
 """Hybrid (dynamic-range) CONV_2D and FULLY_CONNECTED: float32 activations, int8 filters.
 
 TFLite Micro refuses hybrid models, so LiteRT with its reference kernels is the reference
-(DESIGN §7). We reproduce its arithmetic operation for operation (on-the-fly input
+(docs/references.md). We reproduce its arithmetic operation for operation (on-the-fly input
 quantisation per batch, int8 x int8 -> int32 dot products, the float finish in the same
 order), so the generated C is required to match it *exactly*, not just within 1e-5:
 

@@ -1,4 +1,4 @@
-"""UNIDIRECTIONAL_SEQUENCE_LSTM: the generated C against TFLite Micro (DESIGN §7).
+"""UNIDIRECTIONAL_SEQUENCE_LSTM: the generated C against TFLite Micro (docs/references.md).
 
 * Every lstm_* fixture (Keras 2 LSTM through the real converter: int8 with int16 cell state,
   float32; sequences returned or the last step; batch 2; time-major; stacked) and the shared

@@ -2,7 +2,7 @@
 zero warnings, and runs on the emulated boards (QEMU) that must print `result: match`.
 
 Most tests use a tiny hand-made model (`write_fake_model`: output = input + 1, written against
-the generated-C contract of DESIGN §4) so they exercise the project machinery alone; the
+the generated-C contract of docs/architecture.md) so they exercise the project machinery alone; the
 `test_real_*` tests go through the real compiler, emitter and TFLite Micro reference.
 """
 

@@ -1,4 +1,4 @@
-"""The two references of DESIGN §7 (TFLM, LiteRT-ref) on the fixtures and the shared corpus."""
+"""The two references of docs/references.md (TFLM, LiteRT-ref) on the fixtures and the shared corpus."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from stm32ai.validate.reference import (
     tflm_arena_bytes,
 )
 
-# LiteRT-ref's int8 FULLY_CONNECTED rounds once where TFLM rounds twice (DESIGN §7): outputs
+# LiteRT-ref's int8 FULLY_CONNECTED rounds once where TFLM rounds twice (docs/references.md): outputs
 # downstream of an FC may differ by a few LSB. Everything else must agree bit for bit.
 FC_INT8 = {"dense", "dense_relu", "dense_flatten", "dense_per_tensor", "dense_dynamic_batch",
            "two_in_two_out", "classifier_softmax"}
@@ -188,7 +188,7 @@ def test_ad01_known_fc_disagreement():
     x = random_inputs(path, 1, seed=0)
     tflm, lite = references(path, x)
     m = compute_metrics(lite.outputs[0], tflm.outputs[0])
-    assert 0 < m.max_lsb <= 3  # DESIGN §7: up to 3 LSB, single vs double rounding
+    assert 0 < m.max_lsb <= 3  # docs/references.md: up to 3 LSB, single vs double rounding
 
 
 def _job(code: str) -> ref._Job:

@@ -34,7 +34,7 @@ def _sizes(c: Compiled) -> tuple[int, int]:
 
 def test_vector(model: Path, c: Compiled, seed: int = 0, *, expected: bool = True
                 ) -> tuple[list[np.ndarray], list[np.ndarray] | None, str | None]:
-    """One seeded random input and the verdict reference's output for it (DESIGN §7).
+    """One seeded random input and the verdict reference's output for it (docs/references.md).
 
     The expected output is None when `expected` is False (--no-test-vector) or when every
     installed reference refuses the model (a warning says so): the demo then reports timing and

@@ -3,7 +3,7 @@
 ``c`` is the C model's output, ``r`` the reference's. Float metrics are computed on dequantised
 values when quantisation parameters are given (so they read in the model's real units, as
 X-CUBE-AI reports them); integer outputs also get the raw worst-case error in LSB, which is what
-the bit-exactness bar of DESIGN §7 is judged on.
+the bit-exactness bar of docs/references.md is judged on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 
 __all__ = ["FLOAT_RTOL", "OutputMetrics", "compute_metrics", "dequantize", "passes"]
 
-# DESIGN §7: float32 outputs within 1e-5 relative error of the reference.
+# docs/references.md, the pass rule: float32 outputs within 1e-5 relative error of the reference.
 FLOAT_RTOL = 1e-5
 # Floor of the relative-error denominator, so an all-zero reference does not divide by zero.
 _TINY = float(np.finfo(np.float32).tiny)
@@ -119,7 +119,7 @@ def compute_metrics(c: ArrayLike, r: ArrayLike, scale: ArrayLike | None = None,
 
 def passes(metrics: OutputMetrics, dtype: Any | None = None, allowance_lsb: int = 0,
            rtol: float = FLOAT_RTOL) -> bool:
-    """DESIGN §7 bar for one output.
+    """The pass rule of docs/references.md for one output.
 
     Integer outputs must be bit-exact (``max_lsb == 0``) unless an allowance in LSB is given
     (a documented table approximation); float outputs need max relative error <= ``rtol``.

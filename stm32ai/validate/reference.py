@@ -1,4 +1,4 @@
-"""Run a .tflite model with the two references of DESIGN §7.
+"""Run a .tflite model with the two references of docs/references.md.
 
 * TFLite Micro (pip ``tflite-micro``, reference kernels): the primary reference wherever it
   runs the model, and the memory baseline (``tflm_arena_bytes``).
@@ -569,7 +569,7 @@ def tflm_arena_bytes(model_path: str | os.PathLike[str], *, arena_size: int = DE
                      timeout: float = DEFAULT_TIMEOUT) -> int:
     """TFLM's "Arena allocation total" (head + tail) after one inference (recording allocator).
 
-    This is the arena this x86-64 build of TFLM actually used, the baseline of DESIGN §8.
+    This is the arena this x86-64 build of TFLM actually used, the memory baseline of docs/bench.md.
     """
     _, extra = _finish(_start("tflm", model_path, random_inputs(model_path, 1, 0), arena_size), timeout)
     if extra.get("arena_bytes") is None:

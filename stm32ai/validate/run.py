@@ -1,4 +1,4 @@
-"""`stm32ai validate`: the generated C against the references of DESIGN §7.
+"""`stm32ai validate`: the generated C against the references of docs/references.md.
 
 The C model is run by a *runner*: on the host (`run_compiled`, --mode host) or on the board over
 UART (`stm32ai.validate.target`, --mode target); comparison and printing are shared.

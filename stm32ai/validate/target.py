@@ -297,7 +297,7 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
             url, connect = port, 0.0
         else:
             assert board is not None
-            # -icount: the firmware's counts are then instructions (DESIGN §8)
+            # -icount: the firmware's counts are then instructions (docs/bench.md)
             url, connect = stack.enter_context(emulated_target(model, board, c, profile=profile,
                                                                icount=True)), 10.0
         dev = stack.enter_context(TargetClient.open(url, timeout=timeout, connect_timeout=connect))

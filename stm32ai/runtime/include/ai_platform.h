@@ -100,7 +100,7 @@ typedef struct {
 } ai_tensor;
 #define AI_NOT_IN_POOL 0xFFFFFFFFu
 
-/* The descriptor every generated model exports as `<name>_info` (DESIGN §4). */
+/* The descriptor every generated model exports as `<name>_info` (docs/architecture.md). */
 typedef struct {
   const char *name, *datetime, *revision, *tool_version, *api_version;
   uint16_t n_nodes;

@@ -1,4 +1,4 @@
-/* stm32ai runtime API: create, run and inspect model instances (DESIGN §4).
+/* stm32ai runtime API: create, run and inspect model instances (docs/architecture.md).
  *
  * Every call returns ai_status and records a readable message for ai_get_error().
  * No malloc: instances live in a static table of AI_MAX_INSTANCES entries.

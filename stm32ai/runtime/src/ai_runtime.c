@@ -1,4 +1,4 @@
-/* stm32ai runtime: model instances over generated model descriptors (DESIGN §4).
+/* stm32ai runtime: model instances over generated model descriptors (docs/architecture.md).
  * A static table holds up to AI_MAX_INSTANCES instances; no malloc. */
 #include "ai_runtime.h"
 
