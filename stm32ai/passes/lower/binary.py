@@ -306,33 +306,27 @@ def _int8(op: Op, g: Graph) -> tuple[Tensor, Tensor, Tensor] | None:
     return (a, b, y) if y.dtype == "int8" else None
 
 
-def _check_add(op: Op, g: Graph) -> str | None:
+def _addsub_ratio(a: Tensor, b: Tensor, y: Tensor, in_float32: bool) -> float:
+    """2 * max(input scales) / (2^20 * output scale): ADD takes it in double, SUB in float32."""
+    f32 = np.float32
+    if in_float32:
+        return float((f32(2) * max(f32(scale_of(a)), f32(scale_of(b)))) / (f32(1 << LEFT_SHIFT_S8) * f32(scale_of(y))))
+    return 2.0 * float(max(f32(scale_of(a)), f32(scale_of(b)))) / ((1 << LEFT_SHIFT_S8) * scale_of(y))
+
+
+def _check_addsub(op: Op, g: Graph) -> str | None:
     reason = _check_common(op, g, int8_ok=True, fused=True)
     if reason:
         return reason
     y = g.tensors[op.outputs[0]]
-    if y.dtype == "int32" and fused_activation(op) != "NONE":
+    if op.type == "ADD" and y.dtype == "int32" and fused_activation(op) != "NONE":
         return (f"int32 ADD with fused {fused_activation(op)} is not supported: TFLite Micro ignores the "
                 "activation where LiteRT applies it (the converter emits a separate MAXIMUM)")
     if _int8(op, g) is None:
         return None
     a, b = (g.tensors[t] for t in op.inputs)
-    twice_max = 2.0 * float(max(np.float32(scale_of(a)), np.float32(scale_of(b))))
-    if not twice_max / ((1 << LEFT_SHIFT_S8) * scale_of(y)) < 1.0:
-        return (f"output scale {scale_of(y)} is too small for the input scales (TFLite's int8 ADD "
-                "needs 2*max(input scales) < 2^20 * output scale)")
-    return None
-
-
-def _check_sub(op: Op, g: Graph) -> str | None:
-    reason = _check_common(op, g, int8_ok=True, fused=True)
-    if reason or _int8(op, g) is None:
-        return reason
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    f32 = np.float32
-    ro = (f32(2) * max(f32(scale_of(a)), f32(scale_of(b)))) / (f32(1 << LEFT_SHIFT_S8) * f32(scale_of(y)))
-    if not ro < 1.0:
-        return (f"output scale {scale_of(y)} is too small for the input scales (TFLite's int8 SUB "
+    if not _addsub_ratio(a, b, y, in_float32=op.type == "SUB") < 1.0:
+        return (f"output scale {scale_of(y)} is too small for the input scales (TFLite's int8 {op.type} "
                 "needs 2*max(input scales) < 2^20 * output scale)")
     return None
 
@@ -410,7 +404,7 @@ def _add_params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
 
 
 @register("ADD", "int8 (per-tensor), int32 (no fused activation) or float32, broadcasting up "
-          "to 6-D; fused NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_add)
+          "to 6-D; fused NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_addsub)
 def lower_add(op: Op, g: Graph) -> None:
     a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
     if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
@@ -423,7 +417,7 @@ def lower_add(op: Op, g: Graph) -> None:
 
 
 @register("SUB", "int8 (per-tensor), int32 or float32, broadcasting up to 6-D; fused "
-          "NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_sub)
+          "NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_addsub)
 def lower_sub(op: Op, g: Graph) -> None:
     def params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
         return sub_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))

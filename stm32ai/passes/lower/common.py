@@ -11,8 +11,8 @@ from stm32ai.ir import MAX_DIMS, Op, Tensor
 from stm32ai.passes.quant import activation_range_f32, activation_range_quantized
 
 __all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_strides",
-           "check_activation", "check_per_tensor", "covers", "fused_activation", "padded", "per_tensor_quant",
-           "scale_of", "zp_of"]
+           "check_activation", "check_int8_io", "check_per_tensor", "covers", "fused_activation", "padded",
+           "per_tensor_io", "per_tensor_quant", "scale_of", "zp_of"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -47,6 +47,20 @@ def check_per_tensor(t: Tensor) -> str | None:
     if t.quant.per_channel:
         return f"per-channel quantisation of '{t.name}' is not supported (per-tensor only)"
     return None
+
+
+def per_tensor_io(x: Tensor, y: Tensor) -> str | None:
+    """per_tensor_quant of an op's input `x` and output `y`, the first reason."""
+    return per_tensor_quant(x, "input") or per_tensor_quant(y, "output")
+
+
+def check_int8_io(x: Tensor, y: Tensor) -> str | None:
+    """int8 -> int8 with per-tensor quantisation on both sides (after the float32 case)."""
+    if x.dtype != "int8":
+        return f"input type {x.dtype} is not supported (int8 or float32)"
+    if y.dtype != "int8":
+        return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
+    return per_tensor_io(x, y)
 
 
 def scale_of(t: Tensor) -> float:

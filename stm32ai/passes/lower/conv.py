@@ -31,7 +31,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import per_tensor_quant as _per_tensor
+from stm32ai.passes.lower.common import check_int8_io
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
@@ -368,16 +368,11 @@ def check_conv(op: Op, g: Graph) -> str | None:
         return None
     if x.dtype == "int16":
         return "int16 activations (16x8 quantisation) are not supported; use int8 activations"
-    if x.dtype != "int8":
-        return f"input type {x.dtype} is not supported (int8 or float32)"
+    reason = check_int8_io(x, y)
+    if reason:
+        return reason
     if w.dtype != "int8":
         return f"filter '{w.name}' is {w.dtype}; int8 input needs an int8 filter"
-    if y.dtype != "int8":
-        return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
-    for t, what in ((x, "input"), (y, "output")):
-        r = _per_tensor(t, what)
-        if r:
-            return r
     if w.quant is None or w.quant.scale.size == 0:
         return f"filter '{w.name}' has no quantisation parameters"
     if w.quant.scale.size not in (1, geo.out_c):

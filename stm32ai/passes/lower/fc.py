@@ -32,7 +32,7 @@ from stm32ai.passes.lower.common import (
     act_range_f32,
     act_range_s8,
     check_activation,
-    per_tensor_quant,
+    check_int8_io,
     scale_of,
     zp_of,
 )
@@ -148,16 +148,11 @@ def _check_fc(op: Op, g: Graph) -> str | None:
         if y.dtype != "float32" or (bias is not None and bias.dtype != "float32"):
             return "float FULLY_CONNECTED needs float32 output and bias"
         return None
-    if x.dtype != "int8":
-        return f"input type {x.dtype} is not supported (int8 or float32)"
+    reason = check_int8_io(x, y)
+    if reason:
+        return reason
     if w.dtype != "int8":
         return f"weights '{w.name}' are {w.dtype}; int8 input needs int8 weights"
-    if y.dtype != "int8":
-        return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
-    for t, what in ((x, "input"), (y, "output")):
-        r = per_tensor_quant(t, what)
-        if r:
-            return r
     if w.quant is None or w.quant.scale.size == 0:
         return f"weights '{w.name}' have no quantisation parameters"
     if np.any(w.quant.zero_point != 0):

@@ -18,7 +18,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import per_tensor_quant, scale_of, zp_of
+from stm32ai.passes.lower.common import check_int8_io, scale_of, zp_of
 from stm32ai.passes.lower.softmax import SCALED_DIFF_INTEGER_BITS, softmax_params_s8
 from stm32ai.passes.quant import quantize_multiplier
 
@@ -54,14 +54,9 @@ def _check_log_softmax(op: Op, g: Graph) -> str | None:
         return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
     if x.dtype == "float32":
         return None if y.dtype == "float32" else f"float input with {y.dtype} output is not supported"
-    if x.dtype != "int8":
-        return f"input type {x.dtype} is not supported (int8 or float32)"
-    if y.dtype != "int8":
-        return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
-    for t, what in ((x, "input"), (y, "output")):
-        r = per_tensor_quant(t, what)
-        if r:
-            return r
+    reason = check_int8_io(x, y)
+    if reason:
+        return reason
     if zp_of(y) != OUTPUT_ZERO_POINT or np.float32(scale_of(y)) != np.float32(OUTPUT_SCALE):
         return (f"int8 log_softmax output must have scale 16/256 and zero point 127 (TFLite's "
                 f"requirement), got scale {scale_of(y)} and zero point {zp_of(y)}")

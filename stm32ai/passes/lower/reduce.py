@@ -29,7 +29,7 @@ import numpy as np
 
 from stm32ai.ir import MAX_DIMS, Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import per_tensor_quant as _per_tensor
+from stm32ai.passes.lower.common import per_tensor_io
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.quant import quantize_multiplier
@@ -148,10 +148,9 @@ def check_reduce(op: Op, g: Graph) -> str | None:
         return None
     if x.dtype != "int8":
         return f"{x.dtype} tensors are not supported (int8 or float32)"
-    for t, what in ((x, "input"), (y, "output")):
-        r = _per_tensor(t, what)
-        if r:
-            return r
+    reason = per_tensor_io(x, y)
+    if reason:
+        return reason
     if op.type in ("REDUCE_MAX", "REDUCE_MIN") and (_scale(x) != _scale(y) or _zp(x) != _zp(y)):
         return (f"int8 {op.type} with different input and output quantisation is not supported "
                 "(TFLite Micro requires them equal)")
