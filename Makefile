@@ -36,6 +36,7 @@ lint:
 
 fixtures:
 	$(PYTHON) tests/fixtures/make_fixtures.py
+	$(PYTHON) tests/fixtures/make_fixtures_patterns.py
 
 clean:
 	rm -rf build .setup-done

@@ -27,7 +27,7 @@ from pathlib import Path
 import flatbuffers
 import numpy as np
 import pytest
-from conftest import FIXTURES, shared_model
+from conftest import FIXTURES, MPS2_LD, STARTUP_C, shared_model
 
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.frontend.tflite_reader import load_tflite
@@ -790,38 +790,6 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
     return "\n".join(lines) + "\n", expect
 
 
-STARTUP_C = r"""
-#include <stdint.h>
-extern void _start(void);
-extern uint32_t __stack_top;
-void reset_handler(void) {
-  *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20; /* CPACR: enable the FPU */
-  __asm__ volatile("dsb\n isb");
-  _start(); /* newlib's rdimon crt0: semihosting stdio, then main() and exit() */
-}
-static void fault(void) { for (;;) { } }
-__attribute__((section(".vectors"), used)) const void *const vectors[16] = {
-  &__stack_top, (void *)reset_handler, (void *)fault, (void *)fault, (void *)fault,
-  (void *)fault, (void *)fault,
-};
-"""
-
-MPS2_LD = """
-MEMORY { FLASH (rx) : ORIGIN = 0x00000000, LENGTH = 4M  RAM (rwx) : ORIGIN = 0x20000000, LENGTH = 4M }
-ENTRY(reset_handler)
-SECTIONS {
-  .text : { KEEP(*(.vectors)) *(.text*) *(.rodata*) KEEP(*(.init)) KEEP(*(.fini)) . = ALIGN(4);
-            __preinit_array_start = .; KEEP(*(.preinit_array)) __preinit_array_end = .;
-            __init_array_start = .; KEEP(*(.init_array*)) __init_array_end = .;
-            __fini_array_start = .; KEEP(*(.fini_array*)) __fini_array_end = .; } > FLASH
-  .ARM.exidx : { *(.ARM.exidx*) } > FLASH
-  .data : { *(.data*) } > RAM
-  .bss : { __bss_start__ = .; *(.bss*) *(COMMON) . = ALIGN(8); __bss_end__ = .; } > RAM
-  end = .; __end__ = .;
-  __stack_top = ORIGIN(RAM) + LENGTH(RAM);
-  __stack = __stack_top;
-}
-"""
 
 
 def test_fc_kernel_host_path_matches_numpy_transcription(tmp_path):
