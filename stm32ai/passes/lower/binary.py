@@ -434,16 +434,14 @@ def lower_mul(op: Op, g: Graph) -> None:
     _lower(op, g, "mul", True, True, mul_params_s8)
 
 
-@register("MAXIMUM", "int8 (inputs and output share one per-tensor quantisation), int32 or float32, "
-          "broadcasting up to 6-D; may run in place", _check_minmax)
-def lower_maximum(op: Op, g: Graph) -> None:
-    _lower(op, g, "maximum", g.tensors[op.outputs[0]].dtype != "float32", False)
+def _lower_minmax(op: Op, g: Graph) -> None:
+    name = op.type.lower()  # "maximum" / "minimum": commutative, swappable except in float
+    _lower(op, g, name, g.tensors[op.outputs[0]].dtype != "float32", False)
 
 
-@register("MINIMUM", "int8 (inputs and output share one per-tensor quantisation), int32 or float32, "
-          "broadcasting up to 6-D; may run in place", _check_minmax)
-def lower_minimum(op: Op, g: Graph) -> None:
-    _lower(op, g, "minimum", g.tensors[op.outputs[0]].dtype != "float32", False)
+for _op_type in ("MAXIMUM", "MINIMUM"):
+    register(_op_type, "int8 (inputs and output share one per-tensor quantisation), int32 or float32, "
+             "broadcasting up to 6-D; may run in place", _check_minmax)(_lower_minmax)
 
 
 @register("DIV", "float32 or int32 (truncating), broadcasting up to 6-D; fused "

@@ -18,8 +18,8 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import check_int8_io, scale_of, zp_of
-from stm32ai.passes.lower.softmax import SCALED_DIFF_INTEGER_BITS, softmax_params_s8
+from stm32ai.passes.lower.common import check_int8_io, scale_of
+from stm32ai.passes.lower.softmax import SCALED_DIFF_INTEGER_BITS, check_fixed_output, softmax_params_s8
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["log_softmax_params_s8", "OUTPUT_SCALE", "OUTPUT_ZERO_POINT"]
@@ -57,9 +57,9 @@ def _check_log_softmax(op: Op, g: Graph) -> str | None:
     reason = check_int8_io(x, y)
     if reason:
         return reason
-    if zp_of(y) != OUTPUT_ZERO_POINT or np.float32(scale_of(y)) != np.float32(OUTPUT_SCALE):
-        return (f"int8 log_softmax output must have scale 16/256 and zero point 127 (TFLite's "
-                f"requirement), got scale {scale_of(y)} and zero point {zp_of(y)}")
+    reason = check_fixed_output(y, "log_softmax", (OUTPUT_SCALE, "16/256"), OUTPUT_ZERO_POINT)
+    if reason:
+        return reason
     real = float(np.float32(scale_of(x))) * float(1 << (31 - SCALED_DIFF_INTEGER_BITS))
     if not real > 1.0:
         return f"input scale {scale_of(x)} is too small for TFLite's int8 log_softmax"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stm32ai.ir import MAX_DIMS, Graph, Op
+from stm32ai.ir import MAX_DIMS, Graph, Op, Tensor
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.common import per_tensor_io
 from stm32ai.passes.lower.common import scale_of as _scale
@@ -123,13 +123,21 @@ def _expected_out_shape(shape: tuple[int, ...], axes: list[int], keep: bool) -> 
     return tuple(n for d, n in enumerate(shape) if d not in axes)
 
 
-def check_reduce(op: Op, g: Graph) -> str | None:
+def _io_axes(op: Op, g: Graph) -> tuple[Tensor, Tensor, list[int]] | str:
+    """Input, output and constant axes of a reduction, or the reason they are unusable."""
     if not op.inputs or op.inputs[0] < 0 or len(op.outputs) != 1:
         return "expects an input, an axis operand and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     axes = _axis_values(g, op)
     if isinstance(axes, str):
         return axes
+    return g.tensors[op.inputs[0]], g.tensors[op.outputs[0]], axes
+
+
+def check_reduce(op: Op, g: Graph) -> str | None:
+    io = _io_axes(op, g)
+    if isinstance(io, str):
+        return io
+    x, y, axes = io
     if len(x.shape) > MAX_DIMS:
         return f"input '{x.name}' has rank {len(x.shape)}; at most {MAX_DIMS} is supported"
     axes = resolve_axes(axes, len(x.shape))
@@ -165,12 +173,10 @@ def check_reduce(op: Op, g: Graph) -> str | None:
 
 
 def check_arg(op: Op, g: Graph) -> str | None:
-    if not op.inputs or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects an input, an axis operand and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    axes = _axis_values(g, op)
-    if isinstance(axes, str):
-        return axes
+    io = _io_axes(op, g)
+    if isinstance(io, str):
+        return io
+    x, y, axes = io
     if len(axes) != 1:
         return f"{len(axes)} axes given; {op.type} reduces exactly one axis"
     axes = resolve_axes(axes, len(x.shape))

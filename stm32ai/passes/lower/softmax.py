@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stm32ai.ir import Graph, Op
+from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.common import check_int8_io, scale_of, zp_of
 from stm32ai.passes.quant import calculate_input_radius, quantize_multiplier
@@ -49,15 +49,24 @@ def _check_softmax(op: Op, g: Graph) -> str | None:
     reason = check_int8_io(x, y)
     if reason:
         return reason
-    if zp_of(y) != -128 or np.float32(scale_of(y)) != np.float32(1.0 / 256):
-        return (f"int8 softmax output must have scale 1/256 and zero point -128 (TFLite's "
-                f"requirement), got scale {scale_of(y)} and zero point {zp_of(y)}")
+    reason = check_fixed_output(y, "softmax", (1.0 / 256, "1/256"), -128)
+    if reason:
+        return reason
     if x.shape[-1] >= 4096:
         # the row's sum of exps is Q12.19 in int32: 4096 equal maxima overflow it (in TFLM too)
         return f"int8 softmax rows of {x.shape[-1]} elements overflow its Q12.19 sum (at most 4095)"
     real = beta * scale_of(x) * float(1 << (31 - SCALED_DIFF_INTEGER_BITS))
     if not real > 1.0:
         return f"beta * input scale = {beta * scale_of(x)} is too small for TFLite's int8 softmax"
+    return None
+
+
+def check_fixed_output(y: Tensor, what: str, scale: tuple[float, str], zp: int) -> str | None:
+    """TFLite's int8 (log-)softmax output has one fixed quantisation: `scale` (value, as
+    written in the message) and `zp`."""
+    if zp_of(y) != zp or np.float32(scale_of(y)) != np.float32(scale[0]):
+        return (f"int8 {what} output must have scale {scale[1]} and zero point {zp} (TFLite's "
+                f"requirement), got scale {scale_of(y)} and zero point {zp_of(y)}")
     return None
 
 
