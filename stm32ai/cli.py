@@ -98,13 +98,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if path:
             check_output_file(path, opt)
     c = _compile(args, "network")
-    r = build_report(c)
-    if c.pruned is not None and c.pruned.layers:
-        add_pruning(r, c, _compile(args, "network", prune=False))
-    if args.board:
+    fits = None
+    if args.board:  # first: a model no single region holds is split across regions here
         from stm32ai.project.build import fits_report
 
-        r.fits = fits_report(args, c)
+        fits = fits_report(args, c)
+    r = build_report(c)
+    r.fits = fits
+    if fits is not None and fits["ok"] and r.memory and len(fits.get("activation_pools", [])) == 1:
+        r.memory["pools"][0]["region"] = fits["activation_pools"][0]["region"]
+    if c.pruned is not None and c.pruned.layers:
+        add_pruning(r, c, _compile(args, "network", prune=False))
     if args.json:
         write_text_atomic(args.json, json.dumps(r.to_json(), indent=1) + "\n", "--json")
     if args.html:
@@ -117,10 +121,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if pruning is not None:
         console.print(pruning)
     _print_conv_layouts(c, args.optimization)
+    from stm32ai.report.memory_map import render_text
+
+    if r.memory:
+        print("\n".join(render_text(r.memory)))
     if r.fits is not None:
-        print(f"fits {args.board}: {'yes' if r.fits['ok'] else 'NO'} ({r.fits['summary']})")
-        if not r.fits["ok"]:
-            return 1
+        if not r.fits["ok"]:  # the model does not fit the board: bad input, one line naming the region
+            raise Stm32aiError(f"does not fit {args.board}: {r.fits['summary']}")
+        print(f"fits {args.board}: yes ({r.fits['summary']})")
     return 0
 
 
@@ -297,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-layer profiling: build with -DAI_PROFILE, the demo prints one `layer:` line per "
                         "kernel (cycles on hardware, instructions on emulated boards); with --c-only the hooks "
                         "are always emitted: compile with -DAI_PROFILE and provide ai_profile_clock()")
-    g.add_argument("--activations-pool", help="comma-separated board memory regions, in order of preference")
+    g.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
+                   "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
     g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     g.add_argument("--no-test-vector", action="store_true",
                    help="embed no expected output (no reference is run): the demo reports timing and "
@@ -310,8 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--board", "-b")
     a.add_argument("--json", metavar="F", help="also write the report as JSON to F")
     a.add_argument("--html", metavar="F", help="also write the report as HTML to F")
-    a.add_argument("--activations-pool")
-    a.add_argument("--weights-pool")
+    a.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
+                   "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
+    a.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     _model_options(a)
     a.set_defaults(fn=cmd_analyze)
 

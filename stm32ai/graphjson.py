@@ -46,8 +46,11 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
     # storage ids: activation/scratch buffers first, then one per constant
     storage: list[dict[str, Any]] = []
     for i, b in enumerate(plan.buffers):
-        storage.append({"id": i, "pool": "user" if b.app_owned else "activations",
-                        "offset": 0 if b.app_owned else plan.offsets[i], "size": b.size})
+        st = {"id": i, "pool": "user" if b.app_owned else activation_pool_name(plan.pool_index(i)),
+              "offset": 0 if b.app_owned else plan.offsets[i], "size": b.size}
+        if plan.pools and not b.app_owned:
+            st["region"] = plan.pools[plan.pool_index(i)][0]
+        storage.append(st)
     weights_size = 0
     const_storage: dict[int, int] = {}
 
@@ -154,16 +157,38 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
             "source": g.name,
             "description": g.description,
             "storage": storage,
-            "pools": [
-                {"name": "activations", "size": plan.pool_size, "align": ALIGN,
-                 "lower_bound": plan.lower_bound},
-                {"name": "weights", "size": weights_size, "align": WEIGHTS_ALIGN},
-            ],
+            "pools": [*_activation_pools(plan),
+                      {"name": "weights", "size": weights_size, "align": WEIGHTS_ALIGN}],
             "inputs_in_pool": not any(t in plan.app_owned for t in g.inputs),
             "outputs_in_pool": not any(t in plan.app_owned for t in g.outputs),
         },
     }
     return doc, params
+
+
+def activation_pool_name(k: int) -> str:
+    """Pool 0 keeps the single-pool name, so single-pool artifacts are unchanged."""
+    return "activations" if k == 0 else f"activations_{k}"
+
+
+def _activation_pools(plan: Plan) -> list[dict[str, Any]]:
+    if not plan.pools:
+        return [{"name": "activations", "size": plan.pool_size, "align": ALIGN, "lower_bound": plan.lower_bound}]
+    from stm32ai.planner.regions import pool_lower_bound
+
+    pools = []
+    for k, (region, size) in enumerate(plan.pools):
+        p: dict[str, Any] = {"name": activation_pool_name(k), "size": size, "align": ALIGN, "region": region,
+                             "pool_lower_bound": pool_lower_bound(plan, k)}
+        if k == 0:
+            p["lower_bound"] = plan.lower_bound
+        pools.append(p)
+    return pools
+
+
+def activation_pools(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The activation pools of an artifact, pool 0 first."""
+    return [p for p in doc["stm32ai"]["pools"] if p["name"] == "activations" or p["name"].startswith("activations_")]
 
 
 def write_artifact(out_dir: Path, doc: dict[str, Any], params: dict[str, np.ndarray]) -> None:

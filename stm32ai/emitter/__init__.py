@@ -20,7 +20,7 @@ import jinja2
 import numpy as np
 
 from stm32ai.errors import Stm32aiError
-from stm32ai.graphjson import WEIGHTS_ALIGN
+from stm32ai.graphjson import WEIGHTS_ALIGN, activation_pools
 from stm32ai.resources import runtime_dir
 from stm32ai.sanitize import configure, quote, untrusted
 
@@ -118,7 +118,9 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     storage = meta["storage"]
     row = doc["node_row_ptr"]
     nodes = doc["nodes"]
-    act_pool = next(p for p in meta["pools"] if p["name"] == "activations")
+    pools = _pools_context(doc, name)
+    pool_index = {p["pool"]: p["index"] for p in pools}
+    act_pool = pools[0]
     w_pool = next(p for p in meta["pools"] if p["name"] == "weights")
 
     def entry(node: int, idx: int) -> int:
@@ -139,10 +141,11 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if q is not None:
             qd = {"scale": q["scale"], "zero_point": q["zero_point"], "axis": q["axis"],
                   "scale_c": [c_value(float(s)) for s in q["scale"]]}
+        in_pool = st["pool"] in pool_index
         return {"sym": sym, "shape": shapes[e] or [1], "dt_code": code, "dt_bits": bits,
                 "size_bytes": size_bytes, "quant": qd, "tensor_name": untrusted(tnames[e]),
-                "in_pool": st["pool"] == "activations",
-                "pool_offset": f"{st['offset']}u" if st["pool"] == "activations" else "AI_NOT_IN_POOL"}
+                "in_pool": in_pool, "pool": pool_index.get(st["pool"], 0),
+                "pool_offset": f"{st['offset']}u" if in_pool else "AI_NOT_IN_POOL"}
 
     for i, n in enumerate(graph_inputs):
         e = entry(n, 0)
@@ -159,8 +162,8 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         st = storage[sid]
         if st["pool"] == "weights":
             return f"(const void *)(w + {st['offset']}u)"
-        if st["pool"] == "activations":
-            return f"(void *)(act + {st['offset']}u)"
+        if st["pool"] in pool_index:
+            return f"(void *)({pools[pool_index[st['pool']]]['var']} + {st['offset']}u)"
         raise AssertionError(f"storage {sid} in pool {st['pool']} has no pointer")
 
     states = []  # persistent (variable) tensors: filled at ai_create / ai_reset
@@ -169,10 +172,11 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if na.get("variable"):
             e = entry(n, 0)
             st = storage[sids[e]]
-            if st["pool"] != "activations":
+            if st["pool"] not in pool_index:
                 raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
             nbytes = int(np.prod(shapes[e], dtype=np.int64)) * _DT[dltype[e]][1] // 8
             states.append({"offset": st["offset"], "size": nbytes, "fill": int(na.get("fill", 0)),
+                           "pool": pool_index[st["pool"]],
                            "tensor_name": untrusted(tnames[e])})
 
     calls = []
@@ -204,7 +208,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         for k in range(n_out):
             args.append(pointer(sids[entry(i, k)]))
         if "scratch_storage_id" in a:
-            args.append(f"(void *)(act + {storage[a['scratch_storage_id']]['offset']}u)")
+            args.append(pointer(int(a["scratch_storage_id"])))
         calls.append({
             "kernel": kernel, "psym": psym, "params_init": init,
             "node": i, "source_op": untrusted(str(a.get("source_op", "?"))),
@@ -219,12 +223,33 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         "source": untrusted(str(meta.get("source", ""))),
         "datetime": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "revision": revision, "n_nodes": len(calls), "inputs": inputs, "outputs": outputs,
-        "activations_size": act_pool["size"], "activations_array_size": max(act_pool["size"], 8),
+        "activations_size": sum(p["size"] for p in pools), "activations_array_size": max(act_pool["size"], 8),
+        "pools": pools, "multi_pool": len(pools) > 1,
         "align": act_pool["align"], "weights_size": w_pool["size"], "weights_align": WEIGHTS_ALIGN,
         "weights_array_size": max(len(blob), 1), "weights_body": _hex_body(blob),
         "kernel_headers": sorted(p.name for p in (runtime_dir() / "include").glob("ai_kernels_*.h")),
         "builtin_pool": True, "calls": calls, "states": states, "needs_math": needs_math, "macc": macc,
     }
+
+
+def _pools_context(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The activation pools: pool 0 is `<name>_activations` in `.nn_activations` (as a single-pool
+    model's); pool k > 0 is `<name>_activations_<k>` in `.nn_activations_<region>`."""
+    pools = []
+    for k, p in enumerate(activation_pools(doc)):
+        region = str(p.get("region", ""))
+        if region and not C_IDENT.match(region):
+            raise Stm32aiError(f"graph.json: activation pool {k} has a bad region name {quote(region)}")
+        if k > 0 and not region:
+            raise Stm32aiError(f"graph.json: activation pool {k} has no region")
+        pools.append({"index": k, "pool": p["name"], "size": int(p["size"]), "align": int(p["align"]),
+                      "region": region, "var": "act" if k == 0 else f"act{k}",
+                      "sym": f"{name}_activations" if k == 0 else f"{name}_activations_{k}",
+                      "section": ".nn_activations" if k == 0 else f".nn_activations_{region}",
+                      "array_size": max(int(p["size"]), 8)})
+    if not pools:
+        raise Stm32aiError("graph.json has no activation pool")
+    return pools
 
 
 def _env() -> jinja2.Environment:

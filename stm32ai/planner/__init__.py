@@ -33,9 +33,16 @@ class Plan:
     pool_size: int
     lower_bound: int  # max over steps of live bytes (no overlap tricks)
     app_owned: set[int] = field(default_factory=set)  # tensor ids the application provides
+    # Split across memory regions (planner/regions.py): per buffer its pool index, and per pool
+    # (region name, size). Both empty for the usual single pool of `pool_size` bytes.
+    pool_of: list[int] = field(default_factory=list)
+    pools: list[tuple[str, int]] = field(default_factory=list)
 
     def tensor_offset(self, tid: int) -> int:
         return self.offsets[self.tensor_buffer[tid]]
+
+    def pool_index(self, buffer: int) -> int:
+        return self.pool_of[buffer] if self.pool_of else 0
 
 
 def schedule(g: Graph) -> list[int]:

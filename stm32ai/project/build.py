@@ -18,9 +18,16 @@ from stm32ai import __version__
 from stm32ai.boards import load_board
 from stm32ai.emitter import emit_c
 from stm32ai.errors import Stm32aiError
-from stm32ai.graphjson import model_signature, write_artifact
+from stm32ai.graphjson import activation_pools, model_signature, to_graph_json, write_artifact
 from stm32ai.pipeline import Compiled
-from stm32ai.project.generator import generate_project, plan_placement
+from stm32ai.planner.regions import RegionBudget, split_across_regions
+from stm32ai.project.generator import (
+    ActivationsDoNotFit,
+    Placement,
+    activation_budgets,
+    generate_project,
+    plan_placement,
+)
 
 
 def _pool_list(v: str | None) -> list[str] | None:
@@ -28,8 +35,32 @@ def _pool_list(v: str | None) -> list[str] | None:
 
 
 def _sizes(c: Compiled) -> tuple[int, int]:
-    pools = {p["name"]: p["size"] for p in c.doc["stm32ai"]["pools"]}
-    return pools["activations"], pools["weights"]
+    """(activation bytes over all pools, weights bytes)."""
+    w = next(p["size"] for p in c.doc["stm32ai"]["pools"] if p["name"] == "weights")
+    return sum(p["size"] for p in activation_pools(c.doc)), w
+
+
+def place_model(board: Any, c: Compiled, activations_pool: list[str] | None, weights_pool: list[str] | None,
+                vectors_bytes: int = 0) -> Placement:
+    """Place the model's pools on `board`. The single activation pool goes to the first region
+    of its list with room (unchanged plan); when none has room and the list has several regions,
+    the plan is split across them (planner/regions.py) and `c` (plan and graph.json) is updated.
+    Raises Stm32aiError naming the region that overflows when even the split does not fit."""
+    act, wts = _sizes(c)
+    kw: dict[str, Any] = {"activations_pool": activations_pool, "weights_pool": weights_pool,
+                          "vectors_bytes": vectors_bytes}
+    if c.plan.pools:
+        return plan_placement(board, activations_bytes=act, weights_bytes=wts, split=c.plan.pools, **kw)
+    try:
+        return plan_placement(board, activations_bytes=act, weights_bytes=wts, **kw)
+    except ActivationsDoNotFit:
+        budgets = activation_budgets(board, weights_bytes=wts, **kw)
+        if len(budgets) < 2:
+            raise
+    plan = split_across_regions(c.graph, c.plan, [RegionBudget(n, cap) for n, cap in budgets])
+    c.plan = plan
+    c.doc, c.params = to_graph_json(c.graph, plan, c.doc["stm32ai"]["name"])
+    return plan_placement(board, activations_bytes=act, weights_bytes=wts, split=plan.pools, **kw)
 
 
 def test_vector(model: Path, c: Compiled, seed: int = 0, *, expected: bool = True
@@ -67,8 +98,9 @@ def generate_firmware_project(args: argparse.Namespace, c: Compiled, stage: Path
     board = load_board(args.board)
     act, wts = _sizes(c)
     a_pool, w_pool = _pool_list(args.activations_pool), _pool_list(args.weights_pool)
-    # refuse early, before running references, when the model cannot fit
-    plan_placement(board, activations_bytes=act, weights_bytes=wts, activations_pool=a_pool, weights_pool=w_pool)
+    # refuse early, before running references, when the model cannot fit (may split its pool)
+    place_model(board, c, a_pool, w_pool)
+    act, wts = _sizes(c)
     inputs, expected, ref = test_vector(Path(args.model), c, expected=not getattr(args, "no_test_vector", False))
     work = stage.parent / "c"
     emit_c(c.doc, c.params, args.name, work)
@@ -82,7 +114,8 @@ def generate_firmware_project(args: argparse.Namespace, c: Compiled, stage: Path
                      reference=ref or "no reference",
                      model_signature=model_signature(c.doc, c.params),
                      validation=getattr(args, "validation", False), model_file=Path(args.model).name,
-                     profile=getattr(args, "profile", False))
+                     profile=getattr(args, "profile", False),
+                     activation_split=c.plan.pools or None)
     write_artifact(stage / "Model" / "artifact", c.doc, c.params)
     shutil.rmtree(work, ignore_errors=True)
     print(f"test vector: expected output from {ref}" if ref else
@@ -92,13 +125,12 @@ def generate_firmware_project(args: argparse.Namespace, c: Compiled, stage: Path
 
 
 def fits_report(args: argparse.Namespace, c: Compiled) -> dict[str, Any]:
+    """The fits check of `analyze --board` (may split `c`'s activations across regions)."""
     board = load_board(args.board)
-    act, wts = _sizes(c)
     try:
-        place = plan_placement(board, activations_bytes=act, weights_bytes=wts,
-                               activations_pool=_pool_list(args.activations_pool),
-                               weights_pool=_pool_list(args.weights_pool))
+        place = place_model(board, c, _pool_list(args.activations_pool), _pool_list(args.weights_pool))
     except Stm32aiError as e:
         return {"ok": False, "summary": str(e)}
-    return {"ok": True, "summary": f"activations in {place.activations_region}, weights in {place.weights_region}",
+    where = ", ".join(f"{p['region']} {p['bytes']:,} B" for p in place.activation_pools)
+    return {"ok": True, "summary": f"activations in {where}, weights in {place.weights_region}",
             **place.to_json()}

@@ -19,22 +19,22 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import numpy as np
 
-from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards
+from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards, parse_size
 from stm32ai.errors import Stm32aiError
 from stm32ai.outputs import check_output_dir, mark_generated, publish_dir
 from stm32ai.project.clockregs import clock_registers
 from stm32ai.resources import data_dir
 from stm32ai.sanitize import configure, untrusted
 
-__all__ = ["Placement", "generate_project", "plan_placement", "CODE_RESERVE", "DATA_RESERVE",
-           "FIRMWARE_TARGET", "MANIFEST"]
+__all__ = ["Placement", "generate_project", "plan_placement", "activation_budgets", "ActivationsDoNotFit",
+           "CODE_RESERVE", "DATA_RESERVE", "FIRMWARE_TARGET", "MANIFEST"]
 
 # Room kept for what is not the model when checking that its pools fit (the linker script
 # checks the exact figures at build time):
@@ -61,6 +61,8 @@ class Placement:
     weights_region: str
     weights_copied: bool          # weights live in RAM, loaded from the text region at reset
     free: dict[str, int]          # bytes left per region after everything is placed (estimate)
+    # one {"region", "bytes"} per activation pool (several when split across regions)
+    activation_pools: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +88,10 @@ def _why_reserved(board: Board, rn: str, vectors_bytes: int) -> str:
     return " - ".join(parts)
 
 
+class ActivationsDoNotFit(Stm32aiError):
+    """The activation pool fits no single region of its list (a split may still fit)."""
+
+
 def _check_pool_names(board: Board, names: list[str], what: str) -> None:
     known = [r.name for r in board.memory]
     if not names:
@@ -94,28 +100,103 @@ def _check_pool_names(board: Board, names: list[str], what: str) -> None:
         if n not in known:
             raise Stm32aiError(f"--{what}-pool: board {board.id} has no memory region '{n}' "
                                f"(regions: {', '.join(known)})")
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise Stm32aiError(f"--{what}-pool lists region '{dup}' twice")
+
+
+def _split_caps(entries: list[str], what: str) -> tuple[list[str], dict[str, int]]:
+    """`REGION` or `REGION:SIZE` entries: SIZE caps the bytes the pool may use there
+    (e.g. `sram:16K`), to leave room for the application or to plan for a smaller part."""
+    names, caps = [], {}
+    for e in entries:
+        name, sep, size = e.partition(":")
+        names.append(name.strip())
+        if sep:
+            try:
+                caps[name.strip()] = parse_size(size.strip(), f"--{what}-pool {name.strip()}")
+            except ValueError as err:
+                raise Stm32aiError(str(err)) from None
+    return names, caps
 
 
 def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
                    activations_pool: list[str] | None = None, weights_pool: list[str] | None = None,
-                   vectors_bytes: int = 0) -> Placement:
+                   vectors_bytes: int = 0, split: list[tuple[str, int]] | None = None) -> Placement:
     """Choose the region of each pool: the first of its ordered list with room for it.
 
-    Raises Stm32aiError (exit 2) with needed vs available bytes per region and a suggestion
-    when a pool fits none of its regions.
+    `split` is a plan already spread across regions (planner/regions.py): one (region, bytes)
+    per activation pool, each checked against its own region. Raises Stm32aiError (exit 2) with
+    needed vs available bytes per region and a suggestion when a pool does not fit
+    (ActivationsDoNotFit when the single activation pool fits none of its regions).
     """
-    a_pool = list(activations_pool) if activations_pool else list(board.activations_pool)
+    a_pool, a_caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
+                                 "activations")
     w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
     _check_pool_names(board, a_pool, "activations")
     _check_pool_names(board, w_pool, "weights")
+    res, w_region, copied = _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+    need_w = _round8(weights_bytes)
+
+    def free(rn: str) -> int:
+        return min(board.region(rn).length - res[rn], a_caps.get(rn, 1 << 62))
+
+    def why_full(rn: str) -> str:
+        reg = board.region(rn)
+        why = _why_reserved(board, rn, vectors_bytes)
+        if rn == w_region:
+            why = (why + " - " if why else "") + f"{need_w:,} B weights"
+        if rn in a_caps:
+            why = (why + "; " if why else "") + f"capped at {a_caps[rn]:,} B by --activations-pool"
+        return f"{rn} has {max(free(rn), 0):,} B free ({describe_size(reg.length)}" + (f" - {why}" if why else "") + ")"
+
+    if split:
+        pools = []
+        for k, (rn, size) in enumerate(split):
+            if rn not in a_pool:
+                raise Stm32aiError(f"activation pool {k} was planned for region {rn}, which is not in "
+                                   f"--activations-pool {','.join(a_pool)}")
+            if _round8(size) > free(rn):
+                raise Stm32aiError(f"activation pool {k} ({size:,} B) overflows region {rn} on {board.id}: "
+                                   + why_full(rn))
+            res[rn] += _round8(size)
+            pools.append({"region": rn, "bytes": size})
+        return Placement(split[0][0], w_region, copied, {r.name: r.length - res[r.name] for r in board.memory},
+                         pools)
+
+    need_a = _round8(activations_bytes)
+    a_region, notes = None, []
+    for rn in a_pool:
+        reg = board.region(rn)
+        if reg.needs_init:
+            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate yet")
+            continue
+        if not reg.writable:
+            notes.append(f"{rn} is not writable")
+            continue
+        if free(rn) >= need_a:
+            a_region = rn
+            break
+        notes.append(why_full(rn))
+    if a_region is None:
+        raise ActivationsDoNotFit(
+            f"activations ({activations_bytes:,} B) do not fit on {board.id}: " + "; ".join(notes)
+            + "; " + _suggest(board, need_a, a_pool, "activations", res))
+    res[a_region] += need_a
+    return Placement(a_region, w_region, copied, {r.name: r.length - res[r.name] for r in board.memory},
+                     [{"region": a_region, "bytes": activations_bytes}])
+
+
+def _place_weights(board: Board, weights_bytes: int, w_pool: list[str], vectors_bytes: int
+                   ) -> tuple[dict[str, int], str, bool]:
+    """(bytes reserved per region incl. the weights, weights region, copied to RAM at reset)."""
     res = _reserved(board, vectors_bytes)
-    need_w, need_a = _round8(weights_bytes), _round8(activations_bytes)
+    need_w = _round8(weights_bytes)
     text = board.region(board.text_region)
 
     def free(rn: str) -> int:
         return board.region(rn).length - res[rn]
 
-    # ---- weights ----
     w_region, copied, notes = None, False, []
     for rn in w_pool:
         reg = board.region(rn)
@@ -139,31 +220,28 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
     res[w_region] += need_w
     if copied:
         res[board.text_region] += need_w
+    return res, w_region, copied
 
-    # ---- activations ----
-    a_region, notes = None, []
+
+def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: list[str] | None = None,
+                       weights_pool: list[str] | None = None, vectors_bytes: int = 0) -> list[tuple[str, int]]:
+    """(region, bytes the activations may use there) for each usable region of the activation
+    list, in its order (fastest first), after code, data, stack, heap, weights and caps."""
+    a_pool, caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
+                               "activations")
+    w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
+    _check_pool_names(board, a_pool, "activations")
+    _check_pool_names(board, w_pool, "weights")
+    res, _, _ = _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+    out = []
     for rn in a_pool:
         reg = board.region(rn)
-        if reg.needs_init:
-            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate yet")
+        if reg.needs_init or not reg.writable:
             continue
-        if not reg.writable:
-            notes.append(f"{rn} is not writable")
-            continue
-        if free(rn) >= need_a:
-            a_region = rn
-            break
-        why = _why_reserved(board, rn, vectors_bytes)
-        if rn == w_region:
-            why = (why + " - " if why else "") + f"{need_w:,} B weights"
-        notes.append(f"{rn} has {max(free(rn), 0):,} B free ({describe_size(reg.length)}"
-                     + (f" - {why}" if why else "") + ")")
-    if a_region is None:
-        raise Stm32aiError(
-            f"activations ({activations_bytes:,} B) do not fit on {board.id}: " + "; ".join(notes)
-            + "; " + _suggest(board, need_a, a_pool, "activations", res))
-    res[a_region] += need_a
-    return Placement(a_region, w_region, copied, {r.name: r.length - res[r.name] for r in board.memory})
+        room = min(reg.length - res[rn], caps.get(rn, 1 << 62)) // _ALIGN * _ALIGN
+        if room > 0:
+            out.append((rn, room))
+    return out
 
 
 def _suggest(board: Board, need: int, tried: list[str], what: str, res: dict[str, int]) -> str:
@@ -329,7 +407,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                      activations_bytes: int, weights_bytes: int, tool_version: str,
                      force: bool = False, reference: str = "the reference",
                      model_signature: int = 0, validation: bool = False, model_file: str = "",
-                     profile: bool = False, embed_expected: bool = True) -> Path:
+                     profile: bool = False, embed_expected: bool = True,
+                     activation_split: list[tuple[str, int]] | None = None) -> Path:
     """Write a complete firmware project for `board` running model `name` into `out_dir`.
 
     `c_dir` is the emitter's C-only output (`<name>.c/.h`, `<name>_data.c/.h`, `runtime/`).
@@ -342,7 +421,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     self-test instead of exiting (hardware boards always serve it). `model_file` (the .tflite file
     name, untrusted) is only ever shown through the sanitiser's filters. `profile=True` builds with
     -DAI_PROFILE: the demo prints per-layer counts and the validation protocol serves them.
-    Returns `out_dir`.
+    `activation_split` is the model's (region, bytes) per activation pool when its plan is split
+    across memory regions (the linker script then gets one section per pool). Returns `out_dir`.
     """
     out_dir = Path(out_dir)
     c_dir = Path(c_dir)
@@ -359,7 +439,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     vectors_bytes = sum(_round8(v["size"]) for v in (ins + outs if embed_expected else ins))
     place = plan_placement(board, activations_bytes=activations_bytes, weights_bytes=weights_bytes,
                            activations_pool=activations_pool, weights_pool=weights_pool,
-                           vectors_bytes=vectors_bytes)
+                           vectors_bytes=vectors_bytes, split=activation_split)
 
     slug = out_dir.name or "project"
     ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation,
@@ -458,7 +538,9 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "icount_shift": emu.icount_shift if emu else 0,   # the demo's instruction conversion assumes it
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
-        "activations_region": place.activations_region, "weights_region": place.weights_region,
+        "activations_region": (place.activations_region if len(place.activation_pools) < 2 else
+                               " + ".join(f"{p['region']} ({p['bytes']:,} B)" for p in place.activation_pools)),
+        "weights_region": place.weights_region,
         "stack_size": board.stack_size, "stack_region": board.stack_region,
         "manifest_json": json.dumps(manifest, indent=1),
     }
@@ -482,4 +564,8 @@ def _linker_context(board: Board, place: Placement, tool_version: str, activatio
         "ACTIVATIONS": place.activations_region.upper(),
         "stack_size": board.stack_size, "heap_size": board.heap_size,
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
+        # pools 1.. of a model split across regions: section .nn_activations_<region> each
+        "extra_pools": [{"index": k, "region": p["region"], "REGION": p["region"].upper(), "bytes": p["bytes"]}
+                        for k, p in enumerate(place.activation_pools) if k > 0],
+        "pool0_bytes": place.activation_pools[0]["bytes"] if place.activation_pools else activations_bytes,
     }

@@ -34,12 +34,16 @@ class Report:
     io_in_pool: bool
     fits: dict[str, Any] | None = field(default=None)
     pruning: dict[str, Any] | None = field(default=None)  # dead-channel elimination, see add_pruning
+    memory: dict[str, Any] | None = field(default=None)  # the plan per pool (report/memory_map.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def build_report(c: Compiled) -> Report:
+    from stm32ai.graphjson import activation_pools
+    from stm32ai.report.memory_map import memory_map
+
     g = c.graph
     layers = []
     for op_idx in c.plan.order:
@@ -56,11 +60,13 @@ def build_report(c: Compiled) -> Report:
     pools = {p["name"]: p for p in c.doc["stm32ai"]["pools"]}
     return Report(
         model=g.name, layers=layers, macc=sum(op.macc for op in g.ops),
-        weights_bytes=pools["weights"]["size"], activations_bytes=pools["activations"]["size"],
+        weights_bytes=pools["weights"]["size"],
+        activations_bytes=sum(p["size"] for p in activation_pools(c.doc)),
         lower_bound_bytes=c.plan.lower_bound,
         input_bytes=[g.tensors[t].nbytes for t in g.inputs],
         output_bytes=[g.tensors[t].nbytes for t in g.outputs],
         io_in_pool=bool(c.doc["stm32ai"]["inputs_in_pool"]),
+        memory=memory_map(c),
     )
 
 
@@ -144,6 +150,8 @@ def _pruning_html(r: Report) -> str:
 def render_html(r: Report) -> str:
     from html import escape
 
+    from stm32ai.report.memory_map import render_svg
+
     rows = "\n".join(
         f"<tr><td>{ly.index}</td><td>{escape(ly.op)}</td><td>{escape(ly.kernel)}</td>"
         f"<td>{escape(str(ly.inputs))}</td><td>{escape(str(ly.output))} {ly.dtype}</td>"
@@ -153,4 +161,5 @@ def render_html(r: Report) -> str:
             f"<h1>{escape(r.model)}</h1><p>MACC {r.macc:,}; ROM {r.weights_bytes:,} B; "
             f"RAM {r.activations_bytes:,} B (lower bound {r.lower_bound_bytes:,} B)</p>{_pruning_html(r)}"
             "<table border=1><tr><th>#</th><th>op</th><th>kernel</th><th>inputs</th><th>output</th>"
-            f"<th>MACC</th><th>weights B</th><th>activations B</th></tr>\n{rows}</table>\n")
+            f"<th>MACC</th><th>weights B</th><th>activations B</th></tr>\n{rows}</table>\n"
+            + (f"<h2>memory map</h2>\n{render_svg(r.memory)}\n" if r.memory else ""))

@@ -14,11 +14,14 @@
 extern "C" {
 #endif
 
-#define AI_API_VERSION "1.0"
+#define AI_API_VERSION "1.1"
 #define AI_BUFFER_ALIGN 8u
 
 #ifndef AI_MAX_INSTANCES
 #define AI_MAX_INSTANCES 4 /* model instances alive at once (no malloc: a static table) */
+#endif
+#ifndef AI_MAX_POOLS
+#define AI_MAX_POOLS 4 /* activation pools per model (one per memory region it is split across) */
 #endif
 #ifndef AI_MAX_IO
 #define AI_MAX_IO 8 /* inputs or outputs per model */
@@ -60,7 +63,8 @@ typedef enum {
   AI_ERR_BAD_HANDLE,     /* handle not created by ai_create, or destroyed */
   AI_ERR_IO,             /* an input/output tensor is missing or has no data */
   AI_ERR_INDEX,          /* input/output index out of range */
-  AI_ERR_MODEL           /* the model descriptor is inconsistent */
+  AI_ERR_MODEL,          /* the model descriptor is inconsistent */
+  AI_ERR_POOLS           /* wrong number of activation pools for this model */
 } ai_status;
 
 /* DLPack DLDataType / DLDevice, laid out as in dlpack.h. */
@@ -99,6 +103,16 @@ typedef struct {
 } ai_tensor;
 #define AI_NOT_IN_POOL 0xFFFFFFFFu
 
+/* One activation pool of a model. A model whose activations are split across memory regions
+ * has several (`--activations-pool dtcm,sram1` when no single region holds them all); each has
+ * a built-in array in section `.nn_activations` (pool 0) or `.nn_activations_<region>`. */
+typedef struct {
+  uint32_t size;       /* bytes */
+  uint32_t align;      /* required alignment of the pool's start (AI_BUFFER_ALIGN) */
+  ai_u8 *builtin;      /* the built-in pool, or NULL */
+  const char *region;  /* board memory region it was planned for ("" if none) */
+} ai_pool_info;
+
 /* The descriptor every generated model exports as `<name>_info` (DESIGN §4). */
 typedef struct {
   const char *name, *datetime, *revision, *tool_version, *api_version;
@@ -114,6 +128,14 @@ typedef struct {
   /* Sets the persistent state (variable tensors such as LSTM states) in `activations` to its
    * initial value; NULL or a no-op for stateless models. Called by ai_create and ai_reset. */
   ai_status (*ai_reset)(const ai_ptr activations);
+  /* Activation pools (appended in API 1.1; a descriptor that leaves them 0/NULL has the single
+   * pool above). activations_size is then the sum over the pools and `activations` is pool 0;
+   * ai_create/ai_reset above bind pool 0 and take the other pools' built-in arrays. */
+  uint32_t n_pools;
+  const ai_pool_info *pools;  /* n_pools entries */
+  /* Bind weights and all pools (pools[k] NULL, or pools NULL: the built-in pool k). */
+  ai_status (*ai_create_pools)(const ai_ptr weights, ai_u8 *const pools[]);
+  ai_status (*ai_reset_pools)(ai_u8 *const pools[]);
 } ai_model_info;
 
 #ifdef __cplusplus

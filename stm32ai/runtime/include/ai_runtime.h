@@ -18,6 +18,13 @@ extern "C" {
  * ones (--no-inputs-allocation / --no-outputs-allocation) must be set by the caller
  * through ai_get_input()/ai_get_output() before ai_run(). */
 ai_status ai_create(ai_model_info *nn, ai_ptr activations, ai_handle *handle);
+/* Create an instance of a model with several activation pools (nn->n_pools, one per memory
+ * region its activations were split across; single-pool models work too, n_pools = 1).
+ * `pools` holds n_pools pointers, pool k nn->pools[k].size bytes, AI_BUFFER_ALIGN-aligned; a
+ * NULL entry (or pools == NULL with n_pools == 0) takes the built-in pool. ai_create() with a
+ * non-NULL `activations` refuses a multi-pool model (AI_ERR_POOLS); with NULL it uses the
+ * built-in pools. */
+ai_status ai_create_pools(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_pools, ai_handle *handle);
 ai_status ai_destroy(ai_handle h);
 ai_status ai_run(ai_handle h);
 /* Put the model's persistent state (LSTM hidden/cell state...) back to its initial value,
@@ -27,6 +34,10 @@ ai_status ai_reset(ai_handle h);
 
 uint32_t ai_get_activations_size(ai_handle h);
 ai_ptr ai_get_activations(ai_handle h);
+/* Activation pools of an instance: count, pool k's buffer and size (0/NULL on a bad handle or k). */
+uint32_t ai_get_pool_count(ai_handle h);
+ai_ptr ai_get_pool(ai_handle h, uint32_t k);
+uint32_t ai_get_pool_size(ai_handle h, uint32_t k);
 uint32_t ai_get_params_size(ai_handle h);
 const ai_ptr ai_get_params(ai_handle h);
 int32_t ai_get_input_size(ai_handle h);   /* number of inputs, -1 on a bad handle */

@@ -4,7 +4,8 @@
 
 typedef struct {
   ai_model_info *nn; /* NULL: slot free */
-  ai_u8 *activations;
+  ai_u8 *activations; /* pool 0 */
+  ai_u8 *pools[AI_MAX_POOLS];
   const ai_u8 *weights;
   ai_tensor in[AI_MAX_IO], out[AI_MAX_IO];
   ai_tensor *in_ptrs[AI_MAX_IO], *out_ptrs[AI_MAX_IO];
@@ -34,6 +35,7 @@ static const char *status_text(ai_status s) {
     case AI_ERR_IO: return "an input or output tensor has no data buffer";
     case AI_ERR_INDEX: return "input/output index out of range";
     case AI_ERR_MODEL: return "inconsistent model descriptor";
+    case AI_ERR_POOLS: return "wrong number of activation pools for this model (see ai_create_pools)";
   }
   return "unknown error";
 }
@@ -43,23 +45,75 @@ static ai_status create_fail(ai_status s) {
   return s;
 }
 
+/* Pools of a descriptor: 0 means a pre-1.1 descriptor with the single `activations` pool. */
+static uint32_t pool_count(const ai_model_info *nn) {
+  return nn->n_pools != 0u ? nn->n_pools : 1u;
+}
+
+static ai_u8 *builtin_pool(const ai_model_info *nn, uint32_t k) {
+  if (nn->n_pools == 0u || nn->pools == NULL) {
+    return k == 0u ? nn->activations : NULL;
+  }
+  return nn->pools[k].builtin;
+}
+
+/* (Re)bind an instance's weights and pools to the model's static state. */
+static ai_status bind(const ai_model_info *nn, const ai_u8 *weights, ai_u8 *const pools[]) {
+  if (nn->n_pools != 0u && nn->ai_create_pools != NULL) {
+    return nn->ai_create_pools(weights, pools);
+  }
+  return nn->ai_create(weights, pools[0]);
+}
+
+static ai_status reset(const ai_model_info *nn, ai_u8 *const pools[]) {
+  if (nn->n_pools != 0u && nn->ai_reset_pools != NULL) {
+    return nn->ai_reset_pools(pools);
+  }
+  return nn->ai_reset != NULL ? nn->ai_reset(pools[0]) : AI_OK;
+}
+
+static void *io_data(const ai_tensor *t, uint32_t n_pools, ai_u8 *pool0) {
+  if (t->pool_offset == AI_NOT_IN_POOL) {
+    return NULL;
+  }
+  return n_pools > 1u ? t->data : pool0 + t->pool_offset;
+}
+
 ai_status ai_create(ai_model_info *nn, ai_ptr activations, ai_handle *handle) {
+  if (nn != NULL && activations != NULL && pool_count(nn) > 1u) {
+    if (handle != NULL) {
+      *handle = NULL;
+    }
+    return create_fail(AI_ERR_POOLS); /* one buffer cannot stand for several pools */
+  }
+  return ai_create_pools(nn, activations != NULL ? &activations : NULL, activations != NULL ? 1u : 0u, handle);
+}
+
+ai_status ai_create_pools(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_pools, ai_handle *handle) {
   if (handle != NULL) {
     *handle = NULL;
   }
-  if (nn == NULL || handle == NULL) {
+  if (nn == NULL || handle == NULL || (pools == NULL && n_pools != 0u)) {
     return create_fail(AI_ERR_NULL_POINTER);
   }
   if (nn->n_inputs > AI_MAX_IO || nn->n_outputs > AI_MAX_IO || nn->ai_create == NULL ||
-      nn->ai_run == NULL || nn->ai_get_params == NULL) {
+      nn->ai_run == NULL || nn->ai_get_params == NULL || pool_count(nn) > AI_MAX_POOLS ||
+      (nn->n_pools != 0u && nn->pools == NULL)) {
     return create_fail(AI_ERR_MODEL);
   }
-  ai_u8 *act = activations != NULL ? activations : nn->activations;
-  if (act == NULL) {
-    return create_fail(AI_ERR_ACTIVATIONS);
+  const uint32_t n = pool_count(nn);
+  if (pools != NULL && n_pools != n) {
+    return create_fail(AI_ERR_POOLS);
   }
-  if (((uintptr_t)act % AI_BUFFER_ALIGN) != 0u) {
-    return create_fail(AI_ERR_UNALIGNED);
+  ai_u8 *act[AI_MAX_POOLS] = {NULL};
+  for (uint32_t k = 0; k < n; k++) {
+    act[k] = pools != NULL && pools[k] != NULL ? pools[k] : builtin_pool(nn, k);
+    if (act[k] == NULL) {
+      return create_fail(AI_ERR_ACTIVATIONS);
+    }
+    if (((uintptr_t)act[k] % AI_BUFFER_ALIGN) != 0u) {
+      return create_fail(AI_ERR_UNALIGNED);
+    }
   }
   ai_instance *inst = NULL;
   for (int i = 0; i < AI_MAX_INSTANCES; i++) {
@@ -72,25 +126,31 @@ ai_status ai_create(ai_model_info *nn, ai_ptr activations, ai_handle *handle) {
     return create_fail(AI_ERR_TOO_MANY);
   }
   const ai_u8 *weights = nn->ai_get_params();
-  ai_status s = nn->ai_create(weights, act);
-  if (s == AI_OK && nn->ai_reset != NULL) {
-    s = nn->ai_reset(act);
+  ai_status s = bind(nn, weights, act);
+  if (s == AI_OK) {
+    s = reset(nn, act);
   }
   if (s != AI_OK) {
     return create_fail(s);
   }
   inst->nn = nn;
-  inst->activations = act;
+  inst->activations = act[0];
+  for (uint32_t k = 0; k < AI_MAX_POOLS; k++) {
+    inst->pools[k] = act[k];
+  }
   inst->weights = weights;
   inst->error = "";
+  /* I/O tensors in a pool: pool_offset is inside pool 0 for a single-pool model; with several
+   * pools the model's create has just pointed its static tensors into the right pool. App-owned
+   * ones (AI_NOT_IN_POOL) start unbound. */
   for (int i = 0; i < nn->n_inputs; i++) {
     inst->in[i] = *nn->inputs[i];
-    inst->in[i].data = inst->in[i].pool_offset != AI_NOT_IN_POOL ? act + inst->in[i].pool_offset : NULL;
+    inst->in[i].data = io_data(nn->inputs[i], n, act[0]);
     inst->in_ptrs[i] = &inst->in[i];
   }
   for (int i = 0; i < nn->n_outputs; i++) {
     inst->out[i] = *nn->outputs[i];
-    inst->out[i].data = inst->out[i].pool_offset != AI_NOT_IN_POOL ? act + inst->out[i].pool_offset : NULL;
+    inst->out[i].data = io_data(nn->outputs[i], n, act[0]);
     inst->out_ptrs[i] = &inst->out[i];
   }
   s_create_error = "";
@@ -105,6 +165,9 @@ ai_status ai_destroy(ai_handle h) {
   }
   inst->nn = NULL;
   inst->activations = NULL;
+  for (uint32_t k = 0; k < AI_MAX_POOLS; k++) {
+    inst->pools[k] = NULL;
+  }
   inst->weights = NULL;
   return AI_OK;
 }
@@ -115,7 +178,7 @@ ai_status ai_run(ai_handle h) {
     return AI_ERR_BAD_HANDLE;
   }
   /* Bind this instance's buffers, then run: two instances of one model take turns. */
-  ai_status s = inst->nn->ai_create(inst->weights, inst->activations);
+  ai_status s = bind(inst->nn, inst->weights, inst->pools);
   if (s == AI_OK) {
     s = inst->nn->ai_run(inst->in_ptrs, inst->out_ptrs);
   }
@@ -128,7 +191,7 @@ ai_status ai_reset(ai_handle h) {
   if (inst == NULL) {
     return AI_ERR_BAD_HANDLE;
   }
-  ai_status s = inst->nn->ai_reset != NULL ? inst->nn->ai_reset(inst->activations) : AI_OK;
+  ai_status s = reset(inst->nn, inst->pools);
   inst->error = status_text(s);
   return s;
 }
@@ -141,6 +204,24 @@ uint32_t ai_get_activations_size(ai_handle h) {
 ai_ptr ai_get_activations(ai_handle h) {
   ai_instance *inst = instance_of(h);
   return inst != NULL ? inst->activations : NULL;
+}
+
+uint32_t ai_get_pool_count(ai_handle h) {
+  ai_instance *inst = instance_of(h);
+  return inst != NULL ? pool_count(inst->nn) : 0u;
+}
+
+ai_ptr ai_get_pool(ai_handle h, uint32_t k) {
+  ai_instance *inst = instance_of(h);
+  return inst != NULL && k < pool_count(inst->nn) ? inst->pools[k] : NULL;
+}
+
+uint32_t ai_get_pool_size(ai_handle h, uint32_t k) {
+  ai_instance *inst = instance_of(h);
+  if (inst == NULL || k >= pool_count(inst->nn)) {
+    return 0u;
+  }
+  return inst->nn->n_pools != 0u ? inst->nn->pools[k].size : inst->nn->activations_size;
 }
 
 uint32_t ai_get_params_size(ai_handle h) {
