@@ -29,6 +29,14 @@ int main(void) {
     fprintf(stderr, "ai_create_pools: %s\n", ai_get_error(NULL));
     return 3;
   }
+  /* application-owned I/O (--no-inputs-allocation / --no-outputs-allocation): the harness's own */
+  for (int i = 0; i < ai_get_input_size(h) + ai_get_output_size(h); i++) {
+    ai_tensor *t = i < ai_get_input_size(h) ? ai_get_input(h, i) : ai_get_output(h, i - ai_get_input_size(h));
+    if (t->data == NULL && (t->data = calloc(t->size_bytes != 0u ? t->size_bytes : 1u, 1)) == NULL) {
+      fprintf(stderr, "out of memory for an I/O buffer\n");
+      return 3;
+    }
+  }
   for (int sample = 0;; sample++) {
     /* each sample starts from the initial state, as the references reset between samples */
     if (sample > 0 && ai_reset(h) != AI_OK) {

@@ -6,6 +6,7 @@ typedef struct {
   ai_model_info *nn; /* NULL: slot free */
   ai_u8 *activations; /* pool 0 */
   ai_u8 *pools[AI_MAX_POOLS];
+  uint32_t n_pools;
   const ai_u8 *weights;
   ai_tensor in[AI_MAX_IO], out[AI_MAX_IO];
   ai_tensor *in_ptrs[AI_MAX_IO], *out_ptrs[AI_MAX_IO];
@@ -57,17 +58,18 @@ static ai_u8 *builtin_pool(const ai_model_info *nn, uint32_t k) {
   return nn->pools[k].builtin;
 }
 
-/* (Re)bind an instance's weights and pools to the model's static state. */
+/* (Re)bind an instance's weights and pools to the model's static state. A single-pool model
+ * takes the 1.0 path (ai_create), which keeps ai_run's cost what it was. */
 static ai_status bind(const ai_model_info *nn, const ai_u8 *weights, ai_u8 *const pools[]) {
-  if (nn->n_pools != 0u && nn->ai_create_pools != NULL) {
-    return nn->ai_create_pools(weights, pools);
+  if (pool_count(nn) > 1u) {
+    return nn->ai_create_pools != NULL ? nn->ai_create_pools(weights, pools) : AI_ERR_MODEL;
   }
   return nn->ai_create(weights, pools[0]);
 }
 
 static ai_status reset(const ai_model_info *nn, ai_u8 *const pools[]) {
-  if (nn->n_pools != 0u && nn->ai_reset_pools != NULL) {
-    return nn->ai_reset_pools(pools);
+  if (pool_count(nn) > 1u) {
+    return nn->ai_reset_pools != NULL ? nn->ai_reset_pools(pools) : AI_ERR_MODEL;
   }
   return nn->ai_reset != NULL ? nn->ai_reset(pools[0]) : AI_OK;
 }
@@ -135,6 +137,7 @@ ai_status ai_create_pools(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_po
   }
   inst->nn = nn;
   inst->activations = act[0];
+  inst->n_pools = n;
   for (uint32_t k = 0; k < AI_MAX_POOLS; k++) {
     inst->pools[k] = act[k];
   }
@@ -178,7 +181,8 @@ ai_status ai_run(ai_handle h) {
     return AI_ERR_BAD_HANDLE;
   }
   /* Bind this instance's buffers, then run: two instances of one model take turns. */
-  ai_status s = bind(inst->nn, inst->weights, inst->pools);
+  ai_status s = inst->n_pools > 1u ? inst->nn->ai_create_pools(inst->weights, inst->pools)
+                                   : inst->nn->ai_create(inst->weights, inst->activations);
   if (s == AI_OK) {
     s = inst->nn->ai_run(inst->in_ptrs, inst->out_ptrs);
   }
