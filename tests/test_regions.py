@@ -113,6 +113,7 @@ def test_split_runs_bit_exact_on_the_host_against_tflm():
             assert ok and m.max_lsb == 0, (model.name, m.max_lsb)
 
 
+@pytest.mark.slow
 def test_split_with_application_owned_io_runs_on_the_host():
     c = compile_model(RESIDUAL, inputs_in_pool=False, outputs_in_pool=False)
     place_model(load_board(BOARD), c, ["sram:700", "psram:700"], None)

@@ -38,7 +38,9 @@ def memory_map(c: Compiled) -> dict[str, Any]:
     pools = []
     for k, (region, size) in enumerate(regions):
         members = [b for i, b in enumerate(plan.buffers) if plan.pool_index(i) == k]
-        pools.append({"index": k, "region": region, "size": size, "lower_bound": lower_bound(members)})
+        # one pool: the plan's schedule lower bound; split: the peak live bytes of this pool's buffers
+        bound = plan.lower_bound if not plan.pools else lower_bound(members)
+        pools.append({"index": k, "region": region, "size": size, "lower_bound": bound})
     steps = [f"{g.ops[o].type} #{g.ops[o].index}" for o in plan.order]
     buffers = [{"pool": plan.pool_index(i), "offset": plan.offsets[i], "size": b.size, "first": b.first,
                 "last": b.last, "label": _label(c, i)}
