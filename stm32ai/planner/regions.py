@@ -70,22 +70,22 @@ def _first_fit(buffers: list[Buffer], placed: list[int], offsets: list[int], i: 
 
 
 def _assign(buffers: list[Buffer], order: list[int], budgets: list[RegionBudget]
-            ) -> tuple[list[int], list[int]] | tuple[int, int]:
-    """(region per buffer, offsets), or (index of the buffer that fit nowhere, its best end)."""
+            ) -> tuple[list[int], list[int]] | tuple[int, list[int]]:
+    """(region per buffer, offsets), or (index of the buffer that fit nowhere, its end in each region)."""
     region = [-1] * len(buffers)
     offsets = [0] * len(buffers)
     placed: list[list[int]] = [[] for _ in budgets]
     for i in order:
-        best_end = -1
+        ends = []
         for r, bud in enumerate(budgets):
             at = _first_fit(buffers, placed[r], offsets, i)
             if at + buffers[i].size <= bud.capacity:
                 region[i], offsets[i] = r, at
                 placed[r].append(i)
                 break
-            best_end = at + buffers[i].size if best_end < 0 else min(best_end, at + buffers[i].size)
+            ends.append(at + buffers[i].size)
         else:
-            return i, best_end
+            return i, ends
     return region, offsets
 
 
@@ -114,14 +114,13 @@ def split_across_regions(g: Graph, plan: Plan, budgets: list[RegionBudget]) -> P
     if isinstance(result[0], int):
         result = _assign(bufs, big_first, budgets)
     if isinstance(result[0], int):
-        i, end = result  # type: ignore[misc]
-        last = budgets[-1]
+        i, ends = result  # type: ignore[misc]
         names = ", ".join(f"{b.name} ({b.capacity:,} B)" for b in budgets)
+        over = [f"region {b.name} overflows by {e - b.capacity:,} B" for b, e in zip(budgets, ends, strict=True)]
         raise RegionOverflow(
-            f"activations do not fit across {names}: region {last.name} overflows by "
-            f"{end - last.capacity:,} B placing a {bufs[i].size:,} B buffer alive at steps "
-            f"{bufs[i].first}-{bufs[i].last} (plan lower bound {plan.lower_bound:,} B); "
-            "add a region to --activations-pool or choose a board with more RAM")
+            f"activations do not fit across {names}: placing a {bufs[i].size:,} B buffer alive at steps "
+            f"{bufs[i].first}-{bufs[i].last}, {'; '.join(reversed(over))} (plan lower bound "
+            f"{plan.lower_bound:,} B); add a region to --activations-pool or choose a board with more RAM")
     region, offsets = result  # type: ignore[misc]
     used = [r for r in range(len(budgets)) if any(region[i] == r for i in live)]
     pool_of = [0] * len(bufs)
