@@ -147,6 +147,8 @@ def test_cli_fits_error_exit_2(tmp_path, capsys):
     assert rc == 2 and len(err.splitlines()) == 1 and "region psram overflows" in err
     rc = main(["analyze", str(RESIDUAL), "--board", BOARD, "--activations-pool", "sram:1K,sram"])
     assert rc == 2 and "lists region 'sram' twice" in capsys.readouterr().err
+    rc = main(["analyze", str(RESIDUAL), "--board", BOARD, "--activations-pool", "sram:lots,psram"])
+    assert rc == 2 and "--activations-pool sram: expected a size" in capsys.readouterr().err
 
 
 def test_cli_analyze_shows_the_placement_per_region(tmp_path, capsys):
