@@ -161,9 +161,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
-                               profile=args.profile, prune=not args.no_prune, optimization=args.optimization)
-    if args.port or args.board or args.profile:
-        raise Stm32aiError("--port/--board/--profile are for --mode target")
+                               profile=args.profile, prune=not args.no_prune, optimization=args.optimization,
+                               activations_pool=args.activations_pool)
+    if args.port or args.board or args.profile or args.activations_pool:
+        raise Stm32aiError("--port/--board/--profile/--activations-pool are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
@@ -337,6 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--profile", action="store_true",
                    help="target mode with --board: build the firmware with per-layer profiling (with --port, "
                         "per-layer counts are reported when the firmware was generated with --profile)")
+    v.add_argument("--activations-pool", help="target mode with --board: generate's option (regions, fastest "
+                   "first, REGION[:SIZE]; split across them when no single one holds the pool)")
     v.add_argument("--inputs", metavar="F.npz", help="inputs (arrays in input order; leading dim = samples)")
     v.add_argument("-n", type=int, default=3, help="number of random samples (default 3, at most 100,000)")
     v.add_argument("--seed", type=_non_negative_int, default=0, help="random inputs' seed, 0 to 2**32-1")

@@ -149,6 +149,8 @@ def test_cli_fits_error_exit_2(tmp_path, capsys):
     assert rc == 2 and "lists region 'sram' twice" in capsys.readouterr().err
     rc = main(["analyze", str(RESIDUAL), "--board", BOARD, "--activations-pool", "sram:lots,psram"])
     assert rc == 2 and "--activations-pool sram: expected a size" in capsys.readouterr().err
+    rc = main(["validate", str(RESIDUAL), "--activations-pool", "sram,psram"])   # host mode: no board
+    assert rc == 2 and "are for --mode target" in capsys.readouterr().err
 
 
 def test_cli_analyze_shows_the_placement_per_region(tmp_path, capsys):

@@ -230,11 +230,13 @@ class TargetClient:
 # ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | None = None, *,
-                    profile: bool = False, icount: bool = False) -> Iterator[str]:
+                    profile: bool = False, icount: bool = False,
+                    activations_pool: str | None = None) -> Iterator[str]:
     """Generate and build the validation firmware of `model` for an emulated board, run it in
     QEMU with its console on a local TCP port; yields the port's pyserial URL. `profile` builds
     it with per-layer profiling; `icount` runs QEMU with -icount so that the counts the firmware
-    reports are instructions (its inter-byte timeout then lasts longer in wall time)."""
+    reports are instructions (its inter-byte timeout then lasts longer in wall time).
+    `activations_pool` is generate's option (a model may be split across regions)."""
     from stm32ai.boards import load_board
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.run import build_project, qemu_serial_server
@@ -247,7 +249,7 @@ def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | N
         d = Path(workdir or tmp)
         # No test vector: the references run once, in validate_model, which reports a missing one.
         args = argparse.Namespace(model=str(model), board=board_id, name="network", validation=True,
-                                  activations_pool=None, weights_pool=None, profile=profile,
+                                  activations_pool=activations_pool, weights_pool=None, profile=profile,
                                   no_test_vector=True)
         stage = d / "project"
         stage.mkdir(parents=True, exist_ok=True)
@@ -272,7 +274,8 @@ def _check_io(info: DeviceInfo, c: Any) -> None:
 
 def validate_target(model: Path, *, port: str | None, board: str | None, inputs: str | None, n: int,
                     seed: int, as_json: str | None, timeout: float = DEFAULT_TIMEOUT,
-                    profile: bool = False, prune: bool = True, optimization: str = "balanced") -> int:
+                    profile: bool = False, prune: bool = True, optimization: str = "balanced",
+                    activations_pool: str | None = None) -> int:
     from stm32ai.graphjson import model_signature
     from stm32ai.pipeline import compile_model
     from stm32ai.validate.reference import random_inputs
@@ -283,6 +286,9 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     if not port and not board:
         raise Stm32aiError("--mode target needs --port URL (the board's UART, e.g. /dev/ttyACM0 or "
                            "socket://127.0.0.1:4321) or --board B for an emulated board")
+    if activations_pool and (port or not board):
+        raise Stm32aiError("--activations-pool needs --board (it shapes the firmware stm32ai builds; a board "
+                           "behind --port runs the firmware it was flashed with)")
     from stm32ai.pipeline import weights_budget_for
 
     c = compile_model(model, "network", prune=prune, optimization=optimization,
@@ -299,7 +305,8 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
             assert board is not None
             # -icount: the firmware's counts are then instructions (DESIGN §8)
             url, connect = stack.enter_context(emulated_target(model, board, c, profile=profile,
-                                                               icount=True)), 10.0
+                                                               icount=True,
+                                                               activations_pool=activations_pool)), 10.0
         dev = stack.enter_context(TargetClient.open(url, timeout=timeout, connect_timeout=connect))
         info = dev.hello(timeout=min(timeout, 10.0) if port else max(timeout, 30.0))
         if info.signature != sig:
