@@ -69,6 +69,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             stage = tmp / "out"
             if args.c_only:
                 prog.update(task, description="emitting C")
+                if args.board:  # the board's regions: a pool no single region holds is split
+                    from stm32ai.boards import load_board
+                    from stm32ai.project.build import _pool_list, place_model
+
+                    place_model(load_board(args.board), c, _pool_list(args.activations_pool),
+                                _pool_list(args.weights_pool))
                 write_artifact(stage, c.doc, c.params)
                 emit_c(c.doc, c.params, name, stage)
             else:
