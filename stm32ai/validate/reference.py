@@ -554,11 +554,13 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
     """Run both references (in parallel child processes) and mark the verdict one.
 
     TFLM is the verdict where it runs the model, else LiteRT-ref; if neither runs it, no
-    result carries the verdict. A reference that refuses only an op version that
-    op_versions.RULES covers for this model's types runs on a version-lowered copy, and its
-    result names the substitution (`RefResult.substitutions`, `RefResult.label`).
-    A missing TFLM leaves no verdict at all: LiteRT-ref in its place would change the expected
-    results (DESIGN §7, ad01), so the user must install it (`missing_reference_error`).
+    result carries the verdict. A missing TFLM leaves no verdict at all: LiteRT-ref in its place
+    would change the expected results (DESIGN §7, ad01), so the user must install it
+    (`missing_reference_error`).
+
+    A reference that refuses only an op version that op_versions.RULES covers for this model's
+    types runs on a version-lowered copy; its result names the substitution
+    (`RefResult.substitutions`, `RefResult.label`).
     """
     started: list[_Job | RefResult] = []
     for kind in ("tflm", "litert-ref"):
