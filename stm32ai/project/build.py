@@ -91,6 +91,9 @@ def test_vector(model: Path, c: Compiled, seed: int = 0, *, expected: bool = Tru
         return shaped_in, None, None
     outs = [np.asarray(y).reshape(g.tensors[t].shape) for y, t in zip(verdict.outputs, g.outputs, strict=True)]
     label = {"tflm": "TFLite Micro", "litert-ref": "LiteRT (reference kernels)"}.get(verdict.name, verdict.name)
+    if verdict.substitutions:  # named wherever the expected output is (docs/references.md, op versions)
+        label = f"{label.removesuffix(')')}; " if label.endswith(")") else f"{label} ("
+        label += "; ".join(verdict.substitutions) + ")"
     return shaped_in, outs, label
 
 
