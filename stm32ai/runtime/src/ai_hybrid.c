@@ -199,6 +199,55 @@ void ai_conv2d_hybrid(const ai_conv2d_hybrid_params *p, const float *input, cons
   }
 }
 
+/* ---- DEPTHWISE_CONV_2D ---------------------------------------------------------------- */
+
+int32_t ai_depthwise_conv2d_hybrid_scratch_size(const ai_depthwise_conv2d_hybrid_params *p) {
+  return align4(p->in_h * p->in_w * p->in_c);
+}
+
+void ai_depthwise_conv2d_hybrid(const ai_depthwise_conv2d_hybrid_params *p, const float *input,
+                                const int8_t *weights, const float *w_scale, const float *bias,
+                                float *output, void *scratch) {
+  const int32_t cin = p->in_c, cout = p->out_c, dm = p->depth_mult;
+  const int32_t in_size = p->in_h * p->in_w * cin;
+  int8_t *xq = (int8_t *)scratch;
+  for (int32_t b = 0; b < p->batches; ++b) {
+    int32_t offset = 0;
+    const float in_scale = ai_hybrid_quantize_asym(input + b * in_size, in_size, xq, &offset);
+    float *out = output + b * p->out_h * p->out_w * cout;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+      const int32_t iy0 = oy * p->stride[0] - p->pad[0];
+      for (int32_t ox = 0; ox < p->out_w; ++ox, out += cout) {
+        const int32_t ix0 = ox * p->stride[1] - p->pad[1];
+        for (int32_t oc = 0; oc < cout; ++oc) {
+          const int32_t ic = oc / dm;
+          int32_t acc = 0;
+          for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            const int32_t iy = iy0 + ky * p->dilation[0];
+            if (iy < 0 || iy >= p->in_h) {
+              continue;
+            }
+            const int8_t *wrow = weights + ky * p->k_w * cout + oc;
+            const int8_t *xrow = xq + iy * p->in_w * cin + ic;
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+              const int32_t ix = ix0 + kx * p->dilation[1];
+              if (ix >= 0 && ix < p->in_w) {
+                acc += (int32_t)wrow[kx * cout] * ((int32_t)xrow[ix * cin] - offset);
+              }
+            }
+          }
+          const float scale = w_scale[oc] * in_scale; /* LiteRT: the two scales first */
+          float y = (float)acc * scale;
+          if (bias) {
+            y += bias[oc];
+          }
+          out[oc] = clampf(y, p->act_min, p->act_max);
+        }
+      }
+    }
+  }
+}
+
 /* ---- FULLY_CONNECTED ------------------------------------------------------------------ */
 
 int32_t ai_fully_connected_hybrid_scratch_size(const ai_fully_connected_hybrid_params *p) {
