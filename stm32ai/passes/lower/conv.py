@@ -509,8 +509,9 @@ def hybrid_conv_scratch_size(geo: ConvGeometry) -> int:
 
 
 def hybrid_dw_scratch_size(geo: ConvGeometry) -> int:
-    """ai_depthwise_conv2d_hybrid_scratch_size: one batch of quantised input."""
-    return (geo.in_h * geo.in_w * geo.in_c + 3) // 4 * 4
+    """ai_depthwise_conv2d_hybrid_scratch_size: one batch of quantised input, then one int32
+    accumulator per output channel."""
+    return (geo.in_h * geo.in_w * geo.in_c + 3) // 4 * 4 + 4 * geo.out_c
 
 
 def _lower_dw_hybrid(op: Op, g: Graph, geo: ConvGeometry, base: str) -> None:

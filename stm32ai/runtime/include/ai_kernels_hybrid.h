@@ -58,7 +58,8 @@ int32_t ai_conv2d_hybrid_scratch_size(const ai_conv2d_hybrid_params *p);
  *   y   = (float)acc * (w_scale[oc] * input_scale) [+ bias[oc]], clamped.
  * w_scale: out_c filter scales (per channel; LiteRT runs no per-tensor hybrid depthwise);
  * bias:    out_c floats or NULL.
- * Scratch: the quantised input of one batch, align4(in_h * in_w * in_c) bytes. */
+ * Scratch: the quantised input of one batch, align4(in_h * in_w * in_c) bytes, then out_c
+ * int32 accumulators. */
 typedef struct {
   AI_CONV_GEOMETRY_FIELDS
   int32_t depth_mult;
