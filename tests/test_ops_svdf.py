@@ -272,3 +272,23 @@ def test_kernel_compiles_clean_and_without_fma(tmp_path):
                          check=True).stdout
     assert "smlad" in dis
     assert not any(i in dis for i in ("vfma", "vfms", "vmla", "vmls", "vfnm"))
+
+
+@pytest.mark.slow
+def test_stacked_int8_on_the_emulated_board(tmp_path):
+    """The demo firmware on qemu-netduinoplus2 (Cortex-M4): result: match against the
+    TFLM output embedded at generate time."""
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    from stm32ai.boards import load_board
+    from stm32ai.cli import main
+    from stm32ai.project.demo_output import parse_demo_output
+    from stm32ai.project.run import build_project, run_qemu
+
+    out = tmp_path / "proj"
+    board = load_board("qemu-netduinoplus2")
+    assert main(["generate", str(FIXTURES / "svdf_stacked_int8.tflite"), "--board", board.id, "-o", str(out)]) == 0
+    code, text = run_qemu(build_project(out), board, timeout_s=300)
+    demo = parse_demo_output(text)
+    assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text
+    assert demo.unit == "instructions" and demo.count is not None and demo.count > 768 // 2
