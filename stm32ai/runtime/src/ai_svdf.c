@@ -23,6 +23,21 @@
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
+/* s[i] = s[i + 1] for i < n - 1, two elements per 32-bit load/store: the source is one
+ * element ahead, so every word is read before it is overwritten (newlib's memmove falls
+ * back to bytes for this 2-byte offset). */
+static void shift_left_s16(int16_t *s, int32_t n) {
+  int32_t i = 0;
+  for (; i + 2 < n; i += 2) {
+    uint32_t v;
+    memcpy(&v, s + i + 1, sizeof v);
+    memcpy(s + i, &v, sizeof v);
+  }
+  for (; i + 1 < n; ++i) {
+    s[i] = s[i + 1];
+  }
+}
+
 /* sum w[i] * x[i], int8 x int8 */
 static int32_t dot_s8(const int8_t *w, const int8_t *x, int32_t n, int32_t acc) {
   int32_t i = 0;
@@ -62,15 +77,17 @@ void ai_svdf_s8(const ai_svdf_s8_params *p, const int8_t *input, const int8_t *w
   const int32_t n_in = p->input_size, m = p->memory, rank = p->rank;
   const int32_t filters = p->units * rank;
   const int32_t total = p->batches * filters * m;
+  const rq_t rq1 = rq_prep(p->feature_mult, p->feature_shift);
+  const rq_t rq2 = rq_prep(p->out_mult, p->out_shift);
   /* one step older: the whole buffer moves left; each filter's newest slot is rewritten */
-  memmove(state, state + 1, (size_t)(total - 1) * sizeof(int16_t));
+  shift_left_s16(state, total);
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *x = input + b * n_in;
     int16_t *st = state + b * filters * m;
     const int8_t *wf = weights_feature;
     for (int32_t f = 0; f < filters; ++f, wf += n_in) {
       const int32_t acc = dot_s8(wf, x, n_in, feature_bias[f]);
-      const int32_t v = ai_requant(acc, p->feature_mult, p->feature_shift);
+      const int32_t v = rq_apply(acc, &rq1);
       st[f * m + m - 1] = (int16_t)AI_CLAMP(v, INT16_MIN, INT16_MAX);
     }
     const int16_t *wt = weights_time;
@@ -81,7 +98,7 @@ void ai_svdf_s8(const ai_svdf_s8_params *p, const int8_t *input, const int8_t *w
       for (int32_t r = 0; r < rank; ++r, wt += m, sf += m) {
         acc = dot_s16(wt, sf, m, acc);
       }
-      const int32_t y = ai_requant(acc, p->out_mult, p->out_shift) + p->out_zero_point;
+      const int32_t y = rq_apply(acc, &rq2) + p->out_zero_point;
       out[u] = (int8_t)AI_CLAMP(y, INT8_MIN, INT8_MAX);
     }
   }
