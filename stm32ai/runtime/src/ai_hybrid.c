@@ -207,19 +207,19 @@ int32_t ai_depthwise_conv2d_hybrid_scratch_size(const ai_depthwise_conv2d_hybrid
 
 /* acc[oc] += w[oc] * (x[oc / dm] - offset) for one tap: channels are contiguous in both the
  * filter and the input pixel, so the inner loop streams through them (integer sums: the
- * order does not matter). */
+ * order does not matter; unsigned adds wrap like LiteRT's int32 instead of being undefined). */
 static void dw_hybrid_tap(int32_t *acc, const int8_t *w, const int8_t *x, int32_t cin, int32_t dm,
                           int32_t offset) {
   if (dm == 1) {
     for (int32_t c = 0; c < cin; ++c) {
-      acc[c] += (int32_t)w[c] * ((int32_t)x[c] - offset);
+      acc[c] = (int32_t)((uint32_t)acc[c] + (uint32_t)((int32_t)w[c] * ((int32_t)x[c] - offset)));
     }
     return;
   }
   for (int32_t ic = 0; ic < cin; ++ic, acc += dm, w += dm) {
     const int32_t v = (int32_t)x[ic] - offset;
     for (int32_t m = 0; m < dm; ++m) {
-      acc[m] += (int32_t)w[m] * v;
+      acc[m] = (int32_t)((uint32_t)acc[m] + (uint32_t)((int32_t)w[m] * v));
     }
   }
 }
