@@ -308,3 +308,29 @@ def test_kernel_compiles_clean_and_without_fma(tmp_path):
         dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True,
                              check=True).stdout
         assert not any(i in dis for i in ("vfma", "vfms", "vmla", "vmls", "vfnm")), std
+
+
+def test_hybrid_dilated_triple_is_not_fused():
+    """SPACE_TO_BATCH_ND -> hybrid conv -> BATCH_TO_SPACE_ND stays three ops: LiteRT quantises
+    each of the block^2 batches on its own, a fused dilated convolution would not."""
+    from stm32ai.ir import Graph, Op
+    from stm32ai.passes.dilated_conv import fuse_dilated_convs
+
+    def triple(w_dtype: str) -> Graph:
+        g = Graph("t", [], [], [], [])
+        x = g.add_tensor("x", (1, 8, 8, 4), "float32")
+        block = g.add_const("block", np.array([2, 2], np.int32))
+        pads = g.add_const("pads", np.array([[2, 2], [2, 2]], np.int32))
+        crops = g.add_const("crops", np.zeros((2, 2), np.int32))
+        s = g.add_tensor("s2b", (4, 6, 6, 4), "float32")
+        w = g.add_const("w", np.ones((1, 3, 3, 4), w_dtype))
+        c = g.add_tensor("dw", (4, 4, 4, 4), "float32")
+        y = g.add_tensor("y", (1, 8, 8, 4), "float32")
+        g.ops = [Op("SPACE_TO_BATCH_ND", [x, block, pads], [s], {}, index=0),
+                 Op("DEPTHWISE_CONV_2D", [s, w, -1], [c], {"padding": "VALID", "depth_multiplier": 1}, index=1),
+                 Op("BATCH_TO_SPACE_ND", [c, block, crops], [y], {}, index=2)]
+        g.inputs, g.outputs = [x], [y]
+        return g
+
+    assert [op.type for op in fuse_dilated_convs(triple("float32")).ops] == ["DEPTHWISE_CONV_2D"]
+    assert len(fuse_dilated_convs(triple("int8")).ops) == 3
