@@ -23,7 +23,7 @@ from stm32ai.errors import Stm32aiError
 from stm32ai.resources import data_dir
 
 __all__ = [
-    "Board", "ClockTree", "Console", "Emulation", "Pin", "Pll", "Region", "RegBit",
+    "EMULATED_FIRMWARE", "Board", "ClockTree", "Console", "Emulation", "Pin", "Pll", "Region", "RegBit",
     "boards_dir", "list_boards", "load_board", "parse_size",
 ]
 
@@ -343,26 +343,40 @@ class RegWrite:
     note: str = ""
 
 
+EMULATED_FIRMWARE = ("emulator", "hardware")
+
+
 @dataclass(frozen=True)
 class Emulation:
     qemu_machine: str
     rcc_modelled: bool       # False: bring-up must not touch RCC (QEMU ignores it)
-    cpu_hz: int              # the clock the emulator runs the core (and SysTick) at
+    # The clock the emulator runs the core (and SysTick) at; 0 when the emulator models the RCC
+    # and the clock is whatever the firmware's bring-up reaches (it reports it: `sysclk_hz:`).
+    cpu_hz: int
     serial_index: int = 0    # which -serial the console UART is wired to
     note: str = ""
     # QEMU `-icount shift=N`: every instruction takes 2^N ns of virtual time, so the board's
     # counter (SysTick at cpu_hz) counts instructions * cpu_hz * 2^N / 1e9. The firmware then
     # reports instructions, never "cycles" (QEMU has no cycle model).
     icount_shift: int = 0
+    # "emulator": a board that exists only in QEMU, its firmware built for it (semihosting exit,
+    # `instructions:`). "hardware": QEMU emulates a real board and runs its unchanged firmware
+    # (which reports SysTick ticks as `cycles:`; the host converts them to instructions).
+    firmware: str = "emulator"
+    # QEMU 10.0's stm32l4x5 USART does not tell the chardev it can take the next byte after a
+    # read of RDR (no qemu_chr_fe_accept_input): input stalls until QEMU's main loop wakes for
+    # another reason. The host then wakes it through a QMP socket while it talks to the board.
+    serial_rx_kick: bool = False
 
     @property
     def ns_per_instruction(self) -> int:
         return 1 << self.icount_shift
 
-    def ticks_to_instructions(self, ticks: int) -> int:
-        """Counter ticks -> instructions, rounded to nearest (as the demo computes it)."""
-        den = self.cpu_hz * self.ns_per_instruction
-        return (ticks * 1_000_000_000 + den // 2) // den
+    def ticks_to_instructions(self, ticks: int, clock_hz: int | None = None) -> int:
+        """Counter ticks at `clock_hz` (default cpu_hz) -> instructions, rounded to nearest (as
+        the demo computes it)."""
+        den = (clock_hz or self.cpu_hz) * self.ns_per_instruction
+        return (ticks * 1_000_000_000 + den // 2) // den if den else 0
 
 
 @dataclass(frozen=True)
@@ -431,7 +445,14 @@ class Board:
 
     @property
     def is_emulated(self) -> bool:
-        return self.emulation is not None
+        """A board that exists only in an emulator (its firmware is built for QEMU). A real board
+        that QEMU also emulates (emulation.firmware == "hardware") is not."""
+        return self.emulation is not None and self.emulation.firmware == "emulator"
+
+    @property
+    def qemu_machine(self) -> str | None:
+        """The QEMU machine that runs this board's firmware (`stm32ai run`, validate), if any."""
+        return self.emulation.qemu_machine if self.emulation else None
 
     @property
     def mcpu(self) -> str:
@@ -473,9 +494,10 @@ class Board:
             "weights_pool": list(self.weights_pool),
             "console": f"{self.console.instance} {self.console.baud} baud ({self.console.vcp})",
             "cycle_counter": self.cycle_counter,
-            "emulated": self.emulation.qemu_machine if self.emulation else None,
+            "emulated": self.emulation.qemu_machine if self.is_emulated and self.emulation else None,
+            "qemu_machine": self.qemu_machine,
             # what the demo's counter measures: instructions under QEMU -icount, else core cycles
-            "counter_unit": "instructions" if self.emulation else "cycles",
+            "counter_unit": "instructions" if self.is_emulated else "cycles",
         }
 
 
@@ -785,12 +807,20 @@ def _parse(src: str, data: Any, stem: str | None) -> Board:
     e = b.sub("emulation", required=False)
     emu = None
     if e is not None:
-        e.unknown_keys({"qemu_machine", "rcc_modelled", "cpu_hz", "serial_index", "icount_shift", "note"})
-        emu = Emulation(qemu_machine=e.str("qemu_machine") or "", rcc_modelled=e.bool("rcc_modelled"),
-                        cpu_hz=e.int("cpu_hz", lo=1_000_000) or 0,
+        e.unknown_keys({"qemu_machine", "rcc_modelled", "cpu_hz", "serial_index", "icount_shift", "note",
+                        "firmware", "serial_rx_kick"})
+        rcc = e.bool("rcc_modelled")
+        emu = Emulation(qemu_machine=e.str("qemu_machine") or "", rcc_modelled=rcc,
+                        cpu_hz=e.int("cpu_hz", required=not rcc, lo=1_000_000, default=0) or 0,
                         serial_index=e.int("serial_index", required=False, lo=0, hi=7, default=0) or 0,
                         note=e.str("note", required=False, default="") or "",
-                        icount_shift=e.int("icount_shift", required=False, lo=0, hi=10, default=0) or 0)
+                        icount_shift=e.int("icount_shift", required=False, lo=0, hi=10, default=0) or 0,
+                        firmware=e.str("firmware", required=False, choices=EMULATED_FIRMWARE,
+                                       default="emulator") or "emulator",
+                        serial_rx_kick=e.bool("serial_rx_kick"))
+        if emu.firmware == "hardware" and not rcc:
+            e.fail("a real board's firmware brings up its clock tree: the emulator must model the "
+                   "RCC (rcc_modelled: true)", "firmware")
         if not emu.rcc_modelled and source != "fixed":
             e.fail("the emulator does not model the RCC: the board must keep its reset clock "
                    "(clock.source: fixed)", "rcc_modelled")

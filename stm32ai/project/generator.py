@@ -404,7 +404,8 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
     regs = clock_registers(board)
     fixed = ck.source == "fixed"
     text = board.region(board.text_region)
-    emu = board.emulation
+    emu = board.emulation if board.is_emulated else None   # firmware built for the emulator
+    machine = board.qemu_machine or ""                       # QEMU can run it (make run)
     manifest = {
         "format": 1, "generator": f"stm32ai {tool_version}", "name": name, "board": board.id,
         # a board file of the user's own (shipped boards are found by id)
@@ -454,8 +455,9 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         + (f", {con.vcp}" if con.vcp else ""),
         "console_driver": con.driver, "baud": con.baud,
         "monitor_port": "/dev/ttyACM0" if not emu else "socket://127.0.0.1:4321",
-        "emulated": emu is not None, "qemu_machine": emu.qemu_machine if emu else "",
-        "icount_shift": emu.icount_shift if emu else 0,   # the demo's instruction conversion assumes it
+        "emulated": emu is not None, "qemu_machine": machine,
+        # the demo's instruction conversion assumes it
+        "icount_shift": board.emulation.icount_shift if board.emulation else 0,
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
         "activations_region": place.activations_region, "weights_region": place.weights_region,
