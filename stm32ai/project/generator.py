@@ -459,11 +459,26 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         # the demo's instruction conversion assumes it
         "icount_shift": board.emulation.icount_shift if board.emulation else 0,
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
+        "flash": _flash_context(board),
+        "flash_hint": "; ".join(p["package"] for p in _flash_context(board)),
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
         "activations_region": place.activations_region, "weights_region": place.weights_region,
         "stack_size": board.stack_size, "stack_region": board.stack_region,
         "manifest_json": json.dumps(manifest, indent=1),
     }
+
+
+def _flash_context(board: Board) -> list[dict[str, str]]:
+    """The Makefile's flash targets: the command lines of stm32ai.project.flash, with make's
+    variables for the image (so `make flash` runs what `stm32ai flash` runs)."""
+    import shlex
+
+    from stm32ai.project.flash import PROGRAMMERS, flash_commands
+
+    cmds = flash_commands(board, "$(BUILD_DIR)/$(TARGET).elf", "$(BUILD_DIR)/$(TARGET).bin")
+    target = {"openocd": "flash-openocd", "st-flash": "flash-stlink", "cubeprog": "flash-cubeprog"}
+    return [{"name": p.name, "exe": p.exe, "target": target[p.name], "package": p.package,
+             "cmd": shlex.join(cmds[p.name])} for p in PROGRAMMERS]
 
 
 def _linker_context(board: Board, place: Placement, tool_version: str, activations_bytes: int,
