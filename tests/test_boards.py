@@ -214,7 +214,7 @@ def test_clock_registers_h7():
     assert r["CLK_PLL1DIVR_VAL"] == 399 | (1 << 9) | (3 << 16) | (1 << 24)
     assert r["CLK_PLLCFGR_VAL"] == (1 << 2) | (7 << 16)                # 2-4 MHz range, P/Q/R on
     assert r["CLK_D1CFGR_VAL"] == 0b1000 | (0b100 << 4)                 # HPRE /2, D1PPRE /2
-    assert r["CLK_FLASH_ACR_VAL"] == 2 | (2 << 4)                       # 2 WS, WRHIGHFREQ 2
+    assert r["CLK_FLASH_ACR_VAL"] == 4 | (2 << 4)                       # 4 WS (ST's margin), WRHIGHFREQ 2
 
 
 def test_clock_registers_l4_plus():
