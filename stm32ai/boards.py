@@ -408,6 +408,7 @@ class Board:
     openocd: str | None
     references: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
+    soc: str = ""               # boards/soc/<soc>.yaml the board file builds on ("" if flat)
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -925,14 +926,125 @@ def boards_dir() -> Path:
     return data_dir("boards")
 
 
-_CACHE: dict[tuple[str, int, int, bool], Board] = {}
+# ---------------------------------------------------------------------------------------------
+# SoC layer (Zephyr-like): boards/soc/<soc>.yaml holds what every board with that part shares
+# (family, core, FPU, memory map, UART instances with their registers and pin alternate
+# functions, GPIO, vector count); a board file names its `soc:` and adds what the board makes of
+# it (clock source and PLL, console instance and pins, external memories, pools, emulator).
+# The two are merged into one board description, which _parse validates like a flat file.
+# ---------------------------------------------------------------------------------------------
+SOC_KEYS = {"soc", "family", "core", "fpu", "references", "memory", "uart_regs", "uarts", "gpio",
+            "pre_init", "irq_count", "cycle_counter", "cache"}
+_SOC_INHERITED = ("family", "core", "fpu", "gpio", "pre_init", "irq_count", "cycle_counter", "cache")
+_UART_KEYS = {"base", "clock", "enable", "tx", "rx", "kind", "driver"}
+_PIN = re.compile(r"^P([A-K])(\d{1,2})$")
+
+
+def soc_dir() -> Path:
+    return boards_dir() / "soc"
+
+
+def _soc_file(name: str, board_path: Path | None) -> Path:
+    """A board file's SoC: next to it (boards of the user's own: ./soc/<name>.yaml) or shipped."""
+    for d in ([board_path.parent / "soc"] if board_path else []) + [soc_dir()]:
+        f = d / f"{name}.yaml"
+        if f.is_file():
+            return f
+    known = ", ".join(sorted(x.stem for x in soc_dir().glob("*.yaml")))
+    raise Stm32aiError(f"unknown SoC '{name}' (known: {known}; add boards/soc/{name}.yaml)")
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise Stm32aiError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise Stm32aiError(f"{path}: invalid YAML{at}: {problem}") from None
+
+
+def _console_from_soc(b: _Reader, soc: _Reader, con: dict[str, Any]) -> dict[str, Any]:
+    """Board console {instance, tx: "PB6", rx: "PB7", baud, vcp} + the SoC's UART table ->
+    the full console description (base, registers, clock, enable bit, pins with their AF)."""
+    c = _Reader(b.src, con, "console")
+    c.unknown_keys({"instance", "tx", "rx", "baud", "vcp"})
+    inst = c.str("instance") or ""
+    uarts = soc.sub("uarts")
+    assert uarts is not None
+    if inst not in uarts.data:
+        c.fail(f"{soc.src} has no UART '{inst}' (one of {', '.join(uarts.data)})", "instance")
+    u = uarts.sub(inst)
+    assert u is not None
+    u.unknown_keys(_UART_KEYS)
+    out: dict[str, Any] = {k: v for k, v in u.data.items() if k not in ("tx", "rx")}
+    out.setdefault("driver", "stm32_usart")
+    out["regs"] = soc.str("uart_regs")
+    out["instance"] = inst
+    for key in ("baud", "vcp"):
+        if key in con:
+            out[key] = con[key]
+    for key in ("tx", "rx"):
+        pin = c.str(key) or ""
+        m = _PIN.match(pin)
+        if not m:
+            c.fail(f"'{pin}' is not a pin name such as PA9", key)
+        table = u.sub(key)
+        assert table is not None
+        if pin not in table.data:
+            c.fail(f"{pin} is not a {inst} {key.upper()} pin on {soc.data.get('soc')} "
+                   f"(one of {', '.join(map(str, table.data))})", key)
+        af = table.int(pin, lo=0, hi=15)
+        out[key] = {"port": m.group(1), "pin": int(m.group(2)), "af": af}
+    return out
+
+
+def _apply_soc(src: str, data: Any, path: Path | None) -> tuple[Any, str]:
+    """A board file naming `soc:` merged with its SoC file; other files are returned as they are."""
+    if not isinstance(data, dict) or "soc" not in data:
+        return data, ""
+    b = _Reader(src, data)
+    name = b.str("soc") or ""
+    soc_path = _soc_file(name, path)
+    soc = _Reader(str(soc_path), _read_yaml(soc_path))
+    soc.unknown_keys(SOC_KEYS)
+    if soc.str("soc") != soc_path.stem:
+        soc.fail(f"soc '{soc.data.get('soc')}' does not match the file name '{soc_path.stem}.yaml'", "soc")
+    merged: dict[str, Any] = {k: v for k, v in data.items() if k not in ("soc", "omit_memory")}
+    for key in _SOC_INHERITED:
+        if key in soc.data and key not in data:
+            merged[key] = soc.data[key]
+    merged["references"] = {**(soc.data.get("references") or {}), **(data.get("references") or {})}
+    omit = set(b.list_str("omit_memory", required=False))
+    soc_regions = [r for r in soc.data.get("memory") or [] if isinstance(r, dict)]
+    unknown = omit - {r.get("name") for r in soc_regions}
+    if unknown:
+        b.fail(f"{', '.join(sorted(unknown))} is not a memory region of {name}", "omit_memory")
+    board_regions = data.get("memory") or []
+    if not isinstance(board_regions, list):
+        b.fail("expected a list of the regions the board adds (external memories)", "memory")
+    own = {r.get("name") for r in board_regions if isinstance(r, dict)}
+    merged["memory"] = ([r for r in soc_regions if r.get("name") not in omit | own] + list(board_regions))
+    con = data.get("console")
+    if isinstance(con, dict) and "instance" in con and "base" not in con:
+        merged["console"] = _console_from_soc(b, soc, con)
+    return merged, name
+
+
+_CACHE: dict[tuple[str, int, int, bool, int], Board] = {}
 
 
 def _load_file(path: Path, check_stem: bool) -> Board:
     src = str(path)
     try:
         st = path.stat()
-        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, check_stem)
+        # an edited SoC file must be seen too
+        socs = max((f.stat().st_mtime_ns for f in soc_dir().glob("*.yaml")), default=0)
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, check_stem, socs)
         if key in _CACHE:
             return _CACHE[key]
         text = path.read_text(encoding="utf-8")
@@ -945,8 +1057,10 @@ def _load_file(path: Path, check_stem: bool) -> Board:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise Stm32aiError(f"board file {src}: invalid YAML{at}: {problem}") from None
+    data, soc = _apply_soc(src, data, path)
     board = _parse(src, data, path.stem if check_stem else None)
     object.__setattr__(board, "path", path)
+    object.__setattr__(board, "soc", soc)
     _CACHE[key] = board    # Board is frozen: safe to share
     return board
 
