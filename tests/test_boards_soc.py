@@ -91,3 +91,30 @@ def test_user_board_with_its_own_soc(tmp_path):
     (tmp_path / "soc" / "my-l475.yaml").write_text(yaml.safe_dump(soc))
     with pytest.raises(Stm32aiError, match="does not match the file name 'my-l475.yaml'"):
         load_board(_board(tmp_path, soc="my-l475"))
+
+
+def test_docs_name_every_schema_key():
+    """The schema is declared once (boards.SCHEMA); docs/boards.md must document each key."""
+    from pathlib import Path
+
+    from stm32ai.boards import LAYERED_KEYS, SCHEMA
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "boards.md").read_text()
+    missing = sorted({k for sec in SCHEMA.values() for k in sec} | set(LAYERED_KEYS))
+    missing = [k for k in missing if k not in doc]
+    assert not missing, missing
+
+
+def test_bad_soc_file(tmp_path):
+    soc = yaml.safe_load((soc_dir() / "stm32l475xg.yaml").read_text())
+    soc["soc"] = "bad-soc"
+    soc["irq_count"] = "many"
+    (tmp_path / "soc").mkdir()
+    (tmp_path / "soc" / "bad-soc.yaml").write_text(yaml.safe_dump(soc))
+    with pytest.raises(Stm32aiError, match=r"bad-soc.yaml: irq_count: expected an integer, got 'many'"):
+        load_board(_board(tmp_path, soc="bad-soc"))
+    soc["irq_count"] = 82
+    soc["uarts"]["USART1"]["colour"] = "red"
+    (tmp_path / "soc" / "bad-soc.yaml").write_text(yaml.safe_dump(soc))
+    with pytest.raises(Stm32aiError, match=r"uarts.USART1: unknown key\(s\) colour"):
+        load_board(_board(tmp_path, soc="bad-soc"))
