@@ -64,16 +64,20 @@ def test_demo_runs_and_reports_its_real_clock(l475_project, capsys):
     assert int(m.group(1).replace(",", "")) == ticks * 250       # 1 ns per instruction, 4 MHz SysTick
 
 
-def test_validation_protocol_on_the_same_firmware(l475_project, tmp_path, capsys):
-    from stm32ai.project.run import qemu_serial_server
-    from stm32ai.validate.target import validate_target
+def test_validate_target_board_on_qemu(tmp_path, capsys):
+    """`stm32ai validate --mode target --board disco-l475-iot01`: the validation firmware is built
+    and run on b-l475e-iot01a; SysTick ticks come back as instructions at the clock it reached."""
+    from stm32ai.cli import main
 
-    model, proj = l475_project
+    model = shared_model("mlperf_tiny/ad01_int8.tflite")
     report = tmp_path / "v.json"
-    with qemu_serial_server(proj / "build" / "firmware.elf", load_board(BOARD), icount=True) as url:
-        code = validate_target(model, port=url, board=None, inputs=None, n=2, seed=3,
-                               as_json=str(report), timeout=60.0)
-    assert code == 0, capsys.readouterr().out
+    code = main(["validate", str(model), "--mode", "target", "--board", BOARD, "-n", "2",
+                 "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "result: match" in out and "resolution 250 instructions" in out
     doc = json.loads(report.read_text())
     assert doc["passed"] and doc["target"]["board"] == BOARD and not doc["target"]["emulated"]
-    assert doc["target"]["cpu_hz"] == 4_000_000 and len(doc["target"]["cycles"]) == 2
+    assert doc["target"]["cpu_hz"] == 4_000_000 and doc["target"]["unit"] == "instructions"
+    counts = doc["target"]["instructions"]
+    assert len(counts) == 2 and all(c % 250 == 0 and 300_000 < c < 400_000 for c in counts)
