@@ -153,3 +153,28 @@ def test_makefile_flash_runs_the_same_commands(project, path_only, tmp_path):
     log = tmp_path / "openocd.argv"
     log.unlink()
     assert make("flash").returncode == 0 and log.read_text().splitlines() == rel["openocd"]
+
+
+def test_board_without_openocd_config(tmp_path, path_only, capsys):
+    import yaml
+
+    from stm32ai.boards import boards_dir
+
+    data = yaml.safe_load((boards_dir() / "nucleo-f401re.yaml").read_text())
+    del data["openocd"]
+    data["id"] = "my-f401"
+    board = tmp_path / "my-f401.yaml"
+    board.write_text(yaml.safe_dump(data))
+    out = tmp_path / "proj"
+    assert main(["generate", str(MODEL), "--board", str(board), "-o", str(out), "--no-test-vector"]) == 0
+    assert "openocd" not in (out / "Makefile").read_text().split("flash:", 1)[1].split("monitor:")[0]
+    (out / "build").mkdir()
+    (out / "build" / "firmware.elf").write_bytes(b"\x7fELF")
+    (out / "build" / "firmware.bin").write_bytes(b"\x00")
+    _fake(path_only, "openocd", tmp_path / "o")
+    _fake(path_only, "st-flash", tmp_path / "s")
+    capsys.readouterr()
+    assert main(["flash", str(out)]) == 0 and (tmp_path / "s").is_file() and not (tmp_path / "o").exists()
+    capsys.readouterr()
+    assert main(["flash", str(out), "--programmer", "openocd"]) == 2
+    assert "names no OpenOCD config" in _one_line_error(capsys)

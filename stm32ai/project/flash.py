@@ -36,10 +36,13 @@ class Programmer:
     image: str             # "elf" or "bin"
     no_board: re.Pattern   # its output when no probe/board is attached
 
+    def usable(self, board: Board) -> bool:
+        """OpenOCD needs the board file's config (`openocd:`); the others need nothing."""
+        return self.name != "openocd" or bool(board.openocd)
+
     def command(self, board: Board, elf: str, bin_: str) -> list[str]:
         if self.name == "openocd":
-            return [self.exe, "-f", board.openocd or "target/stm32.cfg",
-                    "-c", f"program {elf} verify reset exit"]
+            return [self.exe, "-f", board.openocd or "", "-c", f"program {elf} verify reset exit"]
         if self.name == "st-flash":
             return [self.exe, "--reset", "write", bin_, f"0x{board.region(board.text_region).origin:08x}"]
         return [self.exe, "-c", "port=SWD", "-w", elf, "-v", "-rst"]
@@ -57,26 +60,31 @@ PROGRAMMERS: tuple[Programmer, ...] = (
                                  r"target device not found|st-?link .*not found", re.I)),
 )
 _BY_NAME = {p.name: p for p in PROGRAMMERS}
-_INSTALL_HINT = ("install one of: " + "; ".join(p.package for p in PROGRAMMERS))
 
 
 def flash_commands(board: Board, elf: str, bin_: str) -> dict[str, list[str]]:
-    """Programmer name -> its command line (also what the Makefile's flash targets run)."""
-    return {p.name: p.command(board, elf, bin_) for p in PROGRAMMERS}
+    """Programmer name -> its command line (also what the Makefile's flash targets run), for
+    the programmers this board can use."""
+    return {p.name: p.command(board, elf, bin_) for p in PROGRAMMERS if p.usable(board)}
 
 
-def _choose(name: str | None) -> Programmer:
+def _choose(name: str | None, board: Board) -> Programmer:
     if name is not None:
         if name not in _BY_NAME:
             raise Stm32aiError(f"unknown programmer '{name}' (one of {', '.join(_BY_NAME)})")
         p = _BY_NAME[name]
+        if not p.usable(board):
+            raise Stm32aiError(f"board {board.id} names no OpenOCD config (add `openocd:` to its board "
+                               "file, e.g. board/st_nucleo_f4.cfg)")
         if shutil.which(p.exe) is None:
             raise Stm32aiError(f"{p.exe} not found: install {p.package}")
         return p
-    for p in PROGRAMMERS:
+    usable = [p for p in PROGRAMMERS if p.usable(board)]
+    for p in usable:
         if shutil.which(p.exe) is not None:
             return p
-    raise Stm32aiError(f"no programmer found (openocd, st-flash, STM32_Programmer_CLI): {_INSTALL_HINT}")
+    raise Stm32aiError(f"no programmer found ({', '.join(p.exe for p in usable)}): install one of: "
+                       + "; ".join(p.package for p in usable))
 
 
 def _failure_line(out: str) -> str:
@@ -99,7 +107,7 @@ def flash_project(project: Path, *, programmer: str | None = None, dry_run: bool
     if board.is_emulated:
         raise Stm32aiError(f"board {board.id} is emulated: there is nothing to flash; run it with "
                            f"`stm32ai run {project}`")
-    p = _choose(programmer)
+    p = _choose(programmer, board)
     elf = project / m.get("elf", "build/firmware.elf")
     bin_ = elf.with_suffix(".bin")
     cmd = p.command(board, str(elf), str(bin_))

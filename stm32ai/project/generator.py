@@ -481,7 +481,7 @@ def _flash_context(board: Board) -> list[dict[str, str]]:
     cmds = flash_commands(board, "$(BUILD_DIR)/$(TARGET).elf", "$(BUILD_DIR)/$(TARGET).bin")
     target = {"openocd": "flash-openocd", "st-flash": "flash-stlink", "cubeprog": "flash-cubeprog"}
     return [{"name": p.name, "exe": p.exe, "target": target[p.name], "package": p.package,
-             "cmd": shlex.join(cmds[p.name])} for p in PROGRAMMERS]
+             "cmd": shlex.join(cmds[p.name])} for p in PROGRAMMERS if p.name in cmds]
 
 
 # The two build configurations, one definition for the Makefile (Release), CMake and the
