@@ -185,6 +185,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_project_cli(Path(args.project), timeout_s=args.timeout)
 
 
+def cmd_flash(args: argparse.Namespace) -> int:
+    from stm32ai.project.flash import flash_project
+
+    return flash_project(Path(args.project), programmer=args.programmer, dry_run=args.dry_run,
+                         monitor=args.monitor, port=args.port)
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
     from stm32ai.project.monitor import monitor
 
@@ -357,6 +364,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("project")
     r.add_argument("--timeout", type=_seconds(False), default=300.0)
     r.set_defaults(fn=cmd_run)
+
+    f = sub.add_parser("flash", help="program a project's built image into its board "
+                       "(OpenOCD, st-flash or STM32CubeProgrammer)")
+    f.add_argument("project")
+    f.add_argument("--programmer", choices=("openocd", "st-flash", "cubeprog"),
+                   help="use this programmer (default: the first installed, in this order)")
+    f.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    f.add_argument("--monitor", action="store_true", help="then read the demo's UART output")
+    f.add_argument("--port", default="/dev/ttyACM0", help="the monitor's port (pyserial URL)")
+    f.set_defaults(fn=cmd_flash)
 
     m = sub.add_parser("monitor", help="read and pretty-print the demo's UART output")
     m.add_argument("--port", required=True, help="pyserial URL, e.g. /dev/ttyACM0 or socket://127.0.0.1:4321")

@@ -82,8 +82,10 @@ def parse_demo_output(text: str, legacy_board: Any = None) -> DemoOutput:
     elif f.get("cycles", "").isdigit():
         out.count, out.unit = int(f["cycles"]), "cycles"
         emu = getattr(legacy_board, "emulation", None)
-        if emu is not None and f.get("cycle_counter") == "systick":   # old firmware on QEMU
-            out.count, out.unit = emu.ticks_to_instructions(out.count), "instructions"
+        if emu is not None and f.get("cycle_counter") == "systick":   # SysTick ticks under QEMU -icount
+            # at the clock the firmware reports it reached (a real board's firmware: after its bring-up)
+            hz = int(f["sysclk_hz"]) if f.get("sysclk_hz", "").isdigit() else None
+            out.count, out.unit = emu.ticks_to_instructions(out.count, hz), "instructions"
     return out
 
 

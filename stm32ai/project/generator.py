@@ -484,7 +484,8 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
     regs = clock_registers(board)
     fixed = ck.source == "fixed"
     text = board.region(board.text_region)
-    emu = board.emulation
+    emu = board.emulation if board.is_emulated else None   # firmware built for the emulator
+    machine = board.qemu_machine or ""                       # QEMU can run it (make run)
     manifest = {
         "format": 1, "generator": f"stm32ai {tool_version}", "name": name, "board": board.id,
         # a board file of the user's own (shipped boards are found by id)
@@ -502,17 +503,18 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "counter_unit": "instructions" if emu else "cycles",
     }
     ide_name = f"{name}_{board.id}".replace("-", "_")
-    return {
+    ctx = {
         "tool_version": tool_version, "name": name, "NAME": name.upper(), "target": FIRMWARE_TARGET,
         "board_id": board.id, "board_name": board.name, "mcu": board.mcu, "family": board.family,
         "core": board.core, "mfpu": board.mfpu or "", "mfloat_abi": board.mfloat_abi,
         "arch_flags": " ".join(board.arch_flags),
         "cubeide_mcu": board.cubeide_mcu, "cubeide_board": board.cubeide_board,
         "ide_fpu": board.fpu if board.fpu != "none" else "None", "ide_project_name": ide_name,
-        "ide_configs": [
-            {"name": "Debug", "kind": "debug", "id": "1601", "opt": "og", "defines": ["DEBUG"]},
-            {"name": "Release", "kind": "release", "id": "1602", "opt": "o2", "defines": ["NDEBUG"]},
-        ],
+        # the Makefile builds Release; CMake and CubeIDE have both (same flags: BUILD_CONFIGS)
+        "release_opt": BUILD_CONFIGS[1]["opt"], "release_debuglevel": BUILD_CONFIGS[1]["debuglevel"],
+        "release_defines": BUILD_CONFIGS[1]["defines"],
+        "debug_opt": BUILD_CONFIGS[0]["opt"], "debug_debuglevel": BUILD_CONFIGS[0]["debuglevel"],
+        "debug_defines": BUILD_CONFIGS[0]["defines"],
         "ide_source_folders": ["Core", "Model"],
         "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else []),
                     *(["AI_PROFILE=1"] if profile else [])],
@@ -534,9 +536,12 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         + (f", {con.vcp}" if con.vcp else ""),
         "console_driver": con.driver, "baud": con.baud,
         "monitor_port": "/dev/ttyACM0" if not emu else "socket://127.0.0.1:4321",
-        "emulated": emu is not None, "qemu_machine": emu.qemu_machine if emu else "",
-        "icount_shift": emu.icount_shift if emu else 0,   # the demo's instruction conversion assumes it
+        "emulated": emu is not None, "qemu_machine": machine,
+        # the demo's instruction conversion assumes it
+        "icount_shift": board.emulation.icount_shift if board.emulation else 0,
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
+        "flash": _flash_context(board),
+        "flash_hint": "; ".join(p["package"] for p in _flash_context(board)),
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
         "activations_region": (place.activations_region if len(place.activation_pools) < 2 else
                                " + ".join(f"{p['region']} ({p['bytes']:,} B)" for p in place.activation_pools)),
@@ -544,6 +549,52 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "stack_size": board.stack_size, "stack_region": board.stack_region,
         "manifest_json": json.dumps(manifest, indent=1),
     }
+    ctx["ide_configs"] = [_ide_config(board, cfg, ctx) for cfg in BUILD_CONFIGS]
+    return ctx
+
+
+def _flash_context(board: Board) -> list[dict[str, str]]:
+    """The Makefile's flash targets: the command lines of stm32ai.project.flash, with make's
+    variables for the image (so `make flash` runs what `stm32ai flash` runs)."""
+    import shlex
+
+    from stm32ai.project.flash import PROGRAMMERS, flash_commands
+
+    cmds = flash_commands(board, "$(BUILD_DIR)/$(TARGET).elf", "$(BUILD_DIR)/$(TARGET).bin")
+    target = {"openocd": "flash-openocd", "st-flash": "flash-stlink", "cubeprog": "flash-cubeprog"}
+    return [{"name": p.name, "exe": p.exe, "target": target[p.name], "package": p.package,
+             "cmd": shlex.join(cmds[p.name])} for p in PROGRAMMERS if p.name in cmds]
+
+
+# The two build configurations, one definition for the Makefile (Release), CMake and the
+# STM32CubeIDE .cproject: gcc flags and CubeIDE's enumerated values for them.
+BUILD_CONFIGS: tuple[dict[str, Any], ...] = (
+    {"name": "Debug", "kind": "debug", "id": "1601", "opt": "-Og", "debuglevel": "-g3", "defines": ["DEBUG"]},
+    {"name": "Release", "kind": "release", "id": "1602", "opt": "-O2", "debuglevel": "-g3",
+     "defines": ["NDEBUG"]},
+)
+
+
+def _ide_config(board: Board, cfg: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """One .cproject configuration, with the `option.defaults` value every ST-made CubeIDE
+    project carries (CubeIDE's build-inputs record: configuration, toolchain, MCU/board,
+    include paths, symbols, source folders, linker script)."""
+    from html import escape
+
+    includes = " | ".join(f"../{d}" for d in ctx["include_dirs"])
+    defines = " | ".join(ctx["defines"] + cfg["defines"])
+    fields = [
+        "com.st.stm32cube.ide.common.services.build.inputs.revA.1.0.6", cfg["name"],
+        "true" if cfg["kind"] == "debug" else "false", "Executable",
+        "com.st.stm32cube.ide.mcu.gnu.managedbuild.option.toolchain.value.workspace",
+        board.cubeide_board or board.cubeide_mcu, "0", "0", "arm-none-eabi-",
+        "${gnu_tools_for_stm32_compiler_path}", includes, "", "", defines, "",
+        " | ".join(ctx["ide_source_folders"]), "", "",
+        "${workspace_loc:/${ProjName}/" + ctx["linker_script"] + "}", "true", "NonSecure", "", "secure_nsclib.o",
+        "", "None", "", "", "",
+    ]
+    return {**cfg, "opt": cfg["opt"].lstrip("-").lower(), "debuglevel": cfg["debuglevel"].lstrip("-"),
+            "ide_defaults": escape(" || ".join(fields), quote=True)}
 
 
 def _linker_context(board: Board, place: Placement, tool_version: str, activations_bytes: int,

@@ -326,18 +326,35 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
             return outs
 
         res = validate_model(model, arrays, n, seed, runner=runner, compiled=c)
+        unit = info.unit
+        if not port and not info.emulated:
+            # A real board's firmware in QEMU (emulation.firmware: hardware): its counts are
+            # SysTick ticks at the clock it reached, under -icount: instructions after conversion.
+            counts, layers, unit = _ticks_to_instructions(board or "", info.cpu_hz, counts, layers)
         res.subject = f"firmware on {info.board}"
         res.target = {"board": info.board, "model": info.model, "signature": f"0x{info.signature:08x}",
                       "cpu_hz": info.cpu_hz, "cycle_counter": info.cycle_counter, "emulated": info.emulated,
-                      "unit": info.unit, info.unit: counts,
+                      "unit": unit, unit: counts,
                       "layers": _layer_rows(c.doc, layers)}
         if not port:
             with contextlib.suppress(Stm32aiError):
                 dev.bye()
     code = report(res, as_json)
-    _print_counts(info, counts, icount=not port)
-    _print_layers(info, res.target["layers"])
+    _print_counts(info, counts, icount=not port, unit=unit)
+    _print_layers(info, res.target["layers"], unit)
     return code
+
+
+def _ticks_to_instructions(board_id: str, clock_hz: int, counts: list[int], layers: dict[int, list[int]],
+                           ) -> tuple[list[int], dict[int, list[int]], str]:
+    from stm32ai.boards import load_board
+
+    emu = load_board(board_id).emulation
+    assert emu is not None
+
+    def conv(ks: list[int]) -> list[int]:
+        return [emu.ticks_to_instructions(k, clock_hz) for k in ks]
+    return conv(counts), {n: conv(ks) for n, ks in layers.items()}, "instructions"
 
 
 def _layer_rows(doc: dict[str, Any], layers: dict[int, list[int]]) -> list[dict[str, Any]]:
@@ -351,24 +368,30 @@ def _layer_rows(doc: dict[str, Any], layers: dict[int, list[int]]) -> list[dict[
     return rows
 
 
-def _print_counts(info: DeviceInfo, counts: list[int], icount: bool) -> None:
+def _print_counts(info: DeviceInfo, counts: list[int], icount: bool, unit: str | None = None) -> None:
     if not counts:
         return
+    unit = unit or info.unit
     mean = sum(counts) / len(counts)
-    head = (f"target: {info.board}, model {info.model}, {len(counts)} inference(s): {info.unit} mean "
+    head = (f"target: {info.board}, model {info.model}, {len(counts)} inference(s): {unit} mean "
             f"{mean:,.0f} (min {min(counts):,}, max {max(counts):,})")
     if info.emulated:   # QEMU: instructions (with -icount), never cycles or milliseconds
         note = "QEMU -icount" if icount else "valid only if QEMU runs with -icount"
         print(f"{head}, emulated board ({note})")
+    elif unit == "instructions":   # the board's own firmware in QEMU: SysTick at the clock it reached
+        step = 1e9 / info.cpu_hz if info.cpu_hz else 0.0
+        print(f"{head}, the board's firmware in QEMU -icount (SysTick at the {info.cpu_hz / 1e6:g} MHz "
+              f"it runs at there: resolution {step:,.0f} instructions)")
     else:
         ms = mean * 1000.0 / info.cpu_hz if info.cpu_hz else 0.0
         print(f"{head} = {ms:.3f} ms at {info.cpu_hz / 1e6:g} MHz, {info.cycle_counter}")
 
 
-def _print_layers(info: DeviceInfo, rows: list[dict[str, Any]]) -> None:
+def _print_layers(info: DeviceInfo, rows: list[dict[str, Any]], unit: str | None = None) -> None:
     from stm32ai.project.demo_output import Layer, format_layers
 
+    unit = unit or info.unit
     if rows:
-        print(f"per-layer {info.unit} (mean over the inferences; profiling adds a few per layer):")
-        for ln in format_layers([Layer(r["node"], r["kernel"], r["mean"]) for r in rows], info.unit):
+        print(f"per-layer {unit} (mean over the inferences; profiling adds a few per layer):")
+        for ln in format_layers([Layer(r["node"], r["kernel"], r["mean"]) for r in rows], unit):
             print(ln)
