@@ -35,7 +35,8 @@ class Plan:
     app_owned: set[int] = field(default_factory=set)  # tensor ids the application provides
 
     def tensor_offset(self, tid: int) -> int:
-        return self.offsets[self.tensor_buffer[tid]]
+        b = self.tensor_buffer[tid]
+        return self.offsets[b] + self.buffers[b].inner.get(tid, 0)
 
 
 def schedule(g: Graph) -> list[int]:
