@@ -53,6 +53,9 @@ def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool 
     if not outputs_in_pool:
         app_owned.update(g.outputs)
     buffers, tensor_buffer, scratch_buffer = build_buffers(g, order, app_owned, ALIGN)
+    for b in buffers:
+        for op_idx, attrs in b.orders.items():  # the access order an overlap relies on
+            g.ops[op_idx].attrs.update(attrs)
     no_inplace, _, _ = build_buffers(g, order, app_owned, ALIGN, inplace=False)
     offsets, size = ALLOCATORS[allocator](buffers, ALIGN)
     return Plan(order, buffers, tensor_buffer, scratch_buffer, offsets, size,

@@ -27,6 +27,8 @@ class Buffer:
     scratch_of: int = -1  # op index when this is a kernel's scratch
     app_owned: bool = False  # the application provides it (not in the pool)
     inner: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset inside (0 if absent)
+    # op index -> kernel attrs (access order) the inner offsets assume; plan_memory applies them
+    orders: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 def _align(n: int, a: int) -> int:
@@ -65,8 +67,8 @@ def _overlap_deltas(g: Graph, op: Op) -> list[tuple[int, int, dict[str, int]]] |
 
 
 # A chain: the alias group it starts with, then per overlapped op (the tail's group root,
-# the new group root, the op, its safe offsets of the new tensor relative to the tail).
-Link = tuple[int, int, Op, list[tuple[int, int, dict[str, int]]]]
+# the new group root, the op index, its safe offsets of the new tensor relative to the tail).
+Link = tuple[int, int, int, list[tuple[int, int, dict[str, int]]]]
 Chain = tuple[int, list[Link]]
 
 
@@ -92,7 +94,7 @@ def _merge_overlaps(g: Graph, order: list[int], step_of: dict[int, int], groups:
         chains.pop(src, None)
         groups.union(src, dst)
         r = groups.find(src)
-        chains[r] = (head, [*links, (tail, dst, op, deltas)])
+        chains[r] = (head, [*links, (tail, dst, op_idx, deltas)])
         span[r] = [min(span[src][0], span[dst][0]), max(span[src][1], span[dst][1])]
         if dst in pinned:
             pinned.add(r)
@@ -111,11 +113,11 @@ def _candidates(a: int, b: int, s: int, lo: int, hi: int, align: int) -> set[int
 
 
 def _place_chain(g: Graph, alias_root: dict[int, int], chain: Chain, inner: dict[int, int],
-                 align: int) -> None:
+                 align: int, orders: dict[int, dict[str, int]]) -> None:
     """Choose one safe offset per link so that the chain spans the fewest bytes (a small
     dynamic programme over (bytes below the tail, bytes from the tail up)), then set the inner
-    offsets (tensors of one alias group share one) and give each op the access order its
-    offset needs (`Op.attrs`)."""
+    offsets (tensors of one alias group share one) and record the access order (kernel attrs)
+    each op's offset needs in `orders`."""
     head, links = chain
     roots = [head] + [dst for _, dst, _, _ in links]
     members = {r: [t for t, a in alias_root.items() if a == r] for r in roots}
@@ -142,9 +144,11 @@ def _place_chain(g: Graph, alias_root: dict[int, int], chain: Chain, inner: dict
         best = prev
     picks.reverse()
     pos = {head: 0}
-    for (tail, dst, op, deltas), d in zip(links, picks, strict=True):
+    for (tail, dst, op_idx, deltas), d in zip(links, picks, strict=True):
         pos[dst] = pos[tail] + d
-        op.attrs.update(next(v for lo, hi, v in deltas if lo <= d <= hi))
+        variant = next(v for lo, hi, v in deltas if lo <= d <= hi)
+        if variant:
+            orders[op_idx] = variant
     low = min(pos.values())
     for r, ts in members.items():
         for t in ts:
@@ -208,11 +212,13 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
     owned = {groups.find(t) for t in app_owned} | {groups.find(t) for t in variables}
     # byte offset of each tensor inside its group (aliases share 0; overlapped pairs differ)
     inner: dict[int, int] = dict.fromkeys(activations, 0)
+    orders: dict[int, dict[int, dict[str, int]]] = {}  # chain root -> op index -> attrs
     if inplace:
         alias_root = {t: groups.find(t) for t in activations}
         chains = _merge_overlaps(g, order, step_of, groups, span, pinned, owned)
-        for chain in chains.values():
-            _place_chain(g, alias_root, chain, inner, align)
+        for root, chain in chains.items():
+            orders[root] = {}
+            _place_chain(g, alias_root, chain, inner, align, orders[root])
 
     buffers: list[Buffer] = []
     index_of_root: dict[int, int] = {}
@@ -222,7 +228,7 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
         if r not in index_of_root:
             first, last = span[r]
             index_of_root[r] = len(buffers)
-            buffers.append(Buffer(0, first, last))
+            buffers.append(Buffer(0, first, last, orders=orders.get(r, {})))
         b = buffers[index_of_root[r]]
         b.tensors.append(t)
         b.size = max(b.size, _align(inner[t] + g.tensors[t].nbytes, align))
