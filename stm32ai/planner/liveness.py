@@ -50,7 +50,7 @@ class _Groups:
         self.parent[self.find(b)] = self.find(a)
 
 
-def _overlap_deltas(g: Graph, op: Op) -> list[tuple[int, int, dict[str, int]]] | None:
+def _overlap_deltas(g: Graph, op: Op, overlap: bool = True) -> list[tuple[int, int, dict[str, int]]] | None:
     """Where output 0 may start relative to input 0 when it shares input 0's storage, with
     the kernel attrs that make it safe: `Op.overlap`, or 0 for an elementwise in-place op of
     equal size."""
@@ -59,7 +59,7 @@ def _overlap_deltas(g: Graph, op: Op) -> list[tuple[int, int, dict[str, int]]] |
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     if x.is_const:
         return None
-    if op.overlap:
+    if op.overlap and overlap:
         return list(op.overlap)
     if op.inplace and x.nbytes == y.nbytes:
         return [(0, 0, {})]
@@ -73,13 +73,14 @@ Chain = tuple[int, list[Link]]
 
 
 def _merge_overlaps(g: Graph, order: list[int], step_of: dict[int, int], groups: _Groups,
-                    span: dict[int, list[int]], pinned: set[int], owned: set[int]) -> dict[int, Chain]:
+                    span: dict[int, list[int]], pinned: set[int], owned: set[int],
+                    overlap: bool) -> dict[int, Chain]:
     """Join each overlappable op's dying input group and new output group; returns the chains
     by final group root. Only the tail of a chain is alive when the next op joins it."""
     chains: dict[int, Chain] = {}
     for op_idx in order:
         op = g.ops[op_idx]
-        deltas = _overlap_deltas(g, op)
+        deltas = _overlap_deltas(g, op, overlap)
         if deltas is None:
             continue
         src, dst = groups.find(op.inputs[0]), groups.find(op.outputs[0])
@@ -169,7 +170,10 @@ def _pareto(states: dict[tuple[int, int], tuple], keep: int = 256) -> dict[tuple
 
 
 def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
-                  inplace: bool = True) -> tuple[list[Buffer], dict[int, int], dict[int, int]]:
+                  inplace: bool = True, overlap: bool = True
+                  ) -> tuple[list[Buffer], dict[int, int], dict[int, int]]:
+    """inplace: let elementwise ops overwrite their dying input; overlap: also the kernels
+    with a modelled access order (`Op.overlap`)."""
     step_of = {op_idx: s for s, op_idx in enumerate(order)}
     last_step = max(len(order) - 1, 0)
     groups = _Groups()
@@ -215,7 +219,7 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
     orders: dict[int, dict[int, dict[str, int]]] = {}  # chain root -> op index -> attrs
     if inplace:
         alias_root = {t: groups.find(t) for t in activations}
-        chains = _merge_overlaps(g, order, step_of, groups, span, pinned, owned)
+        chains = _merge_overlaps(g, order, step_of, groups, span, pinned, owned, overlap)
         for root, chain in chains.items():
             orders[root] = {}
             _place_chain(g, alias_root, chain, inner, align, orders[root])

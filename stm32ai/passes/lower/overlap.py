@@ -40,29 +40,33 @@ def _conv_s8(a: dict, in_size: int, out_size: int) -> AccessSteps:
     oy, ox = pix // ow, pix % ow
     order = (pairs - 1 - pix // 2) if a.get("reverse") else pix // 2
     write = np.repeat(np.arange(nb)[:, None] * pairs + order[None, :], oc).astype(np.int64)
+    last_pix = np.full(nb * ih * iw, -1, np.int64)
     last = np.full(in_size, -1, np.int64)
     krow = bool(a.get("krow"))
     run = kw * ic
     runp = (run + 3) // 4 * 4 if krow else run
     inside = (ox * sw - pw >= 0) & (ox * sw - pw + kw <= iw)
+    extra: list[tuple[np.ndarray, np.ndarray]] = []
     for b in range(nb):
         step = b * pairs + order
-        base = b * ih * iw * ic
         for ky in range(kh):
             iy = oy * sh - ph + ky * dh
             row_ok = (iy >= 0) & (iy < ih)
             for kx in range(kw):
                 ix = ox * sw - pw + kx * dw
                 ok = row_ok & (ix >= 0) & (ix < iw)
-                starts = base + (iy[ok] * iw + ix[ok]) * ic
-                idx = (starts[:, None] + np.arange(ic)[None, :]).reshape(-1)
-                np.maximum.at(last, idx, np.repeat(step[ok], ic))
+                # one tap maps distinct output pixels to distinct input pixels: no duplicates
+                idx = b * ih * iw + iy[ok] * iw + ix[ok]
+                last_pix[idx] = np.maximum(last_pix[idx], step[ok])
             if krow and runp > run:  # a padded row read whole from the image: runp - run more bytes
                 ok = row_ok & inside
-                starts = base + (iy[ok] * iw + ox[ok] * sw - pw) * ic + run
-                idx = (starts[:, None] + np.arange(runp - run)[None, :]).reshape(-1)
-                keep = idx < base + ih * iw * ic
-                np.maximum.at(last, idx[keep], np.repeat(step[ok], runp - run)[keep])
+                extra.append((b * ih * iw * ic + (iy[ok] * iw + ox[ok] * sw - pw) * ic + run, step[ok]))
+    last[:nb * ih * iw * ic] = np.repeat(last_pix, ic)
+    for starts, st in extra:
+        for j in range(runp - run):
+            idx = starts + j
+            keep = idx < in_size
+            last[idx[keep]] = np.maximum(last[idx[keep]], st[keep])
     return write[:out_size], last
 
 
@@ -99,7 +103,7 @@ def _dw3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
                 iy0, rows = oy0 * s - pad_t, (nr - 1) * s + 3
                 iys = np.arange(max(iy0, 0), min(iy0 + rows, h))
                 rd = ib + iys[:, None, None] * in_row + xs[None, :, None] * in_col + chans[None, None, :]
-                np.maximum.at(last, rd.reshape(-1), step)
+                last[rd.reshape(-1)] = step  # steps only grow: the latest read is this one
                 oys = np.arange(oy0, oy0 + nr)
                 wr = (ob + oys[:, None, None] * out_row + oxs[None, :, None] * out_col
                       + np.arange(c0, c0 + nch)[None, None, :])
@@ -160,26 +164,40 @@ def _hull_forbidden(steps: AccessSteps) -> list[tuple[int, int]]:
     write, last = steps
     if write.size == 0 or last.size == 0 or last.max() < 0:
         return []
-    n = int(max(write.max(), last.max())) + 2
-    addr = np.arange(last.size)
+    read = np.flatnonzero(last >= 0)
+    vals, first_i = np.unique(last[read], return_index=True)  # addresses ascend: first = lowest
+    rev = read[::-1]
+    _, last_i = np.unique(last[rev], return_index=True)
+    n = int(max(write.max(), vals.max())) + 2
     lo_at = np.full(n, last.size, np.int64)
     hi_at = np.full(n, -1, np.int64)
-    read = last >= 0
-    np.minimum.at(lo_at, last[read], addr[read])
-    np.maximum.at(hi_at, last[read], addr[read])
+    lo_at[vals] = read[first_i]
+    hi_at[vals] = rev[last_i]
     # reads strictly after step w: suffix over steps > w
     after_lo = np.minimum.accumulate(lo_at[::-1])[::-1]
     after_hi = np.maximum.accumulate(hi_at[::-1])[::-1]
     b = np.arange(write.size)
-    wlo = np.full(n, write.size, np.int64)
-    whi = np.full(n, -1, np.int64)
-    np.minimum.at(wlo, write, b)
-    np.maximum.at(whi, write, b)
-    out = []
-    for w in np.unique(write).tolist():
-        if w + 1 < n and after_hi[w + 1] >= 0:
-            out.append((int(after_lo[w + 1] - whi[w]), int(after_hi[w + 1] - wlo[w])))
-    return out
+    wv, wfirst = np.unique(write, return_index=True)
+    _, wlast = np.unique(write[::-1], return_index=True)
+    wlo, whi = b[wfirst], b[::-1][wlast]
+    nxt = np.minimum(wv + 1, n - 1)
+    has = (wv + 1 < n) & (after_hi[nxt] >= 0)
+    f0 = after_lo[nxt] - whi
+    f1 = after_hi[nxt] - wlo
+    return list(zip(f0[has].tolist(), f1[has].tolist(), strict=True))
+
+
+def _mark_forbidden(grid: np.ndarray, ok: np.ndarray, intervals: list[tuple[int, int]]) -> None:
+    """ok[i] = False for every grid point inside one of the closed intervals."""
+    if not intervals or grid.size == 0:
+        return
+    iv = np.array(intervals, np.int64)
+    a = np.searchsorted(grid, iv[:, 0], side="left")
+    b = np.searchsorted(grid, iv[:, 1], side="right")
+    diff = np.zeros(grid.size + 1, np.int64)
+    np.add.at(diff, a, 1)
+    np.add.at(diff, b, -1)
+    ok &= np.cumsum(diff[:-1]) == 0
 
 
 def safe_ranges(steps: AccessSteps, in_size: int, out_size: int, align: int) -> list[tuple[int, int]]:
@@ -192,8 +210,7 @@ def safe_ranges(steps: AccessSteps, in_size: int, out_size: int, align: int) -> 
     hi = (in_size + align - 1) // align * align
     grid = np.arange(lo + align, hi, align, dtype=np.int64)
     ok = np.ones(grid.size, bool)
-    for f0, f1 in _hull_forbidden(steps):
-        ok[(grid >= f0) & (grid <= f1)] = False
+    _mark_forbidden(grid, ok, _hull_forbidden(steps))
     write = steps[0]
     if write.size and grid.size and not ok.all():
         sample = np.unique(np.r_[np.arange(0, write.size, 61), write.size - 1])
