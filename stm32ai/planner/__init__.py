@@ -3,13 +3,15 @@
 The planner is three swappable steps (see docs/architecture.md):
 
 1. `schedule`  - the order the ops run in;
-2. `buffers`   - group tensors that share storage (zero-copy aliases, in-place ops) into
-                 buffers with a lifetime [first step, last step];
+2. `buffers`   - group tensors that share storage (zero-copy aliases, in-place ops, an
+                 output overlapping its dying input at a fixed inner offset where the
+                 kernel's access order allows it, `Op.overlap`) into buffers with a
+                 lifetime [first step, last step];
 3. `allocate`  - give every buffer an offset so that buffers alive at the same step
                  never overlap.
 
-`plan_memory` runs them and returns a `Plan`; `check_plan` is an independent overlap
-checker used by tests.
+`plan_memory` runs them and returns a `Plan`; `check_plan` checks that buffers alive together
+never overlap (tests/plan_sim.py replays a plan byte by byte, overlaps inside buffers included).
 """
 
 from __future__ import annotations
