@@ -53,6 +53,20 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
         storage.append(st)
     weights_size = 0
     const_storage: dict[int, int] = {}
+    slots: dict[tuple[int, int], int] = {}  # (buffer, inner offset) -> storage id
+
+    def sid_of(tid: int) -> int:
+        """A tensor's storage id: its buffer's, or, at an offset inside an overlapped buffer,
+        a storage entry of its own (whose bytes overlap the buffer's other entries)."""
+        b = plan.tensor_buffer[tid]
+        inner = plan.buffers[b].inner.get(tid, 0)
+        if not inner:
+            return b
+        if (b, inner) not in slots:
+            slots[(b, inner)] = len(storage)
+            storage.append({"id": len(storage), "pool": "activations", "offset": plan.offsets[b] + inner,
+                            "size": plan.buffers[b].size - inner})
+        return slots[(b, inner)]
 
     def add_entry(tid: int, sid: int) -> None:
         t = g.tensors[tid]
@@ -88,7 +102,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
     for i, tid in enumerate(g.inputs):
         arg_nodes.append(add_node({"op": "null", "name": g.tensors[tid].name, "inputs": [],
                                    "attrs": {"graph_input": i}},
-                                  [(tid, plan.tensor_buffer[tid])]))
+                                  [(tid, sid_of(tid))]))
     for tid in sorted(t for t in g.used_tensor_ids() if g.tensors[t].variable and not g.tensors[t].is_const
                       and t not in entry_of):
         # persistent state: the model fills it at ai_create/ai_reset as TFLM does (int8: the
@@ -98,7 +112,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
                                                       and t.quant.zero_point.size) else 0
         arg_nodes.append(add_node({"op": "null", "name": t.name, "inputs": [],
                                    "attrs": {"variable": True, "fill": fill}},
-                                  [(tid, plan.tensor_buffer[tid])]))
+                                  [(tid, sid_of(tid))]))
     for op_idx in plan.order:
         op = g.ops[op_idx]
         inputs = []
@@ -127,7 +141,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
             attrs["scratch_bytes"] = int(op.scratch)
             attrs["scratch_storage_id"] = plan.scratch_buffer[op_idx]
         add_node({"op": "tvm_op", "name": f"{op.kernel}_{op_idx}", "inputs": inputs, "attrs": attrs},
-                 [(t, plan.tensor_buffer[t]) for t in op.outputs])
+                 [(t, sid_of(t)) for t in op.outputs])
 
     heads = []
     for tid in g.outputs:

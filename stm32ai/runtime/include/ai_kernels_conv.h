@@ -50,6 +50,8 @@ typedef struct {
   int32_t w16;        /* 1: int16 weights ("time"), 0: int8 weights */
   int32_t rq_fold;    /* 1: rq holds rq_fold constants */
   int32_t krow;       /* 1: K is k_h filter rows each padded to a multiple of 4 (in_c % 4 != 0, dilation_w 1) */
+  int32_t reverse;    /* 1: pixel pairs from the last to the first (an output placed after its input
+                         may then overlap it; docs/kernels_conv.md "Access order") */
 } ai_conv2d_s8_params;
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
