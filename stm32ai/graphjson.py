@@ -64,8 +64,11 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
             return b
         if (b, inner) not in slots:
             slots[(b, inner)] = len(storage)
-            storage.append({"id": len(storage), "pool": "activations", "offset": plan.offsets[b] + inner,
-                            "size": plan.buffers[b].size - inner})
+            st = {"id": len(storage), "pool": activation_pool_name(plan.pool_index(b)),
+                  "offset": plan.offsets[b] + inner, "size": plan.buffers[b].size - inner}
+            if plan.pools:
+                st["region"] = plan.pools[plan.pool_index(b)][0]
+            storage.append(st)
         return slots[(b, inner)]
 
     def add_entry(tid: int, sid: int) -> None:
