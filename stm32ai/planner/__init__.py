@@ -2,11 +2,13 @@
 
 The planner is three swappable steps (see docs/architecture.md):
 
-1. `schedule`  - the order the ops run in;
+1. `schedule`  - the order the ops run in: the converter's, or a memory-aware order with a
+                 smaller peak of live bytes (planner/ordering.py);
 2. `buffers`   - group tensors that share storage (zero-copy aliases, in-place ops) into
                  buffers with a lifetime [first step, last step];
 3. `allocate`  - give every buffer an offset so that buffers alive at the same step
-                 never overlap.
+                 never overlap (greedy, then an exact search when greedy is above the
+                 bound: planner/allocate.py).
 
 `plan_memory` runs them and returns a `Plan`; `check_plan` is an independent overlap
 checker used by tests.
@@ -17,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stm32ai.ir import Graph
-from stm32ai.planner.allocate import ALLOCATORS
+from stm32ai.planner.allocate import ALLOCATORS, allocate
 from stm32ai.planner.liveness import Buffer, build_buffers, lower_bound
+from stm32ai.planner.ordering import memory_aware_order
 
 ALIGN = 8  # every buffer starts on an 8-byte boundary (AI_BUFFER_ALIGN in ai_platform.h)
 
@@ -33,29 +36,51 @@ class Plan:
     pool_size: int
     lower_bound: int  # max over steps of live bytes (no overlap tricks)
     app_owned: set[int] = field(default_factory=set)  # tensor ids the application provides
+    # max over steps of the aligned bytes of the buffers actually planned (in-place sharing
+    # and scratch included): no offset assignment of this schedule can be smaller
+    planned_bound: int = 0
+    pool_optimal: bool = True  # pool_size is proven minimal for these buffers
+    converter_order_bound: int = 0  # planned_bound the converter's op order would have had
 
     def tensor_offset(self, tid: int) -> int:
         return self.offsets[self.tensor_buffer[tid]]
 
 
-def schedule(g: Graph) -> list[int]:
-    """The source order: the converter emits ops topologically sorted."""
-    return list(range(len(g.ops)))
+def schedule(g: Graph, app_owned: set[int] | None = None) -> list[int]:
+    """The op order: the converter's (already topological), unless a memory-aware order
+    has a strictly smaller peak of live buffer bytes (planner/ordering.py)."""
+    return memory_aware_order(g, app_owned or set(), ALIGN)
 
 
 def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool = True,
                 allocator: str = "best_of") -> Plan:
-    order = schedule(g)
     app_owned: set[int] = set()
     if not inputs_in_pool:
         app_owned.update(g.inputs)
     if not outputs_in_pool:
         app_owned.update(g.outputs)
+    converter = list(range(len(g.ops)))
+    order = schedule(g, app_owned)
     buffers, tensor_buffer, scratch_buffer = build_buffers(g, order, app_owned, ALIGN)
+    planned = lower_bound(buffers)
+    converter_bound = planned
+    if order != converter:
+        # judged on the real buffers (the search's model may miss a liveness rule): keep
+        # the converter order unless the new one really lowers the bound
+        conv_buffers = build_buffers(g, converter, app_owned, ALIGN)
+        converter_bound = lower_bound(conv_buffers[0])
+        if converter_bound <= planned:
+            order, planned = converter, converter_bound
+            buffers, tensor_buffer, scratch_buffer = conv_buffers
     no_inplace, _, _ = build_buffers(g, order, app_owned, ALIGN, inplace=False)
-    offsets, size = ALLOCATORS[allocator](buffers, ALIGN)
+    if allocator == "best_of":
+        a = allocate(buffers, ALIGN)
+        offsets, size, optimal = a.offsets, a.size, a.optimal
+    else:
+        offsets, size = ALLOCATORS[allocator](buffers, ALIGN)
+        optimal = size <= planned
     return Plan(order, buffers, tensor_buffer, scratch_buffer, offsets, size,
-                lower_bound(no_inplace), app_owned)
+                lower_bound(no_inplace), app_owned, planned, optimal, converter_bound)
 
 
 def check_plan(plan: Plan) -> None:
