@@ -18,7 +18,7 @@ from stm32ai.pipeline import compile_model
 from stm32ai.planner import ALIGN, check_plan, plan_memory
 from stm32ai.planner.allocate import allocate, best_greedy
 from stm32ai.planner.liveness import Buffer, lower_bound
-from stm32ai.planner.ordering import build_problem, exact_order, order_peak
+from stm32ai.planner.ordering import beam_order, build_problem, exact_order, order_peak
 
 
 def _is_topological(g: Graph, order: list[int]) -> bool:
@@ -67,6 +67,19 @@ def test_two_branch_runs_one_branch_at_a_time():
     assert _is_topological(g, plan.order) and plan.order != list(range(5))
     check_plan(plan)
     _independent_overlap_check(g, plan)
+    assert plan_memory(_two_branch()).order == plan.order  # deterministic
+
+
+@pytest.mark.parametrize("make", [_two_branch, lambda: _squeeze_excite()], ids=["two_branch", "se"])
+def test_beam_fallback_finds_the_hand_optimum(make):
+    """Past the exact search's budget the beam search takes over; on these graphs it also
+    reaches the hand-computed optimum."""
+    g = make()
+    p = build_problem(g, set(), ALIGN)
+    assert exact_order(p, budget=0) is None
+    order, peak = beam_order(p)
+    assert peak == exact_order(p)[1] == (1112 if g.name == "two_branch" else 2560)
+    assert _is_topological(g, order)
 
 
 def test_stateful_ops_keep_their_order():
@@ -143,6 +156,7 @@ def test_exact_order_beats_every_order_of_small_dags(seed):
                 yield from orders(done + [i])
 
     assert peak == min(order_peak(p, o) for o in orders([]))
+    assert peak <= beam_order(p)[1]  # the beam is a heuristic: never below the optimum
     plan = plan_memory(g)
     assert plan.planned_bound <= peak and plan.pool_size == plan.planned_bound
     _independent_overlap_check(g, plan)
