@@ -35,12 +35,12 @@ class Plan:
     offsets: list[int]  # per buffer, byte offset in the activation pool
     pool_size: int
     lower_bound: int  # max over steps of live bytes (no overlap tricks)
-    app_owned: set[int] = field(default_factory=set)  # tensor ids the application provides
     # max over steps of the aligned bytes of the buffers actually planned (in-place sharing
     # and scratch included): no offset assignment of this schedule can be smaller
     planned_bound: int = 0
     pool_optimal: bool = True  # pool_size is proven minimal for these buffers
     converter_order_bound: int = 0  # planned_bound the converter's op order would have had
+    app_owned: set[int] = field(default_factory=set)  # tensor ids the application provides
 
     def tensor_offset(self, tid: int) -> int:
         return self.offsets[self.tensor_buffer[tid]]
@@ -79,8 +79,9 @@ def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool 
     else:
         offsets, size = ALLOCATORS[allocator](buffers, ALIGN)
         optimal = size <= planned
-    return Plan(order, buffers, tensor_buffer, scratch_buffer, offsets, size,
-                lower_bound(no_inplace), app_owned, planned, optimal, converter_bound)
+    return Plan(order, buffers, tensor_buffer, scratch_buffer, offsets, size, lower_bound(no_inplace),
+                planned_bound=planned, pool_optimal=optimal, converter_order_bound=converter_bound,
+                app_owned=app_owned)
 
 
 def check_plan(plan: Plan) -> None:
