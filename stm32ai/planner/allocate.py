@@ -23,7 +23,10 @@ from stm32ai.planner.liveness import Buffer, lower_bound
 
 Allocator = Callable[[list[Buffer], int], tuple[list[int], int]]
 
-SOLVER_BUDGET = 20_000  # search nodes of `solve` (each places one buffer): ~2 s worst case
+# Search nodes of `solve`: a node costs about one pass over the buffers, so the budget is
+# SOLVER_WORK / buffers nodes (at most SOLVER_BUDGET): ~1 s at worst on the CI machine.
+SOLVER_BUDGET = 20_000
+SOLVER_WORK = 300_000
 
 
 @dataclass
@@ -75,10 +78,22 @@ def greedy_by_start(buffers: list[Buffer], align: int) -> tuple[list[int], int]:
     return _place_in_order(buffers, order, align)
 
 
-GREEDY: dict[str, Allocator] = {
+def greedy_by_lifetime(buffers: list[Buffer], align: int) -> tuple[list[int], int]:
+    order = sorted(range(len(buffers)), key=lambda i: (buffers[i].first - buffers[i].last, -buffers[i].size, i))
+    return _place_in_order(buffers, order, align)
+
+
+def greedy_by_end(buffers: list[Buffer], align: int) -> tuple[list[int], int]:
+    order = sorted(range(len(buffers)), key=lambda i: (-buffers[i].last, -buffers[i].size, i))
+    return _place_in_order(buffers, order, align)
+
+
+GREEDY: dict[str, Allocator] = {  # tried in this order; the first smallest wins
     "greedy_by_size": greedy_by_size,
     "greedy_by_area": greedy_by_area,
     "greedy_by_start": greedy_by_start,
+    "greedy_by_lifetime": greedy_by_lifetime,
+    "greedy_by_end": greedy_by_end,
 }
 
 
@@ -200,10 +215,12 @@ def _scale(found: list[int], idx: list[int], units: list[int], n: int, align: in
 
 
 def solve(buffers: list[Buffer], align: int, start: tuple[list[int], int],
-          budget: int = SOLVER_BUDGET) -> Allocation:
+          budget: int | None = None) -> Allocation:
     """The smallest pool the search finds within `budget` nodes, never worse than `start`
     (a greedy result). `optimal` is True when the result is proven minimal."""
     idx = [i for i, b in enumerate(buffers) if not b.app_owned]
+    if budget is None:
+        budget = min(SOLVER_BUDGET, SOLVER_WORK // max(len(idx), 1))
     units = [-(-buffers[i].size // align) for i in idx]
     first = [buffers[i].first for i in idx]
     last = [buffers[i].last for i in idx]
@@ -238,7 +255,7 @@ def solve(buffers: list[Buffer], align: int, start: tuple[list[int], int],
     return Allocation(best_off, best_size, bound, "solver", optimal or best_size <= bound)
 
 
-def allocate(buffers: list[Buffer], align: int, budget: int = SOLVER_BUDGET) -> Allocation:
+def allocate(buffers: list[Buffer], align: int, budget: int | None = None) -> Allocation:
     """Greedy first (fast); the solver only when the best greedy pool is above the bound."""
     bound = lower_bound(buffers)
     name, (offsets, size) = min(((k, f(buffers, align)) for k, f in GREEDY.items()),

@@ -124,9 +124,12 @@ def build_problem(g: Graph, app_owned: set[int], align: int) -> Problem:
             last_stateful = i
     succs: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
-        for j in range(n):
-            if preds[i] >> j & 1:
+        bits, j = preds[i], 0
+        while bits:
+            if bits & 1:
                 succs[j].append(i)
+            bits >>= 1
+            j += 1
 
     inplace: list[tuple[int, int] | None] = [None] * n
     for i, op in enumerate(g.ops):
@@ -274,9 +277,11 @@ def exact_order(p: Problem, budget: int = EXACT_BUDGET) -> tuple[list[int], int]
     return None
 
 
-def beam_order(p: Problem, width: int = BEAM_WIDTH) -> tuple[list[int], int]:
+def beam_order(p: Problem, width: int = 0) -> tuple[list[int], int]:
     """A good order for graphs too large to solve exactly: a beam of the lowest (peak,
-    live) states, grown one op at a time (free moves folded in)."""
+    live) states, grown one op at a time (free moves folded in). The default width
+    narrows past 200 ops so that the work stays about linear in the graph size."""
+    width = width or max(4, BEAM_WIDTH * 200 // max(p.n, 200))
     m = _Model(p)
     full = (1 << p.n) - 1
     beam = [m.start()]
