@@ -159,6 +159,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     pools = {p["name"]: p for p in c.doc["stm32ai"]["pools"]}
     row.update(pool_bytes=pools["activations"]["size"], lower_bound_bytes=pools["activations"]["lower_bound"],
                weights_bytes=pools["weights"]["size"], macc=sum(op.macc for op in c.graph.ops))
+    # the bound offset assignment can reach (planned buffers, in-place and scratch included)
+    row.update(planned_bound_bytes=c.plan.planned_bound, converter_order_bound_bytes=c.plan.converter_order_bound)
     try:
         row["tflm_arena_bytes"] = tflm_arena_bytes(path)
         row["pool_vs_tflm_arena"] = round(row["pool_bytes"] / row["tflm_arena_bytes"], 3)

@@ -29,6 +29,9 @@ class Report:
     weights_bytes: int  # ROM for the model's constants
     activations_bytes: int  # the activation pool (RAM)
     lower_bound_bytes: int  # max live bytes over the schedule, without in-place tricks
+    planned_bound_bytes: int  # max live bytes of the buffers actually planned (in-place, scratch)
+    converter_order_bound_bytes: int  # planned_bound_bytes with the converter's op order
+    pool_optimal: bool  # the pool is proven minimal for the planned buffers
     input_bytes: list[int]
     output_bytes: list[int]
     io_in_pool: bool
@@ -63,6 +66,8 @@ def build_report(c: Compiled) -> Report:
         weights_bytes=pools["weights"]["size"],
         activations_bytes=sum(p["size"] for p in activation_pools(c.doc)),
         lower_bound_bytes=c.plan.lower_bound,
+        planned_bound_bytes=c.plan.planned_bound, converter_order_bound_bytes=c.plan.converter_order_bound,
+        pool_optimal=c.plan.pool_optimal,
         input_bytes=[g.tensors[t].nbytes for t in g.inputs],
         output_bytes=[g.tensors[t].nbytes for t in g.outputs],
         io_in_pool=bool(c.doc["stm32ai"]["inputs_in_pool"]),
@@ -114,6 +119,17 @@ def render_pruning(r: Report) -> Any:
     return t
 
 
+def _bounds(r: Report) -> str:
+    """The planned-buffers bound (what offset assignment can reach) and, when the memory-aware
+    schedule changed it, the converter order's."""
+    parts = [f"planned buffers {r.planned_bound_bytes:,} B"]
+    if r.converter_order_bound_bytes != r.planned_bound_bytes:
+        parts.append(f"converter order {r.converter_order_bound_bytes:,} B")
+    if r.activations_bytes > r.planned_bound_bytes:
+        parts.append("pool proven minimal" if r.pool_optimal else "pool not proven minimal")
+    return f" ({', '.join(parts)})"
+
+
 def render_table(r: Report) -> Any:
     """A rich Table of the layers plus a totals caption."""
     from rich.markup import escape
@@ -132,7 +148,7 @@ def render_table(r: Report) -> Any:
                   f"{ly.activation_bytes:,}")
     io = "inside the pool" if r.io_in_pool else "application-owned"
     t.caption = (f"MACC {r.macc:,} | ROM (weights) {r.weights_bytes:,} B | RAM (activation pool) "
-                 f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B | "
+                 f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B{_bounds(r)} | "
                  f"inputs {sum(r.input_bytes):,} B, outputs {sum(r.output_bytes):,} B ({io})")
     t.caption_justify = "left"
     return t
