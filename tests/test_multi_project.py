@@ -167,6 +167,33 @@ def test_demo_output_sections_per_model():
     assert single.all_passed and single.models[0].count == 5
 
 
+def test_monitor_fails_when_any_model_fails():
+    import socket
+    import threading
+    from io import StringIO
+
+    from rich.console import Console
+
+    from stm32ai.project.monitor import monitor
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():   # the first model fails, the last matches: the verdict is the failure
+        conn, _ = srv.accept()
+        threading.Event().wait(0.3)
+        conn.sendall(MULTI_OUT.replace("result: match", "result: mismatch", 1)
+                     .format(second="match", failed=1).encode())
+        threading.Event().wait(0.5)
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"socket://127.0.0.1:{srv.getsockname()[1]}"
+    assert monitor(url, timeout_s=10, out=Console(file=StringIO(), width=100)) == 1
+    srv.close()
+
+
 def _hello_payload(flags: int, extension: bytes) -> bytes:
     def s(x: bytes) -> bytes:
         return bytes([len(x)]) + x
@@ -299,3 +326,14 @@ def test_validate_target_model_by_name_and_index(firmware, capsys):
         assert main(["validate", str(B), "--mode", "target", "--port", url, "--model", "nope",
                      "--timeout", "60"]) == 2
         _one_error_line(capsys.readouterr().err, "no such model", "1 'act_relu_int8'")
+
+
+def test_hostile_file_names_become_identifiers(tmp_path):
+    evil = tmp_path / 'x* "evil\\.tflite'
+    evil.write_bytes(B.read_bytes())
+    out = tmp_path / "p"
+    assert main(["generate", str(A), str(evil), "--board", BOARD, "-o", str(out), "--no-test-vector"]) == 0
+    names = json.loads((out / "stm32ai_project.json").read_text())["models"]["names"]
+    assert names == ["conv_1x1_int8", "x_evil"]
+    data = (out / "Core" / "Src" / "demo_data.c").read_text()
+    assert '* "evil' not in data and "x_evil" in data   # the file name only ever appears escaped
