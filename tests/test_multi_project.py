@@ -285,14 +285,14 @@ def firmware(request, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_QEMU, reason="no arm-none-eabi-gcc/make/qemu")
-def test_demo_runs_every_model(firmware):
-    from stm32ai.boards import load_board
-    from stm32ai.project.run import run_qemu
-
-    shared, _, elf = firmware
-    code, text = run_qemu(elf, load_board(BOARD), timeout_s=120.0, stop_on_done=True)
+def test_demo_runs_every_model(firmware, capsys):
+    shared, out, elf = firmware
+    assert main(["run", str(out), "--timeout", "120"]) == 0     # `stm32ai run`: every model matched
+    cap = capsys.readouterr()
+    text = cap.out
+    assert "model conv_1x1_int8: match" in cap.err and "model act_relu_int8: match" in cap.err
     demo = parse_demo_output(text)
-    assert code == 0 and demo.all_passed, text
+    assert demo.all_passed, text
     assert [m.name for m in demo.models] == ["conv_1x1_int8", "act_relu_int8"]
     a, b = _activations(A), _activations(B)
     want = max(a, b) if shared else (a + 7) // 8 * 8 + (b + 7) // 8 * 8
@@ -303,6 +303,26 @@ def test_demo_runs_every_model(firmware):
     section = next(int(ln.split()[1]) for ln in sizes.stdout.splitlines() if ln.startswith(".nn_activations"))
     assert section == (want + 7) // 8 * 8
 
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_QEMU, reason="no arm-none-eabi-gcc/make/qemu")
+def test_one_failing_model_fails_the_firmware(firmware, tmp_path, capsys):
+    import re
+
+    shared, out, _ = firmware
+    if shared:
+        pytest.skip("one corrupted expected output is enough: checked on the separate-pools firmware")
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)   # copy2 keeps the times: make rebuilds demo_data.o only
+    data = bad / "Core" / "Src" / "demo_data.c"
+    text = data.read_text()
+    m = re.search(r"s_m1_expected_0\[\d+\][^{]*\{\s*0x([0-9a-f]{2})", text)
+    flipped = f"0x{int(m.group(1), 16) ^ 1:02x}"
+    data.write_text(text[:m.start(1) - 2] + flipped + text[m.end(1):])
+    assert main(["run", str(bad), "--timeout", "120"]) == 1
+    cap = capsys.readouterr()
+    assert "model conv_1x1_int8: match" in cap.err and "model act_relu_int8: mismatch" in cap.err
+    assert "models_failed: 1" in cap.out
 
 
 @pytest.mark.slow
