@@ -99,8 +99,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     paths = [_model_path(m) for m in args.models]
     names = model_names(args.name, args.models)
-    if args.c_only and len(paths) > 1:
-        raise Stm32aiError("--c-only takes one model (generate each with its own --name into one folder)")
     base = names[0] if len(names) == 1 else "_".join(names)
     out = Path(args.output or (f"{base}_c" if args.c_only else f"{base}_{args.board or 'project'}"))
     check_output_dir(out, args.force, inputs=paths)
@@ -111,7 +109,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
         with staging_dir(out) as tmp:
             stage = tmp / "out"
-            if args.c_only:
+            if args.c_only and len(cs) > 1:
+                prog.update(task, description="emitting C")
+                _emit_several(args, names, cs, stage)
+            elif args.c_only:
                 from stm32ai.emitter import emit_c
 
                 prog.update(task, description="emitting C")
@@ -131,6 +132,28 @@ def cmd_generate(args: argparse.Namespace) -> int:
             publish_dir(stage, out)
     print(_generated_line(out, names, cs, getattr(args, "shared_activations", False)))
     return 0
+
+
+def _emit_several(args: argparse.Namespace, names: list[str], cs: list[Any], stage: Path) -> None:
+    """`--c-only` with several models: each model's C files (without built-in pools when shared),
+    the runtime once, `ai_models.c/.h` (the descriptor table) and `artifact/<name>/`."""
+    from stm32ai import __version__
+    from stm32ai.emitter import emit_c
+    from stm32ai.graphjson import write_artifact
+    from stm32ai.project.build import activations_total, place_models
+    from stm32ai.project.generator import write_model_table
+    from stm32ai.report import build_report
+
+    pools = _pools(args)
+    if args.board:  # the fits check of the whole set (max or sum)
+        from stm32ai.boards import load_board
+
+        place_models(load_board(args.board), cs, pools)
+    for n, c in zip(names, cs, strict=True):
+        emit_c(c.doc, c.params, n, stage, builtin_pool=not pools.shared)
+        write_artifact(stage / "artifact" / n, c.doc, c.params)
+    act = activations_total([build_report(c).activations_bytes for c in cs], pools.shared)
+    write_model_table(stage, names, pools.shared, act, __version__)
 
 
 def _generate_project(args: argparse.Namespace, paths: list[Path], names: list[str], cs: list[Any],

@@ -73,11 +73,6 @@ def test_bad_name_lists_exit_2(tmp_path, capsys, names, words):
     assert not out.exists()
 
 
-def test_c_only_takes_one_model(tmp_path, capsys):
-    assert main(["generate", str(A), str(B), "--c-only", "-o", str(tmp_path / "c")]) == 2
-    _one_error_line(capsys.readouterr().err, "--c-only takes one model")
-
-
 # ---------------------------------------------------------------------------------------------
 # Pools: max vs sum, in analyze and in the fits check
 # ---------------------------------------------------------------------------------------------
@@ -357,3 +352,67 @@ def test_hostile_file_names_become_identifiers(tmp_path):
     assert names == ["conv_1x1_int8", "x_evil"]
     data = (out / "Core" / "Src" / "demo_data.c").read_text()
     assert '* "evil' not in data and "x_evil" in data   # the file name only ever appears escaped
+
+
+TABLE_MAIN = r"""
+#include <stdio.h>
+#include "ai_models.h"
+#include "ai_runtime.h"
+
+/* Generic: every model of the table, created on the pool the table names, run in turn (twice
+ * round, so each run follows another model's run in the shared pool) on inputs from stdin. */
+int main(void) {
+  ai_handle h[AI_MODELS_COUNT];
+  for (uint32_t k = 0; k < AI_MODELS_COUNT; k++) {
+    if (ai_create(ai_models[k].info, ai_models[k].activations, &h[k]) != AI_OK) return 2;
+  }
+  for (int round = 0; round < 2; round++) {
+    for (uint32_t k = 0; k < AI_MODELS_COUNT; k++) {
+      for (int i = 0; i < ai_get_input_size(h[k]); i++) {
+        ai_tensor *t = ai_get_input(h[k], i);
+        if (fread(t->data, 1, t->size_bytes, stdin) != t->size_bytes) return 3;
+      }
+      if (ai_run(h[k]) != AI_OK) return 4;
+      for (int i = 0; i < ai_get_output_size(h[k]); i++) {
+        ai_tensor *t = ai_get_output(h[k], i);
+        fwrite(t->data, 1, t->size_bytes, stdout);
+      }
+    }
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_c_only_table_runs_every_model_bit_exact(tmp_path, shared):
+    """--c-only with several models: the descriptor table drives a generic host program; its
+    outputs equal TFLite Micro's for every model, run in turn on the (shared) pool."""
+    import numpy as np
+
+    from stm32ai.validate.host import build_host
+    from stm32ai.validate.reference import random_inputs, run_tflm
+
+    pytest.importorskip("tflite_micro")
+    d = tmp_path / "c"
+    models = [A, B, A]     # the same file twice: conv_1x1_int8 and conv_1x1_int8_2
+    assert main(["generate", *map(str, models), "--c-only", "-o", str(d)]
+                + (["--shared-activations"] if shared else [])) == 0
+    names = model_names(None, list(map(str, models)))
+    assert names == ["conv_1x1_int8", "act_relu_int8", "conv_1x1_int8_2"]
+    assert ("ai_models_shared_activations" in (d / "ai_models.c").read_text()) == shared
+    prog = tmp_path / "main.c"
+    prog.write_text(TABLE_MAIN)
+    extra = [d / f for n in names[1:] for f in (f"{n}.c", f"{n}_data.c")] + [d / "ai_models.c", prog]
+    exe = build_host(d, names[0], tmp_path / "prog", extra)
+    xs = [random_inputs(m, 1, seed=10 + k) for k, m in enumerate(models * 2)]
+    r = subprocess.run([str(exe)], input=b"".join(x.tobytes() for s in xs for x in s), capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    pos = 0
+    for m, x in zip(models * 2, xs, strict=True):
+        for e in run_tflm(m, x):
+            got = np.frombuffer(r.stdout[pos:pos + e.nbytes], dtype=e.dtype).reshape(e.shape)
+            np.testing.assert_array_equal(got, e)
+            pos += e.nbytes
+    assert pos == len(r.stdout)

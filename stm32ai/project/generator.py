@@ -34,6 +34,7 @@ from stm32ai.resources import data_dir
 from stm32ai.sanitize import configure, untrusted
 
 __all__ = ["ModelSpec", "Placement", "generate_multi_project", "generate_project", "plan_placement",
+           "write_model_table",
            "activation_budgets", "ActivationsDoNotFit",
            "CODE_RESERVE", "DATA_RESERVE", "FIRMWARE_TARGET", "MANIFEST"]
 
@@ -539,10 +540,9 @@ def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpe
         (proj / ctx["linker_script"]).write_text(lds.render(**_linker_context(board, place, tool_version, act, wts)))
         denv = _jinja(data_dir("demo"))
         for tpl, dest in (("main_multi.c.j2", "Core/Src/main.c"), ("demo_models.c.j2", "Core/Src/demo_data.c"),
-                          ("demo_models.h.j2", "Core/Inc/demo_data.h"), ("ai_models.c.j2", "Model/ai_models.c"),
-                          ("ai_models.h.j2", "Model/ai_models.h")):
-            (proj / dest).parent.mkdir(parents=True, exist_ok=True)
+                          ("demo_models.h.j2", "Core/Inc/demo_data.h")):
             (proj / dest).write_text(denv.get_template(tpl).render(**dctx))
+        write_model_table(proj / "Model", [m.name for m in models], shared, act, tool_version)
         shutil.copy2(data_dir("demo") / "ai_validation.c", proj / "Core" / "Src" / "ai_validation.c")
         shutil.copy2(data_dir("demo") / "ai_validation.h", proj / "Core" / "Inc" / "ai_validation.h")
         _copy_c(c_dir, proj / "Model")
@@ -551,6 +551,19 @@ def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpe
         mark_generated(staged)
         publish_dir(staged, out_dir)
     return out_dir
+
+
+def write_model_table(dest: Path, names: list[str], shared: bool, activations_bytes: int,
+                      tool_version: str) -> None:
+    """`ai_models.c/.h` in `dest`: the descriptor table of several models (and, with `shared`, the
+    one activation pool of `activations_bytes`, the largest model's; the models must then be
+    emitted without built-in pools)."""
+    ctx = {"models": [{"name": n} for n in names], "shared": shared, "activations_bytes": activations_bytes,
+           "tool_version": tool_version}
+    env = _jinja(data_dir("demo"))
+    dest.mkdir(parents=True, exist_ok=True)
+    for tpl in ("ai_models.c", "ai_models.h"):
+        (dest / tpl).write_text(env.get_template(f"{tpl}.j2").render(**ctx))
 
 
 def _project_context(board: Board, name: str, tool_version: str, place: Placement,
