@@ -591,8 +591,10 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         # what the demo's `instructions:`/`cycles:` figure counts
         "counter_unit": "instructions" if emu else "cycles",
     }
+    extra: dict[str, Any] = {}
     if models is not None:  # a multi-model project: its models, in the descriptor table's order
         manifest["models"] = models
+        extra = {"model_names": models["names"], "shared_activations": models["shared_activations"]}
     ide_name = f"{name}_{board.id}".replace("-", "_")
     ctx = {
         "tool_version": tool_version, "name": name, "NAME": name.upper(), "target": FIRMWARE_TARGET,
@@ -641,6 +643,7 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "manifest_json": json.dumps(manifest, indent=1),
     }
     ctx["ide_configs"] = [_ide_config(board, cfg, ctx) for cfg in BUILD_CONFIGS]
+    ctx.update(extra)
     return ctx
 
 
