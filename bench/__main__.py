@@ -128,8 +128,12 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.demo_output import parse_demo_output
     from stm32ai.project.run import build_project, run_qemu
+    from stm32ai.project.spec import Pools, ProjectModel
+    from stm32ai.validate.vectors import test_vector
 
-    generate_firmware_project(args, c, proj)
+    model = Path(args.model)
+    generate_firmware_project(proj, board, [ProjectModel(args.name, c, test_vector(model, c), model.name)],
+                              Pools(), profile=bool(args.profile))
     elf = build_project(proj)
     code, uart = run_qemu(elf, board, timeout_s=1800.0)
     out = parse_demo_output(uart, legacy_board=board)

@@ -260,9 +260,12 @@ def _env() -> jinja2.Environment:
     ))
 
 
-def emit_model(doc: dict[str, Any], params: dict[str, np.ndarray], name: str) -> dict[str, str]:
-    """The four model files, as {file name: text}."""
+def emit_model(doc: dict[str, Any], params: dict[str, np.ndarray], name: str,
+               builtin_pool: bool = True) -> dict[str, str]:
+    """The four model files, as {file name: text}. `builtin_pool=False` emits no activation
+    array: the application passes one to ai_create (a pool shared by several models)."""
     ctx = build_context(doc, params, name)
+    ctx["builtin_pool"] = builtin_pool
     env = _env()
     return {
         f"{name}.h": env.get_template("model.h.j2").render(ctx),
@@ -283,10 +286,10 @@ def copy_runtime(dest: Path) -> None:
 
 
 def emit_c(doc: dict[str, Any], params: dict[str, np.ndarray], name: str, dest: Path,
-           with_runtime: bool = True) -> list[Path]:
+           with_runtime: bool = True, builtin_pool: bool = True) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for fname, text in emit_model(doc, params, name).items():
+    for fname, text in emit_model(doc, params, name, builtin_pool).items():
         (dest / fname).write_text(text)
         written.append(dest / fname)
     if with_runtime:

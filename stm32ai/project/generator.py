@@ -33,7 +33,9 @@ from stm32ai.project.clockregs import clock_registers
 from stm32ai.resources import data_dir
 from stm32ai.sanitize import configure, untrusted
 
-__all__ = ["Placement", "generate_project", "plan_placement", "activation_budgets", "ActivationsDoNotFit",
+__all__ = ["ModelSpec", "Placement", "generate_multi_project", "generate_project", "plan_placement",
+           "write_model_table",
+           "activation_budgets", "ActivationsDoNotFit",
            "CODE_RESERVE", "DATA_RESERVE", "FIRMWARE_TARGET", "MANIFEST"]
 
 # Room kept for what is not the model when checking that its pools fit (the linker script
@@ -477,9 +479,96 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     return out_dir
 
 
+@dataclass
+class ModelSpec:
+    """One model of a multi-model project, as the generator needs it (C files in c_dir)."""
+
+    name: str
+    test_inputs: list[np.ndarray]
+    expected_outputs: list[np.ndarray]   # the outputs' shapes and dtypes even without a reference
+    embed_expected: bool
+    reference: str
+    signature: int
+    model_file: str
+    activations_bytes: int
+    weights_bytes: int
+
+
+def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpec], c_dir: Path, shared: bool,
+                           activations_pool: list[str] | None, weights_pool: list[str] | None,
+                           tool_version: str, validation: bool = False, force: bool = False) -> Path:
+    """Write one firmware project running several models (each emitted into `c_dir` with its own
+    prefix; with `shared` emitted without built-in pools). Model/ai_models.c/.h is the table of
+    their descriptors (and, with `shared`, the one activation pool sized to the largest), which
+    the generic demo (demo/main_multi.c.j2) loops over. Returns `out_dir`."""
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir, force, inputs=[c_dir])
+    parent = out_dir.resolve().parent
+    for m in models:
+        _check_c_dir(c_dir, m.name)
+    entries = []
+    for k, m in enumerate(models):
+        ins = [_array_entry(a, f"s_m{k}_input_{i}", f"{m.name} input {i}") for i, a in enumerate(m.test_inputs)]
+        outs = [_array_entry(a, f"s_m{k}_expected_{i}", f"{m.name} expected output {i}")
+                for i, a in enumerate(m.expected_outputs)]
+        entries.append({"index": k, "name": m.name, "inputs": ins, "outputs": outs,
+                        "has_expected": m.embed_expected, "reference": m.reference,
+                        "model_file": untrusted(m.model_file),
+                        "signature": f"0x{m.signature & 0xFFFFFFFF:08X}u",
+                        "activations_bytes": m.activations_bytes, "weights_bytes": m.weights_bytes})
+    vectors_bytes = sum(_round8(v["size"]) for e in entries
+                        for v in (e["inputs"] + e["outputs"] if e["has_expected"] else e["inputs"]))
+    act = max(m.activations_bytes for m in models) if shared else \
+        sum(_round8(m.activations_bytes) for m in models)
+    wts = sum(_round8(m.weights_bytes) for m in models)
+    place = plan_placement(board, activations_bytes=act, weights_bytes=wts, activations_pool=activations_pool,
+                           weights_pool=weights_pool, vectors_bytes=vectors_bytes)
+    joined = "_".join(m.name for m in models)
+    ctx = _project_context(board, joined, tool_version, place, act, wts, validation, False,
+                           models={"names": [m.name for m in models], "shared_activations": shared,
+                                   "activations_bytes": [m.activations_bytes for m in models],
+                                   "weights_bytes": [m.weights_bytes for m in models]})
+    ctx["reference"] = ", ".join(sorted({e["reference"] for e in entries if e["has_expected"]}))
+    ctx["model_file"] = untrusted(", ".join(m.model_file for m in models))
+    dctx = {"models": entries, "shared": shared, "board_name": board.name, "tool_version": tool_version,
+            "activations_bytes": act, "weights_bytes": wts, "rtol": "1e-5f"}
+    with tempfile.TemporaryDirectory(prefix=".stm32ai-", dir=parent) as tmp:
+        work = Path(tmp)
+        proj = _render_cookiecutter(data_dir("project_templates"), work / "render", out_dir.name or "project",
+                                    ctx, work)
+        lds = _jinja(data_dir("linker_scripts")).get_template("stm32ai.ld.j2")
+        (proj / ctx["linker_script"]).write_text(lds.render(**_linker_context(board, place, tool_version, act, wts)))
+        denv = _jinja(data_dir("demo"))
+        for tpl, dest in (("main_multi.c.j2", "Core/Src/main.c"), ("demo_models.c.j2", "Core/Src/demo_data.c"),
+                          ("demo_models.h.j2", "Core/Inc/demo_data.h")):
+            (proj / dest).write_text(denv.get_template(tpl).render(**dctx))
+        write_model_table(proj / "Model", [m.name for m in models], shared, act, tool_version)
+        shutil.copy2(data_dir("demo") / "ai_validation.c", proj / "Core" / "Src" / "ai_validation.c")
+        shutil.copy2(data_dir("demo") / "ai_validation.h", proj / "Core" / "Inc" / "ai_validation.h")
+        _copy_c(c_dir, proj / "Model")
+        staged = work / "staged"
+        os.replace(proj, staged)
+        mark_generated(staged)
+        publish_dir(staged, out_dir)
+    return out_dir
+
+
+def write_model_table(dest: Path, names: list[str], shared: bool, activations_bytes: int,
+                      tool_version: str) -> None:
+    """`ai_models.c/.h` in `dest`: the descriptor table of several models (and, with `shared`, the
+    one activation pool of `activations_bytes`, the largest model's; the models must then be
+    emitted without built-in pools)."""
+    ctx = {"models": [{"name": n} for n in names], "shared": shared, "activations_bytes": activations_bytes,
+           "tool_version": tool_version}
+    env = _jinja(data_dir("demo"))
+    dest.mkdir(parents=True, exist_ok=True)
+    for tpl in ("ai_models.c", "ai_models.h"):
+        (dest / tpl).write_text(env.get_template(f"{tpl}.j2").render(**ctx))
+
+
 def _project_context(board: Board, name: str, tool_version: str, place: Placement,
                      activations_bytes: int, weights_bytes: int, validation: bool = False,
-                     profile: bool = False) -> dict[str, Any]:
+                     profile: bool = False, models: dict[str, Any] | None = None) -> dict[str, Any]:
     ck, con = board.clock, board.console
     regs = clock_registers(board)
     fixed = ck.source == "fixed"
@@ -502,6 +591,10 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         # what the demo's `instructions:`/`cycles:` figure counts
         "counter_unit": "instructions" if emu else "cycles",
     }
+    extra: dict[str, Any] = {}
+    if models is not None:  # a multi-model project: its models, in the descriptor table's order
+        manifest["models"] = models
+        extra = {"model_names": models["names"], "shared_activations": models["shared_activations"]}
     ide_name = f"{name}_{board.id}".replace("-", "_")
     ctx = {
         "tool_version": tool_version, "name": name, "NAME": name.upper(), "target": FIRMWARE_TARGET,
@@ -550,6 +643,7 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "manifest_json": json.dumps(manifest, indent=1),
     }
     ctx["ide_configs"] = [_ide_config(board, cfg, ctx) for cfg in BUILD_CONFIGS]
+    ctx.update(extra)
     return ctx
 
 

@@ -116,6 +116,12 @@ def qemu_command(elf: Path, board: Board, *, icount: bool = True, serial_index: 
     return cmd
 
 
+def demo_passed(text: str) -> bool:
+    """The demo's verdict from its UART text: every model's `result:` is match (or no-reference)."""
+    out = parse_demo_output(text)
+    return out.all_passed if out.models else bool(_RESULT_OK.search(text))
+
+
 def run_qemu(project_or_elf: Path, board: Board, timeout_s: float = 60.0, icount: bool = True,
              stream: Callable[[str], None] | None = None, *, serial_index: int | None = None,
              machine: str | None = None, stop_on_done: bool = False,
@@ -186,7 +192,7 @@ def run_qemu(project_or_elf: Path, board: Board, timeout_s: float = 60.0, icount
         t.join(timeout=2.0)
     text = "".join(chunks)
     if stopped:
-        return (0 if _RESULT_OK.search(text) else 1), text
+        return (0 if demo_passed(text) else 1), text
     if code is None:
         return TIMEOUT_EXIT_CODE, text
     stderr = b"".join(err).decode("utf-8", errors="replace")
@@ -335,7 +341,11 @@ def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
         layers = sorted(out.layers, key=lambda x: -x.count)
         for ln in format_layers(layers, out.fields.get("profile_unit", "count"), out.profile_total):
             print(ln, file=err)
-    if code == 0 and _RESULT_OK.search(text):
+    if len(out.models) > 1:  # a multi-model firmware: one verdict line per model
+        for sec in out.models:
+            print(f"model {sec.name}: {sec.result or 'no result'}"
+                  + (f", {sec.count:,} {sec.unit}" if sec.count is not None else ""), file=err)
+    if code == 0 and demo_passed(text):
         if "result: no-reference" in text:
             print("stm32ai: the project embeds no expected output (generated without a reference): "
                   "nothing was checked", file=err)
