@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import FIXTURES
 from test_ops_lstm import _inputs, _tflm_sequence
 
@@ -117,25 +118,33 @@ THREADS_MAIN = r"""
 #include <stdio.h>
 #include <string.h>
 #include "ai_runtime.h"
-#include "cnn.h"
+#include "net.h"
 
+/* NX inputs; a stateful model runs them as a sequence (ai_reset before input 0), a stateless
+ * one in a different order per thread. Instance A: built-in pool and state area; B: its own. */
 #define NX 4
 #define ITERS 3000
-static AI_ALIGNED(8) ai_u8 pool_b[AI_CNN_ACTIVATIONS_SIZE];
-static unsigned char xs[NX][AI_CNN_IN_1_SIZE_BYTES];
-static unsigned char expected[NX][AI_CNN_OUT_1_SIZE_BYTES];
+static AI_ALIGNED(8) ai_u8 pool_b[AI_NET_ACTIVATIONS_SIZE];
+static AI_ALIGNED(8) ai_u8 state_b[AI_NET_STATE_SIZE + 8];
+static unsigned char xs[NX][AI_NET_IN_1_SIZE_BYTES];
+static unsigned char expected[NX][AI_NET_OUT_1_SIZE_BYTES];
 static pthread_barrier_t start;
 
 typedef struct { ai_handle h; int id; long bad; } job;
 
+static int step(ai_handle h, int k) {
+  if (AI_NET_STATE_SIZE != 0u && k == 0 && ai_reset(h) != AI_OK) return 1;
+  memcpy(ai_get_input(h, 0)->data, xs[k], sizeof xs[k]);
+  return ai_run(h) != AI_OK;
+}
+
 static void *worker(void *arg) {
   job *j = arg;
-  ai_tensor *in = ai_get_input(j->h, 0), *out = ai_get_output(j->h, 0);
+  const int shift = AI_NET_STATE_SIZE != 0u ? 0 : j->id;
   pthread_barrier_wait(&start);
   for (int it = 0; it < ITERS; it++) {
-    const int k = (it + j->id) % NX;
-    memcpy(in->data, xs[k], sizeof xs[k]);
-    if (ai_run(j->h) != AI_OK || memcmp(out->data, expected[k], sizeof expected[k]) != 0) {
+    const int k = (it + shift) % NX;
+    if (step(j->h, k) || memcmp(ai_get_output(j->h, 0)->data, expected[k], sizeof expected[k]) != 0) {
       j->bad++;
     }
   }
@@ -145,11 +154,11 @@ static void *worker(void *arg) {
 int main(void) {
   if (fread(xs, 1, sizeof xs, stdin) != sizeof xs) return 2;
   ai_handle a, b;
-  if (ai_create(&cnn_info, NULL, &a) != AI_OK || ai_create(&cnn_info, pool_b, &b) != AI_OK) return 3;
+  ai_u8 *pools_b[1] = { pool_b };
+  if (ai_create(&net_info, NULL, &a) != AI_OK || ai_create_state(&net_info, pools_b, 1, state_b, &b) != AI_OK) return 3;
   /* single-threaded reference run (checked against TFLM by the test) */
   for (int k = 0; k < NX; k++) {
-    memcpy(ai_get_input(a, 0)->data, xs[k], sizeof xs[k]);
-    if (ai_run(a) != AI_OK) return 4;
+    if (step(a, k)) return 4;
     memcpy(expected[k], ai_get_output(a, 0)->data, sizeof expected[k]);
   }
   fwrite(expected, 1, sizeof expected, stdout);
@@ -173,27 +182,42 @@ def _tsan_works(tmp: Path) -> bool:
     return r.returncode == 0 and subprocess.run([str(tmp / "probe")], capture_output=True).returncode == 0
 
 
-def test_two_threads_run_two_instances_bit_exact(tmp_path: Path):
-    c = compile_model(CNN, "cnn")
+def _tflm_expected(model: Path, xs: list[np.ndarray]) -> list[np.ndarray]:
+    if model == LSTM:  # a sequence from the initial state
+        return _tflm_sequence(model, xs)[:len(xs)]
+    return [run_tflm(model, [x])[0] for x in xs]
+
+
+def _lstm_steps(n: int) -> list[np.ndarray]:
+    spec = input_specs(LSTM)[0]
+    x = _inputs(LSTM, n, 9)[0]
+    return [np.ascontiguousarray(x[k:k + 1] if spec.shape[0] == 1 else x[k]).reshape(spec.shape) for k in range(n)]
+
+
+@pytest.mark.parametrize("model", [CNN, LSTM], ids=["cnn", "lstm_state"])
+def test_two_threads_run_two_instances_bit_exact(tmp_path: Path, model: Path):
+    """ThreadSanitizer (when the compiler has it) turns any race into a failure; the plain
+    comparison alone rarely catches the pre-1.2 race (a few instructions wide)."""
+    c = compile_model(model, "net")
     d = tmp_path / "c"
-    emit_c(c.doc, c.params, "cnn", d)
+    emit_c(c.doc, c.params, "net", d)
     (tmp_path / "main.c").write_text(THREADS_MAIN)
     cc = os.environ.get("CC", "cc")
     tsan = ["-fsanitize=thread", "-g"] if _tsan_works(tmp_path) else []
-    srcs = [d / "cnn.c", d / "cnn_data.c", *sorted((d / "runtime" / "src").glob("*.c")), tmp_path / "main.c"]
+    srcs = [d / "net.c", d / "net_data.c", *sorted((d / "runtime" / "src").glob("*.c")), tmp_path / "main.c"]
     flags = [f for f in CFLAGS if f != "-std=c99"] + ["-std=gnu11"]
     exe = tmp_path / "threads"
     subprocess.run([cc, *flags, *tsan, "-pthread", f"-I{d}", f"-I{d / 'runtime' / 'include'}", *map(str, srcs),
                     "-o", str(exe), "-lm"], check=True, capture_output=True)
-    xs = [random_inputs(CNN, 1, seed=40 + k)[0] for k in range(4)]
+    xs = _lstm_steps(4) if model == LSTM else [random_inputs(model, 1, seed=40 + k)[0] for k in range(4)]
     env = {**os.environ, "TSAN_OPTIONS": "halt_on_error=1 exitcode=66"}
     r = subprocess.run([str(exe)], input=b"".join(x.tobytes() for x in xs), capture_output=True,
                        timeout=300, env=env)
     assert r.returncode == 0, (r.returncode, r.stderr.decode(errors="replace")[-2000:])
     assert b"mismatches: 0 0 of 3000" in r.stderr
-    want = [run_tflm(CNN, [x])[0] for x in xs]
+    want = _tflm_expected(model, xs)
     for k, (g, w) in enumerate(zip(_split(r.stdout, want), want, strict=True)):
-        np.testing.assert_array_equal(g, w, err_msg=f"input {k}")
+        np.testing.assert_array_equal(g, w.reshape(g.shape), err_msg=f"input {k}")
 
 
 # nm symbol types of writable data: .data, .bss, small data/bss, common
