@@ -135,8 +135,8 @@ typedef struct {
   ai_status (*ai_create)(const ai_ptr weights, const ai_ptr activations);
   ai_status (*ai_destroy)(void);
   ai_status (*ai_run)(ai_tensor *input[], ai_tensor *output[]);
-  /* Sets the persistent state (variable tensors such as LSTM states) in `activations` to its
-   * initial value; NULL or a no-op for stateless models. Called by ai_create and ai_reset. */
+  /* Before 1.2: reset the state kept in `activations`; since 1.2 the built-in state area's
+   * (see ai_reset_state below). */
   ai_status (*ai_reset)(const ai_ptr activations);
   /* Activation pools (appended in API 1.1; a descriptor that leaves them 0/NULL has the single
    * pool above). activations_size is then the sum over the pools and `activations` is pool 0;
