@@ -224,26 +224,42 @@ def test_two_threads_run_two_instances_bit_exact(tmp_path: Path, model: Path):
 _WRITABLE = set("bBdDgGsSC")
 
 
+_ALLOWED = re.compile(r"\A(s_table|(lstm|cnn)_activations(_\d+)?|lstm_state|(lstm|cnn)_info)\Z")
+ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2", "-std=gnu11", "-Wall",
+             "-Wextra", "-Werror", "-fno-common", "-ffunction-sections", "-fdata-sections"]
+
+
+def _writable_symbols(cc: str, nm: str, flags: list[str], d: Path, srcs: list[Path], out: Path) -> dict[str, str]:
+    """{symbol: 'file: symbol (nm type)'} of every writable-data symbol the objects define."""
+    found = {}
+    for src in srcs:
+        obj = out / (src.stem + ".o")
+        inc = [f"-I{d}", f"-I{d / 'runtime' / 'include'}"]
+        subprocess.run([cc, *flags, "-c", *inc, str(src), "-o", str(obj)], check=True, capture_output=True)
+        for line in subprocess.run([nm, str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in _WRITABLE:
+                found[parts[2]] = f"{src.name}: {parts[2]} ({parts[1]})"
+    return found
+
+
 def test_no_mutable_file_scope_state(tmp_path: Path):
     nm = shutil.which("nm")
     assert nm is not None
     d = _emit_two(tmp_path)
-    cc = os.environ.get("CC", "cc")
-    srcs = [d / f for f in ("lstm.c", "lstm_data.c", "cnn.c", "cnn_data.c")]
-    srcs += sorted((d / "runtime" / "src").glob("*.c"))
-    allowed = re.compile(r"\A(s_table|(lstm|cnn)_activations(_\d+)?|lstm_state|(lstm|cnn)_info)\Z")
-    found, bad = set(), []
-    for src in srcs:
-        obj = tmp_path / (src.stem + ".o")
-        # -fno-pic: const tables holding pointers go to .rodata, not .data.rel.ro (nm: 'd')
-        inc = [f"-I{d}", f"-I{d / 'runtime' / 'include'}"]
-        subprocess.run([cc, *CFLAGS, "-fno-pic", "-c", *inc, str(src), "-o", str(obj)], check=True, capture_output=True)
-        for line in subprocess.run([nm, str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[1] in _WRITABLE:
-                found.add(parts[2])
-                if not allowed.match(parts[2]):
-                    bad.append(f"{src.name}: {parts[2]} ({parts[1]})")
+    models = [d / f for f in ("lstm.c", "lstm_data.c", "cnn.c", "cnn_data.c")]
+    # host: every runtime and kernel file; -fno-pic: const tables holding pointers go to
+    # .rodata, not .data.rel.ro (which nm also calls 'd')
+    found = _writable_symbols(os.environ.get("CC", "cc"), nm, [*CFLAGS, "-fno-pic"], d,
+                              models + sorted((d / "runtime" / "src").glob("*.c")), tmp_path)
+    bad = [v for k, v in found.items() if not _ALLOWED.match(k)]
     assert not bad, bad
     # the scan sees what it must allow (it would see a forbidden one the same way)
-    assert {"s_table", "lstm_activations", "cnn_activations", "lstm_state"} <= found, found
+    assert {"s_table", "lstm_activations", "cnn_activations", "lstm_state"} <= set(found), found
+    if shutil.which("arm-none-eabi-gcc") and shutil.which("arm-none-eabi-nm"):
+        # the target compiler too (small-data and common sections differ), models + runtime
+        arm = _writable_symbols("arm-none-eabi-gcc", "arm-none-eabi-nm", ARM_FLAGS, d,
+                                models + [d / "runtime" / "src" / "ai_runtime.c"], tmp_path)
+        bad = [v for k, v in arm.items() if not _ALLOWED.match(k)]
+        assert not bad, bad
+        assert {"s_table", "lstm_state"} <= set(arm), arm
