@@ -160,25 +160,15 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if sid in ptr:
             return ptr[sid]
         st = storage[sid]
+        if sid in state_offset:
+            return f"(void *)(st + {state_offset[sid]}u)"
         if st["pool"] == "weights":
             return f"(const void *)(w + {st['offset']}u)"
         if st["pool"] in pool_index:
             return f"(void *)({pools[pool_index[st['pool']]]['var']} + {st['offset']}u)"
         raise AssertionError(f"storage {sid} in pool {st['pool']} has no pointer")
 
-    states = []  # persistent (variable) tensors: filled at ai_create / ai_reset
-    for n in doc["arg_nodes"]:
-        na = nodes[n].get("attrs", {})
-        if na.get("variable"):
-            e = entry(n, 0)
-            st = storage[sids[e]]
-            if st["pool"] not in pool_index:
-                raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
-            nbytes = int(np.prod(shapes[e], dtype=np.int64)) * _DT[dltype[e]][1] // 8
-            states.append({"offset": st["offset"], "size": nbytes, "fill": int(na.get("fill", 0)),
-                           "pool": pool_index[st["pool"]],
-                           "tensor_name": untrusted(tnames[e])})
-
+    states, state_offset, state_size = _state_area(doc, pool_index)
     calls = []
     needs_math = False
     macc = 0
@@ -228,8 +218,38 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         "align": act_pool["align"], "weights_size": w_pool["size"], "weights_align": WEIGHTS_ALIGN,
         "weights_array_size": max(len(blob), 1), "weights_body": _hex_body(blob),
         "kernel_headers": sorted(p.name for p in (runtime_dir() / "include").glob("ai_kernels_*.h")),
-        "builtin_pool": True, "calls": calls, "states": states, "needs_math": needs_math, "macc": macc,
+        "builtin_pool": True, "calls": calls, "states": states, "state_size": state_size,
+        "needs_math": needs_math, "macc": macc,
     }
+
+
+def _state_area(doc: dict[str, Any], pool_index: dict[str, int]) -> tuple[list[dict[str, Any]], dict[int, int], int]:
+    """Persistent (variable) tensors move out of the activation pools into the instance's state
+    area, so that a pool shared with other models cannot overwrite them: one 8-aligned slot per
+    storage, in graph order. Returns the tensors to fill at ai_create/ai_reset (offsets in the
+    state area), the state offset of each storage id and the area's size."""
+    attrs, nodes, row = doc["attrs"], doc["nodes"], doc["node_row_ptr"]
+    dltype, shapes, sids = attrs["dltype"][1], attrs["shape"][1], attrs["storage_id"][1]
+    tnames = attrs["tensor_name"][1]
+    storage = doc["stm32ai"]["storage"]
+    states: list[dict[str, Any]] = []
+    offset: dict[int, int] = {}
+    size = 0
+    for n in doc["arg_nodes"]:
+        na = nodes[n].get("attrs", {})
+        if not na.get("variable"):
+            continue
+        e = row[n]
+        sid = sids[e]
+        if storage[sid]["pool"] not in pool_index:
+            raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
+        if sid not in offset:
+            offset[sid] = size
+            size += (int(storage[sid]["size"]) + 7) // 8 * 8
+        nbytes = int(np.prod(shapes[e], dtype=np.int64)) * _DT[dltype[e]][1] // 8
+        states.append({"offset": offset[sid], "size": nbytes, "fill": int(na.get("fill", 0)),
+                       "tensor_name": untrusted(tnames[e])})
+    return states, offset, size
 
 
 def _pools_context(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -4,22 +4,26 @@
 
 typedef struct {
   ai_model_info *nn; /* NULL: slot free */
-  ai_u8 *activations; /* pool 0 */
-  ai_u8 *pools[AI_MAX_POOLS];
+  ai_context ctx;    /* weights, pools and state of this instance: what its runs work on */
   uint32_t n_pools;
-  const ai_u8 *weights;
   ai_tensor in[AI_MAX_IO], out[AI_MAX_IO];
   ai_tensor *in_ptrs[AI_MAX_IO], *out_ptrs[AI_MAX_IO];
   const char *error;
 } ai_instance;
 
-static ai_instance s_instances[AI_MAX_INSTANCES];
-static const char *s_create_error = "";
+/* The only mutable file-scope state of the runtime and the generated models (besides the
+ * built-in pools and state areas): the instance table and the last ai_create error. Each
+ * instance's runs touch only its own entry, so ai_run/ai_reset of different instances may run
+ * concurrently; ai_create/ai_destroy change the table and must not race each other. */
+static struct {
+  ai_instance inst[AI_MAX_INSTANCES];
+  const char *create_error;
+} s_table;
 
 static ai_instance *instance_of(ai_handle h) {
   for (int i = 0; i < AI_MAX_INSTANCES; i++) {
-    if (h == (ai_handle)&s_instances[i] && s_instances[i].nn != NULL) {
-      return &s_instances[i];
+    if (h == (ai_handle)&s_table.inst[i] && s_table.inst[i].nn != NULL) {
+      return &s_table.inst[i];
     }
   }
   return NULL;
@@ -37,12 +41,13 @@ static const char *status_text(ai_status s) {
     case AI_ERR_INDEX: return "input/output index out of range";
     case AI_ERR_MODEL: return "inconsistent model descriptor";
     case AI_ERR_POOLS: return "wrong number of activation pools for this model (see ai_create_pools)";
+    case AI_ERR_STATE: return "state area unaligned or already used by another instance (see ai_create_state)";
   }
   return "unknown error";
 }
 
 static ai_status create_fail(ai_status s) {
-  s_create_error = status_text(s);
+  s_table.create_error = status_text(s);
   return s;
 }
 
@@ -58,8 +63,13 @@ static ai_u8 *builtin_pool(const ai_model_info *nn, uint32_t k) {
   return nn->pools[k].builtin;
 }
 
-/* (Re)bind an instance's weights and pools to the model's static state. A single-pool model
- * takes the 1.0 path (ai_create), which keeps ai_run's cost what it was. */
+/* API >= 1.2: the model runs on an explicit context (no binding); older descriptors bind the
+ * instance's buffers into the model's statics before each run. */
+static int has_ctx(const ai_model_info *nn) {
+  return nn->ai_run_ctx != NULL;
+}
+
+/* (Re)bind an instance's weights and pools: a check only for a 1.2 model. */
 static ai_status bind(const ai_model_info *nn, const ai_u8 *weights, ai_u8 *const pools[]) {
   if (pool_count(nn) > 1u) {
     return nn->ai_create_pools != NULL ? nn->ai_create_pools(weights, pools) : AI_ERR_MODEL;
@@ -67,18 +77,36 @@ static ai_status bind(const ai_model_info *nn, const ai_u8 *weights, ai_u8 *cons
   return nn->ai_create(weights, pools[0]);
 }
 
-static ai_status reset(const ai_model_info *nn, ai_u8 *const pools[]) {
-  if (pool_count(nn) > 1u) {
-    return nn->ai_reset_pools != NULL ? nn->ai_reset_pools(pools) : AI_ERR_MODEL;
+static ai_status reset(const ai_model_info *nn, const ai_context *ctx) {
+  if (has_ctx(nn)) {
+    return nn->state_size != 0u && nn->ai_reset_state != NULL ? nn->ai_reset_state(ctx->state) : AI_OK;
   }
-  return nn->ai_reset != NULL ? nn->ai_reset(pools[0]) : AI_OK;
+  if (pool_count(nn) > 1u) {
+    return nn->ai_reset_pools != NULL ? nn->ai_reset_pools(ctx->pools) : AI_ERR_MODEL;
+  }
+  return nn->ai_reset != NULL ? nn->ai_reset(ctx->pools[0]) : AI_OK;
 }
 
-static void *io_data(const ai_tensor *t, uint32_t n_pools, ai_u8 *pool0) {
+/* An input/output in a pool points into this instance's pool; an app-owned one starts unbound. */
+static void *io_data(const ai_model_info *nn, const ai_tensor *t, uint32_t io, const ai_context *ctx) {
   if (t->pool_offset == AI_NOT_IN_POOL) {
     return NULL;
   }
-  return n_pools > 1u ? t->data : pool0 + t->pool_offset;
+  if (pool_count(nn) == 1u) {
+    return ctx->pools[0] + t->pool_offset;
+  }
+  /* a 1.1 descriptor has no io_pools: its create has pointed the static tensors */
+  return nn->io_pools != NULL ? ctx->pools[nn->io_pools[io]] + t->pool_offset : t->data;
+}
+
+/* The built-in state area is one instance's: a second instance needs its own. */
+static int state_in_use(const ai_u8 *state) {
+  for (int i = 0; i < AI_MAX_INSTANCES; i++) {
+    if (s_table.inst[i].nn != NULL && s_table.inst[i].ctx.state == state) {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 ai_status ai_create(ai_model_info *nn, ai_ptr activations, ai_handle *handle) {
@@ -92,6 +120,11 @@ ai_status ai_create(ai_model_info *nn, ai_ptr activations, ai_handle *handle) {
 }
 
 ai_status ai_create_pools(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_pools, ai_handle *handle) {
+  return ai_create_state(nn, pools, n_pools, NULL, handle);
+}
+
+ai_status ai_create_state(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_pools, ai_u8 *state,
+                          ai_handle *handle) {
   if (handle != NULL) {
     *handle = NULL;
   }
@@ -119,44 +152,49 @@ ai_status ai_create_pools(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_po
   }
   ai_instance *inst = NULL;
   for (int i = 0; i < AI_MAX_INSTANCES; i++) {
-    if (s_instances[i].nn == NULL) {
-      inst = &s_instances[i];
+    if (s_table.inst[i].nn == NULL) {
+      inst = &s_table.inst[i];
       break;
     }
   }
   if (inst == NULL) {
     return create_fail(AI_ERR_TOO_MANY);
   }
-  const ai_u8 *weights = nn->ai_get_params();
-  ai_status s = bind(nn, weights, act);
+  ai_u8 *st = NULL;
+  if (has_ctx(nn) && nn->state_size != 0u) {
+    st = state != NULL ? state : nn->state;
+    if (st == NULL || ((uintptr_t)st % AI_BUFFER_ALIGN) != 0u || state_in_use(st)) {
+      return create_fail(AI_ERR_STATE);
+    }
+  }
+  ai_context ctx;
+  ctx.weights = nn->ai_get_params();
+  for (uint32_t k = 0; k < AI_MAX_POOLS; k++) {
+    ctx.pools[k] = act[k];
+  }
+  ctx.state = st;
+  ai_status s = bind(nn, ctx.weights, act);
   if (s == AI_OK) {
-    s = reset(nn, act);
+    s = reset(nn, &ctx);
   }
   if (s != AI_OK) {
     return create_fail(s);
   }
   inst->nn = nn;
-  inst->activations = act[0];
+  inst->ctx = ctx;
   inst->n_pools = n;
-  for (uint32_t k = 0; k < AI_MAX_POOLS; k++) {
-    inst->pools[k] = act[k];
-  }
-  inst->weights = weights;
   inst->error = "";
-  /* I/O tensors in a pool: pool_offset is inside pool 0 for a single-pool model; with several
-   * pools the model's create has just pointed its static tensors into the right pool. App-owned
-   * ones (AI_NOT_IN_POOL) start unbound. */
   for (int i = 0; i < nn->n_inputs; i++) {
     inst->in[i] = *nn->inputs[i];
-    inst->in[i].data = io_data(nn->inputs[i], n, act[0]);
+    inst->in[i].data = io_data(nn, nn->inputs[i], (uint32_t)i, &ctx);
     inst->in_ptrs[i] = &inst->in[i];
   }
   for (int i = 0; i < nn->n_outputs; i++) {
     inst->out[i] = *nn->outputs[i];
-    inst->out[i].data = io_data(nn->outputs[i], n, act[0]);
+    inst->out[i].data = io_data(nn, nn->outputs[i], (uint32_t)(nn->n_inputs + i), &ctx);
     inst->out_ptrs[i] = &inst->out[i];
   }
-  s_create_error = "";
+  s_table.create_error = "";
   *handle = (ai_handle)inst;
   return AI_OK;
 }
@@ -167,11 +205,7 @@ ai_status ai_destroy(ai_handle h) {
     return AI_ERR_BAD_HANDLE;
   }
   inst->nn = NULL;
-  inst->activations = NULL;
-  for (uint32_t k = 0; k < AI_MAX_POOLS; k++) {
-    inst->pools[k] = NULL;
-  }
-  inst->weights = NULL;
+  inst->ctx = (ai_context){0};
   return AI_OK;
 }
 
@@ -180,11 +214,15 @@ ai_status ai_run(ai_handle h) {
   if (inst == NULL) {
     return AI_ERR_BAD_HANDLE;
   }
-  /* Bind this instance's buffers, then run: two instances of one model take turns. */
-  ai_status s = inst->n_pools > 1u ? inst->nn->ai_create_pools(inst->weights, inst->pools)
-                                   : inst->nn->ai_create(inst->weights, inst->activations);
-  if (s == AI_OK) {
-    s = inst->nn->ai_run(inst->in_ptrs, inst->out_ptrs);
+  ai_status s;
+  if (has_ctx(inst->nn)) {
+    s = inst->nn->ai_run_ctx(&inst->ctx, inst->in_ptrs, inst->out_ptrs);
+  } else {
+    /* a pre-1.2 model: bind this instance's buffers into its statics, then run */
+    s = bind(inst->nn, inst->ctx.weights, inst->ctx.pools);
+    if (s == AI_OK) {
+      s = inst->nn->ai_run(inst->in_ptrs, inst->out_ptrs);
+    }
   }
   inst->error = status_text(s);
   return s;
@@ -195,7 +233,7 @@ ai_status ai_reset(ai_handle h) {
   if (inst == NULL) {
     return AI_ERR_BAD_HANDLE;
   }
-  ai_status s = reset(inst->nn, inst->pools);
+  ai_status s = reset(inst->nn, &inst->ctx);
   inst->error = status_text(s);
   return s;
 }
@@ -207,7 +245,7 @@ uint32_t ai_get_activations_size(ai_handle h) {
 
 ai_ptr ai_get_activations(ai_handle h) {
   ai_instance *inst = instance_of(h);
-  return inst != NULL ? inst->activations : NULL;
+  return inst != NULL ? inst->ctx.pools[0] : NULL;
 }
 
 uint32_t ai_get_pool_count(ai_handle h) {
@@ -217,7 +255,7 @@ uint32_t ai_get_pool_count(ai_handle h) {
 
 ai_ptr ai_get_pool(ai_handle h, uint32_t k) {
   ai_instance *inst = instance_of(h);
-  return inst != NULL && k < pool_count(inst->nn) ? inst->pools[k] : NULL;
+  return inst != NULL && k < pool_count(inst->nn) ? inst->ctx.pools[k] : NULL;
 }
 
 uint32_t ai_get_pool_size(ai_handle h, uint32_t k) {
@@ -228,6 +266,16 @@ uint32_t ai_get_pool_size(ai_handle h, uint32_t k) {
   return inst->nn->n_pools != 0u ? inst->nn->pools[k].size : inst->nn->activations_size;
 }
 
+ai_ptr ai_get_state(ai_handle h) {
+  ai_instance *inst = instance_of(h);
+  return inst != NULL ? inst->ctx.state : NULL;
+}
+
+uint32_t ai_get_state_size(ai_handle h) {
+  ai_instance *inst = instance_of(h);
+  return inst != NULL && has_ctx(inst->nn) ? inst->nn->state_size : 0u;
+}
+
 uint32_t ai_get_params_size(ai_handle h) {
   ai_instance *inst = instance_of(h);
   return inst != NULL ? inst->nn->params_size : 0u;
@@ -235,7 +283,7 @@ uint32_t ai_get_params_size(ai_handle h) {
 
 const ai_ptr ai_get_params(ai_handle h) {
   ai_instance *inst = instance_of(h);
-  return inst != NULL ? inst->weights : NULL;
+  return inst != NULL ? inst->ctx.weights : NULL;
 }
 
 int32_t ai_get_input_size(ai_handle h) {
@@ -274,7 +322,7 @@ ai_tensor *ai_get_output(ai_handle h, int32_t i) {
 
 const char *ai_get_error(ai_handle h) {
   if (h == NULL) {
-    return s_create_error;
+    return s_table.create_error;
   }
   ai_instance *inst = instance_of(h);
   return inst != NULL ? inst->error : status_text(AI_ERR_BAD_HANDLE);
