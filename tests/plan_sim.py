@@ -57,8 +57,9 @@ def _conv_steps(a: dict) -> Iterator[Step]:
                    np.arange(ob + n * oc, ob + (last + 1) * oc))
 
 
-def _dw3_steps(a: dict) -> Iterator[Step]:
-    """ai_depthwise_conv2d_3x3_s8 (dw3_run): per batch, per group of 4 output channels, per
+def _dw3_steps(a: dict, g: int = 4) -> Iterator[Step]:
+    """ai_depthwise_conv2d_3x3_s8 (dw3_run): per batch, per group of g output channels (4; 2 for
+    the _g2 kernels), per
     band of R output rows of the walk: the band's input rows (group channels) are copied to
     scratch, then its output rows stored."""
     ih, iw, c, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
@@ -73,9 +74,9 @@ def _dw3_steps(a: dict) -> Iterator[Step]:
     rpb = (hb - 3) // s + 1
     for b in range(a["batches"]):
         ib, ob = b * ih * iw * c, b * oh * ow * oc
-        for c0 in range(0, oc, 4):
-            nch = min(4, oc - c0)
-            chans = list(range(c0, c0 + 4)) if nch == 4 and oc == c else [(c0 + k) // (oc // c) for k in range(nch)]
+        for c0 in range(0, oc, g):
+            nch = min(g, oc - c0)
+            chans = list(range(c0, c0 + g)) if nch == g and oc == c else [(c0 + k) // (oc // c) for k in range(nch)]
             for oy0 in range(0, voh, rpb):
                 nr = min(rpb, voh - oy0)
                 iy0 = oy0 * s - pad_t
@@ -88,7 +89,9 @@ def _dw3_steps(a: dict) -> Iterator[Step]:
 
 
 KERNEL_STEPS = {"conv2d_s8": _conv_steps, "depthwise_conv2d_3x3_s8": _dw3_steps,
-                "depthwise_conv2d_3x3_sgn_s8": _dw3_steps}
+                "depthwise_conv2d_3x3_sgn_s8": _dw3_steps,
+                "depthwise_conv2d_3x3_g2_s8": lambda a: _dw3_steps(a, 2),
+                "depthwise_conv2d_3x3_g2_sgn_s8": lambda a: _dw3_steps(a, 2)}
 
 
 def simulate_plan(g: Graph, plan: Plan) -> None:

@@ -17,6 +17,8 @@ bytes, element i written after element i is read). The C side documents the same
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from stm32ai.ir import Graph, Op
@@ -70,9 +72,9 @@ def _conv_s8(a: dict, in_size: int, out_size: int) -> AccessSteps:
     return write[:out_size], last
 
 
-def _dw3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
+def _dw3x3(a: dict, in_size: int, out_size: int, group: int = 4) -> AccessSteps:
     """ai_depthwise_conv2d_3x3_s8 / _sgn_s8 (ai_dwconv_s8.c dw3_run): batches, groups of 4
-    output channels, bands of R output rows along the walk (rows, or columns when
+    output channels (`group` = 2: the _g2 kernels), bands of R output rows along the walk (rows, or columns when
     `transpose`); a band's input rows (3 - S overlapping the next band's) are all copied to
     scratch for the group's channels before its output rows are stored."""
     nb, ih, iw, c = a["batches"], a["in_h"], a["in_w"], a["in_c"]
@@ -95,9 +97,9 @@ def _dw3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
     oxs = np.arange(vow)
     for b in range(nb):
         ib, ob = b * ih * iw * c, b * oh * ow * oc
-        for c0 in range(0, oc, 4):
-            nch = min(4, oc - c0)
-            chans = np.arange(c0, c0 + 4) if nch == 4 and oc == c else (c0 + np.arange(nch)) // mult
+        for c0 in range(0, oc, group):
+            nch = min(group, oc - c0)
+            chans = np.arange(c0, c0 + group) if nch == group and oc == c else (c0 + np.arange(nch)) // mult
             for oy0 in range(0, voh, r_per_band):
                 nr = min(r_per_band, voh - oy0)
                 iy0, rows = oy0 * s - pad_t, (nr - 1) * s + 3
@@ -119,6 +121,8 @@ ACCESS_MODELS = {
     "conv2d_s8": _conv_s8,
     "depthwise_conv2d_3x3_s8": _dw3x3,
     "depthwise_conv2d_3x3_sgn_s8": _dw3x3,
+    "depthwise_conv2d_3x3_g2_s8": partial(_dw3x3, group=2),
+    "depthwise_conv2d_3x3_g2_sgn_s8": partial(_dw3x3, group=2),
 }
 
 
