@@ -1,0 +1,26 @@
+/* FULLY_CONNECTED, 16x8 quantisation: int16 input (zero point 0), int8 weights
+ * [n_out][k] (per tensor or per row), int64 bias. Bit-exact with TFLite Micro's
+ * FullyConnected for int16: acc = bias[o] + sum x * w (int64), then
+ * clamp(ai_requant64(acc, rmult[o], rshift[o]), act_min, act_max).
+ * Generator: stm32ai/passes/lower/s16.py; docs/kernels_s16.md. */
+#ifndef AI_KERNELS_FC_S16_H
+#define AI_KERNELS_FC_S16_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int32_t batches, n_in, n_out, act_min, act_max;
+} ai_fully_connected_s16_params;
+void ai_fully_connected_s16(const ai_fully_connected_s16_params *p, const int16_t *input,
+                            const int8_t *weights, const int64_t *bias, const int32_t *rmult,
+                            const int32_t *rshift, int16_t *output);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AI_KERNELS_FC_S16_H */
