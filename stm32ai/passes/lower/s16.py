@@ -29,10 +29,12 @@ from stm32ai.passes.lower import register_variant
 from stm32ai.passes.lower.binary import loop_attrs
 from stm32ai.passes.lower.conv import conv_geometry
 from stm32ai.passes.lower.pool import pool_geometry
-from stm32ai.passes.lower.transpose_conv import reduced_multiplier
+from stm32ai.passes.lower.reduce import MAX_DIMS as REDUCE_DIMS
+from stm32ai.passes.lower.reduce import mean_multiplier, reduce_plan, resolve_axes
+from stm32ai.passes.lower.transpose_conv import pack_weights_s16, reduced_multiplier
 from stm32ai.passes.quant import activation_range_quantized, per_channel_multiplier, quantize_multiplier
 
-__all__ = ["lut_populate_s16", "softmax_luts_s16", "add_params_s16"]
+__all__ = ["add_params_s16", "checked_log2", "lut_act_params_s16", "lut_populate_s16", "softmax_luts_s16"]
 
 FUSED = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 LEFT_SHIFT_S16 = 15  # TFLite's ADD/SUB left shift for int16 (20 for int8)
@@ -169,8 +171,12 @@ def _lower_conv_like(op: Op, g: Graph, kernel: str, extra: dict[str, object]) ->
     rm, rs = _requant64_tables(g, base, x, w, y, geo.out_c)
     lo, hi = _act_range(op, y)
     bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    w_id = op.inputs[1]
+    if kernel == "conv2d_s16":  # OHWI, in_c runs packed for ai_dot2_s16
+        assert w.data is not None
+        w_id = g.add_const(f"{base}/weights_packed", pack_weights_s16(np.asarray(w.data, np.int8)))
     op.kernel = kernel
-    op.inputs = [op.inputs[0], op.inputs[1], bias, rm, rs]
+    op.inputs = [op.inputs[0], w_id, bias, rm, rs]
     op.attrs = {**geo.attrs(), **extra, "act_min": lo, "act_max": hi}
     op.scratch = 0
 
@@ -221,8 +227,10 @@ def lower_fc_s16(op: Op, g: Graph) -> None:
     rm, rs = _requant64_tables(g, base, x, w, y, n_out)
     lo, hi = _act_range(op, y)
     bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    assert w.data is not None
+    w_id = g.add_const(f"{base}/weights_packed", pack_weights_s16(np.asarray(w.data, np.int8)))
     op.kernel = "fully_connected_s16"
-    op.inputs = [op.inputs[0], op.inputs[1], bias, rm, rs]
+    op.inputs = [op.inputs[0], w_id, bias, rm, rs]
     op.attrs = {"batches": int(x.size // k), "n_in": int(k), "n_out": int(n_out), "act_min": lo, "act_max": hi}
     op.macc = int(x.size // k * k * n_out)
 
@@ -491,3 +499,119 @@ def lower_dequantize_s16(op: Op, g: Graph) -> None:
     op.attrs = {"size": src.size, "scale": _scale(src), "zero_point": _zp(src)}
     op.inputs = [op.inputs[0]]
     op.macc = src.size
+
+
+# ---- LOGISTIC / TANH --------------------------------------------------------------------------
+
+def checked_log2(x: float) -> tuple[int, bool]:
+    """TFLite's CheckedLog2 (float32): the rounded log2 and whether x is a power of two."""
+    f = np.float32
+    lg = f(np.log(f(x))) * f(f(1.0) / f(np.log(f(2.0))))
+    r = _round(f(lg))
+    return int(r), bool(abs(f(lg - r)) < f(1e-3))
+
+
+def lut_act_params_s16(input_scale: float) -> tuple[int, int]:
+    """(multiplier, right shift) TFLite's int16 Logistic/Tanh apply to the raw input,
+    v = (x * m + round) >> s, to reach the sigmoid table's domain (scale 1/(3 * 4096));
+    power-of-two scales with left shift 0 or 1 use m = 3 << shift, s = 0 (TFLite's eval)."""
+    lg, pot = checked_log2(input_scale)
+    left = (15 - 3) + lg
+    if pot and left in (0, 1):
+        return 3 << left, 0
+    m = float(np.float32(input_scale)) * 4096.0 * 3.0
+    shift = 0
+    while m <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        m *= 2.0
+    return int(m), shift
+
+
+def _check_lut_act_s16(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    r = _all_s16([(x, "input"), (y, "output")])
+    if r:
+        return r
+    if x.size != y.size:
+        return f"input {list(x.shape)} and output {list(y.shape)} differ in size"
+    lg, pot = checked_log2(_scale(y))
+    if not pot or lg != -15:
+        return f"int16 {op.type} output scale must be 2^-15 (TFLite's requirement), got {_scale(y):g}"
+    m, _ = lut_act_params_s16(_scale(x))
+    if not 0 < m <= 65535:
+        return f"input scale {_scale(x):g} is out of the int16 {op.type} range"
+    return None
+
+
+def _lower_lut_act_s16(op: Op, g: Graph, kernel: str) -> None:
+    x = g.tensors[op.inputs[0]]
+    m, s = lut_act_params_s16(_scale(x))
+    op.kernel = kernel
+    op.attrs = {"size": x.size, "multiplier": m, "shift": s}
+    op.macc = x.size
+    op.inplace = True
+
+
+_LUT_TEXT = "int16 -> int16 (zero points 0, output scale 2^-15; TFLite's sigmoid table)"
+
+
+@register_variant("LOGISTIC", _LUT_TEXT, _is_s16, _check_lut_act_s16)
+def lower_logistic_s16(op: Op, g: Graph) -> None:
+    _lower_lut_act_s16(op, g, "act_logistic_s16")
+
+
+@register_variant("TANH", _LUT_TEXT, _is_s16, _check_lut_act_s16)
+def lower_tanh_s16(op: Op, g: Graph) -> None:
+    _lower_lut_act_s16(op, g, "act_tanh_s16")
+
+
+# ---- MEAN ---------------------------------------------------------------------------------------
+
+def _mean_axes(op: Op, g: Graph) -> list[int] | str:
+    a = _t(g, op, 1)
+    if a is None or not a.is_const:
+        return "the axis operand must be a constant"
+    assert a.data is not None
+    return resolve_axes([int(v) for v in np.asarray(a.data).reshape(-1)], len(g.tensors[op.inputs[0]].shape))
+
+
+def _check_mean_s16(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 2 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects an input, an axis operand and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    r = _all_s16([(x, "input"), (y, "output")])
+    if r:
+        return r
+    if len(x.shape) > REDUCE_DIMS or x.size == 0:
+        return f"input {list(x.shape)}: rank 1..{REDUCE_DIMS}, not empty"
+    axes = _mean_axes(op, g)
+    if isinstance(axes, str):
+        return axes
+    if not axes:
+        return "MEAN over no axis is not supported for int16"
+    keep = bool(op.options.get("keep_dims", False))
+    want = [1 if d in axes else n for d, n in enumerate(x.shape)] if keep else \
+        [n for d, n in enumerate(x.shape) if d not in axes]
+    if int(np.prod(want, dtype=np.int64)) != y.size:
+        return f"output {list(y.shape)} does not match reducing {list(x.shape)} over axes {axes}"
+    if reduce_plan(x.shape, axes).count >= 1 << 15:
+        return "more than 32767 elements per output overflow the int32 sum of int16 values"
+    return None
+
+
+@register_variant("MEAN", "int16 (zero points 0); constant axes; TFLite Micro's integer mean",
+                  _is_s16, _check_mean_s16)
+def lower_mean_s16(op: Op, g: Graph) -> None:
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    axes = _mean_axes(op, g)
+    assert not isinstance(axes, str)
+    plan = reduce_plan(x.shape, axes)
+    m, s = mean_multiplier(_scale(x), _scale(y), plan.count, True)
+    op.kernel = "reduce_mean_s16"
+    op.inputs = [op.inputs[0]]
+    op.attrs = {**plan.attrs(), "bias": 0, "multiplier": m, "shift": s, "out_offset": 0,
+                "act_min": -32768, "act_max": 32767}
+    op.scratch = 4 * plan.out_size
+    op.macc = x.size

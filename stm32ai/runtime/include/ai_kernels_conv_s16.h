@@ -17,7 +17,8 @@ typedef struct {
   int32_t stride[2], dilation[2], pad[2];
   int32_t act_min, act_max;
 } ai_conv2d_s16_params;
-/* weights [out_c][k_h][k_w][in_c]; bias may be NULL. */
+/* weights [out_c][k_h][k_w][in_c], each run of in_c packed per group of 4 as
+ * (w0, w2, w1, w3) (ai_dot_s16.h); bias may be NULL. */
 void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const int8_t *weights,
                    const int64_t *bias, const int32_t *rmult, const int32_t *rshift,
                    int16_t *output);

@@ -1,5 +1,6 @@
 /* FULLY_CONNECTED, 16x8 quantisation: int16 input (zero point 0), int8 weights
- * [n_out][k] (per tensor or per row), int64 bias. Bit-exact with TFLite Micro's
+ * [n_out][k] (per tensor or per row; each row packed per group of 4 as (w0, w2, w1, w3),
+ * ai_dot_s16.h), int64 bias. Bit-exact with TFLite Micro's
  * FullyConnected for int16: acc = bias[o] + sum x * w (int64), then
  * clamp(ai_requant64(acc, rmult[o], rshift[o]), act_min, act_max).
  * Generator: stm32ai/passes/lower/s16.py; docs/kernels_s16.md. */

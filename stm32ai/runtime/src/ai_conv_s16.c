@@ -3,23 +3,8 @@
 
 #include <stddef.h>
 
+#include "ai_dot_s16.h"
 #include "ai_qmath64.h"
-
-/* sum x[c] * w[c] over n channels. Partial sums stay in int32 for 256 products
- * (|x * w| <= 2^22, so at most 2^30), then go to the int64 accumulator. */
-static inline int64_t dot_s16(const int16_t *x, const int8_t *w, int32_t n) {
-  int64_t acc = 0;
-  int32_t c = 0;
-  while (c < n) {
-    const int32_t stop = n - c > 256 ? c + 256 : n;
-    int32_t s = 0;
-    for (; c < stop; ++c) {
-      s += (int32_t)x[c] * (int32_t)w[c];
-    }
-    acc += s;
-  }
-  return acc;
-}
 
 void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const int8_t *weights,
                    const int64_t *bias, const int32_t *rmult, const int32_t *rshift,
@@ -33,9 +18,12 @@ void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const in
       const int32_t y0 = oy * p->stride[0] - p->pad[0];
       for (ox = 0; ox < p->out_w; ++ox) {
         const int32_t x0 = ox * p->stride[1] - p->pad[1];
-        for (oc = 0; oc < p->out_c; ++oc) {
-          const int8_t *w_o = weights + (size_t)oc * w_oc;
-          int64_t acc = 0;
+        for (oc = 0; oc < p->out_c; oc += 2) { /* two output channels per pass over the input */
+          const int32_t pair = oc + 1 < p->out_c;
+          const int8_t *w0 = weights + (size_t)oc * w_oc;
+          const int8_t *w1 = pair ? w0 + w_oc : w0;
+          int64_t a0 = bias != NULL ? bias[oc] : 0;
+          int64_t a1 = (bias != NULL && pair) ? bias[oc + 1] : 0;
           for (ky = 0; ky < p->k_h; ++ky) {
             const int32_t iy = y0 + ky * p->dilation[0];
             if (iy < 0 || iy >= p->in_h) {
@@ -46,15 +34,16 @@ void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const in
               if (ix < 0 || ix >= p->in_w) {
                 continue;
               }
-              acc += dot_s16(in_b + ((size_t)iy * (size_t)p->in_w + (size_t)ix) * (size_t)ic,
-                             w_o + ((size_t)ky * (size_t)p->k_w + (size_t)kx) * (size_t)ic, ic);
+              const size_t tap = ((size_t)ky * (size_t)p->k_w + (size_t)kx) * (size_t)ic;
+              ai_dot2_s16(in_b + ((size_t)iy * (size_t)p->in_w + (size_t)ix) * (size_t)ic,
+                          w0 + tap, w1 + tap, ic, &a0, &a1);
             }
           }
-          if (bias != NULL) {
-            acc += bias[oc];
+          *output++ = ai_clamp_s16(ai_requant64(a0, rmult[oc], rshift[oc]), p->act_min, p->act_max);
+          if (pair) {
+            *output++ = ai_clamp_s16(ai_requant64(a1, rmult[oc + 1], rshift[oc + 1]), p->act_min,
+                                     p->act_max);
           }
-          *output++ = ai_clamp_s16(ai_requant64(acc, rmult[oc], rshift[oc]), p->act_min,
-                                   p->act_max);
         }
       }
     }
