@@ -39,7 +39,7 @@ __all__ = ["add_params_s16", "checked_log2", "lut_act_params_s16", "lut_populate
 FUSED = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 LEFT_SHIFT_S16 = 15  # TFLite's ADD/SUB left shift for int16 (20 for int8)
 MAX_POOL_TAPS = 65535  # the int32 sum of int16 taps cannot overflow
-MAX_ROW_TAPS = 256  # dwconv_s16 sums one kernel row in int32 (|x * w| <= 2^22)
+DW_MAX_TAPS = 511  # AI_DW_S16_MAX_TAPS: dwconv_s16's int32 per-channel sums (|x * w| <= 2^22)
 
 
 # ---- shared checks ----------------------------------------------------------------------------
@@ -158,8 +158,9 @@ def _check_conv_s16(op: Op, g: Graph) -> str | None:
     r = _check_weights(w, geo.out_c, axis, _t(g, op, 2))
     if r:
         return r
-    if op.type == "DEPTHWISE_CONV_2D" and geo.k_w > MAX_ROW_TAPS:
-        return f"kernel width {geo.k_w} is over the {MAX_ROW_TAPS} the int16 depthwise kernel sums in int32"
+    if op.type == "DEPTHWISE_CONV_2D" and geo.k_h * geo.k_w > DW_MAX_TAPS:
+        return (f"a {geo.k_h}x{geo.k_w} kernel is over the {DW_MAX_TAPS} taps the int16 depthwise kernel "
+                "sums in int32")
     return None
 
 
@@ -199,6 +200,7 @@ def lower_dwconv_s16(op: Op, g: Graph) -> None:
     assert not isinstance(geo, str)
     op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * geo.k_h * geo.k_w)
     _lower_conv_like(op, g, "depthwise_conv2d_s16", {"depth_mult": geo.out_c // geo.in_c})
+    op.scratch = 4 * geo.out_c  # ai_depthwise_conv2d_s16_scratch_size
 
 
 def _check_fc_s16(op: Op, g: Graph) -> str | None:

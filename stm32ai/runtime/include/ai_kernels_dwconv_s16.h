@@ -16,9 +16,13 @@ typedef struct {
   int32_t stride[2], dilation[2], pad[2];
   int32_t depth_mult, act_min, act_max;
 } ai_depthwise_conv2d_s16_params;
+/* At most AI_DW_S16_MAX_TAPS kernel taps (k_h * k_w): the per-channel int32 sums cannot
+ * overflow. Scratch: out_c int32 sums. */
+#define AI_DW_S16_MAX_TAPS 511
 void ai_depthwise_conv2d_s16(const ai_depthwise_conv2d_s16_params *p, const int16_t *input,
                              const int8_t *weights, const int64_t *bias, const int32_t *rmult,
-                             const int32_t *rshift, int16_t *output);
+                             const int32_t *rshift, int16_t *output, void *scratch);
+int32_t ai_depthwise_conv2d_s16_scratch_size(const ai_depthwise_conv2d_s16_params *p);
 
 #ifdef __cplusplus
 }
