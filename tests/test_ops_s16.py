@@ -147,6 +147,12 @@ def test_refusals_name_the_reason():
                         Tensor(2, "y", (1, 3), "int16", _q(0.02))],
                 [Op("ADD", [0, 1], [2], {}, 0)], [0, 1], [2])
     assert "int16 inputs and outputs" in _check(add)
+    mul = Graph("mul", [Tensor(0, "a", (1, 3), "int16", _q(0.1)), Tensor(1, "b", (1, 3), "int16", _q(0.1)),
+                        Tensor(2, "y", (1, 3), "int16", _q(1e-4))],
+                [Op("MUL", [0, 1], [2], {}, 0)], [0, 1], [2])
+    assert "overflow" in _check(mul)
+    mul.tensors[2].quant = _q(0.02)
+    assert _check(mul) is None
 
 
 def test_accumulator_bound_refuses_overflow(tmp_path):

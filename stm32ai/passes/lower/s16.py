@@ -437,11 +437,27 @@ def lower_sub_s16(op: Op, g: Graph) -> None:
     _lower_binary_s16(op, g, "sub_s16", {**add_params_s16(_scale(a), _scale(b), _scale(y)), "subtract": 1})
 
 
-@register_variant("MUL", "int16x8: int16 (zero points 0); broadcasting", _is_s16, _check_binary_s16)
+def _mul_multiplier(a: Tensor, b: Tensor, y: Tensor) -> tuple[int, int]:
+    """TFLite Micro's CalculateOpDataMul: double(s1) * double(s2) / double(so)."""
+    f32 = np.float32
+    return quantize_multiplier(float(f32(_scale(a))) * float(f32(_scale(b))) / float(f32(_scale(y))))
+
+
+def _check_mul_s16(op: Op, g: Graph) -> str | None:
+    r = _check_binary_s16(op, g)
+    if r:
+        return r
+    a, b, y = (g.tensors[i] for i in (*op.inputs, op.outputs[0]))
+    if _mul_multiplier(a, b, y)[1] > 0:  # the int16 x int16 product (up to 2^30) shifted left overflows int32
+        return "the output scale is below the product of the input scales (int32 overflow in TFLite's int16 MUL)"
+    return None
+
+
+@register_variant("MUL", "int16x8: int16 (zero points 0, output scale >= product of input scales); "
+                  "broadcasting", _is_s16, _check_mul_s16)
 def lower_mul_s16(op: Op, g: Graph) -> None:
     a, b, y = (g.tensors[i] for i in (*op.inputs, op.outputs[0]))
-    f32 = np.float32
-    m, s = quantize_multiplier(float(f32(_scale(a))) * float(f32(_scale(b))) / float(f32(_scale(y))))
+    m, s = _mul_multiplier(a, b, y)
     _lower_binary_s16(op, g, "mul_s16", {"input1_offset": 0, "input2_offset": 0, "output_multiplier": m,
                                          "output_shift": s, "output_offset": 0})
 
