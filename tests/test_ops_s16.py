@@ -153,6 +153,11 @@ def test_refusals_name_the_reason():
     assert "overflow" in _check(mul)
     mul.tensors[2].quant = _q(0.02)
     assert _check(mul) is None
+    q = Graph("q", [Tensor(0, "x", (4,), "int16", _q(1.0)), Tensor(1, "y", (4,), "int8", _q(1e-5, 3))],
+              [Op("QUANTIZE", [0], [1], {}, 0)], [0], [1])
+    assert "overflow" in _check(q)
+    q.tensors[1].quant = _q(0.01, 3)
+    assert _check(q) is None
 
 
 def test_accumulator_bound_refuses_overflow(tmp_path):

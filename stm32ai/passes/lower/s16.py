@@ -480,7 +480,16 @@ def _check_quantize_s16(op: Op, g: Graph) -> str | None:
             r = _per_tensor(t, what, zero=False)
             if r:
                 return r
+    if src.dtype != "float32":
+        _, s = quantize_multiplier(_scale(src) / _scale(dst))
+        if not _fits_shifted(1 << 16 if src.dtype == "int16" else 1 << 8, s):
+            return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
     return None
+
+
+def _fits_shifted(bound: int, shift: int) -> bool:
+    """Does |x| <= bound, shifted left by a requantisation's positive exponent, fit int32?"""
+    return (bound << max(shift, 0)) < (1 << 31)
 
 
 @register_variant("QUANTIZE", "float32 -> int16; int16 -> int16/int8; int8 -> int16 (per-tensor)",
@@ -614,8 +623,11 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
         [n for d, n in enumerate(x.shape) if d not in axes]
     if int(np.prod(want, dtype=np.int64)) != y.size:
         return f"output {list(y.shape)} does not match reducing {list(x.shape)} over axes {axes}"
-    if reduce_plan(x.shape, axes).count >= 1 << 15:
+    count = reduce_plan(x.shape, axes).count
+    if count >= 1 << 15:
         return "more than 32767 elements per output overflow the int32 sum of int16 values"
+    if not _fits_shifted(count << 15, mean_multiplier(_scale(x), _scale(y), count, True)[1]):
+        return "the input/output scale ratio is too large: the shifted sum overflows int32"
     return None
 
 
