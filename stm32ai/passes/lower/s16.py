@@ -9,7 +9,9 @@ softmax's exp and 1/(1+x) tables):
 
 * CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED: int64 accumulator plus the int64 bias,
   then TFLite's MultiplyByQuantizedMultiplier(int64_t, ...) (multiplier reduced to 16 bits,
-  one rounding shift: `rmult`/`rshift` tables) and the fused activation's clamp;
+  one rounding shift: `rmult`/`rshift` tables) and the fused activation's clamp; with an
+  int32 bias (the converter's option; CONV_2D and FULLY_CONNECTED) TFLite requantises the
+  accumulator as int32 with the 32-bit MultiplyByQuantizedMultiplier (`acc32`);
 * AVERAGE/MAX_POOL_2D: int32 sum / max of the in-image taps, TFLite's rounding division;
 * SOFTMAX: TFLite's SoftmaxInt16 with its two 513-entry interpolated tables;
 * ADD / SUB: TFLite's general path with left_shift 15; MUL: one requantisation;
@@ -123,25 +125,36 @@ def _check_weights(w: Tensor, n_out: int, axis: int, bias: Tensor | None) -> str
     if bias is not None:
         if not bias.is_const:
             return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
-        if bias.dtype != "int64":
-            return (f"bias '{bias.name}' is {bias.dtype}; 16x8 layers need the int64 bias the "
-                    "TFLite converter writes")
+        if bias.dtype not in ("int64", "int32"):
+            return (f"bias '{bias.name}' is {bias.dtype}; 16x8 layers take an int64 (converter "
+                    "default) or int32 bias")
         if bias.size != n_out:
             return f"bias '{bias.name}' has {bias.size} values for {n_out} outputs"
     return None
 
 
-def _requant64_tables(g: Graph, base: str, x: Tensor, w: Tensor, y: Tensor, n: int) -> tuple[int, int]:
+def _requant64_tables(g: Graph, base: str, x: Tensor, w: Tensor, y: Tensor, n: int,
+                      acc32: bool = False) -> tuple[int, int]:
     """Per output channel: the reduced multiplier and total right shift of TFLite's 64-bit
-    MultiplyByQuantizedMultiplier (names ending in _rshift: verify.py bounds them 1..62)."""
+    MultiplyByQuantizedMultiplier (names ending in _rshift: verify.py bounds them 1..62), or
+    with `acc32` (int32 bias) the Q31 multiplier and signed shift of the 32-bit one."""
     assert w.quant is not None
     scales = np.asarray(w.quant.scale, np.float32).reshape(-1)
     if scales.size == 1:
         scales = np.repeat(scales, n)
-    pairs = [reduced_multiplier(*quantize_multiplier(per_channel_multiplier(_scale(x), float(s), _scale(y))))
-             for s in scales]
+    q31 = [quantize_multiplier(per_channel_multiplier(_scale(x), float(s), _scale(y))) for s in scales]
+    if acc32:
+        return (g.add_const(f"{base}/out_multiplier", np.array([p[0] for p in q31], np.int32)),
+                g.add_const(f"{base}/out_shift", np.array([p[1] for p in q31], np.int32)))
+    pairs = [reduced_multiplier(*p) for p in q31]
     return (g.add_const(f"{base}/rmult", np.array([p[0] for p in pairs], np.int32)),
             g.add_const(f"{base}/rq_rshift", np.array([p[1] for p in pairs], np.int32)))
+
+
+def _acc32(g: Graph, op: Op) -> bool:
+    """An int32 bias: TFLite's 16x8 conv/FC then requantise a 32-bit accumulator."""
+    b = _t(g, op, 2)
+    return b is not None and b.dtype == "int32"
 
 
 def _check_conv_s16(op: Op, g: Graph) -> str | None:
@@ -158,10 +171,23 @@ def _check_conv_s16(op: Op, g: Graph) -> str | None:
     r = _check_weights(w, geo.out_c, axis, _t(g, op, 2))
     if r:
         return r
+    if op.type == "DEPTHWISE_CONV_2D" and _acc32(g, op):
+        return ("an int32 bias on a 16x8 DEPTHWISE_CONV_2D is not supported (LiteRT refuses it, and "
+                "TFLite Micro computes nonsense with it); convert with the default int64 bias")
     if op.type == "DEPTHWISE_CONV_2D" and geo.k_h * geo.k_w > DW_MAX_TAPS:
         return (f"a {geo.k_h}x{geo.k_w} kernel is over the {DW_MAX_TAPS} taps the int16 depthwise kernel "
                 "sums in int32")
     return None
+
+
+def _bias64(g: Graph, op: Op, base: str) -> int:
+    """The bias as int64 (-1: none). TFLite's 16x8 kernels accumulate in int64 whatever the
+    bias type, so an int32 bias (the converter's int32-bias option) is widened here, exactly."""
+    b = _t(g, op, 2)
+    if b is None or b.dtype == "int64":
+        return -1 if b is None else op.inputs[2]
+    assert b.data is not None
+    return g.add_const(f"{base}/bias_s64", np.asarray(b.data, np.int64).reshape(-1))
 
 
 def _lower_conv_like(op: Op, g: Graph, kernel: str, extra: dict[str, object]) -> None:
@@ -169,9 +195,10 @@ def _lower_conv_like(op: Op, g: Graph, kernel: str, extra: dict[str, object]) ->
     assert not isinstance(geo, str), geo
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
     base = y.name or f"op{op.index}"
-    rm, rs = _requant64_tables(g, base, x, w, y, geo.out_c)
+    acc32 = _acc32(g, op)
+    rm, rs = _requant64_tables(g, base, x, w, y, geo.out_c, acc32)
     lo, hi = _act_range(op, y)
-    bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    bias = _bias64(g, op, base)
     w_id = op.inputs[1]
     if kernel == "conv2d_s16":  # OHWI, in_c runs packed for ai_dot2_s16
         assert w.data is not None
@@ -179,11 +206,13 @@ def _lower_conv_like(op: Op, g: Graph, kernel: str, extra: dict[str, object]) ->
     op.kernel = kernel
     op.inputs = [op.inputs[0], w_id, bias, rm, rs]
     op.attrs = {**geo.attrs(), **extra, "act_min": lo, "act_max": hi}
+    if kernel == "conv2d_s16":
+        op.attrs["acc32"] = int(acc32)
     op.scratch = 0
 
 
 _CONV_TEXT = ("int16x8: int16 activations (zero point 0), int8 per-tensor/per-channel filter, int64 "
-              "bias, int64 accumulator (TFLite Micro bit-exact)")
+              "bias and int64 accumulator, or int32 bias and TFLite's 32-bit requantisation")
 
 
 @register_variant("CONV_2D", _CONV_TEXT, _is_s16, _check_conv_s16)
@@ -194,7 +223,9 @@ def lower_conv_s16(op: Op, g: Graph) -> None:
     _lower_conv_like(op, g, "conv2d_s16", {})
 
 
-@register_variant("DEPTHWISE_CONV_2D", _CONV_TEXT + "; any depth multiplier", _is_s16, _check_conv_s16)
+@register_variant("DEPTHWISE_CONV_2D", "int16x8: int16 activations (zero point 0), int8 per-tensor/per-channel "
+                  "filter, int64 bias, int64 accumulator; any depth multiplier; kernels <= 511 taps",
+                  _is_s16, _check_conv_s16)
 def lower_dwconv_s16(op: Op, g: Graph) -> None:
     geo = conv_geometry(op, g)
     assert not isinstance(geo, str)
@@ -221,19 +252,21 @@ def _check_fc_s16(op: Op, g: Graph) -> str | None:
 
 
 @register_variant("FULLY_CONNECTED", "int16x8: int16 input/output (zero point 0), int8 weights "
-                  "(per tensor or per row), int64 bias", _is_s16, _check_fc_s16)
+                  "(per tensor or per row), int64 bias (int32 bias: 32-bit requantisation)", _is_s16, _check_fc_s16)
 def lower_fc_s16(op: Op, g: Graph) -> None:
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
     n_out, k = w.shape
     base = y.name or f"op{op.index}"
-    rm, rs = _requant64_tables(g, base, x, w, y, n_out)
+    acc32 = _acc32(g, op)
+    rm, rs = _requant64_tables(g, base, x, w, y, n_out, acc32)
     lo, hi = _act_range(op, y)
-    bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    bias = _bias64(g, op, base)
     assert w.data is not None
     w_id = g.add_const(f"{base}/weights_packed", pack_weights_s16(np.asarray(w.data, np.int8)))
     op.kernel = "fully_connected_s16"
     op.inputs = [op.inputs[0], w_id, bias, rm, rs]
-    op.attrs = {"batches": int(x.size // k), "n_in": int(k), "n_out": int(n_out), "act_min": lo, "act_max": hi}
+    op.attrs = {"batches": int(x.size // k), "n_in": int(k), "n_out": int(n_out), "act_min": lo, "act_max": hi,
+                "acc32": int(acc32)}
     op.macc = int(x.size // k * k * n_out)
 
 

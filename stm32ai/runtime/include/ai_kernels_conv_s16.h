@@ -16,6 +16,10 @@ typedef struct {
   int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w;
   int32_t stride[2], dilation[2], pad[2];
   int32_t act_min, act_max;
+  /* 1: the model's bias is int32 and TFLite then requantises the int32 accumulator with the
+   * 32-bit MultiplyByQuantizedMultiplier: rmult/rshift hold the Q31 multiplier and signed
+   * shift (ai_requant). 0: int64 bias, the 64-bit requantisation (ai_requant64). */
+  int32_t acc32;
 } ai_conv2d_s16_params;
 /* weights [out_c][k_h][k_w][in_c], each run of in_c packed per group of 4 as
  * (w0, w2, w1, w3) (ai_dot_s16.h); bias may be NULL. */

@@ -15,6 +15,10 @@ extern "C" {
 
 typedef struct {
   int32_t batches, n_in, n_out, act_min, act_max;
+  /* 1: the model's bias is int32 and TFLite then requantises the int32 accumulator with the
+   * 32-bit MultiplyByQuantizedMultiplier: rmult/rshift hold the Q31 multiplier and signed
+   * shift (ai_requant). 0: int64 bias, the 64-bit requantisation (ai_requant64). */
+  int32_t acc32;
 } ai_fully_connected_s16_params;
 void ai_fully_connected_s16(const ai_fully_connected_s16_params *p, const int16_t *input,
                             const int8_t *weights, const int64_t *bias, const int32_t *rmult,

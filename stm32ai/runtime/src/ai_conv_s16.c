@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "ai_dot_s16.h"
+#include "ai_qmath.h"
 #include "ai_qmath64.h"
 
 /* *acc0 += x . w0, *acc1 += x . w1 with weights in plain order (runs of in_c < 4, which
@@ -21,6 +22,12 @@ static inline void dot2_plain(const int16_t *x, const int8_t *w0, const int8_t *
     *acc0 += s0;
     *acc1 += s1;
   }
+}
+
+/* The two requantisations TFLite uses (see acc32 in the header); the int32 one takes the
+ * accumulator modulo 2^32, as TFLite's int32 accumulator would wrap. */
+static inline int32_t rq(int32_t acc32, int64_t acc, int32_t m, int32_t s) {
+  return acc32 ? ai_requant((int32_t)(uint32_t)(uint64_t)acc, m, s) : ai_requant64(acc, m, s);
 }
 
 void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const int8_t *weights,
@@ -72,9 +79,9 @@ void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const in
                           w0 + tap, w1 + tap, ic, &a0, &a1);
             }
           }
-          *output++ = ai_clamp_s16(ai_requant64(a0, rmult[oc], rshift[oc]), p->act_min, p->act_max);
+          *output++ = ai_clamp_s16(rq(p->acc32, a0, rmult[oc], rshift[oc]), p->act_min, p->act_max);
           if (pair) {
-            *output++ = ai_clamp_s16(ai_requant64(a1, rmult[oc + 1], rshift[oc + 1]), p->act_min,
+            *output++ = ai_clamp_s16(rq(p->acc32, a1, rmult[oc + 1], rshift[oc + 1]), p->act_min,
                                      p->act_max);
           }
         }
