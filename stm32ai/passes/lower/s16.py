@@ -200,15 +200,17 @@ def _lower_conv_like(op: Op, g: Graph, kernel: str, extra: dict[str, object]) ->
     lo, hi = _act_range(op, y)
     bias = _bias64(g, op, base)
     w_id = op.inputs[1]
-    if kernel == "conv2d_s16":  # OHWI, in_c runs packed for ai_dot2_s16
+    if kernel == "conv2d_s16":  # rows of k_h * k_w * in_c (the im2col order), packed for ai_dot2_s16
         assert w.data is not None
-        w_id = g.add_const(f"{base}/weights_packed", pack_weights_s16(np.asarray(w.data, np.int8)))
+        rows = np.asarray(w.data, np.int8).reshape(geo.out_c, -1)
+        w_id = g.add_const(f"{base}/weights_packed", pack_weights_s16(rows))
     op.kernel = kernel
     op.inputs = [op.inputs[0], w_id, bias, rm, rs]
     op.attrs = {**geo.attrs(), **extra, "act_min": lo, "act_max": hi}
+    op.scratch = 0
     if kernel == "conv2d_s16":
         op.attrs["acc32"] = int(acc32)
-    op.scratch = 0
+        op.scratch = (geo.k_h * geo.k_w * geo.in_c * 2 + 3) // 4 * 4  # ai_conv2d_s16_scratch_size
 
 
 _CONV_TEXT = ("int16x8: int16 activations (zero point 0), int8 per-tensor/per-channel filter, int64 "

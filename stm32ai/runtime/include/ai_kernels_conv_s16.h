@@ -21,11 +21,13 @@ typedef struct {
    * shift (ai_requant). 0: int64 bias, the 64-bit requantisation (ai_requant64). */
   int32_t acc32;
 } ai_conv2d_s16_params;
-/* weights [out_c][k_h][k_w][in_c], each run of in_c packed per group of 4 as
- * (w0, w2, w1, w3) (ai_dot_s16.h); bias may be NULL. */
+/* weights [out_c][k_h * k_w * in_c], each row packed per group of 4 as (w0, w2, w1, w3)
+ * (ai_dot_s16.h); bias may be NULL. Scratch: one im2col column of k_h * k_w * in_c int16
+ * (ai_conv2d_s16_scratch_size), unused by a 1x1 kernel without padding. */
 void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const int8_t *weights,
                    const int64_t *bias, const int32_t *rmult, const int32_t *rshift,
-                   int16_t *output);
+                   int16_t *output, void *scratch);
+int32_t ai_conv2d_s16_scratch_size(const ai_conv2d_s16_params *p);
 
 #ifdef __cplusplus
 }
