@@ -197,3 +197,24 @@ def test_ds_cnn_on_netduinoplus2(tmp_path):
     r = subprocess.run([*cmd, "run", str(proj)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "result: match" in r.stdout and "max_err: 0" in r.stdout, r.stdout
+
+
+def test_scratch_sizes_match_the_c_queries(tmp_path):
+    """op.scratch (Python) equals ai_<kernel>_scratch_size() of the emitted params."""
+    from conftest import c_scratch_sizes
+
+    from stm32ai.pipeline import compile_model
+
+    ops = [op for m in ("s16_ds_cnn_int16", "s16_dwconv_int16", "s16_pad_int16", "s16_mean_int16")
+           for op in compile_model(FIXTURES / f"{m}.tflite", "network").graph.ops
+           if op.kernel in ("conv2d_s16", "depthwise_conv2d_s16", "reduce_mean_s16")]
+    assert {op.kernel for op in ops} == {"conv2d_s16", "depthwise_conv2d_s16", "reduce_mean_s16"}
+    runtime = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
+    got = []
+    for kernel, header, src in (("conv2d_s16", "ai_kernels_conv_s16.h", "ai_conv_s16.c"),
+                                ("depthwise_conv2d_s16", "ai_kernels_dwconv_s16.h", "ai_dwconv_s16.c"),
+                                ("reduce_mean_s16", "ai_kernels_reduce_s16.h", "ai_reduce_s16.c")):
+        mine = [op for op in ops if op.kernel == kernel]
+        got += list(zip([op.scratch for op in mine],
+                        c_scratch_sizes(mine, header, [runtime / "src" / src], ["-std=c99"], tmp_path), strict=True))
+    assert all(a == b and a > 0 for a, b in got), got
