@@ -128,8 +128,12 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.demo_output import parse_demo_output
     from stm32ai.project.run import build_project, run_qemu
+    from stm32ai.project.spec import Pools, ProjectModel
+    from stm32ai.validate.vectors import test_vector
 
-    generate_firmware_project(args, c, proj)
+    model = Path(args.model)
+    generate_firmware_project(proj, board, [ProjectModel(args.name, c, test_vector(model, c), model.name)],
+                              Pools(), profile=bool(args.profile))
     elf = build_project(proj)
     code, uart = run_qemu(elf, board, timeout_s=1800.0)
     out = parse_demo_output(uart, legacy_board=board)
@@ -159,6 +163,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     pools = {p["name"]: p for p in c.doc["stm32ai"]["pools"]}
     row.update(pool_bytes=pools["activations"]["size"], lower_bound_bytes=pools["activations"]["lower_bound"],
                weights_bytes=pools["weights"]["size"], macc=sum(op.macc for op in c.graph.ops))
+    # the bound offset assignment can reach (planned buffers, in-place and scratch included)
+    row.update(planned_bound_bytes=c.plan.planned_bound, converter_order_bound_bytes=c.plan.converter_order_bound)
     try:
         row["tflm_arena_bytes"] = tflm_arena_bytes(path)
         row["pool_vs_tflm_arena"] = round(row["pool_bytes"] / row["tflm_arena_bytes"], 3)

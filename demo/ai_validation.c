@@ -24,6 +24,7 @@ enum {
   T_RUN = 0x02,
   T_BYE = 0x03,
   T_PROFILE = 0x04, /* per-layer counts of the last RUN (firmware built with -DAI_PROFILE) */
+  T_RUN_MODEL = 0x05, /* RUN addressed to a model: u8 model index, then its inputs */
   T_ERROR = 0x7F,
   T_REPLY = 0x80 /* reply type = request type | T_REPLY */
 };
@@ -34,7 +35,8 @@ enum {
   E_UNKNOWN_TYPE = 3,
   E_PAYLOAD_SIZE = 4,
   E_VERSION = 5,
-  E_RUN_FAILED = 6
+  E_RUN_FAILED = 6,
+  E_NO_MODEL = 7 /* model index beyond the firmware's models */
 };
 
 typedef struct {
@@ -43,6 +45,8 @@ typedef struct {
   uint32_t in_total;     /* sum of the input tensors' bytes */
   uint32_t out_total;
   uint32_t max_payload;  /* longest request accepted */
+  uint32_t cur;          /* the model addressed (index into cfg->models; 0 for a single model) */
+  int ready;             /* the current model's I/O tensors all have buffers */
   uint8_t scratch[SCRATCH_SIZE];
   uint32_t tx_crc;
 } server_t;
@@ -167,10 +171,24 @@ static void tx_tensor_desc(server_t *s, const ai_tensor *t) {
   }
 }
 
+static uint32_t n_models(const server_t *s) {
+  return s->cfg->models != NULL ? s->cfg->n_models : 0u;
+}
+
+static const char *model_name(const server_t *s) {
+  return n_models(s) != 0u ? s->cfg->models[s->cur].name : s->cfg->model;
+}
+
 static void reply_hello(server_t *s, uint16_t seq) {
   const ai_validation_cfg *c = s->cfg;
   int32_t n_in = ai_get_input_size(s->h), n_out = ai_get_output_size(s->h);
-  uint32_t len = 16u + 3u + str_len(c->model) + str_len(c->board) + str_len(c->tool_version);
+  uint32_t len = 16u + 3u + str_len(model_name(s)) + str_len(c->board) + str_len(c->tool_version);
+  if (n_models(s) != 0u) { /* the model list: u8 described model, u8 count, names */
+    len += 2u;
+    for (uint32_t k = 0; k < n_models(s); k++) {
+      len += 1u + str_len(c->models[k].name);
+    }
+  }
   for (int32_t i = 0; i < n_in; i++) {
     len += tensor_desc_size(ai_get_input(s->h, i));
   }
@@ -178,15 +196,15 @@ static void reply_hello(server_t *s, uint16_t seq) {
     len += tensor_desc_size(ai_get_output(s->h, i));
   }
   uint8_t fixed[16] = {0};
-  put_le32(fixed, c->signature);
+  put_le32(fixed, n_models(s) != 0u ? c->models[s->cur].signature : c->signature);
   put_le32(fixed + 4, c->cpu_hz);
   put_le32(fixed + 8, s->max_payload);
   fixed[12] = (uint8_t)n_in;
   fixed[13] = (uint8_t)n_out;
-  fixed[14] = c->flags;
+  fixed[14] = (uint8_t)(c->flags | (n_models(s) != 0u ? AI_VAL_FLAG_MODELS : 0u));
   begin_reply(s, T_HELLO | T_REPLY, seq, len);
   tx(s, fixed, sizeof fixed);
-  tx_str(s, c->model);
+  tx_str(s, model_name(s));
   tx_str(s, c->board);
   tx_str(s, c->tool_version);
   for (int32_t i = 0; i < n_in; i++) {
@@ -194,6 +212,13 @@ static void reply_hello(server_t *s, uint16_t seq) {
   }
   for (int32_t i = 0; i < n_out; i++) {
     tx_tensor_desc(s, ai_get_output(s->h, i));
+  }
+  if (n_models(s) != 0u) {
+    uint8_t m[2] = {(uint8_t)s->cur, (uint8_t)n_models(s)};
+    tx(s, m, sizeof m);
+    for (uint32_t k = 0; k < n_models(s); k++) {
+      tx_str(s, c->models[k].name);
+    }
   }
   end_reply(s);
 }
@@ -224,22 +249,22 @@ static void reply_profile(server_t *s, uint16_t seq) {
   end_reply(s);
 }
 
-static void do_run(server_t *s, uint16_t seq) {
+static void do_run(server_t *s, uint16_t seq, uint8_t type) {
   /* each inference starts from the initial state (stateful models), as the references do */
   if (ai_reset(s->h) != AI_OK) {
-    send_error(s, seq, E_RUN_FAILED, T_RUN, 0u);
+    send_error(s, seq, E_RUN_FAILED, type, 0u);
     return;
   }
   uint64_t t0 = s->cfg->now();
   ai_status st = ai_run(s->h);
   uint64_t cycles = count_of(s->cfg, s->cfg->now() - t0);
   if (st != AI_OK) {
-    send_error(s, seq, E_RUN_FAILED, T_RUN, (uint32_t)st);
+    send_error(s, seq, E_RUN_FAILED, type, (uint32_t)st);
     return;
   }
   uint8_t c[8];
   put_le64(c, cycles);
-  begin_reply(s, T_RUN | T_REPLY, seq, 8u + s->out_total);
+  begin_reply(s, (uint8_t)(type | T_REPLY), seq, 8u + s->out_total);
   tx(s, c, sizeof c);
   for (int32_t i = 0; i < ai_get_output_size(s->h); i++) {
     ai_tensor *t = ai_get_output(s->h, i);
@@ -266,6 +291,15 @@ static int io_ready(server_t *s) {
   return ok;
 }
 
+/* Makes model k the one requests address (its handle and I/O sizes). */
+static void select_model(server_t *s, uint32_t k) {
+  s->cur = k;
+  if (n_models(s) != 0u) {
+    s->h = s->cfg->models[k].h;
+  }
+  s->ready = io_ready(s);
+}
+
 int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
   if (h == NULL || cfg == NULL || cfg->poll_byte == NULL || cfg->write == NULL || cfg->now == NULL) {
     return -1;
@@ -274,8 +308,20 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
   memset(&s, 0, sizeof s);
   s.h = h;
   s.cfg = cfg;
-  int ready = io_ready(&s);
-  s.max_payload = s.in_total > MIN_MAX_PAYLOAD ? s.in_total : MIN_MAX_PAYLOAD;
+  s.max_payload = MIN_MAX_PAYLOAD;
+  for (uint32_t k = 0; k < n_models(&s); k++) { /* RUN_MODEL: the index byte, then the inputs */
+    if (cfg->models[k].h == NULL) {
+      return -1;
+    }
+    select_model(&s, k);
+    if (s.in_total + 1u > s.max_payload) {
+      s.max_payload = s.in_total + 1u;
+    }
+  }
+  select_model(&s, 0u);
+  if (s.in_total > s.max_payload) {
+    s.max_payload = s.in_total;
+  }
 
   for (;;) {
     /* Idle: wait for the first magic byte (this wait is for the host, not inside a frame). */
@@ -314,7 +360,11 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
     }
     /* Payload: a RUN of the right size lands in the input tensors, anything else in scratch
      * (bytes past the scratch are only checksummed). */
-    int to_inputs = type == T_RUN && len == s.in_total && ready;
+    if (type == T_RUN && s.cur != 0u) {
+      select_model(&s, 0u); /* RUN addresses model 0 (a single-model host) */
+    }
+    int to_inputs = type == T_RUN && len == s.in_total && s.ready;
+    uint32_t skip = 0u; /* RUN_MODEL: the inputs start after the model index byte */
     uint32_t crc = ai_validation_crc32(0u, hdr + 2, HDR_SIZE - 2u);
     for (i = 0u; i < len; i++) {
       b = read_byte(&s);
@@ -323,8 +373,13 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
       }
       uint8_t v = (uint8_t)b;
       crc = ai_validation_crc32(crc, &v, 1);
-      if (to_inputs) {
-        *input_byte(&s, i) = v;
+      if (i == 0u && type == T_RUN_MODEL && v < n_models(&s)) {
+        select_model(&s, v); /* a corrupted index is harmless: nothing runs before the CRC check */
+        to_inputs = len == s.in_total + 1u && s.ready;
+        skip = 1u;
+      }
+      if (to_inputs && i >= skip) {
+        *input_byte(&s, i - skip) = v;
       } else if (i < SCRATCH_SIZE) {
         s.scratch[i] = v;
       }
@@ -348,16 +403,34 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
       continue;
     }
     switch (type) {
-      case T_HELLO:
+      case T_HELLO: /* payload: empty (model 0), or u8 the model to describe */
+        if (len >= 1u && s.scratch[0] >= (n_models(&s) != 0u ? n_models(&s) : 1u)) {
+          send_error(&s, seq, E_NO_MODEL, type, n_models(&s));
+          break;
+        }
+        select_model(&s, len >= 1u ? s.scratch[0] : 0u);
         reply_hello(&s, seq);
         break;
       case T_RUN:
-        if (!ready) {
+        if (!s.ready) {
           send_error(&s, seq, E_RUN_FAILED, type, 0u);
         } else if (len != s.in_total) {
           send_error(&s, seq, E_PAYLOAD_SIZE, type, s.in_total);
         } else {
-          do_run(&s, seq);
+          do_run(&s, seq, type);
+        }
+        break;
+      case T_RUN_MODEL:
+        if (n_models(&s) == 0u) {
+          send_error(&s, seq, E_UNKNOWN_TYPE, type, 0u); /* as a single-model firmware */
+        } else if (len < 1u || s.scratch[0] >= n_models(&s)) {
+          send_error(&s, seq, E_NO_MODEL, type, n_models(&s));
+        } else if (!s.ready) {
+          send_error(&s, seq, E_RUN_FAILED, type, 0u);
+        } else if (len != s.in_total + 1u) {
+          send_error(&s, seq, E_PAYLOAD_SIZE, type, s.in_total + 1u);
+        } else {
+          do_run(&s, seq, type);
         }
         break;
       case T_PROFILE:

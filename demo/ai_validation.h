@@ -21,6 +21,14 @@
 #define AI_VAL_FLAG_DWT 0x01u      /* cycles are DWT core cycles (else SysTick ticks) */
 #define AI_VAL_FLAG_EMULATED 0x02u /* an emulated board (QEMU): counts are instructions */
 #define AI_VAL_FLAG_PROFILE 0x04u  /* per-layer counts available (PROFILE request) */
+#define AI_VAL_FLAG_MODELS 0x08u   /* several models: HELLO lists them, RUN_MODEL addresses one */
+
+/* One model of a multi-model firmware (ai_validation_cfg.models). */
+typedef struct {
+  ai_handle h;
+  const char *name;
+  uint32_t signature; /* its model signature computed at generate time */
+} ai_validation_model;
 
 typedef struct {
   int (*poll_byte)(void);                        /* a received byte, or -1 at once if none */
@@ -41,9 +49,14 @@ typedef struct {
   const uint64_t *profile_counts;
   const uint16_t *profile_nodes;
   uint32_t profile_n;
+  /* Optional: the models of a multi-model firmware (n_models >= 1; model 0 is the one HELLO
+   * without payload, RUN and PROFILE address). NULL/0: the single model `h` of ai_validation_serve,
+   * described by `signature` and `model`. */
+  const ai_validation_model *models;
+  uint32_t n_models;
 } ai_validation_cfg;
 
-/* Serves requests on `h` until the host sends BYE; then returns 0. Returns -1 at once when the
+/* Serves requests on `h` (cfg->models[0].h for a multi-model firmware) until the host sends BYE; then returns 0. Returns -1 at once when the
  * configuration is unusable (NULL callbacks, no handle). */
 int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg);
 

@@ -23,7 +23,7 @@ from stm32ai.errors import Stm32aiError
 from stm32ai.resources import data_dir
 
 __all__ = [
-    "Board", "ClockTree", "Console", "Emulation", "Pin", "Pll", "Region", "RegBit",
+    "EMULATED_FIRMWARE", "Board", "ClockTree", "Console", "Emulation", "Pin", "Pll", "Region", "RegBit",
     "boards_dir", "list_boards", "load_board", "parse_size",
 ]
 
@@ -343,26 +343,40 @@ class RegWrite:
     note: str = ""
 
 
+EMULATED_FIRMWARE = ("emulator", "hardware")
+
+
 @dataclass(frozen=True)
 class Emulation:
     qemu_machine: str
     rcc_modelled: bool       # False: bring-up must not touch RCC (QEMU ignores it)
-    cpu_hz: int              # the clock the emulator runs the core (and SysTick) at
+    # The clock the emulator runs the core (and SysTick) at; 0 when the emulator models the RCC
+    # and the clock is whatever the firmware's bring-up reaches (it reports it: `sysclk_hz:`).
+    cpu_hz: int
     serial_index: int = 0    # which -serial the console UART is wired to
     note: str = ""
     # QEMU `-icount shift=N`: every instruction takes 2^N ns of virtual time, so the board's
     # counter (SysTick at cpu_hz) counts instructions * cpu_hz * 2^N / 1e9. The firmware then
     # reports instructions, never "cycles" (QEMU has no cycle model).
     icount_shift: int = 0
+    # "emulator": a board that exists only in QEMU, its firmware built for it (semihosting exit,
+    # `instructions:`). "hardware": QEMU emulates a real board and runs its unchanged firmware
+    # (which reports SysTick ticks as `cycles:`; the host converts them to instructions).
+    firmware: str = "emulator"
+    # QEMU 10.0's stm32l4x5 USART does not tell the chardev it can take the next byte after a
+    # read of RDR (no qemu_chr_fe_accept_input): input stalls until QEMU's main loop wakes for
+    # another reason. The host then wakes it through a QMP socket while it talks to the board.
+    serial_rx_kick: bool = False
 
     @property
     def ns_per_instruction(self) -> int:
         return 1 << self.icount_shift
 
-    def ticks_to_instructions(self, ticks: int) -> int:
-        """Counter ticks -> instructions, rounded to nearest (as the demo computes it)."""
-        den = self.cpu_hz * self.ns_per_instruction
-        return (ticks * 1_000_000_000 + den // 2) // den
+    def ticks_to_instructions(self, ticks: int, clock_hz: int | None = None) -> int:
+        """Counter ticks at `clock_hz` (default cpu_hz) -> instructions, rounded to nearest (as
+        the demo computes it)."""
+        den = (clock_hz or self.cpu_hz) * self.ns_per_instruction
+        return (ticks * 1_000_000_000 + den // 2) // den if den else 0
 
 
 @dataclass(frozen=True)
@@ -394,6 +408,7 @@ class Board:
     openocd: str | None
     references: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
+    soc: str = ""               # boards/soc/<soc>.yaml the board file builds on ("" if flat)
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -431,7 +446,14 @@ class Board:
 
     @property
     def is_emulated(self) -> bool:
-        return self.emulation is not None
+        """A board that exists only in an emulator (its firmware is built for QEMU). A real board
+        that QEMU also emulates (emulation.firmware == "hardware") is not."""
+        return self.emulation is not None and self.emulation.firmware == "emulator"
+
+    @property
+    def qemu_machine(self) -> str | None:
+        """The QEMU machine that runs this board's firmware (`stm32ai run`, validate), if any."""
+        return self.emulation.qemu_machine if self.emulation else None
 
     @property
     def mcpu(self) -> str:
@@ -473,9 +495,10 @@ class Board:
             "weights_pool": list(self.weights_pool),
             "console": f"{self.console.instance} {self.console.baud} baud ({self.console.vcp})",
             "cycle_counter": self.cycle_counter,
-            "emulated": self.emulation.qemu_machine if self.emulation else None,
+            "emulated": self.emulation.qemu_machine if self.is_emulated and self.emulation else None,
+            "qemu_machine": self.qemu_machine,
             # what the demo's counter measures: instructions under QEMU -icount, else core cycles
-            "counter_unit": "instructions" if self.emulation else "cycles",
+            "counter_unit": "instructions" if self.is_emulated else "cycles",
         }
 
 
@@ -599,72 +622,160 @@ class _Reader:
             self.fail(f"unknown key(s) {', '.join(extra)} (allowed: {', '.join(sorted(known))})")
 
 
+# ---------------------------------------------------------------------------------------------
+# The schema, declared once: every key of every section, its type, whether it is required, its
+# allowed values or range and its default. _read() applies it (types, ranges, unknown keys);
+# _parse() builds the dataclasses from what it returns and adds the checks that span several
+# keys (clock limits, layout, pools, console divisor). docs/boards.md documents the same keys
+# (tests/test_boards_soc.py checks that it names every one).
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Field:
+    kind: str                       # str | int | size | bool | names | section | list | map | any
+    required: bool = False
+    choices: tuple[str, ...] | None = None
+    lo: int | None = None
+    hi: int | None = None
+    default: Any = None
+
+
+_U32 = {"lo": 0, "hi": 0xFFFFFFFF}
+SCHEMA: dict[str, dict[str, Field]] = {
+    "board": {
+        "id": Field("str", True), "name": Field("str", True), "mcu": Field("str", True),
+        "family": Field("str", True, FAMILIES), "core": Field("str", True, CORES),
+        "fpu": Field("str", True, FPUS), "references": Field("map"), "clock": Field("section", True),
+        "memory": Field("list", True), "layout": Field("section", True), "pools": Field("section", True),
+        "console": Field("section", True), "gpio": Field("section"), "pre_init": Field("list"),
+        "cycle_counter": Field("str", True, CYCLE_COUNTERS), "cache": Field("bool", default=False),
+        "irq_count": Field("int", True, lo=1, hi=496), "emulation": Field("section"),
+        "cubeide": Field("section"), "openocd": Field("str"),
+    },
+    "clock": {
+        "source": Field("str", True, CLOCK_SOURCES),
+        "hse_hz": Field("int", lo=1_000_000, hi=50_000_000), "hse_bypass": Field("bool", default=False),
+        "msi_hz": Field("int", default=4_000_000), "fixed_hz": Field("int", lo=1_000_000, hi=1_000_000_000),
+        "pll": Field("section"),
+        **{k: Field("int", default=1) for k in ("cpu_div", "ahb_div", "apb1_div", "apb2_div", "apb3_div",
+                                                 "apb4_div")},
+        "flash_latency": Field("int", lo=0, hi=15, default=0), "voltage_scale": Field("int", lo=0, hi=3),
+        "overdrive": Field("bool", default=False),
+    },
+    "pll": {"m": Field("int", True), "n": Field("int", True), "p": Field("int"), "q": Field("int"),
+            "r": Field("int")},
+    "region": {"name": Field("str", True), "origin": Field("int", True, **_U32), "length": Field("size", True),
+               "access": Field("str", True), "needs_init": Field("str"), "enable": Field("section"),
+               "note": Field("str", default="")},
+    "layout": {"text": Field("str", True), "data": Field("str", True), "stack": Field("str"),
+               "stack_size": Field("size", default=8192), "heap_size": Field("size", default=0)},
+    "pools": {"activations": Field("names", True), "weights": Field("names", True)},
+    "console": {
+        "driver": Field("str", True, UART_DRIVERS), "instance": Field("str", True),
+        "base": Field("int", True, **_U32), "kind": Field("str"), "regs": Field("str"),
+        "clock": Field("str", True, ("pclk1", "pclk2", "sysclk", "hclk")), "enable": Field("section"),
+        "tx": Field("section"), "rx": Field("section"), "baud": Field("int", lo=1200, hi=12_000_000, default=115200),
+        "vcp": Field("str", default=""),
+    },
+    "gpio": {"base": Field("int", True, **_U32), "stride": Field("int", default=0x400),
+             "enable_reg": Field("int", True, **_U32)},
+    "pre_init": {"reg": Field("int", True, **_U32), "set": Field("int", True, lo=1, hi=0xFFFFFFFF),
+                 "note": Field("str", default="")},
+    "emulation": {
+        "qemu_machine": Field("str", True), "firmware": Field("str", choices=EMULATED_FIRMWARE, default="emulator"),
+        "rcc_modelled": Field("bool", default=False), "cpu_hz": Field("int", lo=1_000_000, default=0),
+        "serial_index": Field("int", lo=0, hi=7, default=0), "icount_shift": Field("int", lo=0, hi=10, default=0),
+        "serial_rx_kick": Field("bool", default=False), "note": Field("str", default=""),
+    },
+    "cubeide": {"mcu": Field("str"), "board": Field("str")},
+    "regbit": {"reg": Field("int", True, **_U32), "bit": Field("int", lo=0, hi=31), "bits": Field("any")},
+    "pin": {"port": Field("str", True), "pin": Field("int", True, lo=0, hi=15), "af": Field("int", True, lo=0, hi=15)},
+    # layered files (boards/soc/<soc>.yaml and what a board file adds to it)
+    "soc": {"soc": Field("str", True), "family": Field("str", True, FAMILIES), "core": Field("str", True, CORES),
+            "fpu": Field("str", True, FPUS), "references": Field("map"), "memory": Field("list", True),
+            "uart_regs": Field("str", True, ("sr_dr", "isr_tdr")), "uarts": Field("map", True),
+            "gpio": Field("section"), "pre_init": Field("list"), "irq_count": Field("int", True, lo=1, hi=496),
+            "cycle_counter": Field("str", choices=CYCLE_COUNTERS), "cache": Field("bool", default=False)},
+    "uart": {"base": Field("int", True, **_U32), "clock": Field("str", True, ("pclk1", "pclk2", "sysclk", "hclk")),
+             "enable": Field("section"), "kind": Field("str", choices=("usart", "lpuart")),
+             "driver": Field("str", choices=UART_DRIVERS), "tx": Field("map", True), "rx": Field("map", True)},
+    "board_console": {"instance": Field("str", True), "tx": Field("str", True), "rx": Field("str", True),
+                      "baud": Field("int"), "vcp": Field("str")},
+}
+# keys a layered board file has besides the merged description's
+LAYERED_KEYS = {"soc": Field("str", True), "omit_memory": Field("names")}
+
+
+def _read(r: _Reader, section: str, required: dict[str, bool] | None = None,
+          extra: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every key of `section` from `r`, checked as SCHEMA says; `required` overrides keys whose
+    presence depends on another key (e.g. hse_hz when source is hse). Sections and lists come
+    back as readers for the caller; unknown keys (beyond `extra`) are errors."""
+    spec = SCHEMA[section]
+    r.unknown_keys(set(spec) | set(extra))
+    out: dict[str, Any] = {}
+    for key, f in spec.items():
+        req = (required or {}).get(key, f.required)
+        if f.kind == "str":
+            out[key] = r.str(key, required=req, choices=f.choices, default=f.default)
+        elif f.kind == "int":
+            out[key] = r.int(key, required=req, lo=f.lo, hi=f.hi, default=f.default)
+        elif f.kind == "size":
+            out[key] = r.size(key, required=req, default=f.default)
+        elif f.kind == "bool":
+            out[key] = r.bool(key, default=bool(f.default))
+        elif f.kind == "names":
+            out[key] = r.list_str(key, required=req)
+        elif f.kind == "section":
+            out[key] = r.sub(key, required=req)
+        elif f.kind == "list":
+            out[key] = r.list(key, required=req)
+        elif f.kind == "map":
+            v = r._get(key, req)
+            if v is not None and not isinstance(v, dict):
+                r.fail(f"expected a mapping, got {type(v).__name__}", key)
+            out[key] = v
+        else:
+            out[key] = r._get(key, req)
+    return out
+
+
 def _regbit(r: _Reader | None) -> RegBit | None:
     if r is None:
         return None
-    r.unknown_keys({"reg", "bit", "bits"})
-    reg = r.int("reg", lo=0, hi=0xFFFFFFFF) or 0
-    if "bits" in r.data:
-        bits = r.data["bits"]
+    v = _read(r, "regbit")
+    if v["bits"] is not None:
+        bits = v["bits"]
         if (not isinstance(bits, list) or not bits
                 or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 31 for x in bits)):
             r.fail(f"expected a list of bit numbers 0..31, got {bits!r}", "bits")
-        return RegBit(reg=reg, bits=tuple(bits))
-    return RegBit(reg=reg, bits=(r.int("bit", lo=0, hi=31) or 0,))
+        return RegBit(reg=v["reg"], bits=tuple(bits))
+    return RegBit(reg=v["reg"], bits=(r.int("bit", lo=0, hi=31) or 0,))
 
 
 def _pin(r: _Reader | None) -> Pin | None:
     if r is None:
         return None
-    r.unknown_keys({"port", "pin", "af"})
-    port = r.str("port") or ""
-    if not re.fullmatch(r"[A-K]", port):
-        r.fail(f"'{port}' is not a GPIO port letter A..K", "port")
-    return Pin(port=port, pin=r.int("pin", lo=0, hi=15) or 0, af=r.int("af", lo=0, hi=15) or 0)
+    v = _read(r, "pin")
+    if not re.fullmatch(r"[A-K]", v["port"]):
+        r.fail(f"'{v['port']}' is not a GPIO port letter A..K", "port")
+    return Pin(port=v["port"], pin=v["pin"], af=v["af"])
 
 
-def _parse(src: str, data: Any, stem: str | None) -> Board:
-    b = _Reader(src, data)
-    b.unknown_keys({"id", "name", "mcu", "family", "core", "fpu", "references", "clock", "memory",
-                    "layout", "pools", "console", "gpio", "pre_init", "cycle_counter", "cache", "irq_count",
-                    "emulation", "cubeide", "openocd"})
-    bid = b.str("id") or ""
-    if not _ID.match(bid):
-        b.fail(f"'{bid}' is not a valid board id (lower-case letters, digits, '-')", "id")
-    if stem is not None and stem != bid:
-        b.fail(f"id '{bid}' does not match the file name '{stem}.yaml'", "id")
-    family = b.str("family", choices=FAMILIES) or ""
-    core = b.str("core", choices=CORES) or ""
-    fpu = b.str("fpu", choices=FPUS) or ""
-    if fpu not in _CORE_FPUS[core]:
-        b.fail(f"a {core} cannot have FPU '{fpu}' (possible: {', '.join(_CORE_FPUS[core])})", "fpu")
-    mcu = b.str("mcu") or ""
-    refs_r = b.sub("references", required=False)
-    refs = {str(k): str(v) for k, v in (refs_r.data.items() if refs_r else [])}
-
-    # ---- clock ---------------------------------------------------------------------------
-    c = b.sub("clock")
-    assert c is not None
-    c.unknown_keys({"source", "hse_hz", "hse_bypass", "msi_hz", "fixed_hz", "pll", "cpu_div",
-                    "ahb_div", "apb1_div", "apb2_div", "apb3_div", "apb4_div", "flash_latency",
-                    "voltage_scale", "overdrive"})
+def _parse_clock(c: _Reader, family: str, mcu: str) -> ClockTree:
     source = c.str("source", choices=CLOCK_SOURCES) or ""
+    v = _read(c, "clock", required={"hse_hz": source == "hse", "fixed_hz": source == "fixed",
+                                    "flash_latency": source != "fixed"})
     if family == "mps2" and source != "fixed":
         c.fail("an mps2 board has no RCC: use source: fixed", "source")
-    hse_hz = c.int("hse_hz", required=(source == "hse"), lo=1_000_000, hi=50_000_000)
     if source == "msi" and family not in ("stm32l4", "stm32l4plus"):
         c.fail(f"MSI exists only on STM32L4 parts, not {family}", "source")
-    fixed_hz = c.int("fixed_hz", required=(source == "fixed"), lo=1_000_000, hi=1_000_000_000)
-    pr = c.sub("pll", required=False)
     pll = None
-    if pr is not None:
-        pr.unknown_keys({"m", "n", "p", "q", "r"})
-        pll = Pll(m=pr.int("m") or 0, n=pr.int("n") or 0, p=pr.int("p", required=False),
-                  q=pr.int("q", required=False), r=pr.int("r", required=False))
+    if v["pll"] is not None:
+        pv = _read(v["pll"], "pll")
+        pll = Pll(m=pv["m"], n=pv["n"], p=pv["p"], q=pv["q"], r=pv["r"])
     if source == "fixed" and pll is not None:
         c.fail("a fixed (emulated) clock has no PLL", "pll")
-    divs = {k: c.int(k, required=False, default=1) or 1 for k in
-            ("cpu_div", "ahb_div", "apb1_div", "apb2_div", "apb3_div", "apb4_div")}
+    divs = {k: v[k] for k in ("cpu_div", "ahb_div", "apb1_div", "apb2_div", "apb3_div", "apb4_div")}
     for k in ("ahb_div", "cpu_div"):
         if divs[k] not in (1, 2, 4, 8, 16, 64, 128, 256, 512):
             c.fail(f"{divs[k]} is not an AHB prescaler (1, 2, 4, 8, 16, 64, 128, 256, 512)", k)
@@ -673,83 +784,41 @@ def _parse(src: str, data: Any, stem: str | None) -> Board:
             c.fail(f"{divs[k]} is not an APB prescaler (1, 2, 4, 8, 16)", k)
     if family != "stm32h7" and (divs["cpu_div"], divs["apb3_div"], divs["apb4_div"]) != (1, 1, 1):
         c.fail("cpu_div/apb3_div/apb4_div exist only on STM32H7")
-    clock = ClockTree(
-        family=family, source=source, hse_hz=hse_hz, hse_bypass=c.bool("hse_bypass"),
-        fixed_hz=fixed_hz, msi_hz=c.int("msi_hz", required=False, default=4_000_000),
-        pll=pll, flash_latency=c.int("flash_latency", required=(source != "fixed"), lo=0, hi=15,
-                                     default=0) or 0,
-        voltage_scale=c.int("voltage_scale", required=False, lo=0, hi=3),
-        overdrive=c.bool("overdrive"), **divs)
+    clock = ClockTree(family=family, source=source, hse_hz=v["hse_hz"], hse_bypass=v["hse_bypass"],
+                      fixed_hz=v["fixed_hz"], msi_hz=v["msi_hz"], pll=pll, flash_latency=v["flash_latency"],
+                      voltage_scale=v["voltage_scale"], overdrive=v["overdrive"], **divs)
     _check_clock(c, clock, mcu)
+    return clock
 
-    # ---- memory --------------------------------------------------------------------------
+
+def _parse_memory(b: _Reader, items: list[_Reader]) -> list[Region]:
     regions: list[Region] = []
-    for r in b.list("memory", required=True):
-        r.unknown_keys({"name", "origin", "length", "access", "needs_init", "enable", "note"})
-        name = r.str("name") or ""
+    for r in items:
+        v = _read(r, "region")
+        name, access, origin, length = v["name"], v["access"], v["origin"], v["length"]
         if not _REGION_NAME.match(name):
             r.fail(f"'{name}' is not a valid region name (lower-case, digits, '_')", "name")
         if any(x.name == name for x in regions):
             r.fail(f"duplicate region '{name}'", "name")
-        access = r.str("access") or ""
         if not access or not ACCESS.match(access):
             r.fail(f"'{access}' is not an access spec such as rx, rw, rwx", "access")
-        origin = r.int("origin", lo=0, hi=0xFFFFFFFF) or 0
-        length = r.size("length") or 0
         if length <= 0 or origin + length > 1 << 32:
             r.fail(f"length {length} does not fit the 4 GiB address space at 0x{origin:08x}", "length")
         if origin % 4:
             r.fail(f"origin 0x{origin:08x} is not word-aligned", "origin")
         regions.append(Region(name=name, origin=origin, length=length, access=access,
-                              needs_init=r.str("needs_init", required=False),
-                              enable=_regbit(r.sub("enable", required=False)),
-                              note=r.str("note", required=False, default="") or ""))
+                              needs_init=v["needs_init"], enable=_regbit(v["enable"]), note=v["note"]))
     for i, x in enumerate(regions):
         for y in regions[i + 1:]:
             if x.origin < y.end and y.origin < x.end:
                 b.fail(f"regions '{x.name}' and '{y.name}' overlap", "memory")
-    names = {r.name for r in regions}
+    return regions
 
-    lay = b.sub("layout")
-    assert lay is not None
-    lay.unknown_keys({"text", "data", "stack", "stack_size", "heap_size"})
-    text_region = lay.str("text") or ""
-    data_region = lay.str("data") or ""
-    stack_region = lay.str("stack", required=False, default=data_region) or data_region
-    for key, rn in (("text", text_region), ("data", data_region), ("stack", stack_region)):
-        if rn not in names:
-            lay.fail(f"no memory region named '{rn}' (regions: {', '.join(sorted(names))})", key)
-    by_name = {r.name: r for r in regions}
-    if "x" not in by_name[text_region].access:
-        lay.fail(f"region '{text_region}' is not executable", "text")
-    for key, rn in (("data", data_region), ("stack", stack_region)):
-        reg = by_name[rn]
-        if not reg.writable or reg.needs_init:
-            lay.fail(f"region '{rn}' cannot hold {key} (not writable or needs bring-up first)", key)
-    stack_size = lay.size("stack_size", required=False, default=8192) or 8192
-    heap_size = lay.size("heap_size", required=False, default=0) or 0
-    if stack_size % 8 or stack_size < 1024:
-        lay.fail(f"{stack_size} must be a multiple of 8 and at least 1024", "stack_size")
 
-    pools = b.sub("pools")
-    assert pools is not None
-    pools.unknown_keys({"activations", "weights"})
-    act_pool = pools.list_str("activations")
-    w_pool = pools.list_str("weights")
-    for key, lst in (("activations", act_pool), ("weights", w_pool)):
-        for rn in lst:
-            if rn not in names:
-                pools.fail(f"no memory region named '{rn}' (regions: {', '.join(sorted(names))})", key)
-    for rn in act_pool:
-        if not by_name[rn].writable:
-            pools.fail(f"region '{rn}' is not writable: it cannot hold activations", "activations")
-
-    # ---- console -------------------------------------------------------------------------
-    u = b.sub("console")
-    assert u is not None
-    u.unknown_keys({"driver", "instance", "base", "kind", "regs", "clock", "enable", "tx", "rx",
-                    "baud", "vcp"})
+def _parse_console(u: _Reader) -> Console:
     driver = u.str("driver", choices=UART_DRIVERS) or ""
+    usart = driver == "stm32_usart"
+    v = _read(u, "console", required={"enable": usart, "tx": usart, "rx": usart, "regs": usart})
     if driver == "cmsdk_uart":
         kind = u.str("kind", required=False, choices=("cmsdk",), default="cmsdk") or "cmsdk"
         regs = u.str("regs", required=False, choices=("cmsdk",), default="cmsdk") or "cmsdk"
@@ -758,65 +827,100 @@ def _parse(src: str, data: Any, stem: str | None) -> Board:
         regs = u.str("regs", choices=("sr_dr", "isr_tdr")) or ""
         if kind == "lpuart" and regs != "isr_tdr":
             u.fail("an LPUART has the ISR/TDR register layout (regs: isr_tdr)", "regs")
-    console = Console(
-        driver=driver, instance=u.str("instance") or "", base=u.int("base", lo=0, hi=0xFFFFFFFF) or 0,
-        kind=kind, regs=regs, clock=u.str("clock", choices=("pclk1", "pclk2", "sysclk", "hclk")) or "",
-        enable=_regbit(u.sub("enable", required=(driver == "stm32_usart"))),
-        tx=_pin(u.sub("tx", required=(driver == "stm32_usart"))),
-        rx=_pin(u.sub("rx", required=(driver == "stm32_usart"))),
-        baud=u.int("baud", required=False, lo=1200, hi=12_000_000, default=115200) or 115200,
-        vcp=u.str("vcp", required=False, default="") or "")
+    return Console(driver=driver, instance=v["instance"], base=v["base"], kind=kind, regs=regs,
+                   clock=v["clock"], enable=_regbit(v["enable"]), tx=_pin(v["tx"]), rx=_pin(v["rx"]),
+                   baud=v["baud"], vcp=v["vcp"])
 
-    g = b.sub("gpio", required=(driver == "stm32_usart"))
+
+def _parse_emulation(e: _Reader, clock: ClockTree) -> Emulation:
+    rcc = e.bool("rcc_modelled")
+    v = _read(e, "emulation", required={"cpu_hz": not rcc})
+    emu = Emulation(qemu_machine=v["qemu_machine"], rcc_modelled=rcc, cpu_hz=v["cpu_hz"],
+                    serial_index=v["serial_index"], note=v["note"], icount_shift=v["icount_shift"],
+                    firmware=v["firmware"], serial_rx_kick=v["serial_rx_kick"])
+    if emu.firmware == "hardware" and not rcc:
+        e.fail("a real board's firmware brings up its clock tree: the emulator must model the "
+               "RCC (rcc_modelled: true)", "firmware")
+    if not emu.rcc_modelled and clock.source != "fixed":
+        e.fail("the emulator does not model the RCC: the board must keep its reset clock "
+               "(clock.source: fixed)", "rcc_modelled")
+    if clock.source == "fixed" and emu.cpu_hz != clock.cpu_hz:
+        e.fail(f"cpu_hz {emu.cpu_hz} differs from the derived core clock {clock.cpu_hz}", "cpu_hz")
+    return emu
+
+
+def _parse(src: str, data: Any, stem: str | None) -> Board:
+    b = _Reader(src, data)
+    core = b.str("core", choices=CORES) or ""     # the FPU check below needs it first
+    v = _read(b, "board")
+    bid, family, fpu, mcu = v["id"], v["family"], v["fpu"], v["mcu"]
+    if not _ID.match(bid):
+        b.fail(f"'{bid}' is not a valid board id (lower-case letters, digits, '-')", "id")
+    if stem is not None and stem != bid:
+        b.fail(f"id '{bid}' does not match the file name '{stem}.yaml'", "id")
+    if fpu not in _CORE_FPUS[core]:
+        b.fail(f"a {core} cannot have FPU '{fpu}' (possible: {', '.join(_CORE_FPUS[core])})", "fpu")
+    refs = {str(k): str(x) for k, x in (v["references"] or {}).items()}
+    clock = _parse_clock(v["clock"], family, mcu)
+    regions = _parse_memory(b, v["memory"])
+    names = {r.name for r in regions}
+    by_name = {r.name: r for r in regions}
+
+    lay = v["layout"]
+    lv = _read(lay, "layout")
+    text_region, data_region = lv["text"], lv["data"]
+    stack_region = lv["stack"] or data_region
+    for key, rn in (("text", text_region), ("data", data_region), ("stack", stack_region)):
+        if rn not in names:
+            lay.fail(f"no memory region named '{rn}' (regions: {', '.join(sorted(names))})", key)
+    if "x" not in by_name[text_region].access:
+        lay.fail(f"region '{text_region}' is not executable", "text")
+    for key, rn in (("data", data_region), ("stack", stack_region)):
+        reg = by_name[rn]
+        if not reg.writable or reg.needs_init:
+            lay.fail(f"region '{rn}' cannot hold {key} (not writable or needs bring-up first)", key)
+    stack_size, heap_size = lv["stack_size"], lv["heap_size"]
+    if stack_size % 8 or stack_size < 1024:
+        lay.fail(f"{stack_size} must be a multiple of 8 and at least 1024", "stack_size")
+
+    pools = v["pools"]
+    pv = _read(pools, "pools")
+    act_pool, w_pool = pv["activations"], pv["weights"]
+    for key, lst in (("activations", act_pool), ("weights", w_pool)):
+        for rn in lst:
+            if rn not in names:
+                pools.fail(f"no memory region named '{rn}' (regions: {', '.join(sorted(names))})", key)
+    for rn in act_pool:
+        if not by_name[rn].writable:
+            pools.fail(f"region '{rn}' is not writable: it cannot hold activations", "activations")
+
+    console = _parse_console(v["console"])
+    if v["gpio"] is None and console.driver == "stm32_usart":
+        b.fail("missing (required)", "gpio")
     gpio = None
-    if g is not None:
-        g.unknown_keys({"base", "stride", "enable_reg"})
-        gpio = Gpio(base=g.int("base", lo=0, hi=0xFFFFFFFF) or 0,
-                    stride=g.int("stride", required=False, default=0x400) or 0x400,
-                    enable_reg=g.int("enable_reg", lo=0, hi=0xFFFFFFFF) or 0)
+    if v["gpio"] is not None:
+        gv = _read(v["gpio"], "gpio")
+        gpio = Gpio(base=gv["base"], stride=gv["stride"], enable_reg=gv["enable_reg"])
+    pre = [RegWrite(**_read(w, "pre_init")) for w in v["pre_init"]]
 
-    pre: list[RegWrite] = []
-    for w in b.list("pre_init"):
-        w.unknown_keys({"reg", "set", "note"})
-        pre.append(RegWrite(reg=w.int("reg", lo=0, hi=0xFFFFFFFF) or 0,
-                            set=w.int("set", lo=1, hi=0xFFFFFFFF) or 0,
-                            note=w.str("note", required=False, default="") or ""))
-
-    e = b.sub("emulation", required=False)
     emu = None
-    if e is not None:
-        e.unknown_keys({"qemu_machine", "rcc_modelled", "cpu_hz", "serial_index", "icount_shift", "note"})
-        emu = Emulation(qemu_machine=e.str("qemu_machine") or "", rcc_modelled=e.bool("rcc_modelled"),
-                        cpu_hz=e.int("cpu_hz", lo=1_000_000) or 0,
-                        serial_index=e.int("serial_index", required=False, lo=0, hi=7, default=0) or 0,
-                        note=e.str("note", required=False, default="") or "",
-                        icount_shift=e.int("icount_shift", required=False, lo=0, hi=10, default=0) or 0)
-        if not emu.rcc_modelled and source != "fixed":
-            e.fail("the emulator does not model the RCC: the board must keep its reset clock "
-                   "(clock.source: fixed)", "rcc_modelled")
-        if source == "fixed" and emu.cpu_hz != clock.cpu_hz:
-            e.fail(f"cpu_hz {emu.cpu_hz} differs from the derived core clock {clock.cpu_hz}", "cpu_hz")
-    elif source == "fixed":
+    if v["emulation"] is not None:
+        emu = _parse_emulation(v["emulation"], clock)
+    elif clock.source == "fixed":
         b.fail("clock.source: fixed is only for emulated boards (add an emulation: section)", "clock")
 
-    cyc = b.str("cycle_counter", choices=CYCLE_COUNTERS) or ""
-    ide = b.sub("cubeide", required=False)
-    if ide is not None:
-        ide.unknown_keys({"mcu", "board"})
-
+    ide = _read(v["cubeide"], "cubeide") if v["cubeide"] is not None else {"mcu": None, "board": None}
     board = Board(
-        id=bid, name=b.str("name") or "", mcu=mcu, family=family, core=core, fpu=fpu, clock=clock,
+        id=bid, name=v["name"], mcu=mcu, family=family, core=core, fpu=fpu, clock=clock,
         memory=tuple(regions), text_region=text_region, data_region=data_region,
         stack_region=stack_region, stack_size=stack_size, heap_size=heap_size,
         activations_pool=act_pool, weights_pool=w_pool, console=console, gpio=gpio,
-        cycle_counter=cyc, cache=b.bool("cache"), pre_init=tuple(pre), emulation=emu,
-        irq_count=b.int("irq_count", lo=1, hi=496) or 0,
-        cubeide_mcu=(ide.str("mcu", required=False) if ide else None) or mcu,
-        cubeide_board=(ide.str("board", required=False) if ide else None) or "",
-        openocd=b.str("openocd", required=False), references=refs)
+        cycle_counter=v["cycle_counter"], cache=v["cache"], pre_init=tuple(pre), emulation=emu,
+        irq_count=v["irq_count"], cubeide_mcu=ide["mcu"] or mcu, cubeide_board=ide["board"] or "",
+        openocd=v["openocd"], references=refs)
     if board.cache and core != "cortex-m7":
         b.fail("cache: true needs a Cortex-M7 (L1 caches)", "cache")
-    _check_console(u, board)
+    _check_console(v["console"], board)
     return board
 
 
@@ -895,14 +999,123 @@ def boards_dir() -> Path:
     return data_dir("boards")
 
 
-_CACHE: dict[tuple[str, int, int, bool], Board] = {}
+# ---------------------------------------------------------------------------------------------
+# SoC layer (Zephyr-like): boards/soc/<soc>.yaml holds what every board with that part shares
+# (family, core, FPU, memory map, UART instances with their registers and pin alternate
+# functions, GPIO, vector count); a board file names its `soc:` and adds what the board makes of
+# it (clock source and PLL, console instance and pins, external memories, pools, emulator).
+# The two are merged into one board description, which _parse validates like a flat file.
+# ---------------------------------------------------------------------------------------------
+_SOC_INHERITED = ("family", "core", "fpu", "gpio", "pre_init", "irq_count", "cycle_counter", "cache")
+_PIN = re.compile(r"^P([A-K])(\d{1,2})$")
+
+
+def soc_dir() -> Path:
+    return boards_dir() / "soc"
+
+
+def _soc_file(name: str, board_path: Path | None) -> Path:
+    """A board file's SoC: next to it (boards of the user's own: ./soc/<name>.yaml) or shipped."""
+    for d in ([board_path.parent / "soc"] if board_path else []) + [soc_dir()]:
+        f = d / f"{name}.yaml"
+        if f.is_file():
+            return f
+    known = ", ".join(sorted(x.stem for x in soc_dir().glob("*.yaml")))
+    raise Stm32aiError(f"unknown SoC '{name}' (known: {known}; add boards/soc/{name}.yaml)")
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise Stm32aiError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise Stm32aiError(f"{path}: invalid YAML{at}: {problem}") from None
+
+
+def _console_from_soc(b: _Reader, soc: _Reader, con: dict[str, Any]) -> dict[str, Any]:
+    """Board console {instance, tx: "PB6", rx: "PB7", baud, vcp} + the SoC's UART table ->
+    the full console description (base, registers, clock, enable bit, pins with their AF)."""
+    c = _Reader(b.src, con, "console")
+    cv = _read(c, "board_console")
+    inst = cv["instance"]
+    uarts = soc.sub("uarts")
+    assert uarts is not None
+    if inst not in uarts.data:
+        c.fail(f"{soc.src} has no UART '{inst}' (one of {', '.join(uarts.data)})", "instance")
+    u = uarts.sub(inst)
+    assert u is not None
+    _read(u, "uart")
+    out: dict[str, Any] = {k: v for k, v in u.data.items() if k not in ("tx", "rx")}
+    out.setdefault("driver", "stm32_usart")
+    out["regs"] = soc.str("uart_regs")
+    out["instance"] = inst
+    for key in ("baud", "vcp"):
+        if key in con:
+            out[key] = con[key]
+    for key in ("tx", "rx"):
+        pin = cv[key]
+        m = _PIN.match(pin)
+        if not m:
+            c.fail(f"'{pin}' is not a pin name such as PA9", key)
+        table = u.sub(key)
+        assert table is not None
+        if pin not in table.data:
+            c.fail(f"{pin} is not a {inst} {key.upper()} pin on {soc.data.get('soc')} "
+                   f"(one of {', '.join(map(str, table.data))})", key)
+        af = table.int(pin, lo=0, hi=15)
+        out[key] = {"port": m.group(1), "pin": int(m.group(2)), "af": af}
+    return out
+
+
+def _apply_soc(src: str, data: Any, path: Path | None) -> tuple[Any, str]:
+    """A board file naming `soc:` merged with its SoC file; other files are returned as they are."""
+    if not isinstance(data, dict) or "soc" not in data:
+        return data, ""
+    b = _Reader(src, data)
+    name = b.str("soc") or ""
+    soc_path = _soc_file(name, path)
+    soc = _Reader(str(soc_path), _read_yaml(soc_path))
+    _read(soc, "soc")
+    b.unknown_keys(set(SCHEMA["board"]) | set(LAYERED_KEYS))
+    if soc.str("soc") != soc_path.stem:
+        soc.fail(f"soc '{soc.data.get('soc')}' does not match the file name '{soc_path.stem}.yaml'", "soc")
+    merged: dict[str, Any] = {k: v for k, v in data.items() if k not in ("soc", "omit_memory")}
+    for key in _SOC_INHERITED:
+        if key in soc.data and key not in data:
+            merged[key] = soc.data[key]
+    merged["references"] = {**(soc.data.get("references") or {}), **(data.get("references") or {})}
+    omit = set(b.list_str("omit_memory", required=False))
+    soc_regions = [r for r in soc.data.get("memory") or [] if isinstance(r, dict)]
+    unknown = omit - {r.get("name") for r in soc_regions}
+    if unknown:
+        b.fail(f"{', '.join(sorted(unknown))} is not a memory region of {name}", "omit_memory")
+    board_regions = data.get("memory") or []
+    if not isinstance(board_regions, list):
+        b.fail("expected a list of the regions the board adds (external memories)", "memory")
+    own = {r.get("name") for r in board_regions if isinstance(r, dict)}
+    merged["memory"] = ([r for r in soc_regions if r.get("name") not in omit | own] + list(board_regions))
+    con = data.get("console")
+    if isinstance(con, dict) and "instance" in con and "base" not in con:
+        merged["console"] = _console_from_soc(b, soc, con)
+    return merged, name
+
+
+_CACHE: dict[tuple[str, int, int, bool, int], Board] = {}
 
 
 def _load_file(path: Path, check_stem: bool) -> Board:
     src = str(path)
     try:
         st = path.stat()
-        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, check_stem)
+        # an edited SoC file must be seen too
+        socs = max((f.stat().st_mtime_ns for f in soc_dir().glob("*.yaml")), default=0)
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, check_stem, socs)
         if key in _CACHE:
             return _CACHE[key]
         text = path.read_text(encoding="utf-8")
@@ -915,8 +1128,10 @@ def _load_file(path: Path, check_stem: bool) -> Board:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise Stm32aiError(f"board file {src}: invalid YAML{at}: {problem}") from None
+    data, soc = _apply_soc(src, data, path)
     board = _parse(src, data, path.stem if check_stem else None)
     object.__setattr__(board, "path", path)
+    object.__setattr__(board, "soc", soc)
     _CACHE[key] = board    # Board is frozen: safe to share
     return board
 

@@ -38,12 +38,12 @@ def _model_path(p: str) -> Path:
     return path
 
 
-def _compile(args: argparse.Namespace, name: str, prune: bool | None = None):
+def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None):
     from stm32ai.emitter import check_name
     from stm32ai.pipeline import compile_model, weights_budget_for
 
     check_name(name)
-    return compile_model(_model_path(args.model), name,
+    return compile_model(_model_path(model or args.model), name,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                          prune=not getattr(args, "no_prune", False) if prune is None else prune,
@@ -51,43 +51,147 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None):
                          weights_budget=weights_budget_for(getattr(args, "board", None)))
 
 
+def model_names(names: str | None, models: list[str]) -> list[str]:
+    """The C prefix of each model: --name's comma-separated list, or (several models) each file
+    name made a C identifier (sanitize.c_identifier), `_2`, `_3`... added to repeats; one model
+    without --name is `network`. Each is checked as --name is; a repeat in --name is refused."""
+    from stm32ai.emitter import NAME_MAX, check_name
+    from stm32ai.sanitize import c_identifier, quote
+
+    if names is not None:
+        out = names.split(",")
+        if len(out) != len(models):
+            raise Stm32aiError(f"--name gives {len(out)} name(s) for {len(models)} model(s): give one per "
+                               "model, comma-separated, in the models' order")
+        dup = next((n for i, n in enumerate(out) if n in out[:i]), None)
+        if dup is not None:
+            raise Stm32aiError(f"--name {quote(dup)} is given twice: each model needs its own prefix")
+    elif len(models) == 1:
+        out = ["network"]
+    else:
+        out = []
+        for m in models:
+            base = c_identifier(Path(m).stem, NAME_MAX - 3)
+            try:
+                check_name(base)
+            except Stm32aiError:  # reserved, a keyword or a clashing file name: prefix it
+                base = c_identifier("m_" + base, NAME_MAX - 3)
+            n, k = base, 2
+            while n in out:
+                n, k = f"{base}_{k}", k + 1
+            out.append(n)
+    for n in out:
+        check_name(n)
+    return out
+
+
+def _pools(args: argparse.Namespace) -> Any:
+    from stm32ai.project.build import pool_list
+    from stm32ai.project.spec import Pools
+
+    return Pools(pool_list(args.activations_pool), pool_list(args.weights_pool),
+                 bool(getattr(args, "shared_activations", False)))
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
-    from stm32ai.emitter import check_name, emit_c
     from stm32ai.graphjson import write_artifact
     from stm32ai.outputs import check_output_dir, mark_generated, publish_dir, staging_dir
 
-    name = args.name
-    check_name(name)
-    out = Path(args.output or (f"{name}_c" if args.c_only else f"{name}_{args.board or 'project'}"))
-    check_output_dir(out, args.force, inputs=[Path(args.model)])
+    paths = [_model_path(m) for m in args.models]
+    names = model_names(args.name, args.models)
+    base = names[0] if len(names) == 1 else "_".join(names)
+    out = Path(args.output or (f"{base}_c" if args.c_only else f"{base}_{args.board or 'project'}"))
+    check_output_dir(out, args.force, inputs=paths)
     if not args.c_only and not args.board:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
-        task = prog.add_task("compiling model", total=None)
-        c = _compile(args, name)
+        task = prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
+        cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
         with staging_dir(out) as tmp:
             stage = tmp / "out"
-            if args.c_only:
+            if args.c_only and len(cs) > 1:
                 prog.update(task, description="emitting C")
-                write_artifact(stage, c.doc, c.params)
-                emit_c(c.doc, c.params, name, stage)
-            else:
-                from stm32ai.project.build import generate_firmware_project
+                _emit_several(args, names, cs, stage)
+            elif args.c_only:
+                from stm32ai.emitter import emit_c
 
+                prog.update(task, description="emitting C")
+                c = cs[0]
+                if args.board:  # the board's regions: a pool no single region holds is split
+                    from stm32ai.boards import load_board
+                    from stm32ai.project.build import place_model, pool_list
+
+                    place_model(load_board(args.board), c, pool_list(args.activations_pool),
+                                pool_list(args.weights_pool))
+                write_artifact(stage, c.doc, c.params)
+                emit_c(c.doc, c.params, names[0], stage)
+            else:
                 prog.update(task, description="generating project")
-                generate_firmware_project(args, c, stage)
+                _generate_project(args, paths, names, cs, stage)
             mark_generated(stage)
             publish_dir(stage, out)
+    print(_generated_line(out, names, cs, getattr(args, "shared_activations", False)))
+    return 0
+
+
+def _emit_several(args: argparse.Namespace, names: list[str], cs: list[Any], stage: Path) -> None:
+    """`--c-only` with several models: each model's C files (without built-in pools when shared),
+    the runtime once, `ai_models.c/.h` (the descriptor table) and `artifact/<name>/`."""
+    from stm32ai import __version__
+    from stm32ai.emitter import emit_c
+    from stm32ai.graphjson import write_artifact
+    from stm32ai.project.build import activations_total, place_models
+    from stm32ai.project.generator import write_model_table
     from stm32ai.report import build_report
 
-    r = build_report(c)
-    pruned = ""
-    if c.pruned is not None and c.pruned.layers:
-        pruned = (f" ({c.pruned.removed_channels:,} dead channels removed, "
-                  f"-{c.pruned.macc_saved:,} MACC; --no-prune keeps them)")
-    print(f"generated {out}: {len(r.layers)} layers, MACC {r.macc:,}{pruned}, weights {r.weights_bytes:,} B, "
-          f"activations {r.activations_bytes:,} B")
-    return 0
+    pools = _pools(args)
+    if args.board:  # the fits check of the whole set (max or sum)
+        from stm32ai.boards import load_board
+
+        place_models(load_board(args.board), cs, pools)
+    for n, c in zip(names, cs, strict=True):
+        emit_c(c.doc, c.params, n, stage, builtin_pool=not pools.shared)
+        write_artifact(stage / "artifact" / n, c.doc, c.params)
+    act = activations_total([build_report(c).activations_bytes for c in cs], pools.shared)
+    write_model_table(stage, names, pools.shared, act, __version__)
+
+
+def _generate_project(args: argparse.Namespace, paths: list[Path], names: list[str], cs: list[Any],
+                      stage: Path) -> None:
+    """The CLI's part of a firmware project: fit check, test vectors from the references
+    (stm32ai.validate), then stm32ai.project with typed arguments."""
+    from stm32ai.boards import load_board
+    from stm32ai.project.build import generate_firmware_project, place_models
+    from stm32ai.project.spec import ProjectModel
+    from stm32ai.validate.vectors import test_vector
+
+    board = load_board(args.board)
+    pools = _pools(args)
+    place_models(board, cs, pools)  # refuse early, before running references (may split one model)
+    models = [ProjectModel(n, c, test_vector(p, c, expected=not args.no_test_vector), p.name)
+              for n, p, c in zip(names, paths, cs, strict=True)]
+    generate_firmware_project(stage, board, models, pools, validation=args.validation, profile=args.profile)
+
+
+def _generated_line(out: Path, names: list[str], cs: list[Any], shared: bool) -> str:
+    from stm32ai.project.build import activations_total
+    from stm32ai.report import build_report
+
+    parts = []
+    for n, c in zip(names, cs, strict=True):
+        r = build_report(c)
+        pruned = ""
+        if c.pruned is not None and c.pruned.layers:
+            pruned = (f" ({c.pruned.removed_channels:,} dead channels removed, "
+                      f"-{c.pruned.macc_saved:,} MACC; --no-prune keeps them)")
+        parts.append((n, f"{len(r.layers)} layers, MACC {r.macc:,}{pruned}, weights {r.weights_bytes:,} B, "
+                      f"activations {r.activations_bytes:,} B", r.activations_bytes))
+    if len(parts) == 1:
+        return f"generated {out}: {parts[0][1]}"
+    total = activations_total([a for _, _, a in parts], shared)
+    how = "one shared pool, the largest" if shared else "separate pools, the sum"
+    return (f"generated {out}: {len(parts)} models; " + "; ".join(f"{n}: {t}" for n, t, _ in parts)
+            + f"; activation RAM {total:,} B ({how})")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -97,14 +201,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     for opt, path in (("--json", args.json), ("--html", args.html)):
         if path:
             check_output_file(path, opt)
+    if len(args.models) > 1:
+        return _analyze_several(args)
+    args.model = args.models[0]
     c = _compile(args, "network")
-    r = build_report(c)
-    if c.pruned is not None and c.pruned.layers:
-        add_pruning(r, c, _compile(args, "network", prune=False))
-    if args.board:
+    fits = None
+    if args.board:  # first: a model no single region holds is split across regions here
+        from stm32ai.boards import load_board
         from stm32ai.project.build import fits_report
 
-        r.fits = fits_report(args, c)
+        fits = fits_report(load_board(args.board), [c], _pools(args))
+    r = build_report(c)
+    r.fits = fits
+    if fits is not None and fits["ok"] and r.memory and len(fits.get("activation_pools", [])) == 1:
+        r.memory["pools"][0]["region"] = fits["activation_pools"][0]["region"]
+    if c.pruned is not None and c.pruned.layers:
+        add_pruning(r, c, _compile(args, "network", prune=False))
     if args.json:
         write_text_atomic(args.json, json.dumps(r.to_json(), indent=1) + "\n", "--json")
     if args.html:
@@ -117,10 +229,56 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if pruning is not None:
         console.print(pruning)
     _print_conv_layouts(c, args.optimization)
+    from stm32ai.report.memory_map import render_text
+
+    if r.memory:
+        print("\n".join(render_text(r.memory)))
     if r.fits is not None:
-        print(f"fits {args.board}: {'yes' if r.fits['ok'] else 'NO'} ({r.fits['summary']})")
-        if not r.fits["ok"]:
-            return 1
+        if not r.fits["ok"]:  # the model does not fit the board: bad input, one line naming the region
+            raise Stm32aiError(f"does not fit {args.board}: {r.fits['summary']}")
+        print(f"fits {args.board}: yes ({r.fits['summary']})")
+    return 0
+
+
+def _analyze_several(args: argparse.Namespace) -> int:
+    """`analyze a.tflite b.tflite [--board B] [--shared-activations]`: each model's table, then the
+    activation RAM of the project (the largest pool when shared, else the sum) and the fits check."""
+    from rich.console import Console
+
+    from stm32ai.outputs import write_text_atomic
+    from stm32ai.project.build import activations_total
+    from stm32ai.report import build_report, render_table
+
+    if args.html:
+        raise Stm32aiError("--html takes one model (analyze each model with its own --html)")
+    names = model_names(None, args.models)
+    cs = [_compile(args, n, model=m) for n, m in zip(names, args.models, strict=True)]
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    reports = [build_report(c) for c in cs]
+    for n, r in zip(names, reports, strict=True):
+        console.print(f"model {n}:")
+        console.print(render_table(r))
+    shared = bool(args.shared_activations)
+    total = activations_total([r.activations_bytes for r in reports], shared)
+    weights = sum(r.weights_bytes for r in reports)
+    print(f"activations: {total:,} B for {len(cs)} models ("
+          + ("one shared pool: the largest, " if shared else "separate pools: the sum of ")
+          + ", ".join(f"{n} {r.activations_bytes:,} B" for n, r in zip(names, reports, strict=True))
+          + f"); weights: {weights:,} B")
+    fits = None
+    if args.board:
+        from stm32ai.boards import load_board
+        from stm32ai.project.build import fits_report
+
+        fits = fits_report(load_board(args.board), cs, _pools(args))
+    if args.json:
+        doc = {"models": [{"name": n, **r.to_json()} for n, r in zip(names, reports, strict=True)],
+               "shared_activations": shared, "activations_bytes": total, "weights_bytes": weights, "fits": fits}
+        write_text_atomic(args.json, json.dumps(doc, indent=1) + "\n", "--json")
+    if fits is not None:
+        if not fits["ok"]:
+            raise Stm32aiError(f"does not fit {args.board}: {fits['summary']}")
+        print(f"fits {args.board}: yes ({fits['summary']})")
     return 0
 
 
@@ -153,9 +311,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
-                               profile=args.profile, prune=not args.no_prune, optimization=args.optimization)
-    if args.port or args.board or args.profile:
-        raise Stm32aiError("--port/--board/--profile are for --mode target")
+                               profile=args.profile, prune=not args.no_prune, optimization=args.optimization,
+                               activations_pool=args.activations_pool, model_sel=args.target_model)
+    if args.port or args.board or args.profile or args.activations_pool or args.target_model is not None:
+        raise Stm32aiError("--port/--board/--profile/--activations-pool/--model are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
@@ -168,6 +327,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from stm32ai.project.run import run_project_cli
 
     return run_project_cli(Path(args.project), timeout_s=args.timeout)
+
+
+def cmd_flash(args: argparse.Namespace) -> int:
+    from stm32ai.project.flash import flash_project
+
+    return flash_project(Path(args.project), programmer=args.programmer, dry_run=args.dry_run,
+                         monitor=args.monitor, port=args.port)
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
@@ -284,10 +450,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     g = sub.add_parser("generate", help="generate a firmware project (or just the C with --c-only)")
-    g.add_argument("model")
+    g.add_argument("models", nargs="+", metavar="model",
+                   help="one .tflite file, or several for one firmware running them all")
     g.add_argument("--board", "-b")
     g.add_argument("-o", "--output")
-    g.add_argument("--name", "-n", default="network", help="C symbol prefix (default: network)")
+    g.add_argument("--name", "-n", help="C symbol prefix (default: network); several models: one per model, "
+                   "comma-separated (default: each file name made a C identifier)")
+    g.add_argument("--shared-activations", action="store_true",
+                   help="several models: one activation pool sized to the largest (the application runs "
+                        "them one after another) instead of one pool each")
     g.add_argument("--c-only", action="store_true", help="emit only the model C files and runtime")
     g.add_argument("--force", action="store_true", help="replace a non-empty output directory")
     g.add_argument("--validation", action="store_true",
@@ -297,7 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-layer profiling: build with -DAI_PROFILE, the demo prints one `layer:` line per "
                         "kernel (cycles on hardware, instructions on emulated boards); with --c-only the hooks "
                         "are always emitted: compile with -DAI_PROFILE and provide ai_profile_clock()")
-    g.add_argument("--activations-pool", help="comma-separated board memory regions, in order of preference")
+    g.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
+                   "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
     g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     g.add_argument("--no-test-vector", action="store_true",
                    help="embed no expected output (no reference is run): the demo reports timing and "
@@ -306,12 +478,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(fn=cmd_generate)
 
     a = sub.add_parser("analyze", help="per-layer MACC, weights and activations; fits-on-board check")
-    a.add_argument("model")
+    a.add_argument("models", nargs="+", metavar="model",
+                   help="one .tflite file, or the models of one multi-model firmware")
+    a.add_argument("--shared-activations", action="store_true",
+                   help="several models: they share one activation pool (the largest) instead of one each")
     a.add_argument("--board", "-b")
     a.add_argument("--json", metavar="F", help="also write the report as JSON to F")
     a.add_argument("--html", metavar="F", help="also write the report as HTML to F")
-    a.add_argument("--activations-pool")
-    a.add_argument("--weights-pool")
+    a.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
+                   "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
+    a.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
     _model_options(a)
     a.set_defaults(fn=cmd_analyze)
 
@@ -322,11 +498,16 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--port", help="target mode: pyserial URL of the board's UART (/dev/ttyACM0, socket://HOST:PORT)")
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
                                          "emulated board and run it in QEMU")
+    v.add_argument("--model", dest="target_model", metavar="NAME",
+                   help="target mode with --port: the model (name or index) of a multi-model firmware to "
+                        "validate (default: its first)")
     v.add_argument("--timeout", type=_seconds(False), default=30.0,
                    help="target mode: seconds to wait for each reply")
     v.add_argument("--profile", action="store_true",
                    help="target mode with --board: build the firmware with per-layer profiling (with --port, "
                         "per-layer counts are reported when the firmware was generated with --profile)")
+    v.add_argument("--activations-pool", help="target mode with --board: generate's option (regions, fastest "
+                   "first, REGION[:SIZE]; split across them when no single one holds the pool)")
     v.add_argument("--inputs", metavar="F.npz", help="inputs (arrays in input order; leading dim = samples)")
     v.add_argument("-n", type=int, default=3, help="number of random samples (default 3, at most 100,000)")
     v.add_argument("--seed", type=_non_negative_int, default=0, help="random inputs' seed, 0 to 2**32-1")
@@ -338,6 +519,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("project")
     r.add_argument("--timeout", type=_seconds(False), default=300.0)
     r.set_defaults(fn=cmd_run)
+
+    f = sub.add_parser("flash", help="program a project's built image into its board "
+                       "(OpenOCD, st-flash or STM32CubeProgrammer)")
+    f.add_argument("project")
+    f.add_argument("--programmer", choices=("openocd", "st-flash", "cubeprog"),
+                   help="use this programmer (default: the first installed, in this order)")
+    f.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    f.add_argument("--monitor", action="store_true", help="then read the demo's UART output")
+    f.add_argument("--port", default="/dev/ttyACM0", help="the monitor's port (pyserial URL)")
+    f.set_defaults(fn=cmd_flash)
 
     m = sub.add_parser("monitor", help="read and pretty-print the demo's UART output")
     m.add_argument("--port", required=True, help="pyserial URL, e.g. /dev/ttyACM0 or socket://127.0.0.1:4321")

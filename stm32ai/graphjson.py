@@ -46,10 +46,30 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
     # storage ids: activation/scratch buffers first, then one per constant
     storage: list[dict[str, Any]] = []
     for i, b in enumerate(plan.buffers):
-        storage.append({"id": i, "pool": "user" if b.app_owned else "activations",
-                        "offset": 0 if b.app_owned else plan.offsets[i], "size": b.size})
+        st = {"id": i, "pool": "user" if b.app_owned else activation_pool_name(plan.pool_index(i)),
+              "offset": 0 if b.app_owned else plan.offsets[i], "size": b.size}
+        if plan.pools and not b.app_owned:
+            st["region"] = plan.pools[plan.pool_index(i)][0]
+        storage.append(st)
     weights_size = 0
     const_storage: dict[int, int] = {}
+    slots: dict[tuple[int, int], int] = {}  # (buffer, inner offset) -> storage id
+
+    def sid_of(tid: int) -> int:
+        """A tensor's storage id: its buffer's, or, at an offset inside an overlapped buffer,
+        a storage entry of its own (whose bytes overlap the buffer's other entries)."""
+        b = plan.tensor_buffer[tid]
+        inner = plan.buffers[b].inner.get(tid, 0)
+        if not inner:
+            return b
+        if (b, inner) not in slots:
+            slots[(b, inner)] = len(storage)
+            st = {"id": len(storage), "pool": activation_pool_name(plan.pool_index(b)),
+                  "offset": plan.offsets[b] + inner, "size": plan.buffers[b].size - inner}
+            if plan.pools:
+                st["region"] = plan.pools[plan.pool_index(b)][0]
+            storage.append(st)
+        return slots[(b, inner)]
 
     def add_entry(tid: int, sid: int) -> None:
         t = g.tensors[tid]
@@ -85,7 +105,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
     for i, tid in enumerate(g.inputs):
         arg_nodes.append(add_node({"op": "null", "name": g.tensors[tid].name, "inputs": [],
                                    "attrs": {"graph_input": i}},
-                                  [(tid, plan.tensor_buffer[tid])]))
+                                  [(tid, sid_of(tid))]))
     for tid in sorted(t for t in g.used_tensor_ids() if g.tensors[t].variable and not g.tensors[t].is_const
                       and t not in entry_of):
         # persistent state: the model fills it at ai_create/ai_reset as TFLM does (int8: the
@@ -95,7 +115,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
                                                       and t.quant.zero_point.size) else 0
         arg_nodes.append(add_node({"op": "null", "name": t.name, "inputs": [],
                                    "attrs": {"variable": True, "fill": fill}},
-                                  [(tid, plan.tensor_buffer[tid])]))
+                                  [(tid, sid_of(tid))]))
     for op_idx in plan.order:
         op = g.ops[op_idx]
         inputs = []
@@ -124,7 +144,7 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
             attrs["scratch_bytes"] = int(op.scratch)
             attrs["scratch_storage_id"] = plan.scratch_buffer[op_idx]
         add_node({"op": "tvm_op", "name": f"{op.kernel}_{op_idx}", "inputs": inputs, "attrs": attrs},
-                 [(t, plan.tensor_buffer[t]) for t in op.outputs])
+                 [(t, sid_of(t)) for t in op.outputs])
 
     heads = []
     for tid in g.outputs:
@@ -154,16 +174,38 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
             "source": g.name,
             "description": g.description,
             "storage": storage,
-            "pools": [
-                {"name": "activations", "size": plan.pool_size, "align": ALIGN,
-                 "lower_bound": plan.lower_bound},
-                {"name": "weights", "size": weights_size, "align": WEIGHTS_ALIGN},
-            ],
+            "pools": [*_activation_pools(plan),
+                      {"name": "weights", "size": weights_size, "align": WEIGHTS_ALIGN}],
             "inputs_in_pool": not any(t in plan.app_owned for t in g.inputs),
             "outputs_in_pool": not any(t in plan.app_owned for t in g.outputs),
         },
     }
     return doc, params
+
+
+def activation_pool_name(k: int) -> str:
+    """Pool 0 keeps the single-pool name, so single-pool artifacts are unchanged."""
+    return "activations" if k == 0 else f"activations_{k}"
+
+
+def _activation_pools(plan: Plan) -> list[dict[str, Any]]:
+    if not plan.pools:
+        return [{"name": "activations", "size": plan.pool_size, "align": ALIGN, "lower_bound": plan.lower_bound}]
+    from stm32ai.planner.regions import pool_lower_bound
+
+    pools = []
+    for k, (region, size) in enumerate(plan.pools):
+        p: dict[str, Any] = {"name": activation_pool_name(k), "size": size, "align": ALIGN, "region": region,
+                             "pool_lower_bound": pool_lower_bound(plan, k)}
+        if k == 0:
+            p["lower_bound"] = plan.lower_bound
+        pools.append(p)
+    return pools
+
+
+def activation_pools(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The activation pools of an artifact, pool 0 first."""
+    return [p for p in doc["stm32ai"]["pools"] if p["name"] == "activations" or p["name"].startswith("activations_")]
 
 
 def write_artifact(out_dir: Path, doc: dict[str, Any], params: dict[str, np.ndarray]) -> None:

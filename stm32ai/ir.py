@@ -95,6 +95,10 @@ class Op:
     macc: int = 0  # multiply-accumulates, set by lowering
     scratch: int = 0  # bytes of kernel scratch the planner must provide (passed last)
     inplace: bool = False  # lowering says output 0 may overwrite input 0 (same size, elementwise)
+    # (offset, attrs) pairs: output 0 may start `offset` bytes after input 0 (negative: before)
+    # and overlap it when the kernel runs with `attrs` applied (its access order): it never
+    # writes a byte it still has to read (passes/lower/overlap.py). None: kept apart.
+    overlap: list[tuple[int, dict[str, int]]] | None = None
 
     @property
     def where(self) -> str:

@@ -18,6 +18,7 @@ from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
+from stm32ai.passes.lower.overlap import annotate_overlaps
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -25,7 +26,7 @@ from stm32ai.passes.verify import (
     verify_kernel_bounds,
     verify_memory,
 )
-from stm32ai.planner import Plan, plan_memory
+from stm32ai.planner import ALIGN, Plan, plan_memory
 
 
 @dataclass
@@ -65,6 +66,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     g.optimization = optimization
     lower_graph(g)
     choose_conv_layouts(g, optimization, weights_budget)
+    annotate_overlaps(g, ALIGN)
     if each:
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)

@@ -24,8 +24,8 @@ from typing import Any
 import jinja2
 import jinja2.ext
 
-__all__ = ["MAX_CHARS", "Untrusted", "UnsafeTemplateUse", "build_text", "c_comment", "c_string",
-           "configure", "one_line", "quote", "untrusted"]
+__all__ = ["MAX_CHARS", "Untrusted", "UnsafeTemplateUse", "build_text", "c_comment", "c_identifier",
+           "c_string", "configure", "one_line", "quote", "untrusted"]
 
 MAX_CHARS = 200          # characters of one model string kept in a generated file
 MESSAGE_MAX_CHARS = 2000  # a whole error message
@@ -128,6 +128,16 @@ def one_line(s: Any, limit: int = MESSAGE_MAX_CHARS) -> str:
         out.append(piece)
         n += len(piece)
     return "".join(out)
+
+
+def c_identifier(s: str | bytes, limit: int = 40, fallback: str = "model") -> str:
+    """A C identifier made from an untrusted string (a model's file name as a default `--name`):
+    ASCII letters and digits kept, every run of other characters one `_`, `m_` in front of a
+    leading digit, at most `limit` characters; `fallback` when nothing is left."""
+    ident = re.sub(r"[^A-Za-z0-9]+", "_", _text(s)).strip("_")
+    if ident[:1].isdigit():
+        ident = "m_" + ident
+    return ident[:limit].rstrip("_") or fallback
 
 
 def quote(s: str | bytes, limit: int = NAME_IN_MESSAGE) -> str:

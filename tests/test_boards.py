@@ -214,7 +214,7 @@ def test_clock_registers_h7():
     assert r["CLK_PLL1DIVR_VAL"] == 399 | (1 << 9) | (3 << 16) | (1 << 24)
     assert r["CLK_PLLCFGR_VAL"] == (1 << 2) | (7 << 16)                # 2-4 MHz range, P/Q/R on
     assert r["CLK_D1CFGR_VAL"] == 0b1000 | (0b100 << 4)                 # HPRE /2, D1PPRE /2
-    assert r["CLK_FLASH_ACR_VAL"] == 2 | (2 << 4)                       # 2 WS, WRHIGHFREQ 2
+    assert r["CLK_FLASH_ACR_VAL"] == 4 | (2 << 4)                       # 4 WS (ST's margin), WRHIGHFREQ 2
 
 
 def test_clock_registers_l4_plus():
@@ -265,11 +265,12 @@ def test_board_file_variant_loads(tmp_path):
     ("disco-f746", lambda d: d.update(fpu="fpv4-sp-d16"), "cannot have FPU"),
     ("disco-f746", lambda d: d.update(colour="blue"), "unknown key(s) colour"),
     ("disco-f746", lambda d: d.pop("mcu"), "mcu: missing"),
-    ("disco-f746", lambda d: d["memory"][2].update(origin=0x20008000), "overlap"),
+    ("disco-f746", lambda d: d["memory"].append(   # a board region over the SoC's DTCM
+        {"name": "extra", "origin": 0x20008000, "length": "4K", "access": "rw"}), "overlap"),
     ("disco-f746", lambda d: d["layout"].update(data="ccm"), "no memory region named 'ccm'"),
     ("disco-f746", lambda d: d["pools"].update(activations=["flash"]), "not writable"),
     ("disco-f746", lambda d: d["console"].update(baud=300), "baud"),
-    ("disco-f746", lambda d: d["console"].update(regs="fancy"), "'fancy' is not one of"),
+    ("disco-f746", lambda d: d["console"].update(regs="fancy"), "console: unknown key(s) regs"),  # SoC fact
     ("nucleo-l4r5zi", lambda d: d["clock"].update(voltage_scale=1), "boost"),
     ("nucleo-h743zi", lambda d: d["clock"].update(ahb_div=1), "HCLK 400 MHz exceeds"),
     ("nucleo-f401re", lambda d: d["clock"]["pll"].update(n=168), "n = 168 is out of range 192..432"),

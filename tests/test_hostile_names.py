@@ -226,7 +226,7 @@ def test_hostile_names_in_generated_c(tmp_path, fixture, kind, plain, runtime_ob
         assert code_only(text) == code, f"{f}: code outside comments and literals differs from the plain model"
         assert not INJECTED.search(code_only(text).encode())
     if "lstm" in fixture:
-        assert (d / "network.c").read_text().count("memset(a + ") == 4  # the four state tensors
+        assert (d / "network.c").read_text().count("memset(st + ") == 4  # the four state tensors, in the state area
     stdout, stderr = build_and_run(d, runtime_objects, samples)
     assert stdout == expected  # bit for bit the plain-named model's outputs
     names = [bytes.fromhex(ln.split(b" ", 2)[2].decode()) for ln in stderr.splitlines()

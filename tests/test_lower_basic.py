@@ -528,16 +528,16 @@ def test_refuses_what_it_cannot_compute_exactly(tmp_path):
     mb = ModelBuilder()  # softmax output must be 1/256, -128
     mb.softmax(mb.tensor((1, 4), "int8", 0.1, 0), mb.tensor((1, 4), "int8", 1 / 128, -128))
     cases["softmax_scale"] = (mb, "1/256")
-    mb = ModelBuilder()  # int16 softmax
-    mb.softmax(mb.tensor((1, 4), "int16", 0.1, 0), mb.tensor((1, 4), "int16", 1 / 32768, 0))
+    mb = ModelBuilder()  # int16 softmax with a zero point (16x8 needs 0)
+    mb.softmax(mb.tensor((1, 4), "int16", 0.1, 3), mb.tensor((1, 4), "int16", 1 / 32768, 0))
     cases["softmax_int16"] = (mb, "int16")
     mb = ModelBuilder()  # pooling may not requantise
     mb.pool("avg", mb.tensor((1, 4, 4, 1), "int8", 0.1, 0), mb.tensor((1, 2, 2, 1), "int8", 0.2, 0),
             2, 2, 2, 2, "VALID")
     cases["pool_requant"] = (mb, "same scale")
-    mb = ModelBuilder()  # int16 ADD
-    mb.add(mb.tensor((4,), "int16", 0.1, 0), mb.tensor((4,), "int16", 0.1, 0), mb.tensor((4,), "int16", 0.1, 0))
-    cases["add_int16"] = (mb, "not supported")
+    mb = ModelBuilder()  # int16 ADD with a zero point (16x8 needs 0)
+    mb.add(mb.tensor((4,), "int16", 0.1, 2), mb.tensor((4,), "int16", 0.1, 0), mb.tensor((4,), "int16", 0.1, 0))
+    cases["add_int16"] = (mb, "zero point 0")
     mb = ModelBuilder()  # incompatible broadcast
     mb.add(mb.tensor((2, 3), "float32"), mb.tensor((3, 2), "float32"), mb.tensor((2, 3), "float32"))
     cases["add_shapes"] = (mb, "broadcast")

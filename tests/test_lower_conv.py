@@ -237,7 +237,7 @@ LAYERS = [
     # the channel-planar 3x3 kernel: tail channels, odd widths, several bands, all borders
     ("dw3x3_s1_same_c6_odd_w", "DEPTHWISE_CONV_2D", (1, 5, 7, 6), (1, 3, 3, 6), {}, "depthwise_conv2d_3x3_s8"),
     ("dw3x3_s1_same_tall_bands_c4_w2", "DEPTHWISE_CONV_2D", (1, 20, 2, 4), (1, 3, 3, 4), {},
-     "depthwise_conv2d_3x3_s8"),
+     "depthwise_conv2d_3x3_g2_s8"),
     ("dw3x3_s1_same_wide_bands_c4", "DEPTHWISE_CONV_2D", (1, 14, 15, 4), (1, 3, 3, 4), {},
      "depthwise_conv2d_3x3_s8"),
     ("dw3x3_s2_same_wide_bands_c8", "DEPTHWISE_CONV_2D", (1, 15, 16, 8), (1, 3, 3, 8), dict(stride=(2, 2)),
@@ -246,17 +246,17 @@ LAYERS = [
     ("dw3x3_s1_valid_c13_batch3", "DEPTHWISE_CONV_2D", (3, 8, 9, 13), (1, 3, 3, 13),
      dict(padding="VALID"), "depthwise_conv2d_3x3_s8"),
     ("dw3x3_s2_same_odd_9x7_c5", "DEPTHWISE_CONV_2D", (1, 9, 7, 5), (1, 3, 3, 5), dict(stride=(2, 2)),
-     "depthwise_conv2d_3x3_s8"),
+     "depthwise_conv2d_3x3_g2_s8"),
     ("dw3x3_s2_same_even_17x10_c9", "DEPTHWISE_CONV_2D", (1, 17, 10, 9), (1, 3, 3, 9), dict(stride=(2, 2)),
-     "depthwise_conv2d_3x3_s8"),
+     "depthwise_conv2d_3x3_g2_s8"),
     ("dw3x3_s2_valid_10x11_c12_batch2", "DEPTHWISE_CONV_2D", (2, 10, 11, 12), (1, 3, 3, 12),
      dict(stride=(2, 2), padding="VALID"), "depthwise_conv2d_3x3_s8"),
     ("dw3x3_s2_same_2x3_c4", "DEPTHWISE_CONV_2D", (1, 2, 3, 4), (1, 3, 3, 4), dict(stride=(2, 2)),
      "depthwise_conv2d_3x3_s8"),
     ("dw3x3_s2_multiplier2_c3", "DEPTHWISE_CONV_2D", (1, 9, 8, 3), (1, 3, 3, 6), dict(stride=(2, 2)),
-     "depthwise_conv2d_3x3_s8"),
+     "depthwise_conv2d_3x3_g2_s8"),
     ("dw3x3_s1_multiplier3_c5_tall", "DEPTHWISE_CONV_2D", (2, 11, 6, 5), (1, 3, 3, 15), {},
-     "depthwise_conv2d_3x3_s8"),
+     "depthwise_conv2d_3x3_g2_s8"),
     # a clamp narrower than int8 (RELU with the output zero point inside) and stride (1, 2)
     # stay on the general kernel
     ("dw3x3_relu_general", "DEPTHWISE_CONV_2D", (1, 6, 6, 8), (1, 3, 3, 8), dict(act="RELU"),
@@ -783,7 +783,7 @@ def test_kernels_compile_warning_free_for_cortex_m4(tmp_path):
         assert r.returncode == 0, r.stderr
         dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / (src.stem + ".o"))],
                              capture_output=True, text=True).stdout
-        if src.stem in ("ai_conv_s8", "ai_dwconv_s8"):
+        if src.stem in ("ai_conv_s8", "ai_conv_dw_s8"):
             assert "sxtb16" in dis  # the DSP path is the one compiled
 
 
@@ -887,7 +887,7 @@ int main(void) {
       p.plane_w = 2 * words; }
     if (!FITS(p, 0) || ai_depthwise_conv2d_3x3_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, 0, 0);
-    const int sgn = rr(0, 1);
+    const int sgn = rr(0, 1), g2 = rr(0, 1);
     for (int32_t i = 0; i < p.out_c; ++i) {
       int32_t *k = packed + 10 * i;
       for (int j = 0; j < 6; ++j) {
@@ -899,7 +899,11 @@ int main(void) {
       k[8] = (int32_t)((e >= 2 ? 1u << (e - 2) : 0u) + (uint32_t)zp * (1u << (e - 1)));
       k[9] = e - 1;
     }
-    if (sgn) {
+    if (g2 && sgn) {
+      ai_depthwise_conv2d_3x3_g2_sgn_s8(&p, in_buf, packed, out_buf, scratch);
+    } else if (g2) {
+      ai_depthwise_conv2d_3x3_g2_s8(&p, in_buf, packed, out_buf, scratch);
+    } else if (sgn) {
       ai_depthwise_conv2d_3x3_sgn_s8(&p, in_buf, packed, out_buf, scratch);
     } else {
       ai_depthwise_conv2d_3x3_s8(&p, in_buf, packed, out_buf, scratch);
@@ -964,18 +968,19 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
 
 
 def test_dw3x3_tall_image_walk_follows_the_optimization():
-    """A tall image (KWS 25x5) is walked along its height by default (faster, more scratch);
-    --optimization ram keeps the row walk and its smaller scratch. Both are bit-exact."""
+    """A tall image (KWS 25x5) is walked along its height (faster, more scratch): with groups
+    of 4 channels under --optimization time, of 2 (half the scratch) by default; --optimization
+    ram keeps the row walk and its smaller scratch. All are bit-exact."""
     c = 8
     g = make_layer("DEPTHWISE_CONV_2D", (1, 25, 5, c), _w((1, 3, 3, c), "int8"), rng.integers(-50, 50, c),
                    w_scales=np.full(c, 0.02))
     x = _x((1, 25, 5, c), "int8")
     ref = reference(g, x)
-    fast = compile_graph(copy.deepcopy(g))
-    small = compile_graph(copy.deepcopy(g), optimization="ram")
-    (f_op,), (s_op,) = ([op for op in cc.graph.ops if op.kernel.startswith("depthwise_conv2d_3x3")]
-                        for cc in (fast, small))
-    assert f_op.attrs["transpose"] == 1 and s_op.attrs["transpose"] == 0
-    assert s_op.scratch < f_op.scratch
-    for cc in (fast, small):
+    comp = {m: compile_graph(copy.deepcopy(g), optimization=m) for m in ("time", "balanced", "ram")}
+    ops = {m: next(op for op in cc.graph.ops if op.kernel.startswith("depthwise_conv2d_3x3"))
+           for m, cc in comp.items()}
+    assert [(ops[m].kernel, ops[m].attrs["transpose"]) for m in ("time", "balanced", "ram")] == [
+        ("depthwise_conv2d_3x3_s8", 1), ("depthwise_conv2d_3x3_g2_s8", 1), ("depthwise_conv2d_3x3_s8", 0)]
+    assert ops["ram"].scratch < ops["balanced"].scratch == ops["time"].scratch // 2
+    for cc in comp.values():
         np.testing.assert_array_equal(run_compiled(cc, [[x]])[0][0], ref)

@@ -318,7 +318,7 @@ def test_unsupported_variants_are_refused(case, words):
         if case == "div_int8":
             return b.op("DIV", [b.input(x8, qa), b.input(x8, qa)], [x8.shape], "int8", qa)
         if case == "sub_int16":
-            a = b.input(np.zeros((4,), np.int16), _q(0.1, 0))
+            a = b.input(np.zeros((4,), np.int16), _q(0.1, 3))  # 16x8 needs zero point 0
             return b.op("SUB", [a, a], [(4,)], "int16", _q(0.1, 0))
         if case == "mul_per_axis":
             qc = Quant(np.float32([0.1, 0.2]), np.int64([0, 0]), axis=3)

@@ -1,4 +1,4 @@
-"""Hybrid (dynamic-range) CONV_2D and FULLY_CONNECTED: float32 activations, int8 filters.
+"""Hybrid (dynamic-range) CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: float32 activations, int8 filters.
 
 TFLite Micro refuses hybrid models, so LiteRT with its reference kernels is the reference
 (docs/references.md). We reproduce its arithmetic operation for operation (on-the-fly input
@@ -14,6 +14,9 @@ order), so the generated C is required to match it *exactly*, not just within 1e
 * FULLY_CONNECTED (`hybrid_fc_*`: per-channel and per-tensor weights, with and without
   bias, RELU/RELU6, 3-D input and batch 2): exact on the fixtures, on the corner inputs
   and with `asymmetric_quantize_inputs` cleared (symmetric input quantisation);
+* DEPTHWISE_CONV_2D (`hybrid_dw_*`: LiteRT's per-channel path, 3x3/5x5, stride 2, depth
+  multiplier 2, dilation 2, batch 2, RELU/RELU6): exact on the fixtures and the corner inputs;
+  a per-tensor filter (no LiteRT path) is refused;
 * scratch size in Python == the C size query; the kernel compiles warning-free for the
   host and for Cortex-M4 with no fused multiply-add (which would round differently).
 """
@@ -66,7 +69,8 @@ def test_fixture_set():
     assert len(names) >= 11
     for p in HYBRID_FIXTURES:
         g = load_tflite(p)
-        op_type = "FULLY_CONNECTED" if p.name.startswith("hybrid_fc_") else "CONV_2D"
+        op_type = ("FULLY_CONNECTED" if p.name.startswith("hybrid_fc_") else
+                   "DEPTHWISE_CONV_2D" if p.name.startswith("hybrid_dw_") else "CONV_2D")
         ops = [op for op in g.ops if op.type == op_type]
         assert ops and all(g.tensors[op.inputs[1]].dtype == "int8" for op in ops), p.name
         assert all(g.tensors[op.inputs[0]].dtype == "float32" for op in ops), p.name
@@ -99,7 +103,9 @@ def _corner_inputs(path: Path) -> list[np.ndarray]:
 @pytest.mark.parametrize("model", [FIXTURES / "hybrid_conv_odd_same_hybrid.tflite",
                                    FIXTURES / "hybrid_conv_per_tensor_hybrid.tflite",
                                    FIXTURES / "hybrid_conv_stride2_valid_relu6_hybrid.tflite",
-                                   *FC_FIXTURES],
+                                   *FC_FIXTURES,
+                                   FIXTURES / "hybrid_dw_stride2_mult2_relu6_hybrid.tflite",
+                                   FIXTURES / "hybrid_dw_batch2_hybrid.tflite"],
                          ids=lambda p: p.stem)
 def test_input_quantisation_corners(model):
     _assert_exact(model, _corner_inputs(model))
@@ -259,12 +265,19 @@ def test_refusals_name_the_problem():
     g, op = _conv_graph(FIXTURES / "hybrid_conv_odd_same_hybrid.tflite")
     g.tensors[op.inputs[1]].quant = None
     assert "quantisation" in check_conv(op, g)
-    # a hybrid depthwise layer is refused with a reason that says so
+    # a hybrid depthwise layer without quantisation, or with one scale for all channels
+    # (LiteRT only has a per-channel hybrid depthwise), is refused with a reason that says so
     from test_lower_conv import make_layer
     w = np.ones((1, 3, 3, 4), np.int8)
     g = make_layer("DEPTHWISE_CONV_2D", (1, 5, 5, 4), w, None, dtype="float32")
     reason = check_conv(g.ops[0], g)
     assert reason is not None and "hybrid" in reason and "DEPTHWISE_CONV_2D" in reason
+    g, op = _conv_graph(FIXTURES / "hybrid_dw_3x3_same_relu_hybrid.tflite")
+    assert check_conv(op, g) is None
+    w = g.tensors[op.inputs[1]]
+    w.quant.scale = w.quant.scale[:1]
+    reason = check_conv(op, g)
+    assert "DEPTHWISE_CONV_2D" in reason and "per output channel" in reason
 
 
 # ---- C: scratch size query, warnings, no fused multiply-add -----------------------------------
@@ -273,7 +286,7 @@ def test_scratch_size_matches_the_c_function(tmp_path):
     ops = []
     for p in HYBRID_FIXTURES:
         ops += [op for op in compile_model(p).graph.ops
-                if op.kernel in ("conv2d_hybrid", "fully_connected_hybrid")]
+                if op.kernel in ("conv2d_hybrid", "fully_connected_hybrid", "depthwise_conv2d_hybrid")]
     printed = c_scratch_sizes(ops, "ai_kernels_hybrid.h", [HYBRID_SOURCE], WARN[:-1], tmp_path)
     assert printed == [op.scratch for op in ops] and all(s > 0 for s in printed)
 
@@ -295,3 +308,29 @@ def test_kernel_compiles_clean_and_without_fma(tmp_path):
         dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True,
                              check=True).stdout
         assert not any(i in dis for i in ("vfma", "vfms", "vmla", "vmls", "vfnm")), std
+
+
+def test_hybrid_dilated_triple_is_not_fused():
+    """SPACE_TO_BATCH_ND -> hybrid conv -> BATCH_TO_SPACE_ND stays three ops: LiteRT quantises
+    each of the block^2 batches on its own, a fused dilated convolution would not."""
+    from stm32ai.ir import Graph, Op
+    from stm32ai.passes.dilated_conv import fuse_dilated_convs
+
+    def triple(w_dtype: str) -> Graph:
+        g = Graph("t", [], [], [], [])
+        x = g.add_tensor("x", (1, 8, 8, 4), "float32")
+        block = g.add_const("block", np.array([2, 2], np.int32))
+        pads = g.add_const("pads", np.array([[2, 2], [2, 2]], np.int32))
+        crops = g.add_const("crops", np.zeros((2, 2), np.int32))
+        s = g.add_tensor("s2b", (4, 6, 6, 4), "float32")
+        w = g.add_const("w", np.ones((1, 3, 3, 4), w_dtype))
+        c = g.add_tensor("dw", (4, 4, 4, 4), "float32")
+        y = g.add_tensor("y", (1, 8, 8, 4), "float32")
+        g.ops = [Op("SPACE_TO_BATCH_ND", [x, block, pads], [s], {}, index=0),
+                 Op("DEPTHWISE_CONV_2D", [s, w, -1], [c], {"padding": "VALID", "depth_multiplier": 1}, index=1),
+                 Op("BATCH_TO_SPACE_ND", [c, block, crops], [y], {}, index=2)]
+        g.inputs, g.outputs = [x], [y]
+        return g
+
+    assert [op.type for op in fuse_dilated_convs(triple("float32")).ops] == ["DEPTHWISE_CONV_2D"]
+    assert len(fuse_dilated_convs(triple("int8")).ops) == 3

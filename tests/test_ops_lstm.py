@@ -75,9 +75,11 @@ HARNESS = r"""
 #include "network.h"
 
 AI_ALIGNED(8) static ai_u8 pool_b[AI_NETWORK_ACTIVATIONS_SIZE + 8];
+AI_ALIGNED(8) static ai_u8 state_b[AI_NETWORK_STATE_SIZE];
 
 /* stdin: N samples. Instance A runs samples 0..N-1 in a row; then ai_reset and sample 0;
- * then instance B (own pool) runs sample 0 while A runs sample 1 in between. */
+ * then instance B (own pool and state area) runs sample 0 while A runs sample 1 in between.
+ * B without a state area of its own would share A's built-in one: refused. */
 static int run(ai_handle h, const unsigned char *x) {
   ai_tensor *in = ai_get_input(h, 0), *out = ai_get_output(h, 0);
   memcpy(in->data, x, in->size_bytes);
@@ -91,7 +93,9 @@ int main(void) {
   size_t got = fread(buf, 1, sizeof buf, stdin);
   ai_handle a, b;
   if (ai_create(&network_info, NULL, &a) != AI_OK) return 2;
-  if (ai_create(&network_info, pool_b, &b) != AI_OK) return 3;
+  ai_u8 *pools_b[1] = { pool_b };
+  if (ai_create(&network_info, pool_b, &b) != AI_ERR_STATE || b != NULL) return 8;
+  if (ai_create_state(&network_info, pools_b, 1, state_b, &b) != AI_OK) return 3;
   const size_t sz = ai_get_input(a, 0)->size_bytes;
   const size_t n = got / sz;
   for (size_t k = 0; k < n; k++) {

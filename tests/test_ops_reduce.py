@@ -71,7 +71,7 @@ def test_fixture_set_complete():
         assert any(n.startswith(f"reduce_{op}_") and n.endswith("_float32") for n in names), op
     assert sum(n.startswith("tconv_") for n in names) >= 10
     assert all(p.stat().st_size < 50_000 for p in MODELS + UNSUPPORTED)
-    assert len(UNSUPPORTED) >= 2
+    assert len(UNSUPPORTED) >= 1
 
 
 def test_seanet_transpose_conv_16x8():

@@ -27,10 +27,12 @@ KWS = SHARED_MODELS / "mlperf_tiny" / "kws_ref_model.tflite"
 MODEL = KWS if KWS.is_file() else FIXTURES / "classifier_softmax_int8.tflite"
 HYBRID = FIXTURES / "hybrid_fc_odd_relu_hybrid.tflite"
 LITERT_INSTALL = "pip install 'stm32ai[litert]'"
-SDIST_DATA = ("boards/nucleo-f401re.yaml", "linker_scripts/stm32ai.ld.j2", "demo/main.c.j2",
+SDIST_DATA = ("boards/nucleo-f401re.yaml", "boards/soc/stm32f401xe.yaml", "linker_scripts/stm32ai.ld.j2",
+              "demo/main.c.j2",
               "demo/ai_validation.c", "project_templates/cookiecutter.json",
               "stm32ai/runtime/include/ai_runtime.h", "stm32ai/validate/host_main.c", "pyproject.toml")
-WHEEL_DATA = ("stm32ai/_data/boards/nucleo-f401re.yaml", "stm32ai/_data/linker_scripts/stm32ai.ld.j2",
+WHEEL_DATA = ("stm32ai/_data/boards/nucleo-f401re.yaml", "stm32ai/_data/boards/soc/stm32f401xe.yaml",
+              "stm32ai/_data/linker_scripts/stm32ai.ld.j2",
               "stm32ai/_data/demo/main.c.j2", "stm32ai/_data/project_templates/cookiecutter.json",
               "stm32ai/runtime/include/ai_runtime.h", "stm32ai/validate/host_main.c")
 

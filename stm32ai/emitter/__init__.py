@@ -20,7 +20,7 @@ import jinja2
 import numpy as np
 
 from stm32ai.errors import Stm32aiError
-from stm32ai.graphjson import WEIGHTS_ALIGN
+from stm32ai.graphjson import WEIGHTS_ALIGN, activation_pools
 from stm32ai.ir import DTYPE_CODES
 from stm32ai.resources import runtime_dir
 from stm32ai.sanitize import configure, quote, untrusted
@@ -117,7 +117,9 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     storage = meta["storage"]
     row = doc["node_row_ptr"]
     nodes = doc["nodes"]
-    act_pool = next(p for p in meta["pools"] if p["name"] == "activations")
+    pools = _pools_context(doc, name)
+    pool_index = {p["pool"]: p["index"] for p in pools}
+    act_pool = pools[0]
     w_pool = next(p for p in meta["pools"] if p["name"] == "weights")
 
     def entry(node: int, idx: int) -> int:
@@ -138,10 +140,11 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if q is not None:
             qd = {"scale": q["scale"], "zero_point": q["zero_point"], "axis": q["axis"],
                   "scale_c": [c_value(float(s)) for s in q["scale"]]}
+        in_pool = st["pool"] in pool_index
         return {"sym": sym, "shape": shapes[e] or [1], "dt_code": code, "dt_bits": bits,
                 "size_bytes": size_bytes, "quant": qd, "tensor_name": untrusted(tnames[e]),
-                "in_pool": st["pool"] == "activations",
-                "pool_offset": f"{st['offset']}u" if st["pool"] == "activations" else "AI_NOT_IN_POOL"}
+                "in_pool": in_pool, "pool": pool_index.get(st["pool"], 0),
+                "pool_offset": f"{st['offset']}u" if in_pool else "AI_NOT_IN_POOL"}
 
     for i, n in enumerate(graph_inputs):
         e = entry(n, 0)
@@ -156,24 +159,15 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if sid in ptr:
             return ptr[sid]
         st = storage[sid]
+        if sid in state_offset:
+            return f"(void *)(st + {state_offset[sid]}u)"
         if st["pool"] == "weights":
             return f"(const void *)(w + {st['offset']}u)"
-        if st["pool"] == "activations":
-            return f"(void *)(act + {st['offset']}u)"
+        if st["pool"] in pool_index:
+            return f"(void *)({pools[pool_index[st['pool']]]['var']} + {st['offset']}u)"
         raise AssertionError(f"storage {sid} in pool {st['pool']} has no pointer")
 
-    states = []  # persistent (variable) tensors: filled at ai_create / ai_reset
-    for n in doc["arg_nodes"]:
-        na = nodes[n].get("attrs", {})
-        if na.get("variable"):
-            e = entry(n, 0)
-            st = storage[sids[e]]
-            if st["pool"] != "activations":
-                raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
-            nbytes = int(np.prod(shapes[e], dtype=np.int64)) * DTYPE_CODES[dltype[e]][1] // 8
-            states.append({"offset": st["offset"], "size": nbytes, "fill": int(na.get("fill", 0)),
-                           "tensor_name": untrusted(tnames[e])})
-
+    states, state_offset, state_size = _state_area(doc, pool_index)
     calls = []
     needs_math = False
     macc = 0
@@ -203,7 +197,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         for k in range(n_out):
             args.append(pointer(sids[entry(i, k)]))
         if "scratch_storage_id" in a:
-            args.append(f"(void *)(act + {storage[a['scratch_storage_id']]['offset']}u)")
+            args.append(pointer(int(a["scratch_storage_id"])))
         calls.append({
             "kernel": kernel, "psym": psym, "params_init": init,
             "node": i, "source_op": untrusted(str(a.get("source_op", "?"))),
@@ -218,12 +212,63 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         "source": untrusted(str(meta.get("source", ""))),
         "datetime": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "revision": revision, "n_nodes": len(calls), "inputs": inputs, "outputs": outputs,
-        "activations_size": act_pool["size"], "activations_array_size": max(act_pool["size"], 8),
+        "activations_size": sum(p["size"] for p in pools), "activations_array_size": max(act_pool["size"], 8),
+        "pools": pools, "multi_pool": len(pools) > 1,
         "align": act_pool["align"], "weights_size": w_pool["size"], "weights_align": WEIGHTS_ALIGN,
         "weights_array_size": max(len(blob), 1), "weights_body": _hex_body(blob),
         "kernel_headers": sorted(p.name for p in (runtime_dir() / "include").glob("ai_kernels_*.h")),
-        "builtin_pool": True, "calls": calls, "states": states, "needs_math": needs_math, "macc": macc,
+        "builtin_pool": True, "calls": calls, "states": states, "state_size": state_size,
+        "needs_math": needs_math, "macc": macc,
     }
+
+
+def _state_area(doc: dict[str, Any], pool_index: dict[str, int]) -> tuple[list[dict[str, Any]], dict[int, int], int]:
+    """Persistent (variable) tensors move out of the activation pools into the instance's state
+    area, so that a pool shared with other models cannot overwrite them: one 8-aligned slot per
+    storage, in graph order. Returns the tensors to fill at ai_create/ai_reset (offsets in the
+    state area), the state offset of each storage id and the area's size."""
+    attrs, nodes, row = doc["attrs"], doc["nodes"], doc["node_row_ptr"]
+    dltype, shapes, sids = attrs["dltype"][1], attrs["shape"][1], attrs["storage_id"][1]
+    tnames = attrs["tensor_name"][1]
+    storage = doc["stm32ai"]["storage"]
+    states: list[dict[str, Any]] = []
+    offset: dict[int, int] = {}
+    size = 0
+    for n in doc["arg_nodes"]:
+        na = nodes[n].get("attrs", {})
+        if not na.get("variable"):
+            continue
+        e = row[n]
+        sid = sids[e]
+        if storage[sid]["pool"] not in pool_index:
+            raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
+        if sid not in offset:
+            offset[sid] = size
+            size += (int(storage[sid]["size"]) + 7) // 8 * 8
+        nbytes = int(np.prod(shapes[e], dtype=np.int64)) * DTYPE_CODES[dltype[e]][1] // 8
+        states.append({"offset": offset[sid], "size": nbytes, "fill": int(na.get("fill", 0)),
+                       "tensor_name": untrusted(tnames[e])})
+    return states, offset, size
+
+
+def _pools_context(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The activation pools: pool 0 is `<name>_activations` in `.nn_activations` (as a single-pool
+    model's); pool k > 0 is `<name>_activations_<k>` in `.nn_activations_<region>`."""
+    pools = []
+    for k, p in enumerate(activation_pools(doc)):
+        region = str(p.get("region", ""))
+        if region and not C_IDENT.match(region):
+            raise Stm32aiError(f"graph.json: activation pool {k} has a bad region name {quote(region)}")
+        if k > 0 and not region:
+            raise Stm32aiError(f"graph.json: activation pool {k} has no region")
+        pools.append({"index": k, "pool": p["name"], "size": int(p["size"]), "align": int(p["align"]),
+                      "region": region, "var": "act" if k == 0 else f"act{k}",
+                      "sym": f"{name}_activations" if k == 0 else f"{name}_activations_{k}",
+                      "section": ".nn_activations" if k == 0 else f".nn_activations_{region}",
+                      "array_size": max(int(p["size"]), 8)})
+    if not pools:
+        raise Stm32aiError("graph.json has no activation pool")
+    return pools
 
 
 def _env() -> jinja2.Environment:
@@ -234,9 +279,12 @@ def _env() -> jinja2.Environment:
     ))
 
 
-def emit_model(doc: dict[str, Any], params: dict[str, np.ndarray], name: str) -> dict[str, str]:
-    """The four model files, as {file name: text}."""
+def emit_model(doc: dict[str, Any], params: dict[str, np.ndarray], name: str,
+               builtin_pool: bool = True) -> dict[str, str]:
+    """The four model files, as {file name: text}. `builtin_pool=False` emits no activation
+    array: the application passes one to ai_create (a pool shared by several models)."""
     ctx = build_context(doc, params, name)
+    ctx["builtin_pool"] = builtin_pool
     env = _env()
     return {
         f"{name}.h": env.get_template("model.h.j2").render(ctx),
@@ -257,10 +305,10 @@ def copy_runtime(dest: Path) -> None:
 
 
 def emit_c(doc: dict[str, Any], params: dict[str, np.ndarray], name: str, dest: Path,
-           with_runtime: bool = True) -> list[Path]:
+           with_runtime: bool = True, builtin_pool: bool = True) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for fname, text in emit_model(doc, params, name).items():
+    for fname, text in emit_model(doc, params, name, builtin_pool).items():
         (dest / fname).write_text(text)
         written.append(dest / fname)
     if with_runtime:

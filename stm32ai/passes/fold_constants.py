@@ -202,6 +202,16 @@ def _transpose(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
     return [np.transpose(v[0], _ints(v[1]))]
 
 
+@_folder("TILE")
+def _tile(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
+    if not _moves_raw_values(op, g, op.inputs[:1]):
+        return None
+    mult = _ints(v[1])
+    if len(mult) != v[0].ndim or any(m < 0 for m in mult):
+        raise ValueError(f"multiples {mult} do not fit the input shape {list(v[0].shape)}")
+    return [np.tile(v[0], mult)]
+
+
 @_folder("CAST")
 def _cast(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
     # numpy's astype truncates float -> int toward zero and maps nonzero -> True, as TF does.

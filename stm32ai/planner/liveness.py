@@ -4,13 +4,18 @@ A buffer is a set of tensors sharing storage: a tensor and its zero-copy aliases
 (`__nop` RESHAPE), plus an in-place op's output and the input it overwrites. Its
 lifetime is the closed step interval from its first definition to its last use; graph
 inputs live from step 0 and graph outputs to the last step.
+
+Overlapping pairs: when a kernel may write its output over its dying input at an offset
+(`Op.overlap`, from the kernel's access order, passes/lower/overlap.py), both go into one
+buffer with a fixed byte offset per tensor (`Buffer.inner`), the union of the two as its size.
+The allocator still sees rectangles (size, first, last).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stm32ai.ir import Graph
+from stm32ai.ir import Graph, Op
 
 
 @dataclass
@@ -21,6 +26,9 @@ class Buffer:
     tensors: list[int] = field(default_factory=list)
     scratch_of: int = -1  # op index when this is a kernel's scratch
     app_owned: bool = False  # the application provides it (not in the pool)
+    inner: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset inside (0 if absent)
+    # op index -> kernel attrs (access order) the inner offsets assume; plan_memory applies them
+    orders: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 def _align(n: int, a: int) -> int:
@@ -42,8 +50,130 @@ class _Groups:
         self.parent[self.find(b)] = self.find(a)
 
 
+def _overlap_deltas(g: Graph, op: Op, overlap: bool = True) -> list[tuple[int, int, dict[str, int]]] | None:
+    """Where output 0 may start relative to input 0 when it shares input 0's storage, with
+    the kernel attrs that make it safe: `Op.overlap`, or 0 for an elementwise in-place op of
+    equal size."""
+    if not op.inputs or op.inputs[0] < 0 or not op.outputs:
+        return None
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.is_const:
+        return None
+    if op.overlap and overlap:
+        return list(op.overlap)
+    if op.inplace and x.nbytes == y.nbytes:
+        return [(0, 0, {})]
+    return None
+
+
+# A chain: the alias group it starts with, then per overlapped op (the tail's group root,
+# the new group root, the op index, its safe offsets of the new tensor relative to the tail).
+Link = tuple[int, int, int, list[tuple[int, int, dict[str, int]]]]
+Chain = tuple[int, list[Link]]
+
+
+def _merge_overlaps(g: Graph, order: list[int], step_of: dict[int, int], groups: _Groups,
+                    span: dict[int, list[int]], pinned: set[int], owned: set[int],
+                    overlap: bool) -> dict[int, Chain]:
+    """Join each overlappable op's dying input group and new output group; returns the chains
+    by final group root. Only the tail of a chain is alive when the next op joins it."""
+    chains: dict[int, Chain] = {}
+    for op_idx in order:
+        op = g.ops[op_idx]
+        deltas = _overlap_deltas(g, op, overlap)
+        if deltas is None:
+            continue
+        src, dst = groups.find(op.inputs[0]), groups.find(op.outputs[0])
+        if src == dst or src in pinned or dst in owned:
+            continue
+        if span[src][1] != step_of[op_idx] or span[dst][0] != step_of[op_idx]:
+            continue
+        head, links = chains.get(src, (src, []))
+        tail = links[-1][1] if links else head
+        if groups.find(tail) != src or dst in chains:
+            continue  # the input is not the chain's live tail: keep them apart
+        chains.pop(src, None)
+        groups.union(src, dst)
+        r = groups.find(src)
+        chains[r] = (head, [*links, (tail, dst, op_idx, deltas)])
+        span[r] = [min(span[src][0], span[dst][0]), max(span[src][1], span[dst][1])]
+        if dst in pinned:
+            pinned.add(r)
+    return chains
+
+
+def _candidates(a: int, b: int, s: int, lo: int, hi: int, align: int) -> set[int]:
+    """Offsets worth trying in the safe range [lo, hi] for a tensor of s bytes after a tail
+    with a bytes of the chain below it and b from it up: the ends, 0, and the offsets that
+    put the new tensor at the chain's bottom or top (inside it when it fits)."""
+    out = {lo, hi}
+    for v in (0, -a, b - s):
+        for r in (v // align * align, -(-v // align) * align):
+            out.add(min(max(r, lo), hi))
+    return out
+
+
+def _place_chain(g: Graph, alias_root: dict[int, int], chain: Chain, inner: dict[int, int],
+                 align: int, orders: dict[int, dict[str, int]]) -> None:
+    """Choose one safe offset per link so that the chain spans the fewest bytes (a small
+    dynamic programme over (bytes below the tail, bytes from the tail up)), then set the inner
+    offsets (tensors of one alias group share one) and record the access order (kernel attrs)
+    each op's offset needs in `orders`."""
+    head, links = chain
+    roots = [head] + [dst for _, dst, _, _ in links]
+    members = {r: [t for t, a in alias_root.items() if a == r] for r in roots}
+    sizes = {r: max(g.tensors[t].nbytes for t in ts) for r, ts in members.items()}
+    # state: (below, above) -> (previous state, offset taken)
+    states: dict[tuple[int, int], tuple[tuple[int, int] | None, int]] = {(0, sizes[head]): (None, 0)}
+    history = []
+    for _, dst, _, deltas in links:
+        nxt: dict[tuple[int, int], tuple[tuple[int, int] | None, int]] = {}
+        for (a, b) in states:
+            for lo, hi, _ in deltas:
+                for d in _candidates(a, b, sizes[dst], lo, hi, align):
+                    key = (max(a + d, 0), max(b - d, sizes[dst]))
+                    if key not in nxt:
+                        nxt[key] = ((a, b), d)
+        history.append(nxt)
+        states = _pareto(nxt)
+    best = min(states, key=lambda k: (k[0] + k[1], k[0]))
+    picks = []
+    for nxt in reversed(history):
+        prev, d = nxt[best]
+        picks.append(d)
+        assert prev is not None
+        best = prev
+    picks.reverse()
+    pos = {head: 0}
+    for (tail, dst, op_idx, deltas), d in zip(links, picks, strict=True):
+        pos[dst] = pos[tail] + d
+        variant = next(v for lo, hi, v in deltas if lo <= d <= hi)
+        if variant:
+            orders[op_idx] = variant
+    low = min(pos.values())
+    for r, ts in members.items():
+        for t in ts:
+            inner[t] = pos[r] - low
+
+
+def _pareto(states: dict[tuple[int, int], tuple], keep: int = 256) -> dict[tuple[int, int], tuple]:
+    """Drop states another one beats on both sides; keep the `keep` smallest spans."""
+    ranked = sorted(states, key=lambda k: (k[0] + k[1], k[0]))
+    out: dict[tuple[int, int], tuple] = {}
+    for k in ranked:
+        if any(a <= k[0] and b <= k[1] for a, b in out):
+            continue
+        out[k] = states[k]
+        if len(out) >= keep:
+            break
+    return out
+
+
 def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
-                  inplace: bool = True) -> tuple[list[Buffer], dict[int, int], dict[int, int]]:
+                  inplace: bool = True, overlap: bool = True
+                  ) -> tuple[list[Buffer], dict[int, int], dict[int, int]]:
+    """inplace: let elementwise ops overwrite their dying input; overlap: also the kernels
+    with a modelled access order (`Op.overlap`)."""
     step_of = {op_idx: s for s, op_idx in enumerate(order)}
     last_step = max(len(order) - 1, 0)
     groups = _Groups()
@@ -84,24 +214,15 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
     variables = [t for t in activations if g.tensors[t].variable]
     pinned = {groups.find(t) for t in list(g.outputs) + list(app_owned) + variables}
     owned = {groups.find(t) for t in app_owned} | {groups.find(t) for t in variables}
+    # byte offset of each tensor inside its group (aliases share 0; overlapped pairs differ)
+    inner: dict[int, int] = dict.fromkeys(activations, 0)
+    orders: dict[int, dict[int, dict[str, int]]] = {}  # chain root -> op index -> attrs
     if inplace:
-        for op_idx in order:
-            op = g.ops[op_idx]
-            if not op.inplace or not op.inputs or op.inputs[0] < 0:
-                continue
-            src, dst = groups.find(op.inputs[0]), groups.find(op.outputs[0])
-            if g.tensors[op.inputs[0]].is_const or src == dst or src in pinned or dst in owned:
-                continue
-            if span[src][1] != step_of[op_idx] or span[dst][0] != step_of[op_idx]:
-                continue
-            if g.tensors[op.inputs[0]].nbytes != g.tensors[op.outputs[0]].nbytes:
-                continue
-            groups.union(dst, src)
-            r = groups.find(dst)
-            merged = [min(span[src][0], span[dst][0]), max(span[src][1], span[dst][1])]
-            span[r] = merged
-            if dst in pinned:
-                pinned.add(r)
+        alias_root = {t: groups.find(t) for t in activations}
+        chains = _merge_overlaps(g, order, step_of, groups, span, pinned, owned, overlap)
+        for root, chain in chains.items():
+            orders[root] = {}
+            _place_chain(g, alias_root, chain, inner, align, orders[root])
 
     buffers: list[Buffer] = []
     index_of_root: dict[int, int] = {}
@@ -111,10 +232,12 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
         if r not in index_of_root:
             first, last = span[r]
             index_of_root[r] = len(buffers)
-            buffers.append(Buffer(0, first, last))
+            buffers.append(Buffer(0, first, last, orders=orders.get(r, {})))
         b = buffers[index_of_root[r]]
         b.tensors.append(t)
-        b.size = max(b.size, _align(g.tensors[t].nbytes, align))
+        b.size = max(b.size, _align(inner[t] + g.tensors[t].nbytes, align))
+        if inner[t]:
+            b.inner[t] = inner[t]
         b.app_owned = b.app_owned or t in app_owned
         tensor_buffer[t] = index_of_root[r]
     scratch_buffer: dict[int, int] = {}

@@ -1,104 +1,169 @@
-"""`generate --board`: compiled model -> test vector from the reference -> firmware project.
+"""`generate --board`: compiled models + their test vectors -> firmware project.
 
-The bridge between the compiler (a `Compiled` model) and the project generator; the CLI
-calls it inside its staging directory, so a failure leaves nothing behind.
+The bridge between the compiler (`Compiled` models) and the project generator, with typed
+arguments (stm32ai.project.spec): the caller computes the test vectors (stm32ai.validate.vectors)
+and passes them down. The CLI calls it inside its staging directory, so a failure leaves
+nothing behind.
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stm32ai import __version__
-from stm32ai.boards import load_board
+from stm32ai.boards import Board
 from stm32ai.emitter import emit_c
 from stm32ai.errors import Stm32aiError
-from stm32ai.graphjson import model_signature, write_artifact
+from stm32ai.graphjson import activation_pools, model_signature, to_graph_json, write_artifact
 from stm32ai.pipeline import Compiled
-from stm32ai.project.generator import generate_project, plan_placement
+from stm32ai.planner.regions import RegionBudget, split_across_regions
+from stm32ai.project.generator import (
+    ActivationsDoNotFit,
+    ModelSpec,
+    Placement,
+    _round8,
+    activation_budgets,
+    generate_multi_project,
+    generate_project,
+    plan_placement,
+)
+from stm32ai.project.spec import Pools, ProjectModel
 
 
-def _pool_list(v: str | None) -> list[str] | None:
+def pool_list(v: str | None) -> list[str] | None:
+    """A comma-separated region list option (--activations-pool, --weights-pool)."""
     return [s.strip() for s in v.split(",") if s.strip()] if v else None
 
 
 def _sizes(c: Compiled) -> tuple[int, int]:
-    pools = {p["name"]: p["size"] for p in c.doc["stm32ai"]["pools"]}
-    return pools["activations"], pools["weights"]
+    """(activation bytes over all pools, weights bytes)."""
+    w = next(p["size"] for p in c.doc["stm32ai"]["pools"] if p["name"] == "weights")
+    return sum(p["size"] for p in activation_pools(c.doc)), w
 
 
-def test_vector(model: Path, c: Compiled, seed: int = 0, *, expected: bool = True
-                ) -> tuple[list[np.ndarray], list[np.ndarray] | None, str | None]:
-    """One seeded random input and the verdict reference's output for it (docs/references.md).
-
-    The expected output is None when `expected` is False (--no-test-vector) or when every
-    installed reference refuses the model (a warning says so): the demo then reports timing and
-    memory only. A reference the verdict needs but that is not installed is bad input (exit 2,
-    with the install command): installing it is the fix, not a project without a check.
-    """
-    from stm32ai.validate.reference import missing_reference_error, random_inputs, references
-
-    g = c.graph
-    inputs = random_inputs(model, 1, seed)
-    shaped_in = [np.asarray(x).reshape(g.tensors[t].shape) for x, t in zip(inputs, g.inputs, strict=True)]
-    if not expected:
-        return shaped_in, None, None
-    refs = references(model, inputs)
-    missing = missing_reference_error(model, refs)
-    if missing:
-        raise Stm32aiError(f"{missing} (or generate with --no-test-vector: a demo without expected output)")
-    verdict = next((r for r in refs if r.verdict and r.outputs is not None), None)
-    if verdict is None:
-        reasons = "; ".join(f"{r.unavailable or r.overruled}" for r in refs)
-        print(f"stm32ai: warning: no reference runs this model, so the demo embeds no expected output and "
-              f"reports `result: no-reference` ({reasons})", file=sys.stderr)
-        return shaped_in, None, None
-    outs = [np.asarray(y).reshape(g.tensors[t].shape) for y, t in zip(verdict.outputs, g.outputs, strict=True)]
-    label = {"tflm": "TFLite Micro", "litert-ref": "LiteRT (reference kernels)"}.get(verdict.name, verdict.name)
-    return shaped_in, outs, label
-
-
-def generate_firmware_project(args: argparse.Namespace, c: Compiled, stage: Path) -> Path:
-    board = load_board(args.board)
+def place_model(board: Any, c: Compiled, activations_pool: list[str] | None, weights_pool: list[str] | None,
+                vectors_bytes: int = 0) -> Placement:
+    """Place the model's pools on `board`. The single activation pool goes to the first region
+    of its list with room (unchanged plan); when none has room and the list has several regions,
+    the plan is split across them (planner/regions.py) and `c` (plan and graph.json) is updated.
+    Raises Stm32aiError naming the region that overflows when even the split does not fit."""
     act, wts = _sizes(c)
-    a_pool, w_pool = _pool_list(args.activations_pool), _pool_list(args.weights_pool)
-    # refuse early, before running references, when the model cannot fit
-    plan_placement(board, activations_bytes=act, weights_bytes=wts, activations_pool=a_pool, weights_pool=w_pool)
-    inputs, expected, ref = test_vector(Path(args.model), c, expected=not getattr(args, "no_test_vector", False))
+    kw: dict[str, Any] = {"activations_pool": activations_pool, "weights_pool": weights_pool,
+                          "vectors_bytes": vectors_bytes}
+    if c.plan.pools:
+        return plan_placement(board, activations_bytes=act, weights_bytes=wts, split=c.plan.pools, **kw)
+    try:
+        return plan_placement(board, activations_bytes=act, weights_bytes=wts, **kw)
+    except ActivationsDoNotFit:
+        budgets = activation_budgets(board, weights_bytes=wts, **kw)
+        if len(budgets) < 2:
+            raise
+    plan = split_across_regions(c.graph, c.plan, [RegionBudget(n, cap) for n, cap in budgets])
+    c.plan = plan
+    c.doc, c.params = to_graph_json(c.graph, plan, c.doc["stm32ai"]["name"])
+    return plan_placement(board, activations_bytes=act, weights_bytes=wts, split=plan.pools, **kw)
+
+
+def place_models(board: Board, compiled: Sequence[Compiled], pools: Pools) -> Placement:
+    """Place the pools of one model (place_model) or of several. Several models: their weights
+    arrays all go to the weights region (the sum); their activations to one region: the largest
+    model's pool when `pools.shared` (they run one after another), else the sum of their pools.
+    A multi-model project does not split a model across regions (each pool is one array)."""
+    if len(compiled) == 1:
+        return place_model(board, compiled[0], pools.activations, pools.weights)
+    sizes = [_sizes(c) for c in compiled]
+    act = activations_total([a for a, _ in sizes], pools.shared)
+    wts = sum(_round8(w) for _, w in sizes)
+    try:
+        return plan_placement(board, activations_bytes=act, weights_bytes=wts,
+                              activations_pool=pools.activations, weights_pool=pools.weights)
+    except ActivationsDoNotFit as e:
+        raise Stm32aiError(f"{e} ({'largest model' if pools.shared else 'sum over the models'}; a multi-model "
+                           "project keeps each activation pool in one region"
+                           + ("" if pools.shared else "; --shared-activations needs only the largest") + ")") from None
+
+
+def activations_total(sizes: Sequence[int], shared: bool) -> int:
+    """Activation RAM of several models: one shared pool holds the largest, separate pools add up
+    (each rounded to the 8-byte alignment of the next array)."""
+    return max(sizes) if shared else sum(_round8(a) for a in sizes)
+
+
+def generate_firmware_project(stage: Path, board: Board, models: Sequence[ProjectModel],
+                              pools: Pools | None = None, *, validation: bool = False, profile: bool = False) -> Path:
+    """Write the firmware project of `models` (compiled, each with its test vector) for `board`
+    into `stage`. One model: the single-model demo; several: one project with each model's
+    own prefix, weights and descriptor, the descriptor table (Model/ai_models.h) and a demo
+    that loops over it. Raises Stm32aiError when the models do not fit the board."""
+    pools = pools or Pools()
+    if not models:
+        raise Stm32aiError("no model to generate a project for")
+    names = [m.name for m in models]
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise Stm32aiError(f"two models are named '{dup}': give each its own name (--name a,b)")
+    if len(models) > 1 and profile:
+        raise Stm32aiError("--profile takes one model (per-layer counts of a multi-model project: generate "
+                           "each model on its own with --profile)")
+    # refuse early, before emitting anything, when the models cannot fit (one model may be split)
+    place_models(board, [m.compiled for m in models], pools)
     work = stage.parent / "c"
-    emit_c(c.doc, c.params, args.name, work)
-    g = c.graph
-    generate_project(stage, board=board, name=args.name, c_dir=work, test_inputs=inputs,
-                     expected_outputs=expected if expected is not None else
-                     [np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in g.outputs],
-                     embed_expected=expected is not None,
-                     activations_pool=a_pool, weights_pool=w_pool,
-                     activations_bytes=act, weights_bytes=wts, tool_version=__version__,
-                     reference=ref or "no reference",
-                     model_signature=model_signature(c.doc, c.params),
-                     validation=getattr(args, "validation", False), model_file=Path(args.model).name,
-                     profile=getattr(args, "profile", False))
-    write_artifact(stage / "Model" / "artifact", c.doc, c.params)
+    for m in models:
+        emit_c(m.compiled.doc, m.compiled.params, m.name, work, builtin_pool=not (pools.shared and len(models) > 1))
+    specs = [_model_spec(m) for m in models]
+    if len(models) == 1:
+        m, spec = models[0], specs[0]
+        c = m.compiled
+        act, wts = _sizes(c)
+        generate_project(stage, board=board, name=m.name, c_dir=work, test_inputs=spec.test_inputs,
+                         expected_outputs=spec.expected_outputs, embed_expected=spec.embed_expected,
+                         activations_pool=pools.activations, weights_pool=pools.weights,
+                         activations_bytes=act, weights_bytes=wts, tool_version=__version__,
+                         reference=spec.reference, model_signature=spec.signature,
+                         validation=validation, model_file=m.model_file, profile=profile,
+                         activation_split=c.plan.pools or None)
+        write_artifact(stage / "Model" / "artifact", c.doc, c.params)
+    else:
+        generate_multi_project(stage, board=board, models=specs, c_dir=work, shared=pools.shared,
+                               activations_pool=pools.activations, weights_pool=pools.weights,
+                               tool_version=__version__, validation=validation)
+        for m in models:
+            write_artifact(stage / "Model" / "artifact" / m.name, m.compiled.doc, m.compiled.params)
     shutil.rmtree(work, ignore_errors=True)
-    print(f"test vector: expected output from {ref}" if ref else
-          "test vector: input only, no expected output embedded (the demo reports result: no-reference)",
-          file=sys.stderr)
+    for m in models:
+        who = f"{m.name}: " if len(models) > 1 else ""
+        print(f"test vector: {who}expected output from {m.vector.reference}" if m.vector.expected is not None else
+              f"test vector: {who}input only, no expected output embedded (the demo reports result: no-reference)",
+              file=sys.stderr)
     return stage
 
 
-def fits_report(args: argparse.Namespace, c: Compiled) -> dict[str, Any]:
-    board = load_board(args.board)
+def _model_spec(m: ProjectModel) -> ModelSpec:
+    c, v = m.compiled, m.vector
+    g = c.graph
     act, wts = _sizes(c)
+    expected = v.expected if v.expected is not None else \
+        [np.zeros(g.tensors[t].shape, g.tensors[t].dtype) for t in g.outputs]
+    return ModelSpec(name=m.name, test_inputs=list(v.inputs), expected_outputs=list(expected),
+                     embed_expected=v.expected is not None, reference=v.reference or "no reference",
+                     signature=model_signature(c.doc, c.params), model_file=m.model_file,
+                     activations_bytes=act, weights_bytes=wts)
+
+
+def fits_report(board: Board, compiled: Sequence[Compiled], pools: Pools) -> dict[str, Any]:
+    """The fits check of `analyze --board` (may split a single model's activations across regions)."""
     try:
-        place = plan_placement(board, activations_bytes=act, weights_bytes=wts,
-                               activations_pool=_pool_list(args.activations_pool),
-                               weights_pool=_pool_list(args.weights_pool))
+        place = place_models(board, compiled, pools)
     except Stm32aiError as e:
         return {"ok": False, "summary": str(e)}
-    return {"ok": True, "summary": f"activations in {place.activations_region}, weights in {place.weights_region}",
+    where = ", ".join(f"{p['region']} {p['bytes']:,} B" for p in place.activation_pools)
+    if len(compiled) > 1:
+        where += " (shared pool: the largest model)" if pools.shared else " (separate pools: the sum)"
+    return {"ok": True, "summary": f"activations in {where}, weights in {place.weights_region}",
             **place.to_json()}

@@ -4,6 +4,8 @@
     out.result            # "match" / "mismatch" / "error" / None
     out.count, out.unit   # 1234567, "instructions" (emulated boards) or "cycles" (hardware)
     out.layers            # [Layer(node=5, kernel="conv2d_s8", count=24595), ...] (--profile builds)
+    out.models            # per `model:` line: ModelOutput(name, fields, count, unit) (several models)
+    out.all_passed        # every model printed `result: match` (or `no-reference`)
 
 Emulated boards report retired instructions (`instructions:`; QEMU -icount has no cycle model),
 hardware boards core cycles (`cycles:` and `ms:`). Firmware generated before that distinction
@@ -17,7 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DemoOutput", "Layer", "format_layers", "parse_demo_output", "parse_layer"]
+__all__ = ["DemoOutput", "Layer", "ModelOutput", "format_layers", "parse_demo_output", "parse_layer"]
+
+PASSING = ("match", "no-reference")  # a model's `result:` values that are not a failure
 
 _KV = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*): (.*)$")
 _LAYER = re.compile(r"^(\d+) ([A-Za-z_][A-Za-z0-9_]*) (\d+)$")
@@ -31,11 +35,32 @@ class Layer:
 
 
 @dataclass
+class ModelOutput:
+    """The lines from one `model: <name>` line to the next (a multi-model demo prints one such
+    section per model; a single-model demo's one section runs to the end)."""
+
+    name: str
+    fields: dict[str, str] = field(default_factory=dict)
+    count: int | None = None
+    unit: str | None = None
+
+    @property
+    def result(self) -> str | None:
+        return self.fields.get("result")
+
+
+@dataclass
 class DemoOutput:
     fields: dict[str, str] = field(default_factory=dict)
     layers: list[Layer] = field(default_factory=list)
     count: int | None = None
     unit: str | None = None          # "instructions" or "cycles"
+    models: list[ModelOutput] = field(default_factory=list)
+
+    @property
+    def all_passed(self) -> bool:
+        """At least one model, and every model's `result:` is match (or no-reference)."""
+        return bool(self.models) and all(m.result in PASSING for m in self.models)
 
     @property
     def result(self) -> str | None:
@@ -53,7 +78,9 @@ class DemoOutput:
 
     def to_json(self) -> dict[str, Any]:
         return {"result": self.result, "unit": self.unit, "count": self.count, "ms": self.ms,
-                "layers": [{"node": x.node, "kernel": x.kernel, "count": x.count} for x in self.layers]}
+                "layers": [{"node": x.node, "kernel": x.kernel, "count": x.count} for x in self.layers],
+                "models": [{"name": x.name, "result": x.result, "unit": x.unit, "count": x.count}
+                           for x in self.models]}
 
 
 def parse_layer(value: str) -> Layer | None:
@@ -70,6 +97,10 @@ def parse_demo_output(text: str, legacy_board: Any = None) -> DemoOutput:
         if not m:
             continue
         k, v = m.group(1), m.group(2).strip()
+        if k == "model":
+            out.models.append(ModelOutput(v))
+        elif out.models:
+            out.models[-1].fields[k] = v
         if k == "layer":
             layer = parse_layer(v)
             if layer is not None:
@@ -82,8 +113,15 @@ def parse_demo_output(text: str, legacy_board: Any = None) -> DemoOutput:
     elif f.get("cycles", "").isdigit():
         out.count, out.unit = int(f["cycles"]), "cycles"
         emu = getattr(legacy_board, "emulation", None)
-        if emu is not None and f.get("cycle_counter") == "systick":   # old firmware on QEMU
-            out.count, out.unit = emu.ticks_to_instructions(out.count), "instructions"
+        if emu is not None and f.get("cycle_counter") == "systick":   # SysTick ticks under QEMU -icount
+            # at the clock the firmware reports it reached (a real board's firmware: after its bring-up)
+            hz = int(f["sysclk_hz"]) if f.get("sysclk_hz", "").isdigit() else None
+            out.count, out.unit = emu.ticks_to_instructions(out.count, hz), "instructions"
+    for sec in out.models:
+        for unit in ("instructions", "cycles"):
+            if sec.fields.get(unit, "").isdigit():
+                sec.count, sec.unit = int(sec.fields[unit]), unit
+                break
     return out
 
 

@@ -19,14 +19,14 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import numpy as np
 
-from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards
+from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards, parse_size
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_CODES
 from stm32ai.outputs import check_output_dir, mark_generated, publish_dir
@@ -34,8 +34,10 @@ from stm32ai.project.clockregs import clock_registers
 from stm32ai.resources import data_dir
 from stm32ai.sanitize import configure, untrusted
 
-__all__ = ["Placement", "generate_project", "plan_placement", "CODE_RESERVE", "DATA_RESERVE",
-           "FIRMWARE_TARGET", "MANIFEST"]
+__all__ = ["ModelSpec", "Placement", "generate_multi_project", "generate_project", "plan_placement",
+           "write_model_table",
+           "activation_budgets", "ActivationsDoNotFit",
+           "CODE_RESERVE", "DATA_RESERVE", "FIRMWARE_TARGET", "MANIFEST"]
 
 # Room kept for what is not the model when checking that its pools fit (the linker script
 # checks the exact figures at build time):
@@ -57,6 +59,8 @@ class Placement:
     weights_region: str
     weights_copied: bool          # weights live in RAM, loaded from the text region at reset
     free: dict[str, int]          # bytes left per region after everything is placed (estimate)
+    # one {"region", "bytes"} per activation pool (several when split across regions)
+    activation_pools: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,6 +86,10 @@ def _why_reserved(board: Board, rn: str, vectors_bytes: int) -> str:
     return " - ".join(parts)
 
 
+class ActivationsDoNotFit(Stm32aiError):
+    """The activation pool fits no single region of its list (a split may still fit)."""
+
+
 def _check_pool_names(board: Board, names: list[str], what: str) -> None:
     known = [r.name for r in board.memory]
     if not names:
@@ -90,28 +98,103 @@ def _check_pool_names(board: Board, names: list[str], what: str) -> None:
         if n not in known:
             raise Stm32aiError(f"--{what}-pool: board {board.id} has no memory region '{n}' "
                                f"(regions: {', '.join(known)})")
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise Stm32aiError(f"--{what}-pool lists region '{dup}' twice")
+
+
+def _split_caps(entries: list[str], what: str) -> tuple[list[str], dict[str, int]]:
+    """`REGION` or `REGION:SIZE` entries: SIZE caps the bytes the pool may use there
+    (e.g. `sram:16K`), to leave room for the application or to plan for a smaller part."""
+    names, caps = [], {}
+    for e in entries:
+        name, sep, size = e.partition(":")
+        names.append(name.strip())
+        if sep:
+            try:
+                caps[name.strip()] = parse_size(size.strip(), f"--{what}-pool {name.strip()}")
+            except ValueError as err:
+                raise Stm32aiError(str(err)) from None
+    return names, caps
 
 
 def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
                    activations_pool: list[str] | None = None, weights_pool: list[str] | None = None,
-                   vectors_bytes: int = 0) -> Placement:
+                   vectors_bytes: int = 0, split: list[tuple[str, int]] | None = None) -> Placement:
     """Choose the region of each pool: the first of its ordered list with room for it.
 
-    Raises Stm32aiError (exit 2) with needed vs available bytes per region and a suggestion
-    when a pool fits none of its regions.
+    `split` is a plan already spread across regions (planner/regions.py): one (region, bytes)
+    per activation pool, each checked against its own region. Raises Stm32aiError (exit 2) with
+    needed vs available bytes per region and a suggestion when a pool does not fit
+    (ActivationsDoNotFit when the single activation pool fits none of its regions).
     """
-    a_pool = list(activations_pool) if activations_pool else list(board.activations_pool)
+    a_pool, a_caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
+                                 "activations")
     w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
     _check_pool_names(board, a_pool, "activations")
     _check_pool_names(board, w_pool, "weights")
+    res, w_region, copied = _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+    need_w = _round8(weights_bytes)
+
+    def free(rn: str) -> int:
+        return min(board.region(rn).length - res[rn], a_caps.get(rn, 1 << 62))
+
+    def why_full(rn: str) -> str:
+        reg = board.region(rn)
+        why = _why_reserved(board, rn, vectors_bytes)
+        if rn == w_region:
+            why = (why + " - " if why else "") + f"{need_w:,} B weights"
+        if rn in a_caps:
+            why = (why + "; " if why else "") + f"capped at {a_caps[rn]:,} B by --activations-pool"
+        return f"{rn} has {max(free(rn), 0):,} B free ({describe_size(reg.length)}" + (f" - {why}" if why else "") + ")"
+
+    if split:
+        pools = []
+        for k, (rn, size) in enumerate(split):
+            if rn not in a_pool:
+                raise Stm32aiError(f"activation pool {k} was planned for region {rn}, which is not in "
+                                   f"--activations-pool {','.join(a_pool)}")
+            if _round8(size) > free(rn):
+                raise Stm32aiError(f"activation pool {k} ({size:,} B) overflows region {rn} on {board.id}: "
+                                   + why_full(rn))
+            res[rn] += _round8(size)
+            pools.append({"region": rn, "bytes": size})
+        return Placement(split[0][0], w_region, copied, {r.name: r.length - res[r.name] for r in board.memory},
+                         pools)
+
+    need_a = _round8(activations_bytes)
+    a_region, notes = None, []
+    for rn in a_pool:
+        reg = board.region(rn)
+        if reg.needs_init:
+            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate yet")
+            continue
+        if not reg.writable:
+            notes.append(f"{rn} is not writable")
+            continue
+        if free(rn) >= need_a:
+            a_region = rn
+            break
+        notes.append(why_full(rn))
+    if a_region is None:
+        raise ActivationsDoNotFit(
+            f"activations ({activations_bytes:,} B) do not fit on {board.id}: " + "; ".join(notes)
+            + "; " + _suggest(board, need_a, a_pool, "activations", res))
+    res[a_region] += need_a
+    return Placement(a_region, w_region, copied, {r.name: r.length - res[r.name] for r in board.memory},
+                     [{"region": a_region, "bytes": activations_bytes}])
+
+
+def _place_weights(board: Board, weights_bytes: int, w_pool: list[str], vectors_bytes: int
+                   ) -> tuple[dict[str, int], str, bool]:
+    """(bytes reserved per region incl. the weights, weights region, copied to RAM at reset)."""
     res = _reserved(board, vectors_bytes)
-    need_w, need_a = _round8(weights_bytes), _round8(activations_bytes)
+    need_w = _round8(weights_bytes)
     text = board.region(board.text_region)
 
     def free(rn: str) -> int:
         return board.region(rn).length - res[rn]
 
-    # ---- weights ----
     w_region, copied, notes = None, False, []
     for rn in w_pool:
         reg = board.region(rn)
@@ -135,31 +218,28 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
     res[w_region] += need_w
     if copied:
         res[board.text_region] += need_w
+    return res, w_region, copied
 
-    # ---- activations ----
-    a_region, notes = None, []
+
+def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: list[str] | None = None,
+                       weights_pool: list[str] | None = None, vectors_bytes: int = 0) -> list[tuple[str, int]]:
+    """(region, bytes the activations may use there) for each usable region of the activation
+    list, in its order (fastest first), after code, data, stack, heap, weights and caps."""
+    a_pool, caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
+                               "activations")
+    w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
+    _check_pool_names(board, a_pool, "activations")
+    _check_pool_names(board, w_pool, "weights")
+    res, _, _ = _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+    out = []
     for rn in a_pool:
         reg = board.region(rn)
-        if reg.needs_init:
-            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate yet")
+        if reg.needs_init or not reg.writable:
             continue
-        if not reg.writable:
-            notes.append(f"{rn} is not writable")
-            continue
-        if free(rn) >= need_a:
-            a_region = rn
-            break
-        why = _why_reserved(board, rn, vectors_bytes)
-        if rn == w_region:
-            why = (why + " - " if why else "") + f"{need_w:,} B weights"
-        notes.append(f"{rn} has {max(free(rn), 0):,} B free ({describe_size(reg.length)}"
-                     + (f" - {why}" if why else "") + ")")
-    if a_region is None:
-        raise Stm32aiError(
-            f"activations ({activations_bytes:,} B) do not fit on {board.id}: " + "; ".join(notes)
-            + "; " + _suggest(board, need_a, a_pool, "activations", res))
-    res[a_region] += need_a
-    return Placement(a_region, w_region, copied, {r.name: r.length - res[r.name] for r in board.memory})
+        room = min(reg.length - res[rn], caps.get(rn, 1 << 62)) // _ALIGN * _ALIGN
+        if room > 0:
+            out.append((rn, room))
+    return out
 
 
 def _suggest(board: Board, need: int, tried: list[str], what: str, res: dict[str, int]) -> str:
@@ -325,7 +405,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                      activations_bytes: int, weights_bytes: int, tool_version: str,
                      force: bool = False, reference: str = "the reference",
                      model_signature: int = 0, validation: bool = False, model_file: str = "",
-                     profile: bool = False, embed_expected: bool = True) -> Path:
+                     profile: bool = False, embed_expected: bool = True,
+                     activation_split: list[tuple[str, int]] | None = None) -> Path:
     """Write a complete firmware project for `board` running model `name` into `out_dir`.
 
     `c_dir` is the emitter's C-only output (`<name>.c/.h`, `<name>_data.c/.h`, `runtime/`).
@@ -338,7 +419,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     self-test instead of exiting (hardware boards always serve it). `model_file` (the .tflite file
     name, untrusted) is only ever shown through the sanitiser's filters. `profile=True` builds with
     -DAI_PROFILE: the demo prints per-layer counts and the validation protocol serves them.
-    Returns `out_dir`.
+    `activation_split` is the model's (region, bytes) per activation pool when its plan is split
+    across memory regions (the linker script then gets one section per pool). Returns `out_dir`.
     """
     out_dir = Path(out_dir)
     c_dir = Path(c_dir)
@@ -355,7 +437,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     vectors_bytes = sum(_round8(v["size"]) for v in (ins + outs if embed_expected else ins))
     place = plan_placement(board, activations_bytes=activations_bytes, weights_bytes=weights_bytes,
                            activations_pool=activations_pool, weights_pool=weights_pool,
-                           vectors_bytes=vectors_bytes)
+                           vectors_bytes=vectors_bytes, split=activation_split)
 
     slug = out_dir.name or "project"
     ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation,
@@ -393,14 +475,102 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     return out_dir
 
 
+@dataclass
+class ModelSpec:
+    """One model of a multi-model project, as the generator needs it (C files in c_dir)."""
+
+    name: str
+    test_inputs: list[np.ndarray]
+    expected_outputs: list[np.ndarray]   # the outputs' shapes and dtypes even without a reference
+    embed_expected: bool
+    reference: str
+    signature: int
+    model_file: str
+    activations_bytes: int
+    weights_bytes: int
+
+
+def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpec], c_dir: Path, shared: bool,
+                           activations_pool: list[str] | None, weights_pool: list[str] | None,
+                           tool_version: str, validation: bool = False, force: bool = False) -> Path:
+    """Write one firmware project running several models (each emitted into `c_dir` with its own
+    prefix; with `shared` emitted without built-in pools). Model/ai_models.c/.h is the table of
+    their descriptors (and, with `shared`, the one activation pool sized to the largest), which
+    the generic demo (demo/main_multi.c.j2) loops over. Returns `out_dir`."""
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir, force, inputs=[c_dir])
+    parent = out_dir.resolve().parent
+    for m in models:
+        _check_c_dir(c_dir, m.name)
+    entries = []
+    for k, m in enumerate(models):
+        ins = [_array_entry(a, f"s_m{k}_input_{i}", f"{m.name} input {i}") for i, a in enumerate(m.test_inputs)]
+        outs = [_array_entry(a, f"s_m{k}_expected_{i}", f"{m.name} expected output {i}")
+                for i, a in enumerate(m.expected_outputs)]
+        entries.append({"index": k, "name": m.name, "inputs": ins, "outputs": outs,
+                        "has_expected": m.embed_expected, "reference": m.reference,
+                        "model_file": untrusted(m.model_file),
+                        "signature": f"0x{m.signature & 0xFFFFFFFF:08X}u",
+                        "activations_bytes": m.activations_bytes, "weights_bytes": m.weights_bytes})
+    vectors_bytes = sum(_round8(v["size"]) for e in entries
+                        for v in (e["inputs"] + e["outputs"] if e["has_expected"] else e["inputs"]))
+    act = max(m.activations_bytes for m in models) if shared else \
+        sum(_round8(m.activations_bytes) for m in models)
+    wts = sum(_round8(m.weights_bytes) for m in models)
+    place = plan_placement(board, activations_bytes=act, weights_bytes=wts, activations_pool=activations_pool,
+                           weights_pool=weights_pool, vectors_bytes=vectors_bytes)
+    joined = "_".join(m.name for m in models)
+    ctx = _project_context(board, joined, tool_version, place, act, wts, validation, False,
+                           models={"names": [m.name for m in models], "shared_activations": shared,
+                                   "activations_bytes": [m.activations_bytes for m in models],
+                                   "weights_bytes": [m.weights_bytes for m in models]})
+    ctx["reference"] = ", ".join(sorted({e["reference"] for e in entries if e["has_expected"]}))
+    ctx["model_file"] = untrusted(", ".join(m.model_file for m in models))
+    dctx = {"models": entries, "shared": shared, "board_name": board.name, "tool_version": tool_version,
+            "activations_bytes": act, "weights_bytes": wts, "rtol": "1e-5f"}
+    with tempfile.TemporaryDirectory(prefix=".stm32ai-", dir=parent) as tmp:
+        work = Path(tmp)
+        proj = _render_cookiecutter(data_dir("project_templates"), work / "render", out_dir.name or "project",
+                                    ctx, work)
+        lds = _jinja(data_dir("linker_scripts")).get_template("stm32ai.ld.j2")
+        (proj / ctx["linker_script"]).write_text(lds.render(**_linker_context(board, place, tool_version, act, wts)))
+        denv = _jinja(data_dir("demo"))
+        for tpl, dest in (("main_multi.c.j2", "Core/Src/main.c"), ("demo_models.c.j2", "Core/Src/demo_data.c"),
+                          ("demo_models.h.j2", "Core/Inc/demo_data.h")):
+            (proj / dest).write_text(denv.get_template(tpl).render(**dctx))
+        write_model_table(proj / "Model", [m.name for m in models], shared, act, tool_version)
+        shutil.copy2(data_dir("demo") / "ai_validation.c", proj / "Core" / "Src" / "ai_validation.c")
+        shutil.copy2(data_dir("demo") / "ai_validation.h", proj / "Core" / "Inc" / "ai_validation.h")
+        _copy_c(c_dir, proj / "Model")
+        staged = work / "staged"
+        os.replace(proj, staged)
+        mark_generated(staged)
+        publish_dir(staged, out_dir)
+    return out_dir
+
+
+def write_model_table(dest: Path, names: list[str], shared: bool, activations_bytes: int,
+                      tool_version: str) -> None:
+    """`ai_models.c/.h` in `dest`: the descriptor table of several models (and, with `shared`, the
+    one activation pool of `activations_bytes`, the largest model's; the models must then be
+    emitted without built-in pools)."""
+    ctx = {"models": [{"name": n} for n in names], "shared": shared, "activations_bytes": activations_bytes,
+           "tool_version": tool_version}
+    env = _jinja(data_dir("demo"))
+    dest.mkdir(parents=True, exist_ok=True)
+    for tpl in ("ai_models.c", "ai_models.h"):
+        (dest / tpl).write_text(env.get_template(f"{tpl}.j2").render(**ctx))
+
+
 def _project_context(board: Board, name: str, tool_version: str, place: Placement,
                      activations_bytes: int, weights_bytes: int, validation: bool = False,
-                     profile: bool = False) -> dict[str, Any]:
+                     profile: bool = False, models: dict[str, Any] | None = None) -> dict[str, Any]:
     ck, con = board.clock, board.console
     regs = clock_registers(board)
     fixed = ck.source == "fixed"
     text = board.region(board.text_region)
-    emu = board.emulation
+    emu = board.emulation if board.is_emulated else None   # firmware built for the emulator
+    machine = board.qemu_machine or ""                       # QEMU can run it (make run)
     manifest = {
         "format": 1, "generator": f"stm32ai {tool_version}", "name": name, "board": board.id,
         # a board file of the user's own (shipped boards are found by id)
@@ -417,18 +587,23 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         # what the demo's `instructions:`/`cycles:` figure counts
         "counter_unit": "instructions" if emu else "cycles",
     }
+    extra: dict[str, Any] = {}
+    if models is not None:  # a multi-model project: its models, in the descriptor table's order
+        manifest["models"] = models
+        extra = {"model_names": models["names"], "shared_activations": models["shared_activations"]}
     ide_name = f"{name}_{board.id}".replace("-", "_")
-    return {
+    ctx = {
         "tool_version": tool_version, "name": name, "NAME": name.upper(), "target": FIRMWARE_TARGET,
         "board_id": board.id, "board_name": board.name, "mcu": board.mcu, "family": board.family,
         "core": board.core, "mfpu": board.mfpu or "", "mfloat_abi": board.mfloat_abi,
         "arch_flags": " ".join(board.arch_flags),
         "cubeide_mcu": board.cubeide_mcu, "cubeide_board": board.cubeide_board,
         "ide_fpu": board.fpu if board.fpu != "none" else "None", "ide_project_name": ide_name,
-        "ide_configs": [
-            {"name": "Debug", "kind": "debug", "id": "1601", "opt": "og", "defines": ["DEBUG"]},
-            {"name": "Release", "kind": "release", "id": "1602", "opt": "o2", "defines": ["NDEBUG"]},
-        ],
+        # the Makefile builds Release; CMake and CubeIDE have both (same flags: BUILD_CONFIGS)
+        "release_opt": BUILD_CONFIGS[1]["opt"], "release_debuglevel": BUILD_CONFIGS[1]["debuglevel"],
+        "release_defines": BUILD_CONFIGS[1]["defines"],
+        "debug_opt": BUILD_CONFIGS[0]["opt"], "debug_debuglevel": BUILD_CONFIGS[0]["debuglevel"],
+        "debug_defines": BUILD_CONFIGS[0]["defines"],
         "ide_source_folders": ["Core", "Model"],
         "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else []),
                     *(["AI_PROFILE=1"] if profile else [])],
@@ -450,14 +625,66 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         + (f", {con.vcp}" if con.vcp else ""),
         "console_driver": con.driver, "baud": con.baud,
         "monitor_port": "/dev/ttyACM0" if not emu else "socket://127.0.0.1:4321",
-        "emulated": emu is not None, "qemu_machine": emu.qemu_machine if emu else "",
-        "icount_shift": emu.icount_shift if emu else 0,   # the demo's instruction conversion assumes it
+        "emulated": emu is not None, "qemu_machine": machine,
+        # the demo's instruction conversion assumes it
+        "icount_shift": board.emulation.icount_shift if board.emulation else 0,
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
+        "flash": _flash_context(board),
+        "flash_hint": "; ".join(p["package"] for p in _flash_context(board)),
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
-        "activations_region": place.activations_region, "weights_region": place.weights_region,
+        "activations_region": (place.activations_region if len(place.activation_pools) < 2 else
+                               " + ".join(f"{p['region']} ({p['bytes']:,} B)" for p in place.activation_pools)),
+        "weights_region": place.weights_region,
         "stack_size": board.stack_size, "stack_region": board.stack_region,
         "manifest_json": json.dumps(manifest, indent=1),
     }
+    ctx["ide_configs"] = [_ide_config(board, cfg, ctx) for cfg in BUILD_CONFIGS]
+    ctx.update(extra)
+    return ctx
+
+
+def _flash_context(board: Board) -> list[dict[str, str]]:
+    """The Makefile's flash targets: the command lines of stm32ai.project.flash, with make's
+    variables for the image (so `make flash` runs what `stm32ai flash` runs)."""
+    import shlex
+
+    from stm32ai.project.flash import PROGRAMMERS, flash_commands
+
+    cmds = flash_commands(board, "$(BUILD_DIR)/$(TARGET).elf", "$(BUILD_DIR)/$(TARGET).bin")
+    target = {"openocd": "flash-openocd", "st-flash": "flash-stlink", "cubeprog": "flash-cubeprog"}
+    return [{"name": p.name, "exe": p.exe, "target": target[p.name], "package": p.package,
+             "cmd": shlex.join(cmds[p.name])} for p in PROGRAMMERS if p.name in cmds]
+
+
+# The two build configurations, one definition for the Makefile (Release), CMake and the
+# STM32CubeIDE .cproject: gcc flags and CubeIDE's enumerated values for them.
+BUILD_CONFIGS: tuple[dict[str, Any], ...] = (
+    {"name": "Debug", "kind": "debug", "id": "1601", "opt": "-Og", "debuglevel": "-g3", "defines": ["DEBUG"]},
+    {"name": "Release", "kind": "release", "id": "1602", "opt": "-O2", "debuglevel": "-g3",
+     "defines": ["NDEBUG"]},
+)
+
+
+def _ide_config(board: Board, cfg: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """One .cproject configuration, with the `option.defaults` value every ST-made CubeIDE
+    project carries (CubeIDE's build-inputs record: configuration, toolchain, MCU/board,
+    include paths, symbols, source folders, linker script)."""
+    from html import escape
+
+    includes = " | ".join(f"../{d}" for d in ctx["include_dirs"])
+    defines = " | ".join(ctx["defines"] + cfg["defines"])
+    fields = [
+        "com.st.stm32cube.ide.common.services.build.inputs.revA.1.0.6", cfg["name"],
+        "true" if cfg["kind"] == "debug" else "false", "Executable",
+        "com.st.stm32cube.ide.mcu.gnu.managedbuild.option.toolchain.value.workspace",
+        board.cubeide_board or board.cubeide_mcu, "0", "0", "arm-none-eabi-",
+        "${gnu_tools_for_stm32_compiler_path}", includes, "", "", defines, "",
+        " | ".join(ctx["ide_source_folders"]), "", "",
+        "${workspace_loc:/${ProjName}/" + ctx["linker_script"] + "}", "true", "NonSecure", "", "secure_nsclib.o",
+        "", "None", "", "", "",
+    ]
+    return {**cfg, "opt": cfg["opt"].lstrip("-").lower(), "debuglevel": cfg["debuglevel"].lstrip("-"),
+            "ide_defaults": escape(" || ".join(fields), quote=True)}
 
 
 def _linker_context(board: Board, place: Placement, tool_version: str, activations_bytes: int,
@@ -478,4 +705,8 @@ def _linker_context(board: Board, place: Placement, tool_version: str, activatio
         "ACTIVATIONS": place.activations_region.upper(),
         "stack_size": board.stack_size, "heap_size": board.heap_size,
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
+        # pools 1.. of a model split across regions: section .nn_activations_<region> each
+        "extra_pools": [{"index": k, "region": p["region"], "REGION": p["region"].upper(), "bytes": p["bytes"]}
+                        for k, p in enumerate(place.activation_pools) if k > 0],
+        "pool0_bytes": place.activation_pools[0]["bytes"] if place.activation_pools else activations_bytes,
     }

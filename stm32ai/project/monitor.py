@@ -4,7 +4,8 @@ Any pyserial URL works: `/dev/ttyACM0` (ST-LINK virtual COM port), `socket://127
 (QEMU `-serial tcp::4321,server=on`), `loop://`... The monitor stops after the demo's
 `done: 1` line (or after `timeout_s`, or Ctrl-C) and returns 0 when the demo reported
 `result: match` (or `result: no-reference`: a demo generated without a reference), 1 when it
-reported a mismatch, an error or a fault, 0 when it saw no verdict.
+reported a mismatch, an error or a fault, 0 when it saw no verdict. A multi-model demo prints
+one `result:` per model: any failing model makes it 1.
 A firmware generated with --profile also gets its `layer:` lines summed up as a table (count and
 share per kernel call) after `done: 1`. The counts are cycles on hardware and instructions on
 emulated boards (`instructions:`), as the demo labels them.
@@ -108,8 +109,8 @@ def monitor(port: str, baud: int = 115200, timeout_s: float = 0.0, out: Any = No
                     con.print(line, markup=False)
                     continue
                 k, v = kv
-                if k == "result":
-                    verdict = v
+                if k == "result" and (verdict is None or verdict in _OK):
+                    verdict = v   # a multi-model demo: one line per model, the first failure sticks
                 elif k == "profile_unit":
                     unit = v
                 elif k == "layer" and (layer := parse_layer(v)) is not None:

@@ -17,11 +17,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from stm32ai.boards import Board, load_board
 from stm32ai.errors import Stm32aiError
@@ -114,6 +116,12 @@ def qemu_command(elf: Path, board: Board, *, icount: bool = True, serial_index: 
     return cmd
 
 
+def demo_passed(text: str) -> bool:
+    """The demo's verdict from its UART text: every model's `result:` is match (or no-reference)."""
+    out = parse_demo_output(text)
+    return out.all_passed if out.models else bool(_RESULT_OK.search(text))
+
+
 def run_qemu(project_or_elf: Path, board: Board, timeout_s: float = 60.0, icount: bool = True,
              stream: Callable[[str], None] | None = None, *, serial_index: int | None = None,
              machine: str | None = None, stop_on_done: bool = False,
@@ -184,7 +192,7 @@ def run_qemu(project_or_elf: Path, board: Board, timeout_s: float = 60.0, icount
         t.join(timeout=2.0)
     text = "".join(chunks)
     if stopped:
-        return (0 if _RESULT_OK.search(text) else 1), text
+        return (0 if demo_passed(text) else 1), text
     if code is None:
         return TIMEOUT_EXIT_CODE, text
     stderr = b"".join(err).decode("utf-8", errors="replace")
@@ -210,8 +218,14 @@ def qemu_serial_server(elf: Path, board: Board, *, icount: bool = False) -> Iter
         port = s.getsockname()[1]
     cmd = qemu_command(Path(elf), board, icount=icount,
                        serial=f"tcp:127.0.0.1:{port},server=on,wait=on")
+    kick = board.emulation is not None and board.emulation.serial_rx_kick
+    tmp = Path(tempfile.mkdtemp(prefix="stm32ai-qmp-")) if kick else None
+    if tmp is not None:
+        # HMP: its socket is served by the main loop (QMP's has its own I/O thread)
+        cmd[cmd.index("-monitor") + 1] = f"unix:{tmp / 'mon.sock'},server=on,wait=off"
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
+    stop = threading.Event()
     try:
         deadline = time.monotonic() + 10.0
         while True:     # wait until QEMU listens, without connecting (that would start the guest)
@@ -221,10 +235,41 @@ def qemu_serial_server(elf: Path, board: Board, *, icount: bool = False) -> Iter
             if _listening(port) or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
+        if tmp is not None:
+            threading.Thread(target=_kick_main_loop, args=(tmp / "mon.sock", stop), daemon=True).start()
         yield f"socket://127.0.0.1:{port}"
     finally:
+        stop.set()
         if proc.poll() is None:
             _kill(proc)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _kick_main_loop(path: Path, stop: threading.Event, period_s: float = 0.0005) -> None:
+    """Wake QEMU's main loop every `period_s` (an empty line to its HMP monitor socket)
+    so that a UART model which never calls qemu_chr_fe_accept_input still gets its next byte:
+    the chardev re-checks can_receive on every main-loop iteration (Emulation.serial_rx_kick)."""
+    deadline = time.monotonic() + 10.0
+    with socket.socket(socket.AF_UNIX) as s:
+        while not stop.is_set():
+            try:
+                s.connect(str(path))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
+        s.setblocking(False)
+        while not stop.is_set():
+            try:
+                s.send(b"\n")
+                s.recv(65536)       # the monitor's prompts
+            except BlockingIOError:
+                pass
+            except OSError:
+                return
+            time.sleep(period_s)
 
 
 def _listening(port: int) -> bool:
@@ -248,6 +293,18 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
+def _report_hardware_firmware(out: Any, board: Board, err: Any) -> None:
+    """A real board's firmware in QEMU: the clock it reached there (its `clock:` line says why) and
+    its SysTick ticks as instructions (QEMU -icount: one instruction per 2^shift ns)."""
+    hz = out.fields.get("sysclk_hz", "")
+    if not hz.isdigit() or out.unit != "instructions" or out.count is None:
+        return
+    step = 1e9 / int(hz) * (board.emulation.ns_per_instruction if board.emulation else 1)
+    print(f"emulated {board.id} runs at {int(hz) / 1e6:g} MHz (clock: {out.fields.get('clock', '?')}); "
+          f"instructions: {out.count:,} (SysTick ticks under -icount, resolution {step:,.0f} instructions)",
+          file=err)
+
+
 def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
     """`stm32ai run PROJECT`: build, run on the emulated board, stream the UART, return the verdict.
 
@@ -268,20 +325,27 @@ def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
     elf = build_project(project)
     print(f"running {elf} on {board.emulation.qemu_machine} (qemu, -icount shift="
           f"{board.emulation.icount_shift}: counts are instructions)", file=err, flush=True)
-    # validation firmware serves the UART protocol after `done: 1` instead of exiting
+    # validation firmware, and a real board's firmware, serve the UART protocol after `done: 1`
+    # instead of exiting
     code, text = run_qemu(elf, board, timeout_s=timeout_s, stream=lambda ln: print(ln, flush=True),
-                          stop_on_done=bool(m.get("validation")))
+                          stop_on_done=bool(m.get("validation")) or not board.is_emulated)
     if code == TIMEOUT_EXIT_CODE:
         print(f"stm32ai: the firmware did not finish within {timeout_s:g} s", file=err)
         return 1
-    out = parse_demo_output(text)
+    out = parse_demo_output(text, board)
+    if not board.is_emulated:
+        _report_hardware_firmware(out, board, err)
     if out.layers:   # a --profile firmware: the per-layer table, largest share first
         print(f"per-layer {out.fields.get('profile_unit', out.unit)} (--profile; the headline figure "
               "includes the profiling overhead):", file=err)
         layers = sorted(out.layers, key=lambda x: -x.count)
         for ln in format_layers(layers, out.fields.get("profile_unit", "count"), out.profile_total):
             print(ln, file=err)
-    if code == 0 and _RESULT_OK.search(text):
+    if len(out.models) > 1:  # a multi-model firmware: one verdict line per model
+        for sec in out.models:
+            print(f"model {sec.name}: {sec.result or 'no result'}"
+                  + (f", {sec.count:,} {sec.unit}" if sec.count is not None else ""), file=err)
+    if code == 0 and demo_passed(text):
         if "result: no-reference" in text:
             print("stm32ai: the project embeds no expected output (generated without a reference): "
                   "nothing was checked", file=err)

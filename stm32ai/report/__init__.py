@@ -29,17 +29,24 @@ class Report:
     weights_bytes: int  # ROM for the model's constants
     activations_bytes: int  # the activation pool (RAM)
     lower_bound_bytes: int  # max live bytes over the schedule, without in-place tricks
+    planned_bound_bytes: int  # max live bytes of the buffers actually planned (in-place, scratch)
+    converter_order_bound_bytes: int  # planned_bound_bytes with the converter's op order
+    pool_optimal: bool  # the pool is proven minimal for the planned buffers
     input_bytes: list[int]
     output_bytes: list[int]
     io_in_pool: bool
     fits: dict[str, Any] | None = field(default=None)
     pruning: dict[str, Any] | None = field(default=None)  # dead-channel elimination, see add_pruning
+    memory: dict[str, Any] | None = field(default=None)  # the plan per pool (report/memory_map.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def build_report(c: Compiled) -> Report:
+    from stm32ai.graphjson import activation_pools
+    from stm32ai.report.memory_map import memory_map
+
     g = c.graph
     layers = []
     for op_idx in c.plan.order:
@@ -56,11 +63,15 @@ def build_report(c: Compiled) -> Report:
     pools = {p["name"]: p for p in c.doc["stm32ai"]["pools"]}
     return Report(
         model=g.name, layers=layers, macc=sum(op.macc for op in g.ops),
-        weights_bytes=pools["weights"]["size"], activations_bytes=pools["activations"]["size"],
+        weights_bytes=pools["weights"]["size"],
+        activations_bytes=sum(p["size"] for p in activation_pools(c.doc)),
         lower_bound_bytes=c.plan.lower_bound,
+        planned_bound_bytes=c.plan.planned_bound, converter_order_bound_bytes=c.plan.converter_order_bound,
+        pool_optimal=c.plan.pool_optimal,
         input_bytes=[g.tensors[t].nbytes for t in g.inputs],
         output_bytes=[g.tensors[t].nbytes for t in g.outputs],
         io_in_pool=bool(c.doc["stm32ai"]["inputs_in_pool"]),
+        memory=memory_map(c),
     )
 
 
@@ -108,6 +119,17 @@ def render_pruning(r: Report) -> Any:
     return t
 
 
+def _bounds(r: Report) -> str:
+    """The planned-buffers bound (what offset assignment can reach) and, when the memory-aware
+    schedule changed it, the converter order's."""
+    parts = [f"planned buffers {r.planned_bound_bytes:,} B"]
+    if r.converter_order_bound_bytes != r.planned_bound_bytes:
+        parts.append(f"converter order {r.converter_order_bound_bytes:,} B")
+    if r.activations_bytes > r.planned_bound_bytes:
+        parts.append("pool proven minimal" if r.pool_optimal else "pool not proven minimal")
+    return f" ({', '.join(parts)})"
+
+
 def render_table(r: Report) -> Any:
     """A rich Table of the layers plus a totals caption."""
     from rich.markup import escape
@@ -126,7 +148,7 @@ def render_table(r: Report) -> Any:
                   f"{ly.activation_bytes:,}")
     io = "inside the pool" if r.io_in_pool else "application-owned"
     t.caption = (f"MACC {r.macc:,} | ROM (weights) {r.weights_bytes:,} B | RAM (activation pool) "
-                 f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B | "
+                 f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B{_bounds(r)} | "
                  f"inputs {sum(r.input_bytes):,} B, outputs {sum(r.output_bytes):,} B ({io})")
     t.caption_justify = "left"
     return t
@@ -144,6 +166,8 @@ def _pruning_html(r: Report) -> str:
 def render_html(r: Report) -> str:
     from html import escape
 
+    from stm32ai.report.memory_map import render_svg
+
     rows = "\n".join(
         f"<tr><td>{ly.index}</td><td>{escape(ly.op)}</td><td>{escape(ly.kernel)}</td>"
         f"<td>{escape(str(ly.inputs))}</td><td>{escape(str(ly.output))} {ly.dtype}</td>"
@@ -153,4 +177,5 @@ def render_html(r: Report) -> str:
             f"<h1>{escape(r.model)}</h1><p>MACC {r.macc:,}; ROM {r.weights_bytes:,} B; "
             f"RAM {r.activations_bytes:,} B (lower bound {r.lower_bound_bytes:,} B)</p>{_pruning_html(r)}"
             "<table border=1><tr><th>#</th><th>op</th><th>kernel</th><th>inputs</th><th>output</th>"
-            f"<th>MACC</th><th>weights B</th><th>activations B</th></tr>\n{rows}</table>\n")
+            f"<th>MACC</th><th>weights B</th><th>activations B</th></tr>\n{rows}</table>\n"
+            + (f"<h2>memory map</h2>\n{render_svg(r.memory)}\n" if r.memory else ""))

@@ -33,13 +33,15 @@ def io_specs(c: Compiled) -> tuple[list[IOSpec], list[IOSpec]]:
     return ins, outs
 
 
-def build_host(c_dir: Path, name: str, exe: Path, extra_sources: list[Path] | None = None) -> Path:
+def build_host(c_dir: Path, name: str, exe: Path, extra_sources: list[Path] | None = None,
+               defines: list[str] | None = None, include_dirs: list[Path] | None = None) -> Path:
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         raise Stm32aiError(f"host C compiler '{cc}' not found: install gcc or set CC")
     sources = [c_dir / f"{name}.c", c_dir / f"{name}_data.c",
                *sorted((c_dir / "runtime" / "src").glob("*.c")), *(extra_sources or [])]
-    cmd = [cc, *CFLAGS, f"-I{c_dir}", f"-I{c_dir / 'runtime' / 'include'}", *map(str, sources),
+    cmd = [cc, *CFLAGS, *(f"-D{d}" for d in defines or []), f"-I{c_dir}",
+           f"-I{c_dir / 'runtime' / 'include'}", *(f"-I{d}" for d in include_dirs or []), *map(str, sources),
            "-o", str(exe), "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:

@@ -1,15 +1,41 @@
 /* Host harness for `stm32ai validate --mode host`: for each sample, reads every input's
  * bytes from stdin, runs the model, writes every output's bytes to stdout. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ai_runtime.h"
 #include "MODEL_HEADER"
 
 int main(void) {
-  ai_handle h;
-  if (ai_create(&MODEL_INFO, NULL, &h) != AI_OK) {
-    fprintf(stderr, "ai_create: %s\n", ai_get_error(NULL));
+  /* The harness allocates every activation pool itself (as an application would), so the
+   * application-provided path of ai_create_pools is what validation runs. */
+  const uint32_t n_pools = MODEL_INFO.n_pools != 0u ? MODEL_INFO.n_pools : 1u;
+  ai_u8 *pools[AI_MAX_POOLS] = {NULL};
+  if (n_pools > AI_MAX_POOLS) {
+    fprintf(stderr, "model has %u activation pools, AI_MAX_POOLS is %u\n", (unsigned)n_pools, (unsigned)AI_MAX_POOLS);
     return 3;
+  }
+  for (uint32_t k = 0; k < n_pools; k++) {
+    const uint32_t size = MODEL_INFO.n_pools != 0u ? MODEL_INFO.pools[k].size : MODEL_INFO.activations_size;
+    pools[k] = calloc(size != 0u ? size : 1u, 1); /* zeroed like a static pool; calloc aligns to >= 8 */
+    if (pools[k] == NULL) {
+      fprintf(stderr, "out of memory for pool %u\n", (unsigned)k);
+      return 3;
+    }
+  }
+  ai_handle h;
+  if (ai_create_pools(&MODEL_INFO, pools, n_pools, &h) != AI_OK) {
+    fprintf(stderr, "ai_create_pools: %s\n", ai_get_error(NULL));
+    return 3;
+  }
+  /* application-owned I/O (--no-inputs-allocation / --no-outputs-allocation): the harness's own */
+  for (int i = 0; i < ai_get_input_size(h) + ai_get_output_size(h); i++) {
+    ai_tensor *t = i < ai_get_input_size(h) ? ai_get_input(h, i) : ai_get_output(h, i - ai_get_input_size(h));
+    if (t->data == NULL && (t->data = calloc(t->size_bytes != 0u ? t->size_bytes : 1u, 1)) == NULL) {
+      fprintf(stderr, "out of memory for an I/O buffer\n");
+      return 3;
+    }
   }
   for (int sample = 0;; sample++) {
     /* each sample starts from the initial state, as the references reset between samples */

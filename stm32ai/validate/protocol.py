@@ -31,11 +31,15 @@ CRC = struct.Struct("<I")
 MAX_PAYLOAD = 64 * 1024 * 1024
 
 
+FLAG_MODELS = 0x08  # HELLO flag bit 3: a multi-model firmware
+
+
 class MsgType(IntEnum):
     HELLO = 0x01
     RUN = 0x02
     BYE = 0x03
     PROFILE = 0x04        # per-layer counts of the last RUN (firmware with HELLO flag bit 2)
+    RUN_MODEL = 0x05      # RUN addressed to one model: u8 index + inputs (HELLO flag bit 3)
     ERROR = 0x7F
     REPLY = 0x80          # reply type = request type | REPLY
 
@@ -47,6 +51,7 @@ class ErrorCode(IntEnum):
     PAYLOAD_SIZE = 4
     VERSION = 5
     RUN_FAILED = 6
+    NO_MODEL = 7
 
 
 ERROR_TEXT = {
@@ -56,6 +61,7 @@ ERROR_TEXT = {
     ErrorCode.PAYLOAD_SIZE: "payload size differs from what the device expects",
     ErrorCode.VERSION: "protocol version mismatch",
     ErrorCode.RUN_FAILED: "the model failed to run on the device",
+    ErrorCode.NO_MODEL: "the firmware has no model with this index",
 }
 
 # ai_dtype_code (DLPack) + bits -> numpy dtype
@@ -155,6 +161,9 @@ class DeviceInfo:
     tool_version: str
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
+    # a multi-model firmware (flag bit 3): the index of the model described, and all models' names
+    model_index: int = 0
+    models: tuple[str, ...] = ()
 
     @property
     def emulated(self) -> bool:
@@ -201,7 +210,13 @@ def parse_hello(frame: Frame) -> DeviceInfo:
     model, board, tool = r.str(), r.str(), r.str()
     ins = [r.tensor() for _ in range(n_in)]
     outs = [r.tensor() for _ in range(n_out)]
-    return DeviceInfo(frame.version, sig, cpu_hz, max_payload, flags, model, board, tool, ins, outs)
+    index, names = 0, ()
+    if flags & FLAG_MODELS:  # appended after the I/O: u8 described model, u8 count, the names
+        index, count = r.take(2)
+        names = tuple(r.str() for _ in range(count))
+        if index >= count:
+            raise ValueError(f"HELLO reply describes model {index} of {count}")
+    return DeviceInfo(frame.version, sig, cpu_hz, max_payload, flags, model, board, tool, ins, outs, index, names)
 
 
 def parse_run_reply(frame: Frame, outputs: list[TensorInfo]) -> tuple[list[np.ndarray], int]:

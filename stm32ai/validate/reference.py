@@ -30,11 +30,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from stm32ai.validate.refusal import ReferenceUnavailable
 
 __all__ = [
     "DEFAULT_ARENA",
@@ -72,12 +74,6 @@ _TFL_DTYPES: dict[int, np.dtype] = {
 _ARENA_RE = re.compile(r"Arena allocation total (\d+) bytes")
 
 
-class ReferenceUnavailable(Exception):
-    """The reference runtime refused or crashed on the model; ``reason`` is one line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class ReferenceMissing(ReferenceUnavailable):
@@ -162,6 +158,12 @@ class RefResult:
     verdict: bool = False                    # True for the reference that decides pass/fail
     install: str | None = None               # set when the reference is not installed
     overruled: str | None = None             # why this reference is not the verdict although it ran
+    substitutions: list[str] = field(default_factory=list)  # op versions lowered to run it (op_versions.py)
+
+    @property
+    def label(self) -> str:
+        """The name and every substitution: ``litert-ref (TILE v3 run as v2: same int8 semantics)``."""
+        return f"{self.name} ({'; '.join(self.substitutions)})" if self.substitutions else self.name
 
     @property
     def missing(self) -> bool:
@@ -586,6 +588,10 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
     TFLM still runs but is `overruled`: LiteRT-ref is the verdict, or nothing if it is missing.
     A missing TFLM leaves no verdict at all: LiteRT-ref in its place would change the expected
     results (docs/references.md, ad01), so the user must install it (`missing_reference_error`).
+
+    A reference that refuses only an op version that op_versions.RULES covers for this model's
+    types runs on a version-lowered copy; its result names the substitution
+    (`RefResult.substitutions`, `RefResult.label`).
     """
     started: list[_Job | RefResult] = []
     for kind in ("tflm", "litert-ref"):
@@ -601,7 +607,8 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
         try:
             results.append(RefResult(job.kind, outputs=_finish(job, timeout)[0]))
         except ReferenceUnavailable as exc:
-            results.append(RefResult(job.kind, unavailable=exc.reason))
+            results.append(_substituted(job.kind, model_path, inputs, exc.reason, timeout)
+                           or RefResult(job.kind, unavailable=exc.reason))
     wrong = tflm_known_wrong(model_path)
     if wrong and results[0].ok:
         results[0].overruled = wrong  # still run and shown, as the cross-check
@@ -611,6 +618,19 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
                 r.verdict = True
                 break
     return results
+
+
+def _substituted(kind: str, model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray], reason: str,
+                 timeout: float) -> RefResult | None:
+    """The reference run on a copy with op versions lowered, when it refused only an op version
+    that a rule of op_versions.RULES covers for this model's types; else None."""
+    from stm32ai.validate.op_versions import run_substituted
+
+    got = run_substituted(kind, model_path, reason, lambda p: _finish(_start(kind, p, inputs), timeout)[0])
+    if got is None:
+        return None
+    outputs, rules = got
+    return RefResult(kind, outputs=outputs, substitutions=[r.label() for r in rules])
 
 
 def missing_reference_error(model: str | os.PathLike[str], refs: Sequence[RefResult]) -> str | None:

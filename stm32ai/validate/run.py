@@ -39,6 +39,12 @@ class Comparison:
     overruled: str | None = None      # it ran but is known wrong for this model: why
     outputs: list[OutputMetrics] = field(default_factory=list)
     ok: list[bool] = field(default_factory=list)
+    substitutions: list[str] = field(default_factory=list)  # op versions lowered to run the reference
+
+    @property
+    def label(self) -> str:
+        """The reference and any substitution: ``litert-ref (TILE v3 run as v2: same int8 semantics)``."""
+        return f"{self.reference} ({'; '.join(self.substitutions)})" if self.substitutions else self.reference
 
 
 @dataclass
@@ -56,6 +62,11 @@ class ValidationResult:
         return bool(verdict) and all(all(c.ok) for c in verdict)
 
     @property
+    def verdict_label(self) -> str | None:
+        """The verdict reference named with its substitutions (None: no verdict)."""
+        return next((c.label for c in self.comparisons if c.verdict), None)
+
+    @property
     def outcome(self) -> str:
         """`match`, `mismatch`, or `no-reference` (nothing to validate against)."""
         if not any(c.verdict for c in self.comparisons):
@@ -65,11 +76,13 @@ class ValidationResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model, "samples": self.samples, "passed": self.passed, "result": self.outcome,
-            "subject": self.subject, **({"no_verdict": self.no_verdict} if self.no_verdict else {}),
+            "subject": self.subject, "verdict": self.verdict_label,
+            **({"no_verdict": self.no_verdict} if self.no_verdict else {}),
             **({"target": self.target} if self.target is not None else {}),
             "references": [
                 {"name": c.reference, "verdict": c.verdict, "unavailable": c.unavailable, "install": c.install,
                  **({"overruled": c.overruled} if c.overruled else {}),
+                 "substitutions": c.substitutions,
                  "outputs": [dict(m.as_dict(), passed=ok) for m, ok in zip(c.outputs, c.ok, strict=True)]}
                 for c in self.comparisons
             ],
@@ -119,7 +132,8 @@ def compare(c: Compiled, c_outputs: list[list[np.ndarray]], refs: list[RefResult
     g = c.graph
     result = []
     for ref in refs:
-        comp = Comparison(ref.name, ref.verdict, ref.unavailable, ref.install, ref.overruled)
+        comp = Comparison(ref.name, ref.verdict, ref.unavailable, ref.install, ref.overruled,
+                          substitutions=list(ref.substitutions))
         if ref.outputs is not None:
             for j, tid in enumerate(g.outputs):
                 r = np.asarray(ref.outputs[j])
@@ -189,6 +203,10 @@ def print_result(res: ValidationResult) -> None:
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(t)
     for line in disagreements(res):
         print(line)
+    for comp in res.comparisons:  # never silent: every op-version substitution is named
+        if comp.substitutions:
+            print(f"substituted: {one_line(comp.label, 300)}")
+    print(f"verdict: {one_line(res.verdict_label or 'none', 300)}")
     print(f"result: {res.outcome if res.outcome != 'mismatch' else 'MISMATCH'}")
 
 

@@ -12,7 +12,6 @@ earlier retry) are skipped. The protocol is in docs/uart_protocol.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from stm32ai.errors import Stm32aiError
+from stm32ai.sanitize import quote
 from stm32ai.validate.protocol import (
     ERROR_TEXT,
     VERSION,
@@ -66,6 +66,7 @@ class TargetClient:
         self._pending: list[Frame] = []
         self._seq = 0
         self.info: DeviceInfo | None = None
+        self.model: int | None = None  # the model of a multi-model firmware requests address
 
     # ---- connection ----
     @classmethod
@@ -165,15 +166,18 @@ class TargetClient:
         return f
 
     # ---- messages ----
-    def hello(self, timeout: float = 10.0) -> DeviceInfo:
+    def hello(self, timeout: float = 10.0, model: int | None = None) -> DeviceInfo:
         """Handshake: HELLO is resent every HELLO_RETRY_S until a reply or `timeout` (the device
-        may be booting, running its self-test, or have lost our first bytes)."""
+        may be booting, running its self-test, or have lost our first bytes). `model`: the index
+        of the model of a multi-model firmware to describe (and address from then on)."""
         deadline = time.monotonic() + timeout
         sent: set[int] = set()
+        payload = b"" if model is None else bytes([model])
+        self.model = model
         while time.monotonic() < deadline:
             seq = self.next_seq()
             sent.add(seq)
-            self.send(encode_frame(MsgType.HELLO, seq))
+            self.send(encode_frame(MsgType.HELLO, seq, payload))
             f = self.wait_reply(sent, min(HELLO_RETRY_S, max(0.0, deadline - time.monotonic())))
             if f is None or (f.type == MsgType.ERROR and decode_error(f)[0] == ErrorCode.BAD_CRC):
                 continue
@@ -193,9 +197,12 @@ class TargetClient:
         assert self.info is not None
         payload = b"".join(np.ascontiguousarray(x, dtype=np.dtype(t.dtype).newbyteorder("<")).tobytes()
                            for x, t in zip(inputs, self.info.inputs, strict=True))
+        msg = MsgType.RUN
+        if self.model is not None and self.info.models:  # a multi-model firmware: name the model
+            msg, payload = MsgType.RUN_MODEL, bytes([self.model]) + payload
         for attempt in range(3):
             try:
-                f = self.request(MsgType.RUN, payload, timeout)
+                f = self.request(msg, payload, timeout)
                 break
             except TargetError as e:
                 if e.code != ErrorCode.BAD_CRC or attempt == 2:
@@ -230,14 +237,18 @@ class TargetClient:
 # ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | None = None, *,
-                    profile: bool = False, icount: bool = False) -> Iterator[str]:
+                    profile: bool = False, icount: bool = False,
+                    activations_pool: str | None = None) -> Iterator[str]:
     """Generate and build the validation firmware of `model` for an emulated board, run it in
     QEMU with its console on a local TCP port; yields the port's pyserial URL. `profile` builds
     it with per-layer profiling; `icount` runs QEMU with -icount so that the counts the firmware
-    reports are instructions (its inter-byte timeout then lasts longer in wall time)."""
+    reports are instructions (its inter-byte timeout then lasts longer in wall time).
+    `activations_pool` is generate's option (a model may be split across regions)."""
     from stm32ai.boards import load_board
-    from stm32ai.project.build import generate_firmware_project
+    from stm32ai.project.build import generate_firmware_project, pool_list
     from stm32ai.project.run import build_project, qemu_serial_server
+    from stm32ai.project.spec import Pools, ProjectModel
+    from stm32ai.validate.vectors import test_vector
 
     board = load_board(board_id)
     if board.emulation is None:
@@ -245,17 +256,32 @@ def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | N
                            f"--board {board_id}, make flash) and pass --port (e.g. /dev/ttyACM0)")
     with tempfile.TemporaryDirectory(prefix="stm32ai-target-") as tmp:
         d = Path(workdir or tmp)
-        # No test vector: the references run once, in validate_model, which reports a missing one.
-        args = argparse.Namespace(model=str(model), board=board_id, name="network", validation=True,
-                                  activations_pool=None, weights_pool=None, profile=profile,
-                                  no_test_vector=True)
+        # No expected output: the references run once, in validate_model, which reports a missing one.
         stage = d / "project"
         stage.mkdir(parents=True, exist_ok=True)
         print(f"building the validation firmware for {board_id} ...", file=sys.stderr, flush=True)
-        generate_firmware_project(args, compiled, stage)
+        vec = test_vector(model, compiled, expected=False)
+        generate_firmware_project(stage, board, [ProjectModel("network", compiled, vec, model.name)],
+                                  Pools(pool_list(activations_pool)), validation=True, profile=profile)
         elf = build_project(stage)
         with qemu_serial_server(elf, board, icount=icount) as url:
             yield url
+
+
+def _select_model(dev: TargetClient, info: DeviceInfo, sel: str, url: str, timeout: float) -> DeviceInfo:
+    """--model NAME or INDEX: the model of a multi-model firmware the requests address (HELLO
+    with its index describes it). A single-model firmware accepts its own name or 0."""
+    names = list(info.models) or [info.model]
+    if sel in names:
+        k = names.index(sel)
+    elif sel.isdigit() and int(sel) < len(names):
+        k = int(sel)
+    else:
+        raise Stm32aiError(f"--model {quote(sel)}: the firmware on {url} has no such model (its models: "
+                           + ", ".join(f"{i} {quote(n)}" for i, n in enumerate(names)) + ")")
+    if not info.models:
+        return info
+    return dev.hello(timeout=min(timeout, 10.0), model=k)
 
 
 def _check_io(info: DeviceInfo, c: Any) -> None:
@@ -272,7 +298,8 @@ def _check_io(info: DeviceInfo, c: Any) -> None:
 
 def validate_target(model: Path, *, port: str | None, board: str | None, inputs: str | None, n: int,
                     seed: int, as_json: str | None, timeout: float = DEFAULT_TIMEOUT,
-                    profile: bool = False, prune: bool = True, optimization: str = "balanced") -> int:
+                    profile: bool = False, prune: bool = True, optimization: str = "balanced",
+                    activations_pool: str | None = None, model_sel: str | None = None) -> int:
     from stm32ai.graphjson import model_signature
     from stm32ai.pipeline import compile_model
     from stm32ai.validate.reference import random_inputs
@@ -283,6 +310,12 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     if not port and not board:
         raise Stm32aiError("--mode target needs --port URL (the board's UART, e.g. /dev/ttyACM0 or "
                            "socket://127.0.0.1:4321) or --board B for an emulated board")
+    if model_sel is not None and not port:
+        raise Stm32aiError("--model selects one model of a multi-model firmware behind --port (with --board "
+                           "stm32ai builds a firmware of this one model)")
+    if activations_pool and (port or not board):
+        raise Stm32aiError("--activations-pool needs --board (it shapes the firmware stm32ai builds; a board "
+                           "behind --port runs the firmware it was flashed with)")
     from stm32ai.pipeline import weights_budget_for
 
     c = compile_model(model, "network", prune=prune, optimization=optimization,
@@ -299,12 +332,17 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
             assert board is not None
             # -icount: the firmware's counts are then instructions (docs/bench.md)
             url, connect = stack.enter_context(emulated_target(model, board, c, profile=profile,
-                                                               icount=True)), 10.0
+                                                               icount=True,
+                                                               activations_pool=activations_pool)), 10.0
         dev = stack.enter_context(TargetClient.open(url, timeout=timeout, connect_timeout=connect))
         info = dev.hello(timeout=min(timeout, 10.0) if port else max(timeout, 30.0))
+        if model_sel is not None:
+            info = _select_model(dev, info, model_sel, url, timeout)
         if info.signature != sig:
-            raise Stm32aiError(f"the firmware on {url} runs model '{info.model}' (signature "
-                               f"0x{info.signature:08x}), not {model.name} (0x{sig:08x}): generate, "
+            others = (f" (its models: {', '.join(quote(m) for m in info.models)}; --model NAME picks one)"
+                      if len(info.models) > 1 else "")
+            raise Stm32aiError(f"the firmware on {url} runs model {quote(info.model)} (signature "
+                               f"0x{info.signature:08x}), not {model.name} (0x{sig:08x}){others}: generate, "
                                "build and flash the firmware of this model")
         _check_io(info, c)
 
@@ -319,18 +357,35 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
             return outs
 
         res = validate_model(model, arrays, n, seed, runner=runner, compiled=c)
+        unit = info.unit
+        if not port and not info.emulated:
+            # A real board's firmware in QEMU (emulation.firmware: hardware): its counts are
+            # SysTick ticks at the clock it reached, under -icount: instructions after conversion.
+            counts, layers, unit = _ticks_to_instructions(board or "", info.cpu_hz, counts, layers)
         res.subject = f"firmware on {info.board}"
         res.target = {"board": info.board, "model": info.model, "signature": f"0x{info.signature:08x}",
                       "cpu_hz": info.cpu_hz, "cycle_counter": info.cycle_counter, "emulated": info.emulated,
-                      "unit": info.unit, info.unit: counts,
+                      "unit": unit, unit: counts,
                       "layers": _layer_rows(c.doc, layers)}
         if not port:
             with contextlib.suppress(Stm32aiError):
                 dev.bye()
     code = report(res, as_json)
-    _print_counts(info, counts, icount=not port)
-    _print_layers(info, res.target["layers"])
+    _print_counts(info, counts, icount=not port, unit=unit)
+    _print_layers(info, res.target["layers"], unit)
     return code
+
+
+def _ticks_to_instructions(board_id: str, clock_hz: int, counts: list[int], layers: dict[int, list[int]],
+                           ) -> tuple[list[int], dict[int, list[int]], str]:
+    from stm32ai.boards import load_board
+
+    emu = load_board(board_id).emulation
+    assert emu is not None
+
+    def conv(ks: list[int]) -> list[int]:
+        return [emu.ticks_to_instructions(k, clock_hz) for k in ks]
+    return conv(counts), {n: conv(ks) for n, ks in layers.items()}, "instructions"
 
 
 def _layer_rows(doc: dict[str, Any], layers: dict[int, list[int]]) -> list[dict[str, Any]]:
@@ -344,24 +399,30 @@ def _layer_rows(doc: dict[str, Any], layers: dict[int, list[int]]) -> list[dict[
     return rows
 
 
-def _print_counts(info: DeviceInfo, counts: list[int], icount: bool) -> None:
+def _print_counts(info: DeviceInfo, counts: list[int], icount: bool, unit: str | None = None) -> None:
     if not counts:
         return
+    unit = unit or info.unit
     mean = sum(counts) / len(counts)
-    head = (f"target: {info.board}, model {info.model}, {len(counts)} inference(s): {info.unit} mean "
+    head = (f"target: {info.board}, model {info.model}, {len(counts)} inference(s): {unit} mean "
             f"{mean:,.0f} (min {min(counts):,}, max {max(counts):,})")
     if info.emulated:   # QEMU: instructions (with -icount), never cycles or milliseconds
         note = "QEMU -icount" if icount else "valid only if QEMU runs with -icount"
         print(f"{head}, emulated board ({note})")
+    elif unit == "instructions":   # the board's own firmware in QEMU: SysTick at the clock it reached
+        step = 1e9 / info.cpu_hz if info.cpu_hz else 0.0
+        print(f"{head}, the board's firmware in QEMU -icount (SysTick at the {info.cpu_hz / 1e6:g} MHz "
+              f"it runs at there: resolution {step:,.0f} instructions)")
     else:
         ms = mean * 1000.0 / info.cpu_hz if info.cpu_hz else 0.0
         print(f"{head} = {ms:.3f} ms at {info.cpu_hz / 1e6:g} MHz, {info.cycle_counter}")
 
 
-def _print_layers(info: DeviceInfo, rows: list[dict[str, Any]]) -> None:
+def _print_layers(info: DeviceInfo, rows: list[dict[str, Any]], unit: str | None = None) -> None:
     from stm32ai.project.demo_output import Layer, format_layers
 
+    unit = unit or info.unit
     if rows:
-        print(f"per-layer {info.unit} (mean over the inferences; profiling adds a few per layer):")
-        for ln in format_layers([Layer(r["node"], r["kernel"], r["mean"]) for r in rows], info.unit):
+        print(f"per-layer {unit} (mean over the inferences; profiling adds a few per layer):")
+        for ln in format_layers([Layer(r["node"], r["kernel"], r["mean"]) for r in rows], unit):
             print(ln)

@@ -42,12 +42,52 @@ class OpSupport:
 
 REGISTRY: dict[str, OpSupport] = {}
 
+Applies = Callable[[Op, Graph], bool]
+
+
+@dataclass
+class Variant:
+    """A dtype variant of an op type that lives in its own module (e.g. int16x8 in s16.py):
+    ops it `applies` to are checked and lowered by it, the others by the base entry."""
+    applies: Applies
+    check: Check
+    lower: Lower
+    constraints: str
+
+
+VARIANTS: dict[str, list[Variant]] = {}
+
 
 def register(op_type: str, constraints: str, check: Check) -> Callable[[Lower], Lower]:
     def deco(fn: Lower) -> Lower:
         REGISTRY[op_type] = OpSupport(op_type, check, fn, constraints)
         return fn
     return deco
+
+
+def register_variant(op_type: str, constraints: str, applies: Applies,
+                     check: Check) -> Callable[[Lower], Lower]:
+    def deco(fn: Lower) -> Lower:
+        VARIANTS.setdefault(op_type, []).append(Variant(applies, check, fn, constraints))
+        return fn
+    return deco
+
+
+def _with_variants(base: OpSupport | None, op_type: str, variants: list[Variant]) -> OpSupport:
+    def pick(op: Op, g: Graph) -> Variant | OpSupport | None:
+        return next((v for v in variants if v.applies(op, g)), base)
+
+    def check(op: Op, g: Graph) -> str | None:
+        s = pick(op, g)
+        return "no kernel for this operator" if s is None else s.check(op, g)
+
+    def lower(op: Op, g: Graph) -> None:
+        s = pick(op, g)
+        assert s is not None
+        s.lower(op, g)
+
+    text = "; ".join(([base.constraints] if base else []) + [v.constraints for v in variants])
+    return OpSupport(op_type, check, lower, text)
 
 
 def _load_families() -> None:
@@ -60,8 +100,14 @@ def _load_families() -> None:
 
 
 def registry() -> dict[str, OpSupport]:
+    """Every supported op type; an op type with variants dispatches to them first."""
     _load_families()
-    return REGISTRY
+    if not VARIANTS:
+        return REGISTRY
+    merged = dict(REGISTRY)
+    for op_type, variants in VARIANTS.items():
+        merged[op_type] = _with_variants(REGISTRY.get(op_type), op_type, variants)
+    return merged
 
 
 def lower_graph(g: Graph) -> Graph:

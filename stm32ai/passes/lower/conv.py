@@ -47,7 +47,7 @@ __all__ = [
     "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref",
     "conv_scratch_size", "conv_krow", "conv_kp", "conv_rows_for_kernel", "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
-    "hybrid_per_channel", "hybrid_filter_scales", "hybrid_conv_scratch_size",
+    "hybrid_per_channel", "hybrid_filter_scales", "hybrid_conv_scratch_size", "hybrid_dw_scratch_size",
 ]
 
 DW_MAX_TAPS = 64  # AI_DW_MAX_TAPS in ai_kernels_conv.h
@@ -324,18 +324,30 @@ def _fused(op: Op) -> str:
 def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
     """Hybrid (dynamic-range) layer: float activations, int8 symmetric filter."""
     what = f"hybrid (dynamic-range) {op.type}: float input with {w.dtype} filter '{w.name}'"
-    if op.type != "CONV_2D":
-        return (f"{what} is not supported (hybrid CONV_2D is) — convert with full-integer "
-                "quantisation or keep float weights")
     if w.dtype != "int8":
         return f"{what} is not supported (int8 filters only)"
     if w.quant is None or w.quant.scale.size == 0:
         return f"{what} has no quantisation parameters"
+    if op.type == "DEPTHWISE_CONV_2D":
+        return _check_hybrid_dw_scales(what, w, out_c)
     if w.quant.scale.size not in (1, out_c):
         return (f"{what} has {w.quant.scale.size} scales for {out_c} output channels "
                 "(per-tensor or one per output channel expected)")
     if w.quant.scale.size > 1 and w.quant.axis != 0:
         return f"{what} is quantised along axis {w.quant.axis}; axis 0 (output channels) expected"
+    if np.any(np.asarray(w.quant.zero_point) != 0):
+        return f"{what} has a non-zero zero point; hybrid filters are symmetric (zero point 0)"
+    if np.any(~(np.asarray(w.quant.scale) > 0)):
+        return f"{what} has a non-positive scale"
+    return None
+
+
+def _check_hybrid_dw_scales(what: str, w: Tensor, out_c: int) -> str | None:
+    """LiteRT's hybrid depthwise reads one filter scale per output channel (its only path)."""
+    assert w.quant is not None
+    if w.quant.scale.size != out_c or (out_c > 1 and w.quant.axis != 3):
+        return (f"{what} has {w.quant.scale.size} scales along axis {w.quant.axis}; hybrid depthwise "
+                f"needs one per output channel (axis 3, {out_c} scales), as the converter writes")
     if np.any(np.asarray(w.quant.zero_point) != 0):
         return f"{what} has a non-zero zero point; hybrid filters are symmetric (zero point 0)"
     if np.any(~(np.asarray(w.quant.scale) > 0)):
@@ -434,7 +446,7 @@ def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray,
     op.kernel = "conv2d_s8"
     op.inputs = [op.inputs[0], w_id, q_id]
     op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": int(fold),
-                "krow": int(conv_krow(geo))}
+                "krow": int(conv_krow(geo)), "reverse": 0}
     op.scratch = conv_scratch_size(geo)
 
 
@@ -473,6 +485,26 @@ def hybrid_conv_scratch_size(geo: ConvGeometry) -> int:
     def a4(v: int) -> int:
         return (v + 3) // 4 * 4
     return a4(geo.in_h * geo.in_w * geo.in_c) + a4(geo.k_h * geo.k_w * geo.in_c)
+
+
+def hybrid_dw_scratch_size(geo: ConvGeometry) -> int:
+    """ai_depthwise_conv2d_hybrid_scratch_size: one batch of quantised input, then one int32
+    accumulator per output channel."""
+    return (geo.in_h * geo.in_w * geo.in_c + 3) // 4 * 4 + 4 * geo.out_c
+
+
+def _lower_dw_hybrid(op: Op, g: Graph, geo: ConvGeometry, base: str) -> None:
+    """LiteRT's EvalHybridPerChannel (ai_kernels_hybrid.h): TFLite's filter layout, float
+    per-channel scales, the float bias (or NULL)."""
+    w = g.tensors[op.inputs[1]]
+    assert w.quant is not None
+    scales = g.add_const(f"{base}/filter_scale", np.asarray(w.quant.scale, np.float32).reshape(-1))
+    bias = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] >= 0 else -1
+    lo, hi = activation_range_f32(_fused(op))
+    op.kernel = "depthwise_conv2d_hybrid"
+    op.inputs = [op.inputs[0], op.inputs[1], scales, bias]
+    op.attrs = {**geo.attrs(), "depth_mult": geo.out_c // geo.in_c, "act_min": lo, "act_max": hi}
+    op.scratch = hybrid_dw_scratch_size(geo)
 
 
 def _lower_conv_hybrid(op: Op, g: Graph, geo: ConvGeometry, base: str) -> None:
@@ -520,9 +552,9 @@ def lower_conv(op: Op, g: Graph) -> None:
 
 
 @register("DEPTHWISE_CONV_2D",
-          "int8 (per-tensor or per-channel filter, int32 bias) or float32; any kernel size, "
-          "stride, dilation, depth multiplier; SAME/VALID; fused NONE/RELU/RELU6/RELU_N1_TO_1; "
-          "not hybrid (int8 filter with float activations)",
+          "int8 (per-tensor or per-channel filter, int32 bias), float32, or hybrid (float32 "
+          "activations, int8 per-channel filter, LiteRT's dynamic-range arithmetic); any kernel size, "
+          "stride, dilation, depth multiplier; SAME/VALID; fused NONE/RELU/RELU6/RELU_N1_TO_1",
           check_conv)
 def lower_depthwise(op: Op, g: Graph) -> None:
     geo = conv_geometry(op, g)
@@ -534,6 +566,9 @@ def lower_depthwise(op: Op, g: Graph) -> None:
     op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * taps)
     base = y.name or f"op{op.index}"
     w_taps = np.asarray(w.data).reshape(taps, geo.out_c)  # [ky*kw+kx, oc], oc = ic*M + m
+    if x.dtype == "float32" and w.dtype == "int8":
+        _lower_dw_hybrid(op, g, geo, base)
+        return
     if x.dtype == "float32":
         lo, hi = activation_range_f32(_fused(op))
         op.kernel = "depthwise_conv2d_f32"

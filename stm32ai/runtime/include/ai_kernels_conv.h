@@ -50,6 +50,8 @@ typedef struct {
   int32_t w16;        /* 1: int16 weights ("time"), 0: int8 weights */
   int32_t rq_fold;    /* 1: rq holds rq_fold constants */
   int32_t krow;       /* 1: K is k_h filter rows each padded to a multiple of 4 (in_c % 4 != 0, dilation_w 1) */
+  int32_t reverse;    /* 1: pixel pairs from the last to the first (an output placed after its input
+                         may then overlap it; docs/kernels_conv.md "Access order") */
 } ai_conv2d_s8_params;
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
@@ -102,6 +104,21 @@ void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params 
                                     const int8_t *input, const int32_t *packed, int8_t *output,
                                     void *scratch);
 int32_t ai_depthwise_conv2d_3x3_sgn_s8_scratch_size(const ai_depthwise_conv2d_3x3_sgn_s8_params *p);
+
+/* The same two kernels with channel groups of 2 instead of 4: half the scratch
+ * (ai_depthwise_conv2d_3x3_g2_s8_scratch_size), the same access order with groups of 2
+ * channels; chosen for the transposed walk of tall images (docs/kernels_conv.md). */
+typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_g2_s8_params;
+typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_g2_sgn_s8_params;
+void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,
+                                   const int8_t *input, const int32_t *packed, int8_t *output,
+                                   void *scratch);
+int32_t ai_depthwise_conv2d_3x3_g2_s8_scratch_size(const ai_depthwise_conv2d_3x3_g2_s8_params *p);
+void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p,
+                                       const int8_t *input, const int32_t *packed, int8_t *output,
+                                       void *scratch);
+int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
+    const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p);
 
 /* DEPTHWISE_CONV_2D, any depth multiplier and kernel size; TFLite's 1HW(C*M) weights
  * as they are. out channel oc = ic * depth_mult + m. No scratch. */

@@ -51,6 +51,26 @@ void ai_conv2d_hybrid(const ai_conv2d_hybrid_params *p, const float *input, cons
                       void *scratch);
 int32_t ai_conv2d_hybrid_scratch_size(const ai_conv2d_hybrid_params *p);
 
+/* DEPTHWISE_CONV_2D, float input/output, int8 filter [1, k_h, k_w, out_c] (as in TFLite),
+ * LiteRT's EvalHybridPerChannel: per batch the input is quantised asymmetrically
+ * (ai_hybrid_quantize_asym), then per output channel oc = ic * depth_mult + m
+ *   acc = sum over in-image taps of w * (q - offset)   (taps outside the image are skipped)
+ *   y   = (float)acc * (w_scale[oc] * input_scale) [+ bias[oc]], clamped.
+ * w_scale: out_c filter scales (per channel; LiteRT runs no per-tensor hybrid depthwise);
+ * bias:    out_c floats or NULL.
+ * Scratch: the quantised input of one batch, align4(in_h * in_w * in_c) bytes, then out_c
+ * int32 accumulators. */
+typedef struct {
+  AI_CONV_GEOMETRY_FIELDS
+  int32_t depth_mult;
+  float act_min, act_max;
+} ai_depthwise_conv2d_hybrid_params;
+
+void ai_depthwise_conv2d_hybrid(const ai_depthwise_conv2d_hybrid_params *p, const float *input,
+                                const int8_t *weights, const float *w_scale, const float *bias,
+                                float *output, void *scratch);
+int32_t ai_depthwise_conv2d_hybrid_scratch_size(const ai_depthwise_conv2d_hybrid_params *p);
+
 /* FULLY_CONNECTED, float input/output, int8 weights [out_features, in_features] (as in
  * TFLite), LiteRT's EvalHybridDense arithmetic: per batch (row of in_features inputs) the
  * input is quantised (asymmetric = 1: TFLite's AsymmetricQuantizeFloats, the FC option

@@ -14,12 +14,15 @@
 extern "C" {
 #endif
 
-#define AI_API_VERSION "1.0"
+#define AI_API_VERSION "1.2"
 #define AI_BUFFER_ALIGN 8u
 #define AI_MAX_DIMS 6 /* the largest rank a kernel walks: stm32ai.ir.MAX_DIMS (tests/test_structure.py) */
 
 #ifndef AI_MAX_INSTANCES
 #define AI_MAX_INSTANCES 4 /* model instances alive at once (no malloc: a static table) */
+#endif
+#ifndef AI_MAX_POOLS
+#define AI_MAX_POOLS 4 /* activation pools per model (one per memory region it is split across) */
 #endif
 #ifndef AI_MAX_IO
 #define AI_MAX_IO 8 /* inputs or outputs per model */
@@ -61,7 +64,9 @@ typedef enum {
   AI_ERR_BAD_HANDLE,     /* handle not created by ai_create, or destroyed */
   AI_ERR_IO,             /* an input/output tensor is missing or has no data */
   AI_ERR_INDEX,          /* input/output index out of range */
-  AI_ERR_MODEL           /* the model descriptor is inconsistent */
+  AI_ERR_MODEL,          /* the model descriptor is inconsistent */
+  AI_ERR_POOLS,          /* wrong number of activation pools for this model */
+  AI_ERR_STATE           /* state area missing, unaligned, or already used by another instance */
 } ai_status;
 
 /* DLPack DLDataType / DLDevice, laid out as in dlpack.h. */
@@ -100,6 +105,25 @@ typedef struct {
 } ai_tensor;
 #define AI_NOT_IN_POOL 0xFFFFFFFFu
 
+/* One activation pool of a model. A model whose activations are split across memory regions
+ * has several (`--activations-pool dtcm,sram1` when no single region holds them all); each has
+ * a built-in array in section `.nn_activations` (pool 0) or `.nn_activations_<region>`. */
+typedef struct {
+  uint32_t size;       /* bytes */
+  uint32_t align;      /* required alignment of the pool's start (AI_BUFFER_ALIGN) */
+  ai_u8 *builtin;      /* the built-in pool, or NULL */
+  const char *region;  /* board memory region it was planned for ("" if none) */
+} ai_pool_info;
+
+/* What one run of one instance works on (API 1.2): the generated run function takes it as an
+ * argument and computes every tensor address as a base below + a constant offset, so nothing
+ * of an instance lives in file-scope variables and instances may run concurrently. */
+typedef struct {
+  const ai_u8 *weights;
+  ai_u8 *pools[AI_MAX_POOLS]; /* activation pools 0..n_pools-1 */
+  ai_u8 *state;               /* persistent state area (variable tensors), NULL if none */
+} ai_context;
+
 /* The descriptor every generated model exports as `<name>_info` (docs/architecture.md). */
 typedef struct {
   const char *name, *datetime, *revision, *tool_version, *api_version;
@@ -112,9 +136,28 @@ typedef struct {
   ai_status (*ai_create)(const ai_ptr weights, const ai_ptr activations);
   ai_status (*ai_destroy)(void);
   ai_status (*ai_run)(ai_tensor *input[], ai_tensor *output[]);
-  /* Sets the persistent state (variable tensors such as LSTM states) in `activations` to its
-   * initial value; NULL or a no-op for stateless models. Called by ai_create and ai_reset. */
+  /* Before 1.2: reset the state kept in `activations`; since 1.2 the built-in state area's
+   * (see ai_reset_state below). */
   ai_status (*ai_reset)(const ai_ptr activations);
+  /* Activation pools (appended in API 1.1; a descriptor that leaves them 0/NULL has the single
+   * pool above). activations_size is then the sum over the pools and `activations` is pool 0;
+   * ai_create/ai_reset above bind pool 0 and take the other pools' built-in arrays. */
+  uint32_t n_pools;
+  const ai_pool_info *pools;  /* n_pools entries */
+  /* Bind weights and all pools (pools[k] NULL, or pools NULL: the built-in pool k). */
+  ai_status (*ai_create_pools)(const ai_ptr weights, ai_u8 *const pools[]);
+  ai_status (*ai_reset_pools)(ai_u8 *const pools[]);
+  /* API 1.2: the persistent state (variable tensors: LSTM, SVDF, signal noise estimates) lives
+   * in a state area of state_size bytes (AI_BUFFER_ALIGN-aligned) per instance, never in an
+   * activation pool, so a pool shared with other models keeps it. `state` is the built-in area
+   * (NULL if state_size is 0). The 1.0/1.1 entry points above are kept for the descriptor's
+   * layout but bind nothing: ai_create/ai_create_pools only check the buffers, ai_run runs on
+   * the built-in weights, pools and state, ai_reset/ai_reset_pools reset the built-in state. */
+  uint32_t state_size;
+  ai_u8 *state;
+  const uint8_t *io_pools; /* pool of each input, then of each output (in-pool ones) */
+  ai_status (*ai_run_ctx)(const ai_context *ctx, ai_tensor *input[], ai_tensor *output[]);
+  ai_status (*ai_reset_state)(ai_u8 *state); /* state to its initial value (NULL: built-in) */
 } ai_model_info;
 
 #ifdef __cplusplus

@@ -147,6 +147,10 @@ int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8
   return 4 * (p->plane_w / 2) * AI_DW3_HB * (int32_t)sizeof(uint32_t);
 }
 
+int32_t ai_depthwise_conv2d_3x3_g2_s8_scratch_size(const ai_depthwise_conv2d_3x3_g2_s8_params *p) {
+  return 2 * (p->plane_w / 2) * AI_DW3_HB * (int32_t)sizeof(uint32_t);
+}
+
 /* Low word of TFLite's rounding constant 2^30 + 2^(30+e) (docs): 2^30, or 3 * 2^30 for e = 1. */
 #define DW3_KLO(rs) ((rs) == 0 ? (int32_t)0xC0000000u : 0x40000000)
 
@@ -172,9 +176,11 @@ static inline void wr16(uint8_t *p, uint32_t v) {
 }
 
 /* Scratch layout: word (j, r, k) = pixels {2j, 2j+1} of band row r of channel k of the
- * group, at word index (j * HB + r) * 4 + k: the 4 channels' words are adjacent (the fill
- * stores them together), a channel's band rows are 4 words apart, its columns 4*HB. */
-#define DW3_AT(i, r, k) (((((i) >> 1) * AI_DW3_HB + (r)) * 4 + (k)) * 4 + ((i) & 1) * 2)
+ * group of G channels (4, or 2 in the _g2 kernels), at word index (j * HB + r) * G + k: the
+ * G channels' words are adjacent (the fill stores them together), a channel's band rows are
+ * G words apart, its columns G*HB. */
+#define DW3_ATG(G, i, r, k) (((((i) >> 1) * AI_DW3_HB + (r)) * (G) + (k)) * 4 + ((i) & 1) * 2)
+#define DW3_AT(i, r, k) DW3_ATG(4, i, r, k)
 
 /* Words (j, r, 0..3) from the 4-channel pixel words x (left column) and y (right column),
  * each already split by SXTB16 into even (e) and odd (o) channels. */
@@ -231,20 +237,79 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t r
   }
 }
 
-/* The same for a partial group (nch < 4) or a depth multiplier > 1: output channel c0+k
+/* dw3_fill for 2 consecutive channels (the _g2 kernels): per pixel pair, two halfword loads
+ * packed into {x.c0, x.c1, y.c0, y.c1}; SXTB16 of that is channel 0's word {x, y}, of it
+ * rotated by 8 channel 1's. */
+static inline uint32_t dw3_rd16(const int8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, sizeof h);
+  return h;
+}
+
+static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t rows, uint8_t *pl,
+                      uint32_t pv) {
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int32_t j_end = (pad + W + 1) >> 1; /* words holding interior pixels: [j0, j_end) */
+  const int32_t j0 = pad >> 1;
+  const uint32_t pp = (pv & 0xFFu) * 0x0101u; /* a padding pixel's 2 channel bytes */
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t iy = iy0 + r;
+    uint32_t *d = (uint32_t *)(void *)(pl + DW3_ATG(2, 2 * j0, r, 0));
+    if (iy < 0 || iy >= v->h) {
+      for (int32_t j = j0; j < j_end; ++j, d += 2 * AI_DW3_HB) {
+        d[0] = pv;
+        d[1] = pv;
+      }
+      continue;
+    }
+    const int8_t *s = in + iy * v->in_row;
+    int32_t ix = 2 * j0 - pad; /* input column of the low half of word j0: -1 or 0 */
+    if (ix < 0) { /* {pad, pixel 0} */
+      const uint32_t t = pp | (dw3_rd16(s) << 16);
+      d[0] = sxtb16(t);
+      d[1] = sxtb16_r8(t);
+      s += C;
+      ix += 2;
+      d += 2 * AI_DW3_HB;
+    }
+    for (; ix + 1 < W; ix += 2, s += 2 * C, d += 2 * AI_DW3_HB) {
+      const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
+      d[0] = sxtb16(t);
+      d[1] = sxtb16_r8(t);
+    }
+    if (ix < W) { /* {pixel W-1, pad} */
+      const uint32_t t = dw3_rd16(s) | (pp << 16);
+      d[0] = sxtb16(t);
+      d[1] = sxtb16_r8(t);
+    }
+  }
+}
+
+/* The same for a partial group (nch < G) or a depth multiplier > 1: output channel c0+k
  * reads input channel (c0+k)/mult, one byte at a time. */
-static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch,
-                            int32_t mult, int32_t iy0, int32_t rows, uint8_t *pl) {
+static inline __attribute__((always_inline)) void dw3_fill_gather_g(
+    const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch, int32_t mult, int32_t iy0,
+    int32_t rows, uint8_t *pl, const int32_t G) {
   for (int32_t r = 0; r < rows; ++r) {
     const int32_t iy = iy0 + r;
     const int8_t *s = in + iy * v->in_row;
     for (int32_t ix = 0; ix < v->w; ++ix, s += v->in_col) {
       for (int32_t k = 0; k < nch; ++k) {
         const int32_t x = (iy < 0 || iy >= v->h) ? v->pad_value : s[(c0 + k) / mult];
-        wr16(pl + DW3_AT(v->pad_l + ix, r, k), (uint32_t)x);
+        wr16(pl + DW3_ATG(G, v->pad_l + ix, r, k), (uint32_t)x);
       }
     }
   }
+}
+
+/* Out of line, as the fill: one copy per group size. */
+static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch,
+                            int32_t mult, int32_t iy0, int32_t rows, uint8_t *pl) {
+  dw3_fill_gather_g(v, in, c0, nch, mult, iy0, rows, pl, 4);
+}
+static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, int32_t nch,
+                             int32_t mult, int32_t iy0, int32_t rows, uint8_t *pl) {
+  dw3_fill_gather_g(v, in, c0, nch, mult, iy0, rows, pl, 2);
 }
 
 /* One kernel row (band rows K, words q[K], q[HB + K], ...) of two adjacent outputs:
@@ -252,27 +317,27 @@ static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int
  *   out0 = SMLAD(l, wa) + p2*w2                 (SMLABT h, wb)
  *   out1 = SMLAD(h, wb) + p1*w0   (stride 1)    (SMLATB l, wa)
  *        = SMLAD(h, wa) + p4*w2   (stride 2)    (SMLABT n, wb) */
-#define DW3_ROW_S1(K, WA, WB)                                  \
+#define DW3_ROW_S1(G, K, WA, WB)                               \
   do {                                                         \
-    const uint32_t l_ = q[4 * (K)], h_ = q[4 * (AI_DW3_HB + (K))]; \
+    const uint32_t l_ = q[(G) * (K)], h_ = q[(G) * (AI_DW3_HB + (K))]; \
     a0 = smlad(l_, WA, a0);                                    \
     a1 = smlad(h_, WB, a1);                                    \
     a0 = smlabt(h_, WB, a0);                                   \
     a1 = smlatb(l_, WA, a1);                                   \
   } while (0)
-#define DW3_ROW_S2(K, WA, WB)                                  \
+#define DW3_ROW_S2(G, K, WA, WB)                               \
   do {                                                         \
-    const uint32_t l_ = q[4 * (K)], h_ = q[4 * (AI_DW3_HB + (K))]; \
-    const uint32_t n_ = q[4 * (2 * AI_DW3_HB + (K))];          \
+    const uint32_t l_ = q[(G) * (K)], h_ = q[(G) * (AI_DW3_HB + (K))]; \
+    const uint32_t n_ = q[(G) * (2 * AI_DW3_HB + (K))];        \
     a0 = smlad(l_, WA, a0);                                    \
     a1 = smlad(h_, WA, a1);                                    \
     a0 = smlabt(h_, WB, a0);                                   \
     a1 = smlabt(n_, WB, a1);                                   \
   } while (0)
-#define DW3_ONE(K, WA, WB)                                     \
+#define DW3_ONE(G, K, WA, WB)                                  \
   do {                                                         \
-    a0 = smlad(q[4 * (K)], WA, a0);                            \
-    a0 = smlabt(q[4 * (AI_DW3_HB + (K))], WB, a0);             \
+    a0 = smlad(q[(G) * (K)], WA, a0);                          \
+    a0 = smlabt(q[(G) * (AI_DW3_HB + (K))], WB, a0);           \
   } while (0)
 
 #if defined(__ARM_FEATURE_DSP)
@@ -282,41 +347,41 @@ static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int
  * f = {w0a,w0b,w1a,w1b,w2a,w2b, bias,bias, m,khi, rs,2^30, o_end, rows, o_delta, q_delta,
  * span, odd}. The weights are reloaded by one LDM per pair so that the requantisation can
  * use their registers; lr streams the data words. */
-#define DW3_MAC_S1(K, WA, WB)                           \
-  "ldr lr, [r0, #" #K "*16]\n\t"                        \
+#define DW3_MAC_S1(G, K, WA, WB)                           \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
   "smlatb r12, lr, " WA ", r12\n\t"                     \
-  "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"                    \
   "smlabt r11, lr, " WB ", r11\n\t"                     \
   "smlad r12, lr, " WB ", r12\n\t"
-#define DW3_MAC_S2(K, WA, WB)                           \
-  "ldr lr, [r0, #" #K "*16]\n\t"                        \
+#define DW3_MAC_S2(G, K, WA, WB)                           \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"                    \
   "smlabt r11, lr, " WB ", r11\n\t"                     \
   "smlad r12, lr, " WA ", r12\n\t"                      \
-  "ldr lr, [r0, #256+" #K "*16]\n\t"                    \
+  "ldr lr, [r0, #64*" #G "+" #K "*4*" #G "]\n\t"                    \
   "smlabt r12, lr, " WB ", r12\n\t"
 /* Kernel row 0 last, its loads post-incrementing r0 to the next pair (no separate add). */
-#define DW3_MAC_S1_LAST(WA, WB)                         \
-  "ldr lr, [r0, #128]\n\t"                              \
+#define DW3_MAC_S1_LAST(G, WA, WB)                         \
+  "ldr lr, [r0, #32*" #G "]\n\t"                              \
   "smlabt r11, lr, " WB ", r11\n\t"                     \
   "smlad r12, lr, " WB ", r12\n\t"                      \
-  "ldr lr, [r0], #128\n\t"                              \
+  "ldr lr, [r0], #32*" #G "\n\t"                              \
   "smlad r11, lr, " WA ", r11\n\t"                      \
   "smlatb r12, lr, " WA ", r12\n\t"
-#define DW3_MAC_S2_LAST(WA, WB)                         \
-  "ldr lr, [r0, #256]\n\t"                              \
+#define DW3_MAC_S2_LAST(G, WA, WB)                         \
+  "ldr lr, [r0, #64*" #G "]\n\t"                              \
   "smlabt r12, lr, " WB ", r12\n\t"                     \
-  "ldr lr, [r0], #128\n\t"                              \
+  "ldr lr, [r0], #32*" #G "\n\t"                              \
   "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0], #128\n\t"                              \
+  "ldr lr, [r0], #32*" #G "\n\t"                              \
   "smlabt r11, lr, " WB ", r11\n\t"                     \
   "smlad r12, lr, " WA ", r12\n\t"
-#define DW3_MAC_ONE(K, WA, WB)                          \
-  "ldr lr, [r0, #" #K "*16]\n\t"                        \
+#define DW3_MAC_ONE(G, K, WA, WB)                          \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0, #128+" #K "*16]\n\t"                    \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"                    \
   "smlabt r11, lr, " WB ", r11\n\t"
 /* lo = klo ^ s, hi = khi + s (s = acc >> 31): 2 instructions, exactness proved per layer */
 #define DW3_SGN_EOR(ACC)                                \
@@ -333,7 +398,7 @@ static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"                               \
   "strb r10, " DST "\n\t"
-#define DW3_ROWS_ASM(MAC, LAST, SGN)                                                    \
+#define DW3_ROWS_ASM(G, MAC, LAST, SGN)                                                    \
   "2:\n\t"                                                                         \
   "ldr r4, [r3, #64]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 3f\n\t"                                                               \
@@ -341,7 +406,7 @@ static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int
   "str lr, [r3, #48]\n\t"                                                          \
   "1:\n\t"                                                                         \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
-  MAC(2, "r9", "r10") MAC(1, "r6", "r8") LAST("r4", "r5")                          \
+  MAC(G, 2, "r9", "r10") MAC(G, 1, "r6", "r8") LAST(G, "r4", "r5")                          \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
   DW3_RQ(SGN, "r11", "[r1]") DW3_RQ(SGN, "r12", "[r1, r2]")                        \
@@ -353,7 +418,7 @@ static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int
   "ldr r4, [r3, #68]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 4f\n\t"                                                               \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
-  DW3_MAC_ONE(0, "r4", "r5") DW3_MAC_ONE(1, "r6", "r8") DW3_MAC_ONE(2, "r9", "r10") \
+  DW3_MAC_ONE(G, 0, "r4", "r5") DW3_MAC_ONE(G, 1, "r6", "r8") DW3_MAC_ONE(G, 2, "r9", "r10") \
   "ldrd r4, r5, [r3, #32]\n\t"                                                     \
   "ldrd r6, r8, [r3, #40]\n\t"                                                     \
   DW3_RQ(SGN, "r11", "[r1]")                                                       \
@@ -366,59 +431,67 @@ static void dw3_fill_gather(const dw3_view *v, const int8_t *in, int32_t c0, int
   "str lr, [r3, #52]\n\t"                                                          \
   "bne 2b\n\t"
 
-#define DW3_ROWS_FN(NAME, S, MAC, LAST, STEP, SGN)                                              \
+#define DW3_ROWS_FN(NAME, G, S, MAC, LAST, SGN)                                              \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
     const int32_t span = (ow >> 1) * 2 * C;                                                    \
     int32_t f[18] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[6], k[7], k[8], k[9],       \
-                     DW3_KLO(k[9]), 0, nrows, out_pitch - span, 16 * (S) - (ow >> 1) * (STEP), \
+                     DW3_KLO(k[9]), 0, nrows, out_pitch - span, 4 * (G) * (S) - (ow >> 1) * (32 * (G) * (S)), \
                      span, ow & 1};                                                            \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = C;                                                     \
     register int32_t *f_ __asm__("r3") = f;                                                    \
-    __asm__ volatile(DW3_ROWS_ASM(MAC, LAST, SGN)                                                   \
+    __asm__ volatile(DW3_ROWS_ASM(G, MAC, LAST, SGN)                                                   \
                      : "+r"(q_), "+r"(o_)                                                      \
                      : "r"(c_), "r"(f_)                                                        \
                      : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
                        "memory");                                                              \
   }
-DW3_ROWS_FN(dw3_rows_s1, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, 128, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s1x, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, 128, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_s2x, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, 256, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s1, 4, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s2, 4, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s1x, 4, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s2x, 4, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EXACT)
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
-#define DW3_ROWS_FN(NAME, S, ROW, X)                                                            \
+#define DW3_ROWS_FN(NAME, G, S, ROW, X)                                                            \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
     const uint32_t w0a = (uint32_t)k[0], w0b = (uint32_t)k[1], w1a = (uint32_t)k[2];           \
     const uint32_t w1b = (uint32_t)k[3], w2a = (uint32_t)k[4], w2b = (uint32_t)k[5];           \
     const int32_t bias = k[6], m = k[7], khi = k[8], rs = k[9];                                \
     for (int32_t r = 0; r < nrows; ++r, out += out_pitch) {                                    \
-      const uint32_t *q = plane + 4 * r * (S);                                                 \
+      const uint32_t *q = plane + (G) * r * (S);                                                 \
       int8_t *o = out;                                                                         \
-      for (int32_t j = ow >> 1; j > 0; --j, q += 4 * (S) * AI_DW3_HB, o += 2 * C) {           \
+      for (int32_t j = ow >> 1; j > 0; --j, q += (G) * (S) * AI_DW3_HB, o += 2 * C) {           \
         int32_t a0 = bias, a1 = bias;                                                          \
-        ROW(0, w0a, w0b);                                                                      \
-        ROW(1, w1a, w1b);                                                                      \
-        ROW(2, w2a, w2b);                                                                      \
+        ROW(G, 0, w0a, w0b);                                                                      \
+        ROW(G, 1, w1a, w1b);                                                                      \
+        ROW(G, 2, w2a, w2b);                                                                      \
         o[0] = (int8_t)dw3_rq(a0, m, khi, rs, X);                                              \
         o[C] = (int8_t)dw3_rq(a1, m, khi, rs, X);                                              \
       }                                                                                        \
       if (ow & 1) {                                                                            \
         int32_t a0 = bias;                                                                     \
-        DW3_ONE(0, w0a, w0b);                                                                  \
-        DW3_ONE(1, w1a, w1b);                                                                  \
-        DW3_ONE(2, w2a, w2b);                                                                  \
+        DW3_ONE(G, 0, w0a, w0b);                                                                  \
+        DW3_ONE(G, 1, w1a, w1b);                                                                  \
+        DW3_ONE(G, 2, w2a, w2b);                                                                  \
         o[0] = (int8_t)dw3_rq(a0, m, khi, rs, X);                                              \
       }                                                                                        \
     }                                                                                          \
   }
-DW3_ROWS_FN(dw3_rows_s1, 1, DW3_ROW_S1, 0)
-DW3_ROWS_FN(dw3_rows_s2, 2, DW3_ROW_S2, 0)
-DW3_ROWS_FN(dw3_rows_s1x, 1, DW3_ROW_S1, 1)
-DW3_ROWS_FN(dw3_rows_s2x, 2, DW3_ROW_S2, 1)
+DW3_ROWS_FN(dw3_rows_s1, 4, 1, DW3_ROW_S1, 0)
+DW3_ROWS_FN(dw3_rows_s2, 4, 2, DW3_ROW_S2, 0)
+DW3_ROWS_FN(dw3_rows_s1x, 4, 1, DW3_ROW_S1, 1)
+DW3_ROWS_FN(dw3_rows_s2x, 4, 2, DW3_ROW_S2, 1)
+DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, DW3_ROW_S1, 0)
+DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, DW3_ROW_S2, 0)
+DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_ROW_S1, 1)
+DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
 #endif
 
 /* The driver of both kernels, inlined into each with a constant `sgn` (a model links only the
@@ -481,4 +554,69 @@ void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params 
                                     const int8_t *input, const int32_t *packed, int8_t *output,
                                     void *scratch) {
   dw3_run(p, input, packed, output, scratch, 1);
+}
+
+/* The _g2 kernels' driver: dw3_run with groups of 2 channels (a copy, so that the 4-channel
+ * kernels' code stays as it was). */
+static inline __attribute__((always_inline)) void dw3_run_g2(
+    const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,
+    int8_t *output, void *scratch, const int sgn) {
+  const int32_t G = 2;
+  const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];
+  dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,
+                p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};
+  if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (the weights are transposed) */
+    const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,
+                        p->out_w, p->out_h, OC, p->out_w * OC, p->pad_value};
+    v = t;
+  }
+  const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
+  const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB;    /* words per plane */
+  uint32_t *pl = (uint32_t *)scratch;
+  const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;
+  for (int32_t i = 0; i < G * plane_w32; ++i) {
+    pl[i] = pv; /* padding columns are never overwritten */
+  }
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in = input + b * p->in_h * p->in_w * C;
+    int8_t *out = output + b * p->out_h * p->out_w * OC;
+    for (int32_t c0 = 0; c0 < OC; c0 += G) {
+      const int32_t nch = OC - c0 < G ? OC - c0 : G;
+      for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
+        const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
+        const int32_t iy0 = oy0 * S - v.pad_t, rows = (nr - 1) * S + 3;
+        if (nch == G && OC == C) {
+          dw3_fill2(&v, in + c0, iy0, rows, (uint8_t *)pl, pv);
+        } else {
+          dw3_fill_gather2(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);
+        }
+        for (int32_t k = 0; k < nch; ++k) {
+          const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
+          int8_t *o = out + oy0 * v.out_row + c0 + k;
+          if (S == 1) {
+            (sgn ? dw3_rows_g2_s1x : dw3_rows_g2_s1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
+          } else {
+            (sgn ? dw3_rows_g2_s2x : dw3_rows_g2_s2)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
+          }
+        }
+      }
+    }
+  }
+}
+
+void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,
+                                   const int8_t *input, const int32_t *packed, int8_t *output,
+                                   void *scratch) {
+  dw3_run_g2(p, input, packed, output, scratch, 0);
+}
+
+int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
+    const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p) {
+  return ai_depthwise_conv2d_3x3_g2_s8_scratch_size(p);
+}
+
+void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p,
+                                       const int8_t *input, const int32_t *packed, int8_t *output,
+                                       void *scratch) {
+  dw3_run_g2(p, input, packed, output, scratch, 1);
 }

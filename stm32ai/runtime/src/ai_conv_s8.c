@@ -422,7 +422,11 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
     int8_t *out = output + (int32_t)b * npix * cout;
-    for (int32_t n = 0; n < npix; n += 2) {
+    /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
+     * are read into scratch before its outputs are stored, so an output may overlap the
+     * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
+    const int32_t last = (npix - 1) & ~1, step = p->reverse ? -2 : 2;
+    for (int32_t n = p->reverse ? last : 0; n >= 0 && n < npix; n += step) {
       /* an odd last pixel is computed twice (both columns the same pixel) and stored
        * twice to the same place: one loop structure for every block */
       const int32_t n1 = n + 1 < npix ? n + 1 : n;

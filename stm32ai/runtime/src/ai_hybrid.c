@@ -199,6 +199,73 @@ void ai_conv2d_hybrid(const ai_conv2d_hybrid_params *p, const float *input, cons
   }
 }
 
+/* ---- DEPTHWISE_CONV_2D ---------------------------------------------------------------- */
+
+int32_t ai_depthwise_conv2d_hybrid_scratch_size(const ai_depthwise_conv2d_hybrid_params *p) {
+  return align4(p->in_h * p->in_w * p->in_c) + 4 * p->out_c;
+}
+
+/* acc[oc] += w[oc] * (x[oc / dm] - offset) for one tap: channels are contiguous in both the
+ * filter and the input pixel, so the inner loop streams through them (integer sums: the
+ * order does not matter; unsigned adds wrap like LiteRT's int32 instead of being undefined). */
+static void dw_hybrid_tap(int32_t *acc, const int8_t *w, const int8_t *x, int32_t cin, int32_t dm,
+                          int32_t offset) {
+  if (dm == 1) {
+    for (int32_t c = 0; c < cin; ++c) {
+      acc[c] = (int32_t)((uint32_t)acc[c] + (uint32_t)((int32_t)w[c] * ((int32_t)x[c] - offset)));
+    }
+    return;
+  }
+  for (int32_t ic = 0; ic < cin; ++ic, acc += dm, w += dm) {
+    const int32_t v = (int32_t)x[ic] - offset;
+    for (int32_t m = 0; m < dm; ++m) {
+      acc[m] = (int32_t)((uint32_t)acc[m] + (uint32_t)((int32_t)w[m] * v));
+    }
+  }
+}
+
+void ai_depthwise_conv2d_hybrid(const ai_depthwise_conv2d_hybrid_params *p, const float *input,
+                                const int8_t *weights, const float *w_scale, const float *bias,
+                                float *output, void *scratch) {
+  const int32_t cin = p->in_c, cout = p->out_c, dm = p->depth_mult;
+  const int32_t in_size = p->in_h * p->in_w * cin;
+  int8_t *xq = (int8_t *)scratch;
+  int32_t *acc = (int32_t *)(void *)(xq + align4(in_size));
+  for (int32_t b = 0; b < p->batches; ++b) {
+    int32_t offset = 0;
+    const float in_scale = ai_hybrid_quantize_asym(input + b * in_size, in_size, xq, &offset);
+    float *out = output + b * p->out_h * p->out_w * cout;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+      const int32_t iy0 = oy * p->stride[0] - p->pad[0];
+      for (int32_t ox = 0; ox < p->out_w; ++ox, out += cout) {
+        const int32_t ix0 = ox * p->stride[1] - p->pad[1];
+        memset(acc, 0, (size_t)cout * sizeof(int32_t));
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+          const int32_t iy = iy0 + ky * p->dilation[0];
+          if (iy < 0 || iy >= p->in_h) {
+            continue; /* LiteRT skips taps outside the image */
+          }
+          for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            const int32_t ix = ix0 + kx * p->dilation[1];
+            if (ix >= 0 && ix < p->in_w) {
+              dw_hybrid_tap(acc, weights + (ky * p->k_w + kx) * cout, xq + (iy * p->in_w + ix) * cin,
+                            cin, dm, offset);
+            }
+          }
+        }
+        for (int32_t oc = 0; oc < cout; ++oc) {
+          const float scale = w_scale[oc] * in_scale; /* LiteRT: the two scales first */
+          float y = (float)acc[oc] * scale;
+          if (bias) {
+            y += bias[oc];
+          }
+          out[oc] = clampf(y, p->act_min, p->act_max);
+        }
+      }
+    }
+  }
+}
+
 /* ---- FULLY_CONNECTED ------------------------------------------------------------------ */
 
 int32_t ai_fully_connected_hybrid_scratch_size(const ai_fully_connected_hybrid_params *p) {

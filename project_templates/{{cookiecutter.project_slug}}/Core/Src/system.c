@@ -289,7 +289,25 @@ static void cache_enable(void) {
 }
 #endif
 
+{% if c.family == "stm32h7" -%}
+/* Errata sheet ES0392 (STM32H742xI/G, H743xI/G, H750, H753), "Reading from AXI SRAM may lead
+ * to data read corruption" (revision Y): set the AXI interconnect's read issuing capability of
+ * the AXI SRAM target to 1 (AXI_TARG7_FN_MOD at 0x51008108, READ_ISS_OVERRIDE = bit 0), as
+ * ST's SystemInit does. Activations larger than DTCM live in AXI SRAM. The revision comes from
+ * DBGMCU_IDCODE (0x5C001000): DEV_ID[11:0] 0x450 for these parts, REV_ID[31:16] 0x1003 = Y,
+ * 0x2003 = V (fixed in V: nothing to do there). */
+static void axi_sram_erratum(void) {
+  uint32_t idcode = REG32(0x5C001000u);
+  if ((idcode & 0xFFFu) == 0x450u && (idcode >> 16) < 0x2000u) {
+    REG32(0x51008108u) = 1u;
+  }
+}
+
+{% endif -%}
 void SystemInit(void) {
+{%- if c.family == "stm32h7" %}
+  axi_sram_erratum();
+{%- endif %}
 #if BOARD_CLOCK_FIXED
   /* Emulated board without an RCC model: keep the reset configuration (board file). */
   g_clocks.cpu_hz = BOARD_CPU_HZ;

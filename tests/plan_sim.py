@@ -1,0 +1,177 @@
+"""An independent checker of memory plans that understands partial overlaps.
+
+It replays the run on a model of the pool: every byte records which tensor's value it holds.
+Each kernel is replayed in its C loop order at pixel / band granularity (written from the C
+sources, not from stm32ai/passes/lower/overlap.py): each step first checks that every byte it
+reads still holds the input, then stamps the bytes it writes with the output. Scratch is
+stamped as garbage. Any byte overwritten before its last read, by the op itself or by another
+buffer, fails an assertion naming the op and the tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from stm32ai.ir import Graph, Op
+from stm32ai.planner import Plan
+
+GARBAGE = -2
+Step = tuple[np.ndarray, np.ndarray]  # (input byte indices read, output byte indices written)
+
+
+def _conv_steps(a: dict) -> Iterator[Step]:
+    """ai_conv2d_s8: per batch, pixel pairs (n, n+1) forward or, with `reverse`, backward;
+    both windows' taps are read (krow: each row's padded run) before both pixels are stored."""
+    ih, iw, ic, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
+    kh, kw = a["k_h"], a["k_w"]
+    (sh, sw), (dh, dw), (ph, pw) = a["stride"], a["dilation"], a["pad"]
+    npix, run = oh * ow, kw * ic
+    runp = (run + 3) // 4 * 4 if a.get("krow") else run
+    starts = list(range(0, npix, 2))
+    if a.get("reverse"):
+        starts.reverse()
+    for b in range(a["batches"]):
+        ib, ob = b * ih * iw * ic, b * npix * oc
+        for n in starts:
+            reads = []
+            for p in {n, min(n + 1, npix - 1)}:
+                oy, ox = divmod(p, ow)
+                for ky in range(kh):
+                    iy = oy * sh - ph + ky * dh
+                    if not 0 <= iy < ih:
+                        continue
+                    x0 = ox * sw - pw
+                    if a.get("krow") and x0 >= 0 and x0 + kw <= iw:
+                        s = ib + (iy * iw + x0) * ic
+                        reads.append(np.arange(s, min(s + runp, ib + ih * iw * ic)))
+                        continue
+                    for kx in range(kw):
+                        ix = x0 + kx * dw
+                        if 0 <= ix < iw:
+                            s = ib + (iy * iw + ix) * ic
+                            reads.append(np.arange(s, s + ic))
+            last = min(n + 1, npix - 1)
+            yield (np.concatenate(reads) if reads else np.zeros(0, np.int64),
+                   np.arange(ob + n * oc, ob + (last + 1) * oc))
+
+
+def _dw3_steps(a: dict, g: int = 4) -> Iterator[Step]:
+    """ai_depthwise_conv2d_3x3_s8 (dw3_run): per batch, per group of g output channels (4; 2 for
+    the _g2 kernels), per
+    band of R output rows of the walk: the band's input rows (group channels) are copied to
+    scratch, then its output rows stored."""
+    ih, iw, c, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
+    s = a["stride"][0]
+    hb = 8
+    if a.get("transpose"):
+        h, w, in_row, in_col, pad_t = iw, ih, c, iw * c, a["pad"][1]
+        voh, vow, out_row, out_col = ow, oh, oc, ow * oc
+    else:
+        h, w, in_row, in_col, pad_t = ih, iw, iw * c, c, a["pad"][0]
+        voh, vow, out_row, out_col = oh, ow, ow * oc, oc
+    rpb = (hb - 3) // s + 1
+    for b in range(a["batches"]):
+        ib, ob = b * ih * iw * c, b * oh * ow * oc
+        for c0 in range(0, oc, g):
+            nch = min(g, oc - c0)
+            chans = list(range(c0, c0 + g)) if nch == g and oc == c else [(c0 + k) // (oc // c) for k in range(nch)]
+            for oy0 in range(0, voh, rpb):
+                nr = min(rpb, voh - oy0)
+                iy0 = oy0 * s - pad_t
+                reads = [ib + iy * in_row + ix * in_col + ch
+                         for iy in range(max(iy0, 0), min(iy0 + (nr - 1) * s + 3, h))
+                         for ix in range(w) for ch in chans]
+                writes = [ob + oy * out_row + ox * out_col + c0 + k
+                          for oy in range(oy0, oy0 + nr) for ox in range(vow) for k in range(nch)]
+                yield np.array(reads, np.int64), np.array(writes, np.int64)
+
+
+KERNEL_STEPS = {"conv2d_s8": _conv_steps, "depthwise_conv2d_3x3_s8": _dw3_steps,
+                "depthwise_conv2d_3x3_sgn_s8": _dw3_steps,
+                "depthwise_conv2d_3x3_g2_s8": lambda a: _dw3_steps(a, 2),
+                "depthwise_conv2d_3x3_g2_sgn_s8": lambda a: _dw3_steps(a, 2)}
+
+
+def simulate_plan(g: Graph, plan: Plan) -> None:
+    """Replay the plan; AssertionError on the first byte read after it was overwritten."""
+    owner = np.full(plan.pool_size, -1, np.int64)
+    canon: dict[int, int] = {}
+    for op in g.ops:
+        if op.kernel == "__nop":
+            canon[op.outputs[0]] = canon.get(op.inputs[0], op.inputs[0])
+
+    def key(t: int) -> int:
+        return canon.get(t, t)
+
+    def span(t: int) -> tuple[int, int] | None:
+        if t in plan.app_owned or t < 0 or g.tensors[t].is_const:
+            return None
+        o = plan.tensor_offset(t)
+        return o, o + g.tensors[t].nbytes
+
+    def check(t: int, idx: np.ndarray | None, what: str) -> None:
+        sp = span(t)
+        if sp is None:
+            return
+        sel = owner[sp[0]:sp[1]] if idx is None else owner[sp[0] + idx]
+        bad = np.flatnonzero(sel != key(t))
+        assert bad.size == 0, (f"{what}: tensor {t} ({g.tensors[t].name!r}) byte "
+                               f"{int(bad[0] if idx is None else idx[bad[0]])} was overwritten "
+                               f"(holds {int(sel[bad[0]])})")
+
+    def stamp(t: int, idx: np.ndarray | None = None) -> None:
+        sp = span(t)
+        if sp is None:
+            return
+        if idx is None:
+            owner[sp[0]:sp[1]] = key(t)
+        else:
+            owner[sp[0] + idx] = key(t)
+
+    for t in g.inputs:
+        stamp(t)
+    for t in g.used_tensor_ids():
+        if g.tensors[t].variable and not g.tensors[t].is_const:
+            stamp(t)
+    for step, op_idx in enumerate(plan.order):
+        op = g.ops[op_idx]
+        what = f"step {step} {op.where} {op.kernel}"
+        if op.kernel == "__nop":
+            check(op.inputs[0], None, what)
+            continue
+        if op_idx in plan.scratch_buffer:
+            b = plan.scratch_buffer[op_idx]
+            owner[plan.offsets[b]:plan.offsets[b] + plan.buffers[b].size] = GARBAGE
+        _run_op(g, plan, op, check, stamp, what)
+    for t in g.outputs:
+        check(t, None, "end of run")
+
+
+def _run_op(g: Graph, plan: Plan, op: Op, check, stamp, what: str) -> None:
+    steps = KERNEL_STEPS.get(op.kernel or "")
+    x = op.inputs[0] if op.inputs else -1
+    others = [t for t in op.inputs[1:] if t >= 0]
+    if steps is not None and x >= 0 and not g.tensors[x].is_const:
+        for t in others:
+            check(t, None, what)
+        for reads, writes in steps(op.attrs):
+            check(x, reads, what)
+            stamp(op.outputs[0], writes)
+        return
+    for t in op.inputs:
+        if t >= 0:
+            check(t, None, what)
+    ins = [t for t in op.inputs if t >= 0 and not g.tensors[t].is_const and t not in plan.app_owned]
+    for y in op.outputs:
+        if y in plan.app_owned:
+            continue
+        yo = plan.tensor_offset(y)
+        for t in ins:
+            # any other kernel may only overwrite an input it reads elementwise, in place
+            to = plan.tensor_offset(t)
+            if yo < to + g.tensors[t].nbytes and to < yo + g.tensors[y].nbytes:
+                assert op.inplace and t == op.inputs[0] and to == yo, (
+                    f"{what}: output {y} overlaps input {t} but the kernel is not modelled in place")
+        stamp(y)
