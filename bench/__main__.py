@@ -75,6 +75,9 @@ def baselines(text: str | None = None) -> dict[str, dict[str, Any]]:
         elif len(cells) >= 3 and cells[0] in PUBLISHED_ROWS and _mega(cells[2]) is not None:
             out.setdefault(PUBLISHED_ROWS[cells[0]], {}).update(
                 published_cycles=_mega(cells[2]), published_by=cells[1].split(":")[0].strip())
+            ram = re.fullmatch(r"([\d,]+) B", cells[3]) if len(cells) >= 4 else None
+            if ram:  # the table's RAM column is X-CUBE-AI 9.0's activation RAM (I/O inside), every row
+                out[PUBLISHED_ROWS[cells[0]]]["xcube_ram"] = int(ram.group(1).replace(",", ""))
     return out
 
 
@@ -171,6 +174,9 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     except ReferenceUnavailable as e:
         row["tflm_arena_bytes"] = None
         row["tflm_note"] = e.reason[:120]
+    if base and base.get("xcube_ram"):
+        row["xcube_ram_bytes"] = base["xcube_ram"]
+        row["pool_vs_xcube_ram"] = round(row["pool_bytes"] / base["xcube_ram"], 3)
     board = None
     for bid in boards or EMULATED:
         b = load_board(bid)
@@ -251,10 +257,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     def f(v: Any, spec: str = ",") -> str:
         return "—" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
-    head = ("| model | status | pool B | lower bound B | TFLM arena B | pool/arena | weights B | code B "
+    head = ("| model | status | pool B | lower bound B | TFLM arena B | pool/arena | X-CUBE-AI RAM B "
+            "| pool/X-CUBE-AI | weights B | code B "
             "| instructions | MACs/instr | TFLM+CMSIS-NN instr | ours/TFLM+CMSIS-NN "
             "| published M4 cycles | ours instr / published cycles | M7 instructions | compile s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in rows:
         status = r.get("status", "?")
@@ -264,6 +271,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['model']} | {status} | {f(r.get('pool_bytes'))} | {f(r.get('lower_bound_bytes'))} "
             f"| {f(r.get('tflm_arena_bytes'))} | {f(r.get('pool_vs_tflm_arena'), '.3f')} "
+            f"| {f(r.get('xcube_ram_bytes'))} | {f(r.get('pool_vs_xcube_ram'), '.3f')} "
             f"| {f(r.get('weights_bytes'))} | {f(r.get('code_bytes'))} | {f(r.get('instructions'))} "
             f"| {f(r.get('macs_per_instruction'), '.3f')} | {f(r.get('tflm_cmsis_instructions'))} "
             f"| {f(r.get('instr_vs_tflm_cmsis'), '.3f')} | {pub} "

@@ -121,7 +121,8 @@ def test_bench_baselines_and_ratios():
     assert b["kws_ref_model"]["cmsis_instructions"] == 7_697_393
     assert b["kws_ref_model"]["published_cycles"] == 5_180_000
     assert b["kws_ref_model"]["published_by"] == "X-CUBE-AI 9.0"
-    assert b["ad01_int8"] == {"published_cycles": 490_000, "published_by": "Plumerai"}
+    assert b["ad01_int8"] == {"published_cycles": 490_000, "published_by": "Plumerai", "xcube_ram": 2_048}
+    assert b["kws_ref_model"]["xcube_ram"] == 22_272
     row: dict = {"macc": 1}
     add_ratios(row, 3_885_000, b["kws_ref_model"])
     assert row["instr_vs_published_cycles"] == 0.75 and row["instr_vs_tflm_cmsis"] == round(3_885_000 / 7_697_393, 3)

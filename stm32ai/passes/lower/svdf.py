@@ -24,7 +24,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.fc import per_tensor_quant, scale_of, zp_of
+from stm32ai.passes.lower.common import per_tensor_quant, scale_of, zp_of
 from stm32ai.passes.quant import activation_range_f32, quantize_multiplier
 
 __all__ = ["svdf_effective_scales", "svdf_dims"]
