@@ -81,11 +81,12 @@ def test_dilated_zp_litert_is_the_verdict_and_validate_says_why(capsys):
 
 @pytest.mark.slow
 def test_demo_expected_output_comes_from_litert_ref():
-    from stm32ai.project.build import test_vector
     from stm32ai.validate.reference import run_litert_ref
+    from stm32ai.validate.vectors import test_vector
 
     c = compile_model(DILATED)
-    inputs, outs, label = test_vector(DILATED, c, seed=0)
-    assert label == "LiteRT (reference kernels)"
+    tv = test_vector(DILATED, c, seed=0)
+    inputs, outs = tv.inputs, tv.expected
+    assert tv.reference == "LiteRT (reference kernels)"
     want = run_litert_ref(DILATED, inputs)
     np.testing.assert_array_equal(outs[0].reshape(-1), np.asarray(want[0]).reshape(-1))
