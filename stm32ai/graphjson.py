@@ -45,11 +45,18 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
 
     # storage ids: activation/scratch buffers first, then one per constant
     storage: list[dict[str, Any]] = []
+    state_size = 0  # persistent tensors: 8-aligned slots of the instance's state area, in buffer order
     for i, b in enumerate(plan.buffers):
-        st = {"id": i, "pool": "user" if b.app_owned else activation_pool_name(plan.pool_index(i)),
-              "offset": 0 if b.app_owned else plan.offsets[i], "size": b.size}
-        if plan.pools and not b.app_owned:
-            st["region"] = plan.pools[plan.pool_index(i)][0]
+        if b.state:
+            st = {"id": i, "pool": "state", "offset": state_size, "size": b.size}
+            state_size += (b.size + 7) // 8 * 8
+        elif b.app_owned:
+            st = {"id": i, "pool": "user", "offset": 0, "size": b.size}
+        else:
+            st = {"id": i, "pool": activation_pool_name(plan.pool_index(i)), "offset": plan.offsets[i],
+                  "size": b.size}
+            if plan.pools:
+                st["region"] = plan.pools[plan.pool_index(i)][0]
         storage.append(st)
     weights_size = 0
     const_storage: dict[int, int] = {}

@@ -292,3 +292,33 @@ def test_stacked_int8_on_the_emulated_board(tmp_path):
     demo = parse_demo_output(text)
     assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text
     assert demo.unit == "instructions" and demo.count is not None and demo.count > 768 // 2
+
+
+@pytest.mark.parametrize("model", ["svdf_stacked_int8", "lstm_stacked_int8"])
+def test_state_is_outside_the_activation_pool(model):
+    """Persistent state lives in the instance's state area only: the pool holds no state bytes
+    (it fits in the bytes of the non-variable activations), and the state area holds each
+    variable tensor of the file (read with the `tflite` package, not our frontend) in an
+    8-aligned slot."""
+    import tflite
+
+    path = FIXTURES / f"{model}.tflite"
+    m = tflite.Model.GetRootAsModel(path.read_bytes(), 0)
+    sub = m.Subgraphs(0)
+    sizes = {tflite.TensorType.INT8: 1, tflite.TensorType.INT16: 2, tflite.TensorType.FLOAT32: 4,
+             tflite.TensorType.INT32: 4}
+    variable, activation = [], 0  # bytes of the state tensors; of the other non-constant tensors
+    for i in range(sub.TensorsLength()):
+        t = sub.Tensors(i)
+        nbytes = int(np.prod(t.ShapeAsNumpy())) * sizes[t.Type()]
+        if t.IsVariable():
+            variable.append(nbytes)
+        elif m.Buffers(t.Buffer()).DataLength() == 0:
+            activation += nbytes
+    c = compile_model(path)
+    assert variable, "fixture without state"
+    state = [st for st in c.doc["stm32ai"]["storage"] if st["pool"] == "state"]
+    assert sum(st["size"] for st in state) >= sum(variable)
+    assert max(st["offset"] + st["size"] for st in state) <= sum((n + 7) // 8 * 8 for n in variable)
+    scratch = sum(op.scratch for op in c.graph.ops)
+    assert c.plan.pool_size <= activation + scratch + 8 * len(c.plan.buffers)

@@ -86,11 +86,14 @@ def test_stateful_ops_keep_their_order():
     # a2 = 64 B: unconstrained, b's branch goes first (x + a1 + b2 = 1112 < x + b1 + a2 = 1160)
     free = plan_memory(_two_branch(a2_size=64))
     assert free.planned_bound == 1112 and free.order.index(1) < free.order.index(0)
-    # A1 and B1 touch persistent state: A1 stays first, so the best is 1160 + the two states
+    # A1 and B1 touch persistent state: A1 stays first, so the best is 1160; the two states
+    # live in the instance's state area, outside the pool
     g = _two_branch(a2_size=64, stateful=True)
     plan = plan_memory(g)
     assert plan.order.index(0) < plan.order.index(1)
-    assert plan.planned_bound == 1160 + 2 * 32
+    assert plan.planned_bound == 1160
+    states = [b for b in plan.buffers if b.state]
+    assert len(states) == 2 and not any(b.in_pool for b in states)
     check_plan(plan)
 
 

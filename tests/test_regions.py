@@ -46,7 +46,7 @@ def _check_split(plan, budgets: dict[str, int]) -> None:
     assert plan.pools and len(plan.pool_of) == len(plan.buffers)
     for region, size in plan.pools:
         assert size <= budgets[region], (region, size)
-    live = [i for i, b in enumerate(plan.buffers) if not b.app_owned]
+    live = [i for i, b in enumerate(plan.buffers) if b.in_pool]
     for i in live:
         b, k = plan.buffers[i], plan.pool_of[i]
         assert 0 <= k < len(plan.pools) and plan.offsets[i] % 8 == 0
@@ -85,7 +85,9 @@ def test_split_plan_is_sound(model, pool):
     pools = {p["name"]: p for p in meta["pools"]}
     assert pools["activations"]["region"] == "sram" and pools["activations_1"]["region"] == "psram"
     for i, st in enumerate(meta["storage"][:len(c.plan.buffers)]):
-        if not c.plan.buffers[i].app_owned:
+        if c.plan.buffers[i].state:
+            assert st["pool"] == "state" and "region" not in st   # the instance's state area
+        elif not c.plan.buffers[i].app_owned:
             k = c.plan.pool_of[i]
             assert st["pool"] == ("activations" if k == 0 else f"activations_{k}")
             assert st["region"] == c.plan.pools[k][0] and st["offset"] == c.plan.offsets[i]

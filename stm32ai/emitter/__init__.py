@@ -167,7 +167,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             return f"(void *)({pools[pool_index[st['pool']]]['var']} + {st['offset']}u)"
         raise AssertionError(f"storage {sid} in pool {st['pool']} has no pointer")
 
-    states, state_offset, state_size = _state_area(doc, pool_index)
+    states, state_offset, state_size = _state_area(doc)
     calls = []
     needs_math = False
     macc = 0
@@ -222,11 +222,11 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     }
 
 
-def _state_area(doc: dict[str, Any], pool_index: dict[str, int]) -> tuple[list[dict[str, Any]], dict[int, int], int]:
-    """Persistent (variable) tensors move out of the activation pools into the instance's state
-    area, so that a pool shared with other models cannot overwrite them: one 8-aligned slot per
-    storage, in graph order. Returns the tensors to fill at ai_create/ai_reset (offsets in the
-    state area), the state offset of each storage id and the area's size."""
+def _state_area(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int], int]:
+    """Persistent (variable) tensors live in the instance's state area, not in an activation
+    pool, so that a pool shared with other models cannot overwrite them: the planner gives each
+    storage of pool "state" an 8-aligned slot. Returns the tensors to fill at ai_create/ai_reset
+    (offsets in the state area), the state offset of each storage id and the area's size."""
     attrs, nodes, row = doc["attrs"], doc["nodes"], doc["node_row_ptr"]
     dltype, shapes, sids = attrs["dltype"][1], attrs["shape"][1], attrs["storage_id"][1]
     tnames = attrs["tensor_name"][1]
@@ -240,11 +240,12 @@ def _state_area(doc: dict[str, Any], pool_index: dict[str, int]) -> tuple[list[d
             continue
         e = row[n]
         sid = sids[e]
-        if storage[sid]["pool"] not in pool_index:
-            raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the activation pool")
+        st = storage[sid]
+        if st["pool"] != "state":
+            raise Stm32aiError(f"graph.json: state tensor {quote(tnames[e])} is not in the state area")
         if sid not in offset:
-            offset[sid] = size
-            size += (int(storage[sid]["size"]) + 7) // 8 * 8
+            offset[sid] = int(st["offset"])
+            size = max(size, (int(st["offset"]) + int(st["size"]) + 7) // 8 * 8)
         nbytes = int(np.prod(shapes[e], dtype=np.int64)) * DTYPE_CODES[dltype[e]][1] // 8
         states.append({"offset": offset[sid], "size": nbytes, "fill": int(na.get("fill", 0)),
                        "tensor_name": untrusted(tnames[e])})

@@ -106,7 +106,7 @@ def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool 
 
 def check_plan(plan: Plan) -> None:
     """Raise AssertionError if two buffers alive at the same step overlap in memory."""
-    live = [(i, b) for i, b in enumerate(plan.buffers) if not b.app_owned]
+    live = [(i, b) for i, b in enumerate(plan.buffers) if b.in_pool]
     for i, a in live:
         oa = plan.offsets[i]
         assert oa % ALIGN == 0, f"buffer {i} unaligned at {oa}"

@@ -43,7 +43,7 @@ def _place_in_order(buffers: list[Buffer], order: list[int], align: int) -> tupl
     placed: list[int] = []
     for i in order:
         b = buffers[i]
-        if b.app_owned:
+        if not b.in_pool:
             continue
         busy = sorted(
             (offsets[j], offsets[j] + buffers[j].size)
@@ -218,7 +218,7 @@ def solve(buffers: list[Buffer], align: int, start: tuple[list[int], int],
           budget: int | None = None) -> Allocation:
     """The smallest pool the search finds within `budget` nodes, never worse than `start`
     (a greedy result). `optimal` is True when the result is proven minimal."""
-    idx = [i for i, b in enumerate(buffers) if not b.app_owned]
+    idx = [i for i, b in enumerate(buffers) if b.in_pool]
     if budget is None:
         budget = min(SOLVER_BUDGET, SOLVER_WORK // max(len(idx), 1))
     units = [-(-buffers[i].size // align) for i in idx]

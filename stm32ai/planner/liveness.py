@@ -26,9 +26,14 @@ class Buffer:
     tensors: list[int] = field(default_factory=list)
     scratch_of: int = -1  # op index when this is a kernel's scratch
     app_owned: bool = False  # the application provides it (not in the pool)
+    state: bool = False  # persistent (variable) tensors: in the instance's state area, not the pool
     inner: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset inside (0 if absent)
     # op index -> kernel attrs (access order) the inner offsets assume; plan_memory applies them
     orders: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def in_pool(self) -> bool:
+        return not (self.app_owned or self.state)
 
 
 def _align(n: int, a: int) -> int:
@@ -239,6 +244,7 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
         if inner[t]:
             b.inner[t] = inner[t]
         b.app_owned = b.app_owned or t in app_owned
+        b.state = b.state or g.tensors[t].variable
         tensor_buffer[t] = index_of_root[r]
     scratch_buffer: dict[int, int] = {}
     for op_idx in order:
@@ -252,7 +258,7 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
 
 def lower_bound(buffers: list[Buffer]) -> int:
     """Max over steps of the bytes alive at that step (pool buffers only)."""
-    steps = [b for b in buffers if not b.app_owned]
+    steps = [b for b in buffers if b.in_pool]
     if not steps:
         return 0
     last = max(b.last for b in steps)

@@ -54,7 +54,7 @@ def buffer_heat(g: Graph, plan: Plan) -> list[float]:
         if op_idx in plan.scratch_buffer:
             b = plan.scratch_buffer[op_idx]
             acc[b] += max(int(op.macc), plan.buffers[b].size)
-    return [0.0 if b.app_owned or b.size == 0 else acc[i] / b.size for i, b in enumerate(plan.buffers)]
+    return [0.0 if not b.in_pool or b.size == 0 else acc[i] / b.size for i, b in enumerate(plan.buffers)]
 
 
 def _first_fit(buffers: list[Buffer], placed: list[int], offsets: list[int], i: int) -> int:
@@ -107,7 +107,7 @@ def split_across_regions(g: Graph, plan: Plan, budgets: list[RegionBudget]) -> P
         raise RegionOverflow("no activation region to place the pool in")
     heat = buffer_heat(g, plan)
     bufs = plan.buffers
-    live = [i for i, b in enumerate(bufs) if not b.app_owned]
+    live = [i for i, b in enumerate(bufs) if b.in_pool]
     hot_first = sorted(live, key=lambda i: (-heat[i], -bufs[i].size, i))
     big_first = sorted(live, key=lambda i: (-bufs[i].size, bufs[i].first, i))
     result = _assign(bufs, hot_first, budgets)
@@ -143,7 +143,7 @@ def check_pools(plan: Plan) -> None:
     """Raise AssertionError if two buffers of one pool alive at the same step overlap, or a
     buffer leaves its pool. Buffers of different pools live in different memory."""
     sizes = [s for _, s in plan.pools] or [plan.pool_size]
-    live = [(i, b) for i, b in enumerate(plan.buffers) if not b.app_owned]
+    live = [(i, b) for i, b in enumerate(plan.buffers) if b.in_pool]
     for i, a in live:
         oa, pa = plan.offsets[i], plan.pool_index(i)
         assert oa % ALIGN == 0, f"buffer {i} unaligned at {oa}"

@@ -38,6 +38,7 @@ class Report:
     fits: dict[str, Any] | None = field(default=None)
     pruning: dict[str, Any] | None = field(default=None)  # dead-channel elimination, see add_pruning
     memory: dict[str, Any] | None = field(default=None)  # the plan per pool (report/memory_map.py)
+    state_bytes: int = 0  # persistent variable tensors (LSTM, SVDF): the instance's state area, RAM
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +73,8 @@ def build_report(c: Compiled) -> Report:
         output_bytes=[g.tensors[t].nbytes for t in g.outputs],
         io_in_pool=bool(c.doc["stm32ai"]["inputs_in_pool"]),
         memory=memory_map(c),
+        state_bytes=max((-(-(st["offset"] + st["size"]) // 8) * 8 for st in c.doc["stm32ai"]["storage"]
+                         if st["pool"] == "state"), default=0),
     )
 
 
@@ -150,6 +153,8 @@ def render_table(r: Report) -> Any:
     t.caption = (f"MACC {r.macc:,} | ROM (weights) {r.weights_bytes:,} B | RAM (activation pool) "
                  f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B{_bounds(r)} | "
                  f"inputs {sum(r.input_bytes):,} B, outputs {sum(r.output_bytes):,} B ({io})")
+    if r.state_bytes:
+        t.caption += f" | RAM (state area, per instance) {r.state_bytes:,} B"
     t.caption_justify = "left"
     return t
 

@@ -44,7 +44,7 @@ def memory_map(c: Compiled) -> dict[str, Any]:
     steps = [f"{g.ops[o].type} #{g.ops[o].index}" for o in plan.order]
     buffers = [{"pool": plan.pool_index(i), "offset": plan.offsets[i], "size": b.size, "first": b.first,
                 "last": b.last, "label": _label(c, i)}
-               for i, b in enumerate(plan.buffers) if not b.app_owned]
+               for i, b in enumerate(plan.buffers) if b.in_pool]
     return {"pools": pools, "steps": steps, "buffers": buffers, "lower_bound": plan.lower_bound}
 
 
