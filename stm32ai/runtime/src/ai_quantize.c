@@ -36,11 +36,8 @@ static inline int32_t quantize_one(float x, float scale, int32_t zp, float limit
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
-static inline void quantize_run(const ai_quantize_params *p, const float *input, void *output,
-                                q_type t) {
-  const int32_t n = p->size;
-  const float scale = p->scale;
-  const int32_t zp = p->zero_point;
+static inline void quantize_run(int32_t n, float scale, int32_t zp, const float *input,
+                                void *output, q_type t) {
   for (int32_t i = 0; i < n; ++i) {
     if (t == Q_S8) {
       ((int8_t *)output)[i] = (int8_t)quantize_one(input[i], scale, zp, 1024.0f, -128, 127);
@@ -51,11 +48,8 @@ static inline void quantize_run(const ai_quantize_params *p, const float *input,
 }
 
 /* scale * (q - zp): (q - zp) is exact in float and the product is rounded once, as in TFLite. */
-static inline void dequantize_run(const ai_quantize_params *p, const void *input, float *output,
-                                  q_type t) {
-  const int32_t n = p->size;
-  const float scale = p->scale;
-  const int32_t zp = p->zero_point;
+static inline void dequantize_run(int32_t n, float scale, int32_t zp, const void *input,
+                                  float *output, q_type t) {
   for (int32_t i = 0; i < n; ++i) {
     const int32_t q = t == Q_S8 ? ((const int8_t *)input)[i]
                       : t == Q_U8 ? ((const uint8_t *)input)[i]
@@ -65,24 +59,24 @@ static inline void dequantize_run(const ai_quantize_params *p, const void *input
 }
 
 void ai_quantize_f32_s8(const ai_quantize_f32_s8_params *p, const float *input, int8_t *output) {
-  quantize_run(p, input, output, Q_S8);
+  quantize_run(p->size, p->scale, p->zero_point, input, output, Q_S8);
 }
 
 void ai_quantize_f32_s16(const ai_quantize_f32_s16_params *p, const float *input, int16_t *output) {
-  quantize_run(p, input, output, Q_S16);
+  quantize_run(p->size, p->scale, p->zero_point, input, output, Q_S16);
 }
 
 void ai_dequantize_s8_f32(const ai_dequantize_s8_f32_params *p, const int8_t *input,
                           float *output) {
-  dequantize_run(p, input, output, Q_S8);
+  dequantize_run(p->size, p->scale, p->zero_point, input, output, Q_S8);
 }
 
 void ai_dequantize_u8_f32(const ai_dequantize_u8_f32_params *p, const uint8_t *input,
                           float *output) {
-  dequantize_run(p, input, output, Q_U8);
+  dequantize_run(p->size, p->scale, p->zero_point, input, output, Q_U8);
 }
 
 void ai_dequantize_s16_f32(const ai_dequantize_s16_f32_params *p, const int16_t *input,
                            float *output) {
-  dequantize_run(p, input, output, Q_S16);
+  dequantize_run(p->size, p->scale, p->zero_point, input, output, Q_S16);
 }
