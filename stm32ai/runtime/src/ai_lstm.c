@@ -58,8 +58,8 @@ static inline int32_t sat16(int32_t v) { return AI_CLAMP(v, -32768, 32767); }
  * for the sigmoid, 8 for tanh(x) = 2 sigmoid(2x) - 1, the table's last entry beyond it) and
  * the result mirrored for v < 0 (1 - s, or -t) and rounded to Q0.15. The two functions
  * differ only in these constants, so one loop serves both. */
-static inline void sigmoid_lut_s16(const int16_t *input, int16_t *output, int32_t n, int32_t mult,
-                                   int32_t shift, int32_t is_tanh) {
+static void sigmoid_lut_s16(const int16_t *input, int16_t *output, int32_t n, int32_t mult,
+                            int32_t shift, int32_t is_tanh) {
   const int32_t frac_bits = is_tanh ? 8 : 9;
   const int32_t out_shift = is_tanh ? 8 : 10;
   const int32_t sat = is_tanh ? 0xFFFF << 8 : 0x7FFF << 10; /* at and past the table's end */

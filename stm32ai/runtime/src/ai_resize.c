@@ -36,10 +36,10 @@ static inline void blend_f32(const float *r0, const float *r1, int32_t x0, int32
 
 /* Every output pixel in order. `table` holds per output row, then per output column, the two
  * source offsets (elements) and the int8 weight; `frac` the float weights (rows, then
- * columns). One loop serves both types: the public kernels pass `is_f32` as a constant. */
-static inline void resize_run(const ai_resize_bilinear_params *p, const void *input,
-                              const int32_t *table, const float *frac, void *output,
-                              int32_t is_f32) {
+ * columns). One loop serves both types (a branch per output pixel, not per channel; smaller
+ * code than two copies). */
+static void resize_run(const ai_resize_bilinear_params *p, const void *input,
+                       const int32_t *table, const float *frac, void *output, int32_t is_f32) {
   const int32_t ch = p->channels;
   const int32_t *xtab = table + 3 * p->out_h;
   int32_t o = 0; /* output element */
