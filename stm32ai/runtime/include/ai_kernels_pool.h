@@ -1,4 +1,5 @@
-/* AVERAGE_POOL_2D and MAX_POOL_2D, int8 and float32 (stm32ai/passes/lower/pool.py).
+/* AVERAGE_POOL_2D and MAX_POOL_2D, int8 and float32 (stm32ai/passes/lower/pool.py) and int16
+ * (stm32ai/passes/lower/s16.py).
  *
  * Calling convention (stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>[, void *scratch]);
@@ -17,24 +18,36 @@ extern "C" {
 
 /* ---- AVERAGE_POOL_2D / MAX_POOL_2D (NHWC) -------------------------------------------- */
 
+/* int8 and int16: the activation bounds are stored values (int32) */
 typedef struct {
   int32_t batches, in_h, in_w, channels, out_h, out_w;
   int32_t filter_h, filter_w, stride_h, stride_w, pad_h, pad_w;
   int32_t act_min, act_max;
-} ai_pool_s8_params;
+} ai_pool_params;
 typedef struct {
   int32_t batches, in_h, in_w, channels, out_h, out_w;
   int32_t filter_h, filter_w, stride_h, stride_w, pad_h, pad_w;
   float act_min, act_max;
 } ai_pool_f32_params;
-typedef ai_pool_s8_params ai_avgpool_s8_params;
-typedef ai_pool_s8_params ai_maxpool_s8_params;
+typedef ai_pool_params ai_pool_s8_params;
+typedef ai_pool_params ai_avgpool_s8_params;
+typedef ai_pool_params ai_maxpool_s8_params;
 typedef ai_pool_f32_params ai_avgpool_f32_params;
 typedef ai_pool_f32_params ai_maxpool_f32_params;
 void ai_avgpool_s8(const ai_avgpool_s8_params *p, const int8_t *input, int8_t *output);
 void ai_maxpool_s8(const ai_maxpool_s8_params *p, const int8_t *input, int8_t *output);
 void ai_avgpool_f32(const ai_avgpool_f32_params *p, const float *input, float *output);
 void ai_maxpool_f32(const ai_maxpool_f32_params *p, const float *input, float *output);
+
+/* int16 (input and output share the quantisation; ai_pool_s16.c). Average: int32 sum of the
+ * in-image taps, divided by their count rounding half away from zero (TFLite's reference
+ * AveragePool), clamped; the generator bounds the window to 65535 taps so the sum fits
+ * int32. Max: the largest in-image tap, clamped. Details: docs/kernels_s16.md. */
+typedef ai_pool_params ai_pool_s16_params;
+typedef ai_pool_params ai_avgpool_s16_params;
+typedef ai_pool_params ai_maxpool_s16_params;
+void ai_avgpool_s16(const ai_avgpool_s16_params *p, const int16_t *input, int16_t *output);
+void ai_maxpool_s16(const ai_maxpool_s16_params *p, const int16_t *input, int16_t *output);
 
 #ifdef __cplusplus
 }

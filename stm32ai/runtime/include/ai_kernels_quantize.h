@@ -17,32 +17,24 @@ extern "C" {
 
 /* ---- quantisation ---- */
 
-/* QUANTIZE float32 -> int8: round(x / scale) (float32 division, ties away from zero)
- * + zero_point, saturated. NaN gives zero_point. */
+/* float32 <-> integer at one scale and zero point, any integer width (int16 kernels:
+ * ai_kernels_quantize_s16.h). */
 typedef struct {
   int32_t size;
   float scale;
   int32_t zero_point;
-} ai_quantize_f32_s8_params;
+} ai_quantize_params;
 
+/* QUANTIZE float32 -> int8: round(x / scale) (float32 division, ties away from zero)
+ * + zero_point, saturated. NaN gives zero_point. */
+typedef ai_quantize_params ai_quantize_f32_s8_params;
 void ai_quantize_f32_s8(const ai_quantize_f32_s8_params *p, const float *input, int8_t *output);
 
 /* DEQUANTIZE int8/uint8 -> float32: scale * (q - zero_point). */
-typedef struct {
-  int32_t size;
-  float scale;
-  int32_t zero_point;
-} ai_dequantize_s8_f32_params;
-
+typedef ai_quantize_params ai_dequantize_s8_f32_params;
+typedef ai_quantize_params ai_dequantize_u8_f32_params;
 void ai_dequantize_s8_f32(const ai_dequantize_s8_f32_params *p, const int8_t *input,
                           float *output);
-
-typedef struct {
-  int32_t size;
-  float scale;
-  int32_t zero_point;
-} ai_dequantize_u8_f32_params;
-
 void ai_dequantize_u8_f32(const ai_dequantize_u8_f32_params *p, const uint8_t *input,
                           float *output);
 

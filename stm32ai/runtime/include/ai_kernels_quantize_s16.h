@@ -10,16 +10,15 @@
 
 #include <stdint.h>
 
+#include "ai_kernels_quantize.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct {
-  int32_t size;
-  float scale;
-  int32_t zero_point;
-} ai_quantize_f32_s16_params;
-typedef ai_quantize_f32_s16_params ai_dequantize_s16_f32_params;
+/* float32 <-> int16 (kernels in ai_quantize.c): the parameters of every width */
+typedef ai_quantize_params ai_quantize_f32_s16_params;
+typedef ai_quantize_params ai_dequantize_s16_f32_params;
 void ai_quantize_f32_s16(const ai_quantize_f32_s16_params *p, const float *input, int16_t *output);
 void ai_dequantize_s16_f32(const ai_dequantize_s16_f32_params *p, const int16_t *input,
                            float *output);

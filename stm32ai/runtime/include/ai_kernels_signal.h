@@ -31,10 +31,13 @@ typedef struct {
 void ai_signal_window_s16(const ai_signal_window_s16_params *p, const int16_t *input,
                           const int16_t *window, int16_t *output);
 
-/* ---- SignalFftAutoScale: y = x << s with s the headroom of max|x|, scale_bits = s ----- */
+/* Element count: the only parameter of the element-wise kernels below. */
 typedef struct {
   int32_t size;
-} ai_signal_fft_auto_scale_s16_params;
+} ai_signal_size_params;
+
+/* ---- SignalFftAutoScale: y = x << s with s the headroom of max|x|, scale_bits = s ----- */
+typedef ai_signal_size_params ai_signal_fft_auto_scale_s16_params;
 void ai_signal_fft_auto_scale_s16(const ai_signal_fft_auto_scale_s16_params *p, const int16_t *input,
                                   int16_t *output, int32_t *scale_bits);
 
@@ -70,9 +73,7 @@ void ai_signal_filter_bank_u32(const ai_signal_filter_bank_u32_params *p, const 
                                uint64_t *output);
 
 /* ---- SignalFilterBankSquareRoot: y = isqrt64(x) >> scale_bits[0] ------------------- */
-typedef struct {
-  int32_t size;
-} ai_signal_filter_bank_sqrt_u64_params;
+typedef ai_signal_size_params ai_signal_filter_bank_sqrt_u64_params;
 void ai_signal_filter_bank_sqrt_u64(const ai_signal_filter_bank_sqrt_u64_params *p, const uint64_t *input,
                                     const int32_t *scale_bits, uint32_t *output);
 

@@ -82,37 +82,46 @@ static void prelu_s8_run(const ai_prelu_s8_params *p, const int8_t *input, const
   }
 }
 
-void ai_prelu_s8(const ai_prelu_s8_params *p, const int8_t *input, const int8_t *alpha,
-                 const int8_t *pos_table, int8_t *output) {
-  const int32_t d3 = p->dims[3], s3 = p->alpha_strides[3];
+/* One run of `n` float elements, alpha advancing by `astep` (0 or 1). */
+static void prelu_f32_run(const float *input, const float *alpha, int32_t astep, float *output,
+                          int32_t n) {
+  for (int32_t i = 0; i < n; ++i, alpha += astep) {
+    const float x = input[i];
+    output[i] = x >= 0.0f ? x : x * *alpha;
+  }
+}
+
+/* The input's runs along the innermost dim, each with its alpha run (alpha broadcast by
+ * its element strides, 0 on a broadcast dim): float32 when `is_f32`, int8 otherwise. */
+static inline void prelu_runs(const int32_t dims[4], const int32_t astr[4], const void *input,
+                              const void *alpha, void *output, const ai_prelu_s8_params *p8,
+                              const int8_t *pos_table, int32_t is_f32) {
+  const int32_t d3 = dims[3];
   int32_t idx = 0;
-  for (int32_t i0 = 0; i0 < p->dims[0]; ++i0) {
-    for (int32_t i1 = 0; i1 < p->dims[1]; ++i1) {
-      for (int32_t i2 = 0; i2 < p->dims[2]; ++i2, idx += d3) {
-        const int8_t *a = alpha + i0 * p->alpha_strides[0] + i1 * p->alpha_strides[1] +
-                          i2 * p->alpha_strides[2];
-        prelu_s8_run(p, input + idx, a, s3, pos_table, output + idx, d3);
+  for (int32_t i0 = 0; i0 < dims[0]; ++i0) {
+    for (int32_t i1 = 0; i1 < dims[1]; ++i1) {
+      for (int32_t i2 = 0; i2 < dims[2]; ++i2, idx += d3) {
+        const int32_t a = i0 * astr[0] + i1 * astr[1] + i2 * astr[2];
+        if (is_f32) {
+          prelu_f32_run((const float *)input + idx, (const float *)alpha + a, astr[3],
+                        (float *)output + idx, d3);
+        } else {
+          prelu_s8_run(p8, (const int8_t *)input + idx, (const int8_t *)alpha + a, astr[3],
+                       pos_table, (int8_t *)output + idx, d3);
+        }
       }
     }
   }
 }
 
+void ai_prelu_s8(const ai_prelu_s8_params *p, const int8_t *input, const int8_t *alpha,
+                 const int8_t *pos_table, int8_t *output) {
+  prelu_runs(p->dims, p->alpha_strides, input, alpha, output, p, pos_table, 0);
+}
+
 void ai_prelu_f32(const ai_prelu_f32_params *p, const float *input, const float *alpha,
                   float *output) {
-  const int32_t d3 = p->dims[3], s3 = p->alpha_strides[3];
-  int32_t idx = 0;
-  for (int32_t i0 = 0; i0 < p->dims[0]; ++i0) {
-    for (int32_t i1 = 0; i1 < p->dims[1]; ++i1) {
-      for (int32_t i2 = 0; i2 < p->dims[2]; ++i2, idx += d3) {
-        const float *a = alpha + i0 * p->alpha_strides[0] + i1 * p->alpha_strides[1] +
-                         i2 * p->alpha_strides[2];
-        for (int32_t i3 = 0; i3 < d3; ++i3, a += s3) {
-          const float x = input[idx + i3];
-          output[idx + i3] = x >= 0.0f ? x : x * *a;
-        }
-      }
-    }
-  }
+  prelu_runs(p->dims, p->alpha_strides, input, alpha, output, NULL, NULL, 1);
 }
 
 void ai_clamp_f32(const ai_clamp_f32_params *p, const float *input, float *output) {

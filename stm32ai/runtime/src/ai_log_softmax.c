@@ -18,9 +18,8 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "ai_fixedpoint.h"
 #include "ai_kernels_log_softmax.h"
-#include "ai_qmath.h"
+#include "ai_softmax_rows.h"
 
 #define LSM_ACCUM_BITS 12 /* integer bits of the sum of exponentials */
 #define LSM_INPUT_BITS 5  /* integer bits of the rescaled differences and of the log */
@@ -83,20 +82,9 @@ void ai_log_softmax_s8(const ai_log_softmax_s8_params *p, const int8_t *input, i
   for (int32_t i = 0; i < p->outer; i++) {
     const int8_t *x = input + (size_t)i * (size_t)depth;
     int8_t *y = output + (size_t)i * (size_t)depth;
-    int32_t max_in_row = -128;
-    for (int32_t c = 0; c < depth; c++) {
-      max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
-    }
-
-    int32_t sum_of_exps = 0; /* Q12.19 */
-    for (int32_t c = 0; c < depth; c++) {
-      const int32_t diff = (int32_t)x[c] - max_in_row;
-      if (diff >= p->diff_min) {
-        const int32_t scaled = ai_requant(diff, p->input_multiplier, p->input_left_shift);
-        sum_of_exps = ai_fp_add(sum_of_exps,
-                                ai_rdbypot(ai_fp_exp_on_negative_values_q5(scaled), LSM_ACCUM_BITS));
-      }
-    }
+    const int32_t max_in_row = ai_row_max_s8(x, depth);
+    const int32_t sum_of_exps = ai_row_sum_of_exps_q12(x, depth, max_in_row, &p->diff_min,
+                                                       &p->input_multiplier, &p->input_left_shift);
 
     const int32_t log_sum = log_q12_to_q5(sum_of_exps); /* Q5.26, >= 0 */
     /* differences whose Q5.26 value minus log_sum would fall below the Q5.26 range */
@@ -121,15 +109,8 @@ void ai_log_softmax_f32(const ai_log_softmax_f32_params *p, const float *input, 
   for (int32_t i = 0; i < p->outer; i++) {
     const float *x = input + (size_t)i * (size_t)depth;
     float *y = output + (size_t)i * (size_t)depth;
-    float max = -3.40282347e+38f; /* std::numeric_limits<float>::lowest() */
-    for (int32_t c = 0; c < depth; c++) {
-      max = max < x[c] ? x[c] : max;
-    }
-    float sum = 0.0f;
-    for (int32_t c = 0; c < depth; c++) {
-      sum += expf(x[c] - max);
-    }
-    const float log_sum = logf(sum);
+    const float max = ai_row_max_f32(x, depth);
+    const float log_sum = logf(ai_row_sum_exp_f32(x, depth, max, 1.0f, NULL));
     for (int32_t c = 0; c < depth; c++) {
       y[c] = x[c] - max - log_sum;
     }

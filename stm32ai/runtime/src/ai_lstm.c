@@ -53,40 +53,42 @@ static const uint16_t k_sigmoid_u16[256] = {
 
 static inline int32_t sat16(int32_t v) { return AI_CLAMP(v, -32768, 32767); }
 
-void ai_sigmoid_s16(const int16_t *input, int16_t *output, int32_t n, int32_t mult, int32_t shift) {
+/* TFLite's int16 Logistic / Tanh: v = (x * mult + round) >> shift rescales the input to the
+ * table's domain, then the 256-entry sigmoid table is interpolated at |v| (9 fraction bits
+ * for the sigmoid, 8 for tanh(x) = 2 sigmoid(2x) - 1, the table's last entry beyond it) and
+ * the result mirrored for v < 0 (1 - s, or -t) and rounded to Q0.15. The two functions
+ * differ only in these constants, so one loop serves both. */
+static void sigmoid_lut_s16(const int16_t *input, int16_t *output, int32_t n, int32_t mult,
+                            int32_t shift, int32_t is_tanh) {
+  const int32_t frac_bits = is_tanh ? 8 : 9;
+  const int32_t out_shift = is_tanh ? 8 : 10;
+  const int32_t sat = is_tanh ? 0xFFFF << 8 : 0x7FFF << 10; /* at and past the table's end */
+  const int32_t mirror = is_tanh ? 1 << 23 : 1 << 25;       /* 1.0 at the interpolated scale */
+  const int32_t half = 1 << (out_shift - 1);
   const int32_t rnd = shift > 0 ? (int32_t)1 << (shift - 1) : 0;
   for (int32_t i = 0; i < n; i++) {
     const int32_t v = ((int32_t)input[i] * mult + rnd) >> shift;
     const uint32_t a = (uint32_t)(v < 0 ? -v : v);
-    const uint32_t uh = a >> 9;
-    uint32_t r;
+    const uint32_t uh = a >> frac_bits;
+    int32_t r;
     if (uh >= 255u) {
-      r = 0x7FFFu << 10;
+      r = sat;
     } else {
       const uint32_t ua = k_sigmoid_u16[uh], ub = k_sigmoid_u16[uh + 1u];
-      r = (ua << 9) + (a & 0x1FFu) * (ub - ua);
+      r = (int32_t)((ua << frac_bits) + (a & ((1u << frac_bits) - 1u)) * (ub - ua));
     }
-    r = v >= 0 ? r + (1u << 9) : (1u << 25) - r + (1u << 9) - 1u;
-    output[i] = (int16_t)(r >> 10);
+    /* sigmoid: s or 1 - s; tanh: 2s - 1 or 1 - 2s, both at the interpolated scale */
+    r = v >= 0 ? r - (is_tanh ? mirror : 0) + half : mirror - r + half - 1;
+    output[i] = (int16_t)(r >> out_shift); /* arithmetic shift, as TFLite */
   }
 }
 
+void ai_sigmoid_s16(const int16_t *input, int16_t *output, int32_t n, int32_t mult, int32_t shift) {
+  sigmoid_lut_s16(input, output, n, mult, shift, 0);
+}
+
 void ai_tanh_s16(const int16_t *input, int16_t *output, int32_t n, int32_t mult, int32_t shift) {
-  const int32_t rnd = shift > 0 ? (int32_t)1 << (shift - 1) : 0;
-  for (int32_t i = 0; i < n; i++) {
-    const int32_t v = ((int32_t)input[i] * mult + rnd) >> shift;
-    const uint32_t a = (uint32_t)(v < 0 ? -v : v);
-    const uint32_t uh = a >> 8;
-    int32_t r;
-    if (uh >= 255u) {
-      r = 0xFFFF << 8;
-    } else {
-      const uint32_t ua = k_sigmoid_u16[uh], ub = k_sigmoid_u16[uh + 1u];
-      r = (int32_t)((ua << 8) + (a & 0xFFu) * (ub - ua));
-    }
-    r = v >= 0 ? r - (1 << 23) + (1 << 7) : -r + (1 << 23) + (1 << 7) - 1;
-    output[i] = (int16_t)(r >> 8); /* arithmetic shift, as TFLite */
-  }
+  sigmoid_lut_s16(input, output, n, mult, shift, 1);
 }
 
 #if AI_LSTM_DSP

@@ -1,5 +1,5 @@
-/* AVERAGE_POOL_2D / MAX_POOL_2D on int16 (see ai_kernels_pool_s16.h). */
-#include "ai_kernels_pool_s16.h"
+/* AVERAGE_POOL_2D / MAX_POOL_2D on int16 (see ai_kernels_pool.h). */
+#include "ai_kernels_pool.h"
 
 #include <stddef.h>
 

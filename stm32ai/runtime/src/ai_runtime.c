@@ -296,29 +296,22 @@ int32_t ai_get_output_size(ai_handle h) {
   return inst != NULL ? (int32_t)inst->nn->n_outputs : -1;
 }
 
-ai_tensor *ai_get_input(ai_handle h, int32_t i) {
+/* Input or output tensor i of the instance, NULL (and the instance's error) when i is out of range. */
+static ai_tensor *io_tensor(ai_handle h, int32_t i, int output) {
   ai_instance *inst = instance_of(h);
   if (inst == NULL) {
     return NULL;
   }
-  if (i < 0 || i >= (int32_t)inst->nn->n_inputs) {
+  if (i < 0 || i >= (int32_t)(output ? inst->nn->n_outputs : inst->nn->n_inputs)) {
     inst->error = status_text(AI_ERR_INDEX);
     return NULL;
   }
-  return &inst->in[i];
+  return output ? &inst->out[i] : &inst->in[i];
 }
 
-ai_tensor *ai_get_output(ai_handle h, int32_t i) {
-  ai_instance *inst = instance_of(h);
-  if (inst == NULL) {
-    return NULL;
-  }
-  if (i < 0 || i >= (int32_t)inst->nn->n_outputs) {
-    inst->error = status_text(AI_ERR_INDEX);
-    return NULL;
-  }
-  return &inst->out[i];
-}
+ai_tensor *ai_get_input(ai_handle h, int32_t i) { return io_tensor(h, i, 0); }
+
+ai_tensor *ai_get_output(ai_handle h, int32_t i) { return io_tensor(h, i, 1); }
 
 const char *ai_get_error(ai_handle h) {
   if (h == NULL) {

@@ -110,36 +110,17 @@ void ai_signal_filter_bank_u32(const ai_signal_filter_bank_u32_params *p, const 
 }
 
 /* ---- square root ------------------------------------------------------------------------
- * Bit-by-bit integer square root rounded to nearest (no rounding up past the type's max);
- * values below 2^32 take the 32-bit routine, exactly as TFLM (its 16-bit result saturates
- * at 0xFFFF there). */
+ * Bit-by-bit integer square root rounded to nearest (no rounding up past the type's max).
+ * TFLM takes a 32-bit routine for values below 2^32, whose 16-bit result saturates at
+ * 0xFFFF there; it starts from the same bit and runs the same steps as the 64-bit one (the
+ * bit lengths differ by 32, an even number), so one routine serves both, only the
+ * saturation point follows the value's width. */
 
-static uint32_t isqrt32(uint32_t num) {
+static uint32_t isqrt64(uint64_t num) {
   if (num == 0u) {
     return 0u;
   }
-  uint32_t res = 0u;
-  int32_t top = (32 - msb32(num)) | 1;
-  uint32_t bit = (uint32_t)1 << (31 - top);
-  for (int32_t it = (31 - top) / 2 + 1; it > 0; it--) {
-    if (num >= res + bit) {
-      num -= res + bit;
-      res = (res >> 1) + bit;
-    } else {
-      res >>= 1;
-    }
-    bit >>= 2;
-  }
-  if (num > res && res != 0xFFFFu) {
-    res++;
-  }
-  return (uint16_t)res;
-}
-
-static uint32_t isqrt64(uint64_t num) {
-  if ((num >> 32) == 0u) {
-    return isqrt32((uint32_t)num);
-  }
+  const uint64_t res_max = (num >> 32) == 0u ? 0xFFFFu : 0xFFFFFFFFu;
   uint64_t res = 0u;
   int32_t top = (64 - msb64(num)) | 1;
   uint64_t bit = (uint64_t)1 << (63 - top);
@@ -152,7 +133,7 @@ static uint32_t isqrt64(uint64_t num) {
     }
     bit >>= 2;
   }
-  if (num > res && res != 0xFFFFFFFFu) {
+  if (num > res && res != res_max) {
     res++;
   }
   return (uint32_t)res;

@@ -11,32 +11,22 @@
  *   y   = clamp(round((inv * e) / 2^(bits_over_unit + 23)) - 128, -128, 127)
  * Inputs below diff_min give -128. Integer arithmetic only; output may alias the input
  * (every element is read before it is written, and rows are independent). The fixed-point
- * helpers (exp, 1/(1+x), clz) live in ai_fixedpoint.h, shared with LOG_SOFTMAX.
+ * helpers (exp, 1/(1+x), clz) live in ai_fixedpoint.h, the row maximum and the sum of
+ * exponentials in ai_softmax_rows.h, all shared with LOG_SOFTMAX.
  */
 #include <math.h>
 
 #include "ai_kernels_softmax.h"
-#include "ai_fixedpoint.h"
-#include "ai_qmath.h"
+#include "ai_softmax_rows.h"
 
 void ai_softmax_s8(const ai_softmax_s8_params *p, const int8_t *input, int8_t *output) {
   const int32_t depth = p->depth;
   for (int32_t i = 0; i < p->outer; i++) {
     const int8_t *x = input + (size_t)i * (size_t)depth;
     int8_t *y = output + (size_t)i * (size_t)depth;
-    int32_t max_in_row = -128;
-    for (int32_t c = 0; c < depth; c++) {
-      max_in_row = x[c] > max_in_row ? x[c] : max_in_row;
-    }
-
-    int32_t sum_of_exps = 0; /* Q12.19 */
-    for (int32_t c = 0; c < depth; c++) {
-      const int32_t diff = (int32_t)x[c] - max_in_row;
-      if (diff >= p->diff_min) {
-        const int32_t scaled = ai_requant(diff, p->input_multiplier, p->input_left_shift);
-        sum_of_exps += ai_rdbypot(ai_fp_exp_on_negative_values_q5(scaled), 12);
-      }
-    }
+    const int32_t max_in_row = ai_row_max_s8(x, depth);
+    const int32_t sum_of_exps = ai_row_sum_of_exps_q12(x, depth, max_in_row, &p->diff_min,
+                                                       &p->input_multiplier, &p->input_left_shift);
 
     /* GetReciprocal(sum, 12 integer bits) */
     const int32_t headroom_plus_one = ai_fp_clz((uint32_t)sum_of_exps);
@@ -70,16 +60,7 @@ void ai_softmax_f32(const ai_softmax_f32_params *p, const float *input, float *o
   for (int32_t i = 0; i < p->outer; i++) {
     const float *x = input + (size_t)i * (size_t)depth;
     float *y = output + (size_t)i * (size_t)depth;
-    float max = -3.40282347e+38f; /* std::numeric_limits<float>::lowest() */
-    for (int32_t c = 0; c < depth; c++) {
-      max = max < x[c] ? x[c] : max;
-    }
-    float sum = 0.0f;
-    for (int32_t c = 0; c < depth; c++) {
-      const float e = expf((x[c] - max) * beta);
-      y[c] = e;
-      sum += e;
-    }
+    const float sum = ai_row_sum_exp_f32(x, depth, ai_row_max_f32(x, depth), beta, y);
     for (int32_t c = 0; c < depth; c++) {
       y[c] = y[c] / sum;
     }
