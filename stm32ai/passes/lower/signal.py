@@ -21,6 +21,7 @@ the C model between samples, so they agree sample by sample.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -164,25 +165,34 @@ def lower_window(op: Op, g: Graph) -> None:
 
 # ---- SignalFftAutoScale ------------------------------------------------------------------
 
-def _check_auto_scale(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 2)
+def _check_vector_op(op: Op, g: Graph, scalar_out: bool, dtypes: list[str], scalar: str,
+                     usage: str) -> str | None:
+    """A 1-D op: input x, output y of x's shape, and a scalar: a second output when
+    `scalar_out`, else a second input. `dtypes` are x's, y's and the scalar's types."""
+    io = _io(op, g, 1 if scalar_out else 2, 2 if scalar_out else 1)
     if isinstance(io, str):
         return io
-    (x,), (y, s) = io
-    r = _types([x, y, s], ["int16", "int16", "int32"], ["input", "output", "scale output"])
+    ins, outs = io
+    x, y, s = ins[0], outs[0], outs[1] if scalar_out else ins[1]
+    r = _types([x, y, s], dtypes, ["input", "output", scalar])
     if r:
         return r
     if len(x.shape) != 1 or y.shape != x.shape or s.size != 1:
-        return "expects a 1-D int16 input, an output of the same shape and a scalar int32 scale"
+        return usage
     return None
 
 
-@register("CUSTOM:SignalFftAutoScale", "1-D int16 input; int16 output and int32 scale", _check_auto_scale)
-def lower_auto_scale(op: Op, g: Graph) -> None:
+def _lower_vector_op(op: Op, g: Graph, kernel: str, macc_per_element: int) -> None:
     x = g.tensors[op.inputs[0]]
-    op.kernel = "signal_fft_auto_scale_s16"
+    op.kernel = kernel
     op.attrs = {"size": x.size}
-    op.macc = 2 * x.size
+    op.macc = macc_per_element * x.size
+
+
+register("CUSTOM:SignalFftAutoScale", "1-D int16 input; int16 output and int32 scale",
+         partial(_check_vector_op, scalar_out=True, dtypes=["int16", "int16", "int32"], scalar="scale output",
+                 usage="expects a 1-D int16 input, an output of the same shape and a scalar int32 scale"))(
+    partial(_lower_vector_op, kernel="signal_fft_auto_scale_s16", macc_per_element=2))
 
 
 # ---- SignalRfft --------------------------------------------------------------------------
@@ -323,25 +333,10 @@ def lower_filter_bank(op: Op, g: Graph) -> None:
 
 # ---- SignalFilterBankSquareRoot ----------------------------------------------------------
 
-def _check_sqrt(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 2, 1)
-    if isinstance(io, str):
-        return io
-    (x, s), (y,) = io
-    r = _types([x, s, y], ["uint64", "int32", "uint32"], ["input", "scale bits", "output"])
-    if r:
-        return r
-    if len(x.shape) != 1 or y.shape != x.shape or s.size != 1:
-        return "expects a 1-D uint64 input, a scalar int32 shift and a 1-D uint32 output"
-    return None
-
-
-@register("CUSTOM:SignalFilterBankSquareRoot", "1-D uint64 -> uint32, int32 scalar shift", _check_sqrt)
-def lower_sqrt(op: Op, g: Graph) -> None:
-    x = g.tensors[op.inputs[0]]
-    op.kernel = "signal_filter_bank_sqrt_u64"
-    op.attrs = {"size": x.size}
-    op.macc = 32 * x.size
+register("CUSTOM:SignalFilterBankSquareRoot", "1-D uint64 -> uint32, int32 scalar shift",
+         partial(_check_vector_op, scalar_out=False, dtypes=["uint64", "uint32", "int32"], scalar="scale bits",
+                 usage="expects a 1-D uint64 input, a scalar int32 shift and a 1-D uint32 output"))(
+    partial(_lower_vector_op, kernel="signal_filter_bank_sqrt_u64", macc_per_element=32))
 
 
 # ---- SignalFilterBankSpectralSubtraction -------------------------------------------------
