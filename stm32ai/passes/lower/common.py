@@ -1,18 +1,21 @@
 """Helpers every lowering family shares (not a family: it registers no op).
 
 Per-tensor quantisation (scale, zero point, the check that a tensor has exactly one of
-each), the fused activation and its clamp range, and the broadcasting strides of the
-kernels' MAX_DIMS-deep loops. One definition each; the family modules import them from here.
+each), the symmetric int8 filter quantisation of the weighted ops, the fused activation
+and its clamp range, and the broadcasting strides of the kernels' MAX_DIMS-deep loops.
+One definition each; the family modules import them from here.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from stm32ai.ir import MAX_DIMS, Op, Tensor
 from stm32ai.passes.quant import activation_range_f32, activation_range_quantized
 
 __all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_strides",
-           "check_activation", "check_int8_io", "check_per_tensor", "covers", "fused_activation", "padded",
-           "per_tensor_io", "per_tensor_quant", "scale_of", "zp_of"]
+           "check_activation", "check_filter_quant", "check_int8_io", "check_per_tensor", "covers",
+           "fused_activation", "padded", "per_tensor_io", "per_tensor_quant", "scale_of", "zp_of"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -61,6 +64,24 @@ def check_int8_io(x: Tensor, y: Tensor) -> str | None:
     if y.dtype != "int8":
         return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
     return per_tensor_io(x, y)
+
+
+def check_filter_quant(w: Tensor, what: str, n_out: int, axis: int | None) -> str | None:
+    """Reason unless the int8 filter `w` (`what` names it in the message) is quantised as
+    TFLite's int8 weights are: one positive scale, or one per output channel (`n_out` of them,
+    along `axis` unless None), and zero point 0 (symmetric)."""
+    q = w.quant
+    if q is None or q.scale.size == 0:
+        return f"{what}: no quantisation parameters"
+    if q.scale.size not in (1, n_out) or (q.scale.size > 1 and axis is not None and q.axis != axis):
+        along = "" if axis is None else f" (axis {axis})"
+        return (f"{what}: {q.scale.size} scales along axis {q.axis} for {n_out} output channels; "
+                f"one scale, or one per output channel{along}, expected")
+    if np.any(np.asarray(q.zero_point) != 0):
+        return f"{what}: non-zero zero point; int8 filters are symmetric (zero point 0)"
+    if np.any(~(np.asarray(q.scale) > 0)):
+        return f"{what}: non-positive scale"
+    return None
 
 
 def scale_of(t: Tensor) -> float:

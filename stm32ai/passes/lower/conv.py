@@ -31,7 +31,8 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import check_int8_io
+from stm32ai.passes.lower.common import check_activation, check_filter_quant, check_int8_io
+from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
@@ -51,7 +52,6 @@ __all__ = [
 ]
 
 DW_MAX_TAPS = 64  # AI_DW_MAX_TAPS in ai_kernels_conv.h
-FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 PADDINGS = ("SAME", "VALID")
 
 
@@ -314,11 +314,6 @@ def dw_scratch_size(geo: ConvGeometry) -> int:
     return (geo.in_c + 3) // 4 * 4
 
 
-def _fused(op: Op) -> str:
-    act = op.options.get("fused_activation_function", "NONE")
-    return "NONE" if act is None else str(act)
-
-
 # ---- support check ---------------------------------------------------------------------------
 
 def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
@@ -326,33 +321,13 @@ def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
     what = f"hybrid (dynamic-range) {op.type}: float input with {w.dtype} filter '{w.name}'"
     if w.dtype != "int8":
         return f"{what} is not supported (int8 filters only)"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"{what} has no quantisation parameters"
-    if op.type == "DEPTHWISE_CONV_2D":
-        return _check_hybrid_dw_scales(what, w, out_c)
-    if w.quant.scale.size not in (1, out_c):
-        return (f"{what} has {w.quant.scale.size} scales for {out_c} output channels "
-                "(per-tensor or one per output channel expected)")
-    if w.quant.scale.size > 1 and w.quant.axis != 0:
-        return f"{what} is quantised along axis {w.quant.axis}; axis 0 (output channels) expected"
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"{what} has a non-zero zero point; hybrid filters are symmetric (zero point 0)"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"{what} has a non-positive scale"
-    return None
-
-
-def _check_hybrid_dw_scales(what: str, w: Tensor, out_c: int) -> str | None:
-    """LiteRT's hybrid depthwise reads one filter scale per output channel (its only path)."""
-    assert w.quant is not None
-    if w.quant.scale.size != out_c or (out_c > 1 and w.quant.axis != 3):
+    if op.type != "DEPTHWISE_CONV_2D":
+        return check_filter_quant(w, what, out_c, 0)
+    # LiteRT's hybrid depthwise reads one filter scale per output channel (its only path)
+    if w.quant is not None and (w.quant.scale.size != out_c or (out_c > 1 and w.quant.axis != 3)):
         return (f"{what} has {w.quant.scale.size} scales along axis {w.quant.axis}; hybrid depthwise "
                 f"needs one per output channel (axis 3, {out_c} scales), as the converter writes")
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"{what} has a non-zero zero point; hybrid filters are symmetric (zero point 0)"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"{what} has a non-positive scale"
-    return None
+    return check_filter_quant(w, what, out_c, None)
 
 
 def check_conv(op: Op, g: Graph) -> str | None:
@@ -360,9 +335,9 @@ def check_conv(op: Op, g: Graph) -> str | None:
         return "expects an input, a filter, an optional bias and one output"
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
     bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
-    act = _fused(op)
-    if act not in FUSED_ACTIVATIONS:
-        return f"fused activation {act} is not supported (supported: {', '.join(FUSED_ACTIVATIONS)})"
+    reason = check_activation(op)
+    if reason:
+        return reason
     if not w.is_const:
         return f"filter '{w.name}' is computed at run time; only constant filters are supported"
     if bias is not None and not bias.is_const:
@@ -385,16 +360,9 @@ def check_conv(op: Op, g: Graph) -> str | None:
         return reason
     if w.dtype != "int8":
         return f"filter '{w.name}' is {w.dtype}; int8 input needs an int8 filter"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"filter '{w.name}' has no quantisation parameters"
-    if w.quant.scale.size not in (1, geo.out_c):
-        return (f"filter '{w.name}' has {w.quant.scale.size} scales for {geo.out_c} output "
-                "channels (per-tensor or one per output channel expected)")
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return (f"filter '{w.name}' has a non-zero zero point; TFLite int8 filters are "
-                "symmetric (zero point 0)")
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"filter '{w.name}' has a non-positive scale"
+    reason = check_filter_quant(w, f"filter '{w.name}'", geo.out_c, None)
+    if reason:
+        return reason
     if bias is not None and bias.dtype != "int32":
         return f"bias '{bias.name}' is {bias.dtype}; int8 convolution needs an int32 bias"
     return None

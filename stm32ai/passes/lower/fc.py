@@ -32,6 +32,7 @@ from stm32ai.passes.lower.common import (
     act_range_f32,
     act_range_s8,
     check_activation,
+    check_filter_quant,
     check_int8_io,
     scale_of,
     zp_of,
@@ -153,17 +154,9 @@ def _check_fc(op: Op, g: Graph) -> str | None:
         return reason
     if w.dtype != "int8":
         return f"weights '{w.name}' are {w.dtype}; int8 input needs int8 weights"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"weights '{w.name}' have no quantisation parameters"
-    if np.any(w.quant.zero_point != 0):
-        return (f"weights '{w.name}' have a non-zero zero point; TFLite int8 weights are "
-                "symmetric (zero point 0)")
-    if w.quant.scale.size > 1:
-        if w.quant.scale.size != n_out or w.quant.axis != 0:
-            return (f"weights '{w.name}' have {w.quant.scale.size} scales along axis "
-                    f"{w.quant.axis}; per-channel weights need one scale per output row (axis 0)")
-    if np.any(~(w.quant.scale > 0)):
-        return f"weights '{w.name}' have a non-positive scale"
+    reason = check_filter_quant(w, f"weights '{w.name}'", n_out, 0)
+    if reason:
+        return reason
     if bias is not None and bias.dtype != "int32":
         return f"bias '{bias.name}' is {bias.dtype}; int8 FULLY_CONNECTED needs an int32 bias"
     return None
@@ -174,16 +167,7 @@ def _check_hybrid(w: Tensor, y: Tensor, bias: Tensor | None, n_out: int) -> str 
     what = f"hybrid (dynamic-range) FULLY_CONNECTED: weights '{w.name}'"
     if y.dtype != "float32" or (bias is not None and bias.dtype != "float32"):
         return "hybrid FULLY_CONNECTED needs float32 output and a float32 bias (or none)"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"{what} have no quantisation parameters"
-    if np.any(w.quant.zero_point != 0):
-        return f"{what} have a non-zero zero point; hybrid weights are symmetric (zero point 0)"
-    if w.quant.scale.size > 1 and (w.quant.scale.size != n_out or w.quant.axis != 0):
-        return (f"{what} have {w.quant.scale.size} scales along axis {w.quant.axis}; per-channel "
-                "weights need one scale per output row (axis 0)")
-    if np.any(~(w.quant.scale > 0)):
-        return f"{what} have a non-positive scale"
-    return None
+    return check_filter_quant(w, what, n_out, 0)
 
 
 def hybrid_fc_scratch_size(k: int) -> int:

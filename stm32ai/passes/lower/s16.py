@@ -31,8 +31,8 @@ from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register_variant
 from stm32ai.passes.lower.binary import loop_attrs
 from stm32ai.passes.lower.common import check_activation as _fused_ok
+from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
 from stm32ai.passes.lower.common import fused_activation as _act
-from stm32ai.passes.lower.common import per_tensor_quant
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv import conv_geometry
@@ -105,15 +105,9 @@ def _check_weights(w: Tensor, n_out: int, axis: int, bias: Tensor | None) -> str
         return f"weights '{w.name}' are computed at run time; only constant weights are supported"
     if w.dtype != "int8":
         return f"weights '{w.name}' are {w.dtype}; 16x8 quantisation has int8 weights"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"weights '{w.name}' have no quantisation parameters"
-    if w.quant.scale.size not in (1, n_out) or (w.quant.scale.size > 1 and w.quant.axis != axis):
-        return (f"weights '{w.name}' have {w.quant.scale.size} scales along axis {w.quant.axis} "
-                f"for {n_out} outputs (per-tensor or one per output channel expected)")
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"weights '{w.name}' have a non-zero zero point; int8 weights are symmetric"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"weights '{w.name}' have a non-positive scale"
+    r = check_filter_quant(w, f"weights '{w.name}'", n_out, axis)
+    if r:
+        return r
     if bias is not None:
         if not bias.is_const:
             return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
