@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from stm32ai.ir import MAX_DIMS, Op, Tensor
+from stm32ai.ir import MAX_DIMS, Graph, Op, Tensor
 from stm32ai.passes.quant import activation_range_f32, activation_range_quantized
 
 __all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_strides",
            "check_activation", "check_filter_quant", "check_int8_io", "check_per_tensor", "covers",
-           "fused_activation", "padded", "per_tensor_io", "per_tensor_quant", "scale_of", "zp_of"]
+           "fused_activation", "padded", "per_tensor_io", "per_tensor_quant", "scale_of",
+           "weighted_operands", "zp_of"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -64,6 +65,20 @@ def check_int8_io(x: Tensor, y: Tensor) -> str | None:
     if y.dtype != "int8":
         return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
     return per_tensor_io(x, y)
+
+
+def weighted_operands(op: Op, g: Graph, what: str) -> tuple[Tensor, Tensor, Tensor | None, Tensor] | str:
+    """Input, constant filter (`what`: "filter", "weights tensor"), optional constant bias and
+    output of a weighted op (input, filter, bias order), or the reason it is refused."""
+    if len(op.inputs) < 2 or op.inputs[0] < 0 or op.inputs[1] < 0 or len(op.outputs) != 1:
+        return f"expects an input, a {what}, an optional bias and one output"
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
+    if not w.is_const:
+        return f"{what} '{w.name}' is computed at run time; only constant weights are supported"
+    if bias is not None and not bias.is_const:
+        return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
+    return x, w, bias, y
 
 
 def check_filter_quant(w: Tensor, what: str, n_out: int, axis: int | None) -> str | None:

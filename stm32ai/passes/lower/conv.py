@@ -25,13 +25,14 @@ float32 keeps TFLite's layouts and its accumulation order (taps, then bias).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import check_activation, check_filter_quant, check_int8_io
+from stm32ai.passes.lower.common import check_activation, check_filter_quant, check_int8_io, weighted_operands
 from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
@@ -331,17 +332,13 @@ def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
 
 
 def check_conv(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) < 2 or op.inputs[0] < 0 or op.inputs[1] < 0 or len(op.outputs) != 1:
-        return "expects an input, a filter, an optional bias and one output"
-    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
+    operands = weighted_operands(op, g, "filter")
+    if isinstance(operands, str):
+        return operands
+    x, w, bias, y = operands
     reason = check_activation(op)
     if reason:
         return reason
-    if not w.is_const:
-        return f"filter '{w.name}' is computed at run time; only constant filters are supported"
-    if bias is not None and not bias.is_const:
-        return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
     geo = conv_geometry(op, g)
     if isinstance(geo, str):
         return geo
@@ -499,24 +496,34 @@ def _lower_conv_hybrid(op: Op, g: Graph, geo: ConvGeometry, base: str) -> None:
           "not grouped",
           check_conv)
 def lower_conv(op: Op, g: Graph) -> None:
-    geo = conv_geometry(op, g)
-    assert not isinstance(geo, str), geo
-    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    assert w.data is not None
-    k = geo.k_h * geo.k_w * geo.in_c
-    op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * k)
-    base = y.name or f"op{op.index}"
+    geo, x, w, base = _start_lowering(op, g, geo_taps=lambda geo: geo.k_h * geo.k_w * geo.in_c)
     if x.dtype == "float32" and w.dtype == "int8":
         _lower_conv_hybrid(op, g, geo, base)
         return
     if x.dtype == "float32":
-        lo, hi = activation_range_f32(_fused(op))
-        op.kernel = "conv2d_f32"
-        op.inputs = [op.inputs[0], op.inputs[1], _float_bias(g, op, base, geo.out_c)]
-        op.attrs = {**geo.attrs(), "act_min": lo, "act_max": hi}
-        op.scratch = 0
+        _lower_f32(op, g, geo, base, "conv2d_f32")
         return
-    _lower_conv_s8_rows(op, g, geo, np.asarray(w.data, np.int8).reshape(geo.out_c, k), base)
+    _lower_conv_s8_rows(op, g, geo, np.asarray(w.data, np.int8).reshape(geo.out_c, -1), base)
+
+
+def _start_lowering(op: Op, g: Graph, geo_taps: Callable[[ConvGeometry], int]
+                    ) -> tuple[ConvGeometry, Tensor, Tensor, str]:
+    """Geometry, input and filter of a CONV_2D / DEPTHWISE_CONV_2D being lowered, and the name
+    its constants are based on; sets the op's MACC (`geo_taps` filter taps per output value)."""
+    geo = conv_geometry(op, g)
+    assert not isinstance(geo, str), geo
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    assert w.data is not None
+    op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * geo_taps(geo))
+    return geo, x, w, y.name or f"op{op.index}"
+
+
+def _lower_f32(op: Op, g: Graph, geo: ConvGeometry, base: str, kernel: str, **attrs: int) -> None:
+    lo, hi = activation_range_f32(_fused(op))
+    op.kernel = kernel
+    op.inputs = [op.inputs[0], op.inputs[1], _float_bias(g, op, base, geo.out_c)]
+    op.attrs = {**geo.attrs(), **attrs, "act_min": lo, "act_max": hi}
+    op.scratch = 0
 
 
 @register("DEPTHWISE_CONV_2D",
@@ -525,24 +532,16 @@ def lower_conv(op: Op, g: Graph) -> None:
           "stride, dilation, depth multiplier; SAME/VALID; fused NONE/RELU/RELU6/RELU_N1_TO_1",
           check_conv)
 def lower_depthwise(op: Op, g: Graph) -> None:
-    geo = conv_geometry(op, g)
-    assert not isinstance(geo, str), geo
-    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    assert w.data is not None
+    geo, x, w, base = _start_lowering(op, g, geo_taps=lambda geo: geo.k_h * geo.k_w)
+    y = g.tensors[op.outputs[0]]
     taps = geo.k_h * geo.k_w
     mult_dm = geo.out_c // geo.in_c
-    op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * taps)
-    base = y.name or f"op{op.index}"
     w_taps = np.asarray(w.data).reshape(taps, geo.out_c)  # [ky*kw+kx, oc], oc = ic*M + m
     if x.dtype == "float32" and w.dtype == "int8":
         _lower_dw_hybrid(op, g, geo, base)
         return
     if x.dtype == "float32":
-        lo, hi = activation_range_f32(_fused(op))
-        op.kernel = "depthwise_conv2d_f32"
-        op.inputs = [op.inputs[0], op.inputs[1], _float_bias(g, op, base, geo.out_c)]
-        op.attrs = {**geo.attrs(), "depth_mult": mult_dm, "act_min": lo, "act_max": hi}
-        op.scratch = 0
+        _lower_f32(op, g, geo, base, "depthwise_conv2d_f32", depth_mult=mult_dm)
         return
     if geo.in_c == 1 and mult_dm > 1:
         # One input channel: exactly a CONV_2D with out_c filters [kh, kw, 1].

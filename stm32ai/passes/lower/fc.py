@@ -35,6 +35,7 @@ from stm32ai.passes.lower.common import (
     check_filter_quant,
     check_int8_io,
     scale_of,
+    weighted_operands,
     zp_of,
 )
 from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
@@ -113,21 +114,16 @@ def packed_size(n_out: int, k: int) -> int:
 # ---- support check ---------------------------------------------------------------------
 
 def _check_fc(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) < 2 or op.inputs[0] < 0 or op.inputs[1] < 0 or len(op.outputs) != 1:
-        return "expects an input, a weights tensor, an optional bias and one output"
-    x, w = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
-    bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
-    y = g.tensors[op.outputs[0]]
+    operands = weighted_operands(op, g, "weights tensor")
+    if isinstance(operands, str):
+        return operands
+    x, w, bias, y = operands
     fmt = op.options.get("weights_format", "DEFAULT")
     if fmt not in (None, "DEFAULT", 0):
         return f"weights format {fmt} is not supported (only DEFAULT)"
     reason = check_activation(op)
     if reason:
         return reason
-    if not w.is_const:
-        return f"weights '{w.name}' are computed at run time; only constant weights are supported"
-    if bias is not None and not bias.is_const:
-        return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
     if len(w.shape) != 2:
         return f"weights '{w.name}' have shape {list(w.shape)}, expected [out_features, in_features]"
     n_out, k = w.shape
@@ -207,10 +203,10 @@ def _lower_fc_hybrid(op: Op, g: Graph, base: str, bias_id: int) -> None:
           "optional bias; keep_num_dims; fused NONE/RELU/RELU6/RELU_N1_TO_1",
           _check_fc)
 def lower_fc(op: Op, g: Graph) -> None:
-    x, w = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
-    bias_id = op.inputs[2] if len(op.inputs) > 2 else -1
-    bias = g.tensors[bias_id] if bias_id >= 0 else None
-    y = g.tensors[op.outputs[0]]
+    operands = weighted_operands(op, g, "weights tensor")
+    assert not isinstance(operands, str), operands
+    x, w, bias, y = operands
+    bias_id = op.inputs[2] if bias is not None else -1
     n_out, k = w.shape
     batches = x.size // k
     op.macc = int(batches * n_out * k)
