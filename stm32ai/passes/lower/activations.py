@@ -17,6 +17,8 @@ input alone, is a 256-entry table again.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,22 +49,26 @@ def _cdiv(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-def srdhm32(a: int, b: int) -> int:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int32."""
-    if a == b == I32_MIN:
-        return I32_MAX
+def _srdhm(a: int, b: int, bits: int) -> int:
+    """gemmlowp SaturatingRoundingDoublingHighMul on an int`bits` value."""
+    lo = -(1 << (bits - 1))
+    if a == b == lo:
+        return -lo - 1
     ab = a * b
-    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
-    return wrap32(_cdiv(ab + nudge, 1 << 31))
+    nudge = (1 << (bits - 2)) if ab >= 0 else 1 - (1 << (bits - 2))
+    return _wrap(bits)(_cdiv(ab + nudge, 1 << (bits - 1)))
+
+
+def _wrap(bits: int) -> Callable[[int], int]:
+    return wrap32 if bits == 32 else wrap16
+
+
+def srdhm32(a: int, b: int) -> int:
+    return _srdhm(a, b, 32)
 
 
 def srdhm16(a: int, b: int) -> int:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int16."""
-    if a == b == -(1 << 15):
-        return (1 << 15) - 1
-    ab = a * b
-    nudge = (1 << 14) if ab >= 0 else 1 - (1 << 14)
-    return wrap16(_cdiv(ab + nudge, 1 << 15))
+    return _srdhm(a, b, 16)
 
 
 def sdhm16(a: int, b: int) -> int:
@@ -75,7 +81,7 @@ def sdhm16(a: int, b: int) -> int:
 def rdbypot(x: int, exponent: int, bits: int = 32) -> int:
     """gemmlowp RoundingDivideByPOT on an int`bits` value (mask and threshold kept in
     that type, as the template does)."""
-    wrap = wrap32 if bits == 32 else wrap16
+    wrap = _wrap(bits)
     mask = wrap((1 << exponent) - 1)
     remainder = x & mask
     threshold = wrap((mask >> 1) + (1 if x < 0 else 0))
@@ -287,9 +293,10 @@ def _tanh_logistic_input_params(qi: Quant) -> tuple[int, int, int]:
     return mult, shift, radius
 
 
-def logistic_table(qi: Quant) -> list[int]:
-    """TFLM LOGISTIC int8 (reference_integer_ops::Logistic); output is 1/256, zp -128."""
-    mult, shift, radius = _tanh_logistic_input_params(qi)
+def _saturating_table(qi: Quant, fn: Callable[[int, int], int], shift: int, offset: int) -> list[int]:
+    """TFLM's int8 LOGISTIC/TANH shape: inputs beyond the range radius saturate, the rest go
+    through the 4-integer-bit gemmlowp function `fn`, rounded down by `shift` and offset."""
+    mult, in_shift, radius = _tanh_logistic_input_params(qi)
     out = []
     for v in INT8_VALUES:
         x = v - _zp(qi)
@@ -298,25 +305,19 @@ def logistic_table(qi: Quant) -> list[int]:
         elif x >= radius:
             out.append(127)
         else:
-            r = rdbypot(gemmlowp_logistic(mbqm(x, mult, shift), 4), 23)
-            out.append(_clamp(r - 128, -128, 127))
+            r = rdbypot(fn(mbqm(x, mult, in_shift), 4), shift)
+            out.append(_clamp(r + offset, -128, 127))
     return out
+
+
+def logistic_table(qi: Quant) -> list[int]:
+    """TFLM LOGISTIC int8 (reference_integer_ops::Logistic); output is 1/256, zp -128."""
+    return _saturating_table(qi, gemmlowp_logistic, 23, -128)
 
 
 def tanh_table(qi: Quant) -> list[int]:
     """TFLM TANH int8 (reference_integer_ops::Tanh); output is 1/128, zp 0."""
-    mult, shift, radius = _tanh_logistic_input_params(qi)
-    out = []
-    for v in INT8_VALUES:
-        x = v - _zp(qi)
-        if x <= -radius:
-            out.append(-128)
-        elif x >= radius:
-            out.append(127)
-        else:
-            r = rdbypot(gemmlowp_tanh(mbqm(x, mult, shift), 4), 24)
-            out.append(_clamp(r, -128, 127))
-    return out
+    return _saturating_table(qi, gemmlowp_tanh, 24, 0)
 
 
 def _downscale_to_int16(m: int) -> int:
@@ -471,14 +472,6 @@ def _quants(op: Op, g: Graph) -> tuple[Quant, Quant]:
     return src.quant, dst.quant
 
 
-def _lower_clamp_f32(op: Op, g: Graph, lo: float, hi: float) -> None:
-    n = g.tensors[op.inputs[0]].size
-    op.kernel = "clamp_f32"
-    op.attrs = {"size": n, "lo": lo, "hi": hi}
-    op.inputs = [op.inputs[0]]
-    _elementwise(op, n)
-
-
 def _lower_unary_f32(op: Op, g: Graph, kernel: str, **attrs: float) -> None:
     n = g.tensors[op.inputs[0]].size
     op.kernel = kernel
@@ -487,66 +480,57 @@ def _lower_unary_f32(op: Op, g: Graph, kernel: str, **attrs: float) -> None:
     _elementwise(op, n)
 
 
-@register("RELU", "int8 per-tensor (requantising, as TFLM) or float32; in place", _unary_check)
-def lower_relu(op: Op, g: Graph) -> None:
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_clamp_f32(op, g, 0.0, float("inf"))
-        return
-    lower_as_table(op, g, relu_table(*_quants(op, g)), what="relu")
+def _alpha(op: Op) -> float:
+    return float(op.options.get("alpha", 0.2))
 
 
-@register("RELU6", "int8 per-tensor (clamp in the input's quantisation, as TFLM) or float32; in place",
-          _unary_check)
-def lower_relu6(op: Op, g: Graph) -> None:
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_clamp_f32(op, g, 0.0, 6.0)
-        return
-    lower_as_table(op, g, relu6_table(_quants(op, g)[0]), what="relu6")
+@dataclass(frozen=True)
+class _Unary:
+    """One unary activation: its float32 kernel (with attributes from the op) and its int8
+    lookup table (from the input and output quantisation and the op)."""
+
+    doc: str
+    check: Callable[[Op, Graph], str | None]
+    f32_kernel: str
+    f32_attrs: Callable[[Op], dict[str, float]]
+    table: Callable[[Quant, Quant, Op], list[int]]
+
+    def lower(self, op: Op, g: Graph) -> None:
+        if g.tensors[op.inputs[0]].dtype == "float32":
+            _lower_unary_f32(op, g, self.f32_kernel, **self.f32_attrs(op))
+            return
+        lower_as_table(op, g, self.table(*_quants(op, g), op), what=op.type.lower())
 
 
-@register("RELU_N1_TO_1", "int8 per-tensor (requantising, as LiteRT: TFLM has no kernel) or float32; in place",
-          _unary_check)
-def lower_relu_n1_to_1(op: Op, g: Graph) -> None:
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_clamp_f32(op, g, -1.0, 1.0)
-        return
-    qi, qo = _quants(op, g)
-    lower_as_table(op, g, relu_x_table_litert(qi, qo, -1.0, 1.0), what="relu_n1_to_1")
+def _clamp_attrs(lo: float, hi: float) -> Callable[[Op], dict[str, float]]:
+    return lambda op: {"lo": lo, "hi": hi}
 
 
-@register("LEAKY_RELU", "int8 per-tensor or float32, any alpha; in place", _unary_check)
-def lower_leaky_relu(op: Op, g: Graph) -> None:
-    alpha = float(op.options.get("alpha", 0.2))
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_unary_f32(op, g, "leaky_relu_f32", alpha=alpha)
-        return
-    lower_as_table(op, g, leaky_relu_table(*_quants(op, g), alpha), what="leaky_relu")
+def _no_attrs(op: Op) -> dict[str, float]:
+    return {}
 
 
-@register("LOGISTIC", "int8 per-tensor (output scale 1/256, zero point -128) or float32; in place",
-          _check_logistic)
-def lower_logistic(op: Op, g: Graph) -> None:
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_unary_f32(op, g, "logistic_f32")
-        return
-    lower_as_table(op, g, logistic_table(_quants(op, g)[0]), what="logistic")
-
-
-@register("TANH", "int8 per-tensor (output scale 1/128, zero point 0) or float32; in place", _check_tanh)
-def lower_tanh(op: Op, g: Graph) -> None:
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_unary_f32(op, g, "tanh_f32")
-        return
-    lower_as_table(op, g, tanh_table(_quants(op, g)[0]), what="tanh")
-
-
-@register("HARD_SWISH", "int8 per-tensor (output scale >= input scale / 128) or float32; in place",
-          _check_hard_swish)
-def lower_hard_swish(op: Op, g: Graph) -> None:
-    if g.tensors[op.inputs[0]].dtype == "float32":
-        _lower_unary_f32(op, g, "hard_swish_f32")
-        return
-    lower_as_table(op, g, hard_swish_table(*_quants(op, g)), what="hard_swish")
+_UNARY = {
+    "RELU": _Unary("int8 per-tensor (requantising, as TFLM) or float32; in place", _unary_check,
+                   "clamp_f32", _clamp_attrs(0.0, float("inf")), lambda qi, qo, op: relu_table(qi, qo)),
+    "RELU6": _Unary("int8 per-tensor (clamp in the input's quantisation, as TFLM) or float32; in place",
+                    _unary_check, "clamp_f32", _clamp_attrs(0.0, 6.0), lambda qi, qo, op: relu6_table(qi)),
+    "RELU_N1_TO_1": _Unary("int8 per-tensor (requantising, as LiteRT: TFLM has no kernel) or float32; in place",
+                           _unary_check, "clamp_f32", _clamp_attrs(-1.0, 1.0),
+                           lambda qi, qo, op: relu_x_table_litert(qi, qo, -1.0, 1.0)),
+    "LEAKY_RELU": _Unary("int8 per-tensor or float32, any alpha; in place", _unary_check, "leaky_relu_f32",
+                         lambda op: {"alpha": _alpha(op)},
+                         lambda qi, qo, op: leaky_relu_table(qi, qo, _alpha(op))),
+    "LOGISTIC": _Unary("int8 per-tensor (output scale 1/256, zero point -128) or float32; in place",
+                       _check_logistic, "logistic_f32", _no_attrs, lambda qi, qo, op: logistic_table(qi)),
+    "TANH": _Unary("int8 per-tensor (output scale 1/128, zero point 0) or float32; in place", _check_tanh,
+                   "tanh_f32", _no_attrs, lambda qi, qo, op: tanh_table(qi)),
+    "HARD_SWISH": _Unary("int8 per-tensor (output scale >= input scale / 128) or float32; in place",
+                         _check_hard_swish, "hard_swish_f32", _no_attrs,
+                         lambda qi, qo, op: hard_swish_table(qi, qo)),
+}
+for _name, _u in _UNARY.items():
+    register(_name, _u.doc, _u.check)(_u.lower)
 
 
 # ---------------------------------------------------------------------------------------------

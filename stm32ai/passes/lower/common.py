@@ -1,18 +1,22 @@
 """Helpers every lowering family shares (not a family: it registers no op).
 
 Per-tensor quantisation (scale, zero point, the check that a tensor has exactly one of
-each), the fused activation and its clamp range, and the broadcasting strides of the
-kernels' MAX_DIMS-deep loops. One definition each; the family modules import them from here.
+each), the symmetric int8 filter quantisation of the weighted ops, the fused activation
+and its clamp range, and the broadcasting strides of the kernels' MAX_DIMS-deep loops.
+One definition each; the family modules import them from here.
 """
 
 from __future__ import annotations
 
-from stm32ai.ir import MAX_DIMS, Op, Tensor
+import numpy as np
+
+from stm32ai.ir import MAX_DIMS, Graph, Op, Tensor
 from stm32ai.passes.quant import activation_range_f32, activation_range_quantized
 
 __all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_strides",
-           "check_activation", "check_int8_io", "check_per_tensor", "covers", "fused_activation", "padded",
-           "per_tensor_io", "per_tensor_quant", "scale_of", "zp_of"]
+           "check_activation", "check_filter_quant", "check_int8_io", "check_per_tensor", "covers",
+           "fused_activation", "padded", "per_tensor_io", "per_tensor_quant", "scale_of",
+           "weighted_operands", "zp_of"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -61,6 +65,38 @@ def check_int8_io(x: Tensor, y: Tensor) -> str | None:
     if y.dtype != "int8":
         return f"int8 input with {y.dtype} output is not supported (int8 -> int8 only)"
     return per_tensor_io(x, y)
+
+
+def weighted_operands(op: Op, g: Graph, what: str) -> tuple[Tensor, Tensor, Tensor | None, Tensor] | str:
+    """Input, constant filter (`what`: "filter", "weights tensor"), optional constant bias and
+    output of a weighted op (input, filter, bias order), or the reason it is refused."""
+    if len(op.inputs) < 2 or op.inputs[0] < 0 or op.inputs[1] < 0 or len(op.outputs) != 1:
+        return f"expects an input, a {what}, an optional bias and one output"
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
+    if not w.is_const:
+        return f"{what} '{w.name}' is computed at run time; only constant weights are supported"
+    if bias is not None and not bias.is_const:
+        return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
+    return x, w, bias, y
+
+
+def check_filter_quant(w: Tensor, what: str, n_out: int, axis: int | None) -> str | None:
+    """Reason unless the int8 filter `w` (`what` names it in the message) is quantised as
+    TFLite's int8 weights are: one positive scale, or one per output channel (`n_out` of them,
+    along `axis` unless None), and zero point 0 (symmetric)."""
+    q = w.quant
+    if q is None or q.scale.size == 0:
+        return f"{what}: no quantisation parameters"
+    if q.scale.size not in (1, n_out) or (q.scale.size > 1 and axis is not None and q.axis != axis):
+        along = "" if axis is None else f" (axis {axis})"
+        return (f"{what}: {q.scale.size} scales along axis {q.axis} for {n_out} output channels; "
+                f"one scale, or one per output channel{along}, expected")
+    if np.any(np.asarray(q.zero_point) != 0):
+        return f"{what}: non-zero zero point; int8 filters are symmetric (zero point 0)"
+    if np.any(~(np.asarray(q.scale) > 0)):
+        return f"{what}: non-positive scale"
+    return None
 
 
 def scale_of(t: Tensor) -> float:

@@ -25,13 +25,15 @@ float32 keeps TFLite's layouts and its accumulation order (taps, then bias).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import check_int8_io
+from stm32ai.passes.lower.common import check_activation, check_filter_quant, check_int8_io, weighted_operands
+from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
@@ -51,7 +53,6 @@ __all__ = [
 ]
 
 DW_MAX_TAPS = 64  # AI_DW_MAX_TAPS in ai_kernels_conv.h
-FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 PADDINGS = ("SAME", "VALID")
 
 
@@ -314,11 +315,6 @@ def dw_scratch_size(geo: ConvGeometry) -> int:
     return (geo.in_c + 3) // 4 * 4
 
 
-def _fused(op: Op) -> str:
-    act = op.options.get("fused_activation_function", "NONE")
-    return "NONE" if act is None else str(act)
-
-
 # ---- support check ---------------------------------------------------------------------------
 
 def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
@@ -326,47 +322,23 @@ def _check_hybrid_filter(op: Op, w: Tensor, out_c: int) -> str | None:
     what = f"hybrid (dynamic-range) {op.type}: float input with {w.dtype} filter '{w.name}'"
     if w.dtype != "int8":
         return f"{what} is not supported (int8 filters only)"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"{what} has no quantisation parameters"
-    if op.type == "DEPTHWISE_CONV_2D":
-        return _check_hybrid_dw_scales(what, w, out_c)
-    if w.quant.scale.size not in (1, out_c):
-        return (f"{what} has {w.quant.scale.size} scales for {out_c} output channels "
-                "(per-tensor or one per output channel expected)")
-    if w.quant.scale.size > 1 and w.quant.axis != 0:
-        return f"{what} is quantised along axis {w.quant.axis}; axis 0 (output channels) expected"
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"{what} has a non-zero zero point; hybrid filters are symmetric (zero point 0)"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"{what} has a non-positive scale"
-    return None
-
-
-def _check_hybrid_dw_scales(what: str, w: Tensor, out_c: int) -> str | None:
-    """LiteRT's hybrid depthwise reads one filter scale per output channel (its only path)."""
-    assert w.quant is not None
-    if w.quant.scale.size != out_c or (out_c > 1 and w.quant.axis != 3):
+    if op.type != "DEPTHWISE_CONV_2D":
+        return check_filter_quant(w, what, out_c, 0)
+    # LiteRT's hybrid depthwise reads one filter scale per output channel (its only path)
+    if w.quant is not None and (w.quant.scale.size != out_c or (out_c > 1 and w.quant.axis != 3)):
         return (f"{what} has {w.quant.scale.size} scales along axis {w.quant.axis}; hybrid depthwise "
                 f"needs one per output channel (axis 3, {out_c} scales), as the converter writes")
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"{what} has a non-zero zero point; hybrid filters are symmetric (zero point 0)"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"{what} has a non-positive scale"
-    return None
+    return check_filter_quant(w, what, out_c, None)
 
 
 def check_conv(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) < 2 or op.inputs[0] < 0 or op.inputs[1] < 0 or len(op.outputs) != 1:
-        return "expects an input, a filter, an optional bias and one output"
-    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
-    act = _fused(op)
-    if act not in FUSED_ACTIVATIONS:
-        return f"fused activation {act} is not supported (supported: {', '.join(FUSED_ACTIVATIONS)})"
-    if not w.is_const:
-        return f"filter '{w.name}' is computed at run time; only constant filters are supported"
-    if bias is not None and not bias.is_const:
-        return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
+    operands = weighted_operands(op, g, "filter")
+    if isinstance(operands, str):
+        return operands
+    x, w, bias, y = operands
+    reason = check_activation(op)
+    if reason:
+        return reason
     geo = conv_geometry(op, g)
     if isinstance(geo, str):
         return geo
@@ -385,16 +357,9 @@ def check_conv(op: Op, g: Graph) -> str | None:
         return reason
     if w.dtype != "int8":
         return f"filter '{w.name}' is {w.dtype}; int8 input needs an int8 filter"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"filter '{w.name}' has no quantisation parameters"
-    if w.quant.scale.size not in (1, geo.out_c):
-        return (f"filter '{w.name}' has {w.quant.scale.size} scales for {geo.out_c} output "
-                "channels (per-tensor or one per output channel expected)")
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return (f"filter '{w.name}' has a non-zero zero point; TFLite int8 filters are "
-                "symmetric (zero point 0)")
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"filter '{w.name}' has a non-positive scale"
+    reason = check_filter_quant(w, f"filter '{w.name}'", geo.out_c, None)
+    if reason:
+        return reason
     if bias is not None and bias.dtype != "int32":
         return f"bias '{bias.name}' is {bias.dtype}; int8 convolution needs an int32 bias"
     return None
@@ -531,24 +496,34 @@ def _lower_conv_hybrid(op: Op, g: Graph, geo: ConvGeometry, base: str) -> None:
           "not grouped",
           check_conv)
 def lower_conv(op: Op, g: Graph) -> None:
-    geo = conv_geometry(op, g)
-    assert not isinstance(geo, str), geo
-    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    assert w.data is not None
-    k = geo.k_h * geo.k_w * geo.in_c
-    op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * k)
-    base = y.name or f"op{op.index}"
+    geo, x, w, base = _start_lowering(op, g, geo_taps=lambda geo: geo.k_h * geo.k_w * geo.in_c)
     if x.dtype == "float32" and w.dtype == "int8":
         _lower_conv_hybrid(op, g, geo, base)
         return
     if x.dtype == "float32":
-        lo, hi = activation_range_f32(_fused(op))
-        op.kernel = "conv2d_f32"
-        op.inputs = [op.inputs[0], op.inputs[1], _float_bias(g, op, base, geo.out_c)]
-        op.attrs = {**geo.attrs(), "act_min": lo, "act_max": hi}
-        op.scratch = 0
+        _lower_f32(op, g, geo, base, "conv2d_f32")
         return
-    _lower_conv_s8_rows(op, g, geo, np.asarray(w.data, np.int8).reshape(geo.out_c, k), base)
+    _lower_conv_s8_rows(op, g, geo, np.asarray(w.data, np.int8).reshape(geo.out_c, -1), base)
+
+
+def _start_lowering(op: Op, g: Graph, geo_taps: Callable[[ConvGeometry], int]
+                    ) -> tuple[ConvGeometry, Tensor, Tensor, str]:
+    """Geometry, input and filter of a CONV_2D / DEPTHWISE_CONV_2D being lowered, and the name
+    its constants are based on; sets the op's MACC (`geo_taps` filter taps per output value)."""
+    geo = conv_geometry(op, g)
+    assert not isinstance(geo, str), geo
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    assert w.data is not None
+    op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * geo_taps(geo))
+    return geo, x, w, y.name or f"op{op.index}"
+
+
+def _lower_f32(op: Op, g: Graph, geo: ConvGeometry, base: str, kernel: str, **attrs: int) -> None:
+    lo, hi = activation_range_f32(_fused(op))
+    op.kernel = kernel
+    op.inputs = [op.inputs[0], op.inputs[1], _float_bias(g, op, base, geo.out_c)]
+    op.attrs = {**geo.attrs(), **attrs, "act_min": lo, "act_max": hi}
+    op.scratch = 0
 
 
 @register("DEPTHWISE_CONV_2D",
@@ -557,24 +532,16 @@ def lower_conv(op: Op, g: Graph) -> None:
           "stride, dilation, depth multiplier; SAME/VALID; fused NONE/RELU/RELU6/RELU_N1_TO_1",
           check_conv)
 def lower_depthwise(op: Op, g: Graph) -> None:
-    geo = conv_geometry(op, g)
-    assert not isinstance(geo, str), geo
-    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
-    assert w.data is not None
+    geo, x, w, base = _start_lowering(op, g, geo_taps=lambda geo: geo.k_h * geo.k_w)
+    y = g.tensors[op.outputs[0]]
     taps = geo.k_h * geo.k_w
     mult_dm = geo.out_c // geo.in_c
-    op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * taps)
-    base = y.name or f"op{op.index}"
     w_taps = np.asarray(w.data).reshape(taps, geo.out_c)  # [ky*kw+kx, oc], oc = ic*M + m
     if x.dtype == "float32" and w.dtype == "int8":
         _lower_dw_hybrid(op, g, geo, base)
         return
     if x.dtype == "float32":
-        lo, hi = activation_range_f32(_fused(op))
-        op.kernel = "depthwise_conv2d_f32"
-        op.inputs = [op.inputs[0], op.inputs[1], _float_bias(g, op, base, geo.out_c)]
-        op.attrs = {**geo.attrs(), "depth_mult": mult_dm, "act_min": lo, "act_max": hi}
-        op.scratch = 0
+        _lower_f32(op, g, geo, base, "depthwise_conv2d_f32", depth_mult=mult_dm)
         return
     if geo.in_c == 1 and mult_dm > 1:
         # One input channel: exactly a CONV_2D with out_c filters [kh, kw, 1].

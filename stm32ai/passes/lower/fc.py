@@ -32,8 +32,10 @@ from stm32ai.passes.lower.common import (
     act_range_f32,
     act_range_s8,
     check_activation,
+    check_filter_quant,
     check_int8_io,
     scale_of,
+    weighted_operands,
     zp_of,
 )
 from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
@@ -112,21 +114,16 @@ def packed_size(n_out: int, k: int) -> int:
 # ---- support check ---------------------------------------------------------------------
 
 def _check_fc(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) < 2 or op.inputs[0] < 0 or op.inputs[1] < 0 or len(op.outputs) != 1:
-        return "expects an input, a weights tensor, an optional bias and one output"
-    x, w = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
-    bias = g.tensors[op.inputs[2]] if len(op.inputs) > 2 and op.inputs[2] >= 0 else None
-    y = g.tensors[op.outputs[0]]
+    operands = weighted_operands(op, g, "weights tensor")
+    if isinstance(operands, str):
+        return operands
+    x, w, bias, y = operands
     fmt = op.options.get("weights_format", "DEFAULT")
     if fmt not in (None, "DEFAULT", 0):
         return f"weights format {fmt} is not supported (only DEFAULT)"
     reason = check_activation(op)
     if reason:
         return reason
-    if not w.is_const:
-        return f"weights '{w.name}' are computed at run time; only constant weights are supported"
-    if bias is not None and not bias.is_const:
-        return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
     if len(w.shape) != 2:
         return f"weights '{w.name}' have shape {list(w.shape)}, expected [out_features, in_features]"
     n_out, k = w.shape
@@ -153,17 +150,9 @@ def _check_fc(op: Op, g: Graph) -> str | None:
         return reason
     if w.dtype != "int8":
         return f"weights '{w.name}' are {w.dtype}; int8 input needs int8 weights"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"weights '{w.name}' have no quantisation parameters"
-    if np.any(w.quant.zero_point != 0):
-        return (f"weights '{w.name}' have a non-zero zero point; TFLite int8 weights are "
-                "symmetric (zero point 0)")
-    if w.quant.scale.size > 1:
-        if w.quant.scale.size != n_out or w.quant.axis != 0:
-            return (f"weights '{w.name}' have {w.quant.scale.size} scales along axis "
-                    f"{w.quant.axis}; per-channel weights need one scale per output row (axis 0)")
-    if np.any(~(w.quant.scale > 0)):
-        return f"weights '{w.name}' have a non-positive scale"
+    reason = check_filter_quant(w, f"weights '{w.name}'", n_out, 0)
+    if reason:
+        return reason
     if bias is not None and bias.dtype != "int32":
         return f"bias '{bias.name}' is {bias.dtype}; int8 FULLY_CONNECTED needs an int32 bias"
     return None
@@ -174,16 +163,7 @@ def _check_hybrid(w: Tensor, y: Tensor, bias: Tensor | None, n_out: int) -> str 
     what = f"hybrid (dynamic-range) FULLY_CONNECTED: weights '{w.name}'"
     if y.dtype != "float32" or (bias is not None and bias.dtype != "float32"):
         return "hybrid FULLY_CONNECTED needs float32 output and a float32 bias (or none)"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"{what} have no quantisation parameters"
-    if np.any(w.quant.zero_point != 0):
-        return f"{what} have a non-zero zero point; hybrid weights are symmetric (zero point 0)"
-    if w.quant.scale.size > 1 and (w.quant.scale.size != n_out or w.quant.axis != 0):
-        return (f"{what} have {w.quant.scale.size} scales along axis {w.quant.axis}; per-channel "
-                "weights need one scale per output row (axis 0)")
-    if np.any(~(w.quant.scale > 0)):
-        return f"{what} have a non-positive scale"
-    return None
+    return check_filter_quant(w, what, n_out, 0)
 
 
 def hybrid_fc_scratch_size(k: int) -> int:
@@ -223,10 +203,10 @@ def _lower_fc_hybrid(op: Op, g: Graph, base: str, bias_id: int) -> None:
           "optional bias; keep_num_dims; fused NONE/RELU/RELU6/RELU_N1_TO_1",
           _check_fc)
 def lower_fc(op: Op, g: Graph) -> None:
-    x, w = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
-    bias_id = op.inputs[2] if len(op.inputs) > 2 else -1
-    bias = g.tensors[bias_id] if bias_id >= 0 else None
-    y = g.tensors[op.outputs[0]]
+    operands = weighted_operands(op, g, "weights tensor")
+    assert not isinstance(operands, str), operands
+    x, w, bias, y = operands
+    bias_id = op.inputs[2] if bias is not None else -1
     n_out, k = w.shape
     batches = x.size // k
     op.macc = int(batches * n_out * k)

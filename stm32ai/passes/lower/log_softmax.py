@@ -18,8 +18,13 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import check_int8_io, scale_of
-from stm32ai.passes.lower.softmax import SCALED_DIFF_INTEGER_BITS, check_fixed_output, softmax_params_s8
+from stm32ai.passes.lower.common import scale_of
+from stm32ai.passes.lower.softmax import (
+    SCALED_DIFF_INTEGER_BITS,
+    check_rows,
+    lower_rows,
+    softmax_params_s8,
+)
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["log_softmax_params_s8", "OUTPUT_SCALE", "OUTPUT_ZERO_POINT"]
@@ -47,19 +52,10 @@ def log_softmax_params_s8(input_scale: float) -> dict[str, int]:
 
 
 def _check_log_softmax(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects one input and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    if len(x.shape) < 1 or x.shape != y.shape:
-        return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
-    if x.dtype == "float32":
-        return None if y.dtype == "float32" else f"float input with {y.dtype} output is not supported"
-    reason = check_int8_io(x, y)
-    if reason:
+    reason = check_rows(op, g, "log_softmax", (OUTPUT_SCALE, "16/256"), OUTPUT_ZERO_POINT)
+    if reason or g.tensors[op.inputs[0]].dtype == "float32":
         return reason
-    reason = check_fixed_output(y, "log_softmax", (OUTPUT_SCALE, "16/256"), OUTPUT_ZERO_POINT)
-    if reason:
-        return reason
+    x = g.tensors[op.inputs[0]]
     real = float(np.float32(scale_of(x))) * float(1 << (31 - SCALED_DIFF_INTEGER_BITS))
     if not real > 1.0:
         return f"input scale {scale_of(x)} is too small for TFLite's int8 log_softmax"
@@ -69,16 +65,4 @@ def _check_log_softmax(op: Op, g: Graph) -> str | None:
 @register("LOG_SOFTMAX", "int8 -> int8 (output scale 16/256, zero point 127) or float32; "
           "last axis; may run in place", _check_log_softmax)
 def lower_log_softmax(op: Op, g: Graph) -> None:
-    x = g.tensors[op.inputs[0]]
-    depth = int(x.shape[-1])
-    outer = int(x.size // depth) if depth else 0
-    op.macc = int(5 * x.size)
-    # both kernels read a whole row (max, sum) before writing any of it, and write element
-    # c right after its last read: the output may overwrite the input
-    op.inplace = True
-    if x.dtype == "float32":
-        op.kernel = "log_softmax_f32"
-        op.attrs = {"outer": outer, "depth": depth}
-        return
-    op.kernel = "log_softmax_s8"
-    op.attrs = {"outer": outer, "depth": depth, **log_softmax_params_s8(scale_of(x))}
+    lower_rows(op, g, "log_softmax", 5, {}, log_softmax_params_s8)

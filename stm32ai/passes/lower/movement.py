@@ -24,12 +24,16 @@ refused rather than silently reinterpreted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from stm32ai.ir import DTYPE_SIZES, MAX_DIMS, Graph, Op, Quant
 from stm32ai.passes.lower import register
+
+T = TypeVar("T")
 
 MAX_CONCAT_INPUTS = 10  # AI_CONCAT_MAX_INPUTS
 _MAX_BYTES = (1 << 31) - 1  # kernels index with int32 byte offsets
@@ -90,6 +94,13 @@ def check_moved(op: Op, g: Graph, data_inputs: list[int], outputs: list[int] | N
 
 def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
+
+
+def moved_params(op: Op, g: Graph, params: Callable[[Op, Graph], T | str]) -> T | str:
+    """check_moved on the op's data input, then `params(op, g)`: the op's constant
+    parameters, or the first reason it is refused."""
+    r = check_moved(op, g, op.inputs[:1])
+    return r if r else params(op, g)
 
 
 # ---------------------------------------------------------------------------------------
@@ -305,27 +316,6 @@ def _slice_ranges(op: Op, g: Graph) -> list[range] | str:
     return out
 
 
-def _check_slice(op: Op, g: Graph) -> str | None:
-    r = check_moved(op, g, op.inputs[:1])
-    if r:
-        return r
-    rs = _slice_ranges(op, g)
-    if isinstance(rs, str):
-        return rs
-    if int(np.prod([len(x) for x in rs])) != g.tensors[op.outputs[0]].size:
-        return "output shape does not match begin/size"
-    return None
-
-
-@register("SLICE", "any type; constant begin/size; rank <= 6", _check_slice)
-def _lower_slice(op: Op, g: Graph) -> None:
-    src = op.inputs[0]
-    rs = _slice_ranges(op, g)
-    assert not isinstance(rs, str)
-    m = index_array(g.tensors[src].shape)[np.ix_(*[np.asarray(r, np.int64) for r in rs])]
-    copy_from_map(op, g, src, op.outputs[0], m)
-
-
 def _bit(mask: int, i: int) -> bool:
     return bool((mask >> i) & 1)
 
@@ -431,11 +421,13 @@ def _ss_ranges(op: Op, g: Graph) -> list[range] | str:
     return strided_slice_ranges(shape, begin, end, strides, op.options)
 
 
-def _check_strided_slice(op: Op, g: Graph) -> str | None:
-    r = check_moved(op, g, op.inputs[:1])
-    if r:
-        return r
-    rs = _ss_ranges(op, g)
+def _selection(op: Op, g: Graph) -> list[range] | str:
+    """The input elements a SLICE or STRIDED_SLICE selects along each input dimension."""
+    return _slice_ranges(op, g) if op.type == "SLICE" else _ss_ranges(op, g)
+
+
+def _check_selection(op: Op, g: Graph) -> str | None:
+    rs = moved_params(op, g, _selection)
     if isinstance(rs, str):
         return rs
     counts = [len(x) for x in rs]
@@ -446,14 +438,17 @@ def _check_strided_slice(op: Op, g: Graph) -> str | None:
     return None
 
 
-@register("STRIDED_SLICE", "any type; constant begin/end/strides; all masks and offset; rank <= 6",
-          _check_strided_slice)
-def _lower_strided_slice(op: Op, g: Graph) -> None:
+def _lower_selection(op: Op, g: Graph) -> None:
     src = op.inputs[0]
-    rs = _ss_ranges(op, g)
+    rs = _selection(op, g)
     assert not isinstance(rs, str)
     m = index_array(g.tensors[src].shape)[np.ix_(*[np.asarray(r, np.int64) for r in rs])]
     copy_from_map(op, g, src, op.outputs[0], m)
+
+
+register("SLICE", "any type; constant begin/size; rank <= 6", _check_selection)(_lower_selection)
+register("STRIDED_SLICE", "any type; constant begin/end/strides; all masks and offset; rank <= 6",
+         _check_selection)(_lower_selection)
 
 
 # ---------------------------------------------------------------------------------------
@@ -629,10 +624,7 @@ def _pad_value(op: Op, g: Graph) -> object | str:
 
 
 def _check_pad(op: Op, g: Graph) -> str | None:
-    r = check_moved(op, g, op.inputs[:1])
-    if r:
-        return r
-    pairs = _paddings(op, g)
+    pairs = moved_params(op, g, _paddings)
     if isinstance(pairs, str):
         return pairs
     v = _pad_value(op, g)
@@ -651,19 +643,27 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
     return s[::-1]
 
 
-def _lower_pad(op: Op, g: Graph) -> None:
-    src = op.inputs[0]
-    shape = g.tensors[src].shape
+def _padded_dims(op: Op, g: Graph, source: Callable[[int, int, int], int | None]) -> list[Dim]:
+    """Copy dimensions of a padding op: unpadded axes stay affine, a padded axis becomes a
+    table of `source(i, before, n)`, the input index of padded position i (None: fill)."""
+    shape = g.tensors[op.inputs[0]].shape
     pairs = _paddings(op, g)
-    value = _pad_value(op, g)
-    assert not isinstance(pairs, str) and not isinstance(value, str)
+    assert not isinstance(pairs, str)
     dims = []
     for n, (a, b), st in zip(shape, pairs, _strides(shape), strict=True):
         if a == 0 and b == 0:
             dims.append(Dim(n, st))
         else:
-            dims.append(Dim(n + a + b, 0, [(i - a) * st if 0 <= i - a < n else None
+            dims.append(Dim(n + a + b, 0, [None if (j := source(i, a, n)) is None else j * st
                                            for i in range(n + a + b)]))
+    return dims
+
+
+def _lower_pad(op: Op, g: Graph) -> None:
+    src = op.inputs[0]
+    value = _pad_value(op, g)
+    assert not isinstance(value, str)
+    dims = _padded_dims(op, g, lambda i, a, n: i - a if 0 <= i - a < n else None)
     set_copy(op, g, src, op.outputs[0], dims, 0, fill_words(value, g.tensors[src].dtype))
 
 
@@ -673,10 +673,7 @@ register("PADV2", "any type; constant paddings and constant value; rank <= 6", _
 
 
 def _check_mirror_pad(op: Op, g: Graph) -> str | None:
-    r = check_moved(op, g, op.inputs[:1])
-    if r:
-        return r
-    pairs = _paddings(op, g)
+    pairs = moved_params(op, g, _paddings)
     if isinstance(pairs, str):
         return pairs
     mode = op.options.get("mode", "REFLECT")
@@ -704,19 +701,9 @@ def mirror_index(i: int, before: int, n: int, offset: int) -> int:
 @register("MIRROR_PAD", "any type; REFLECT or SYMMETRIC; constant paddings within TF's limits; rank <= 6",
           _check_mirror_pad)
 def _lower_mirror_pad(op: Op, g: Graph) -> None:
-    src = op.inputs[0]
-    shape = g.tensors[src].shape
-    pairs = _paddings(op, g)
-    assert not isinstance(pairs, str)
     offset = 1 if op.options.get("mode", "REFLECT") == "REFLECT" else 0
-    dims = []
-    for n, (a, b), st in zip(shape, pairs, _strides(shape), strict=True):
-        if a == 0 and b == 0:
-            dims.append(Dim(n, st))
-        else:
-            dims.append(Dim(n + a + b, 0, [mirror_index(i, a, n, offset) * st
-                                           for i in range(n + a + b)]))
-    set_copy(op, g, src, op.outputs[0], dims, 0)
+    dims = _padded_dims(op, g, lambda i, a, n: mirror_index(i, a, n, offset))
+    set_copy(op, g, op.inputs[0], op.outputs[0], dims, 0)
 
 
 # ---------------------------------------------------------------------------------------

@@ -23,12 +23,18 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register_variant
 from stm32ai.passes.lower.binary import loop_attrs
+from stm32ai.passes.lower.common import check_activation as _fused_ok
+from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
+from stm32ai.passes.lower.common import fused_activation as _act
+from stm32ai.passes.lower.common import scale_of as _scale
+from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv import conv_geometry
 from stm32ai.passes.lower.pool import pool_geometry
 from stm32ai.passes.lower.reduce import MAX_DIMS as REDUCE_DIMS
@@ -38,7 +44,6 @@ from stm32ai.passes.quant import activation_range_quantized, per_channel_multipl
 
 __all__ = ["add_params_s16", "checked_log2", "lut_act_params_s16", "lut_populate_s16", "softmax_luts_s16"]
 
-FUSED = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 LEFT_SHIFT_S16 = 15  # TFLite's ADD/SUB left shift for int16 (20 for int8)
 MAX_POOL_TAPS = 65535  # the int32 sum of int16 taps cannot overflow
 DW_MAX_TAPS = 511  # AI_DW_S16_MAX_TAPS: dwconv_s16's int32 per-channel sums (|x * w| <= 2^22)
@@ -57,29 +62,11 @@ def _is_s16(op: Op, g: Graph) -> bool:
     return (x is not None and x.dtype == "int16") or (y is not None and y.dtype == "int16")
 
 
-def _act(op: Op) -> str:
-    a = op.options.get("fused_activation_function", "NONE")
-    return "NONE" if a is None else str(a)
-
-
-def _scale(t: Tensor) -> float:
-    assert t.quant is not None
-    return float(t.quant.scale[0])
-
-
-def _zp(t: Tensor) -> int:
-    assert t.quant is not None
-    return int(t.quant.zero_point[0]) if t.quant.zero_point.size else 0
-
-
 def _per_tensor(t: Tensor, what: str, zero: bool = True) -> str | None:
     """16x8 activations: per-tensor, positive scale, and (TFLite's rule) zero point 0."""
-    if t.quant is None or t.quant.scale.size == 0:
-        return f"{what} '{t.name}' is {t.dtype} without quantisation parameters"
-    if t.quant.scale.size != 1:
-        return f"{what} '{t.name}' has per-axis quantisation; only per-tensor is supported"
-    if not float(t.quant.scale[0]) > 0.0:
-        return f"{what} '{t.name}' has a non-positive scale"
+    r = per_tensor_quant(t, what)
+    if r:
+        return r
     if zero and t.dtype == "int16" and _zp(t) != 0:
         return (f"{what} '{t.name}' is int16 with zero point {_zp(t)}; 16x8 quantisation needs "
                 "zero point 0")
@@ -96,14 +83,19 @@ def _all_s16(ts: list[tuple[Tensor, str]]) -> str | None:
     return None
 
 
-def _fused_ok(op: Op) -> str | None:
-    act = _act(op)
-    return None if act in FUSED else f"fused activation {act} is not supported ({', '.join(FUSED)})"
-
-
 def _act_range(op: Op, y: Tensor) -> tuple[int, int]:
     lo, hi = activation_range_quantized(_act(op), _scale(y), _zp(y), "int16")
     return int(lo), int(hi)
+
+
+def _unary_s16(op: Op, g: Graph, fused: bool = False) -> tuple[Tensor, Tensor] | str:
+    """Input and output of a one-input int16 op (and its fused activation when `fused`), or the
+    reason it is refused."""
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    r = _all_s16([(x, "input"), (y, "output")]) or (_fused_ok(op) if fused else None)
+    return r if r else (x, y)
 
 
 # ---- weighted ops: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED -------------------------------
@@ -113,15 +105,9 @@ def _check_weights(w: Tensor, n_out: int, axis: int, bias: Tensor | None) -> str
         return f"weights '{w.name}' are computed at run time; only constant weights are supported"
     if w.dtype != "int8":
         return f"weights '{w.name}' are {w.dtype}; 16x8 quantisation has int8 weights"
-    if w.quant is None or w.quant.scale.size == 0:
-        return f"weights '{w.name}' have no quantisation parameters"
-    if w.quant.scale.size not in (1, n_out) or (w.quant.scale.size > 1 and w.quant.axis != axis):
-        return (f"weights '{w.name}' have {w.quant.scale.size} scales along axis {w.quant.axis} "
-                f"for {n_out} outputs (per-tensor or one per output channel expected)")
-    if np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"weights '{w.name}' have a non-zero zero point; int8 weights are symmetric"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"weights '{w.name}' have a non-positive scale"
+    r = check_filter_quant(w, f"weights '{w.name}'", n_out, axis)
+    if r:
+        return r
     if bias is not None:
         if not bias.is_const:
             return f"bias '{bias.name}' is computed at run time; only a constant bias is supported"
@@ -275,12 +261,10 @@ def lower_fc_s16(op: Op, g: Graph) -> None:
 # ---- pooling -------------------------------------------------------------------------------------
 
 def _check_pool_s16(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects one input and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    r = _all_s16([(x, "input"), (y, "output")]) or _fused_ok(op)
-    if r:
-        return r
+    io = _unary_s16(op, g, fused=True)
+    if isinstance(io, str):
+        return io
+    x, y = io
     if len(x.shape) != 4 or len(y.shape) != 4:
         return f"input '{x.name}' {list(x.shape)} is not a 4-D NHWC tensor"
     o = op.options
@@ -311,14 +295,8 @@ def _lower_pool_s16(op: Op, g: Graph, kind: str) -> None:
 _POOL_TEXT = "int16 (same quantisation on input and output, zero point 0)"
 
 
-@register_variant("AVERAGE_POOL_2D", _POOL_TEXT, _is_s16, _check_pool_s16)
-def lower_avgpool_s16(op: Op, g: Graph) -> None:
-    _lower_pool_s16(op, g, "avgpool")
-
-
-@register_variant("MAX_POOL_2D", _POOL_TEXT, _is_s16, _check_pool_s16)
-def lower_maxpool_s16(op: Op, g: Graph) -> None:
-    _lower_pool_s16(op, g, "maxpool")
+for _op_type, _kind in (("AVERAGE_POOL_2D", "avgpool"), ("MAX_POOL_2D", "maxpool")):
+    register_variant(_op_type, _POOL_TEXT, _is_s16, _check_pool_s16)(partial(_lower_pool_s16, kind=_kind))
 
 
 # ---- softmax --------------------------------------------------------------------------------
@@ -382,12 +360,10 @@ def softmax_luts_s16() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_softmax_s16(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects one input and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    r = _all_s16([(x, "input"), (y, "output")])
-    if r:
-        return r
+    io = _unary_s16(op, g)
+    if isinstance(io, str):
+        return io
+    x, y = io
     if len(x.shape) < 1 or x.shape != y.shape or x.shape[-1] < 1:
         return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
     if x.shape[-1] > 65535:
@@ -590,12 +566,10 @@ def lut_act_params_s16(input_scale: float) -> tuple[int, int]:
 
 
 def _check_lut_act_s16(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects one input and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    r = _all_s16([(x, "input"), (y, "output")])
-    if r:
-        return r
+    io = _unary_s16(op, g)
+    if isinstance(io, str):
+        return io
+    x, y = io
     if x.size != y.size:
         return f"input {list(x.shape)} and output {list(y.shape)} differ in size"
     lg, pot = checked_log2(_scale(y))
@@ -619,14 +593,8 @@ def _lower_lut_act_s16(op: Op, g: Graph, kernel: str) -> None:
 _LUT_TEXT = "int16 -> int16 (zero points 0, output scale 2^-15; TFLite's sigmoid table)"
 
 
-@register_variant("LOGISTIC", _LUT_TEXT, _is_s16, _check_lut_act_s16)
-def lower_logistic_s16(op: Op, g: Graph) -> None:
-    _lower_lut_act_s16(op, g, "act_logistic_s16")
-
-
-@register_variant("TANH", _LUT_TEXT, _is_s16, _check_lut_act_s16)
-def lower_tanh_s16(op: Op, g: Graph) -> None:
-    _lower_lut_act_s16(op, g, "act_tanh_s16")
+for _op_type, _kernel in (("LOGISTIC", "act_logistic_s16"), ("TANH", "act_tanh_s16")):
+    register_variant(_op_type, _LUT_TEXT, _is_s16, _check_lut_act_s16)(partial(_lower_lut_act_s16, kernel=_kernel))
 
 
 # ---- MEAN ---------------------------------------------------------------------------------------

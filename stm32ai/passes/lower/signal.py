@@ -21,6 +21,7 @@ the C model between samples, so they agree sample by sample.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,15 @@ def _int_opt(op: Op, key: str) -> int | None:
     return int(v)
 
 
+def _out_of_range(op: Op, limits: dict[str, int]) -> str | None:
+    """The first integer option outside 0..limits[key] (an absent one reads as 0)."""
+    for k, hi in limits.items():
+        v = int(_int_opt(op, k) or 0)
+        if not 0 <= v <= hi:
+            return f"{k} = {v} is outside 0..{hi}"
+    return None
+
+
 def _missing(op: Op, keys: tuple[str, ...]) -> str | None:
     if _custom(op) is None:
         return "custom options are missing or not a flexbuffer map"
@@ -147,11 +157,7 @@ def _check_window(op: Op, g: Graph) -> str | None:
         return r
     if len(w.shape) != 1 or w.size == 0 or x.size % w.size or y.size != x.size:
         return f"input {list(x.shape)} is not a whole number of {list(w.shape)} windows"
-    shift = _int_opt(op, "shift")
-    assert shift is not None
-    if not 0 <= shift <= 31:
-        return f"shift {shift} is outside 0..31"
-    return None
+    return _out_of_range(op, {"shift": 31})
 
 
 @register("CUSTOM:SignalWindow", "int16 input and output, constant int16 window, shift 0..31", _check_window)
@@ -164,25 +170,34 @@ def lower_window(op: Op, g: Graph) -> None:
 
 # ---- SignalFftAutoScale ------------------------------------------------------------------
 
-def _check_auto_scale(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 2)
+def _check_vector_op(op: Op, g: Graph, scalar_out: bool, dtypes: list[str], scalar: str,
+                     usage: str) -> str | None:
+    """A 1-D op: input x, output y of x's shape, and a scalar: a second output when
+    `scalar_out`, else a second input. `dtypes` are x's, y's and the scalar's types."""
+    io = _io(op, g, 1 if scalar_out else 2, 2 if scalar_out else 1)
     if isinstance(io, str):
         return io
-    (x,), (y, s) = io
-    r = _types([x, y, s], ["int16", "int16", "int32"], ["input", "output", "scale output"])
+    ins, outs = io
+    x, y, s = ins[0], outs[0], outs[1] if scalar_out else ins[1]
+    r = _types([x, y, s], dtypes, ["input", "output", scalar])
     if r:
         return r
     if len(x.shape) != 1 or y.shape != x.shape or s.size != 1:
-        return "expects a 1-D int16 input, an output of the same shape and a scalar int32 scale"
+        return usage
     return None
 
 
-@register("CUSTOM:SignalFftAutoScale", "1-D int16 input; int16 output and int32 scale", _check_auto_scale)
-def lower_auto_scale(op: Op, g: Graph) -> None:
+def _lower_vector_op(op: Op, g: Graph, kernel: str, macc_per_element: int) -> None:
     x = g.tensors[op.inputs[0]]
-    op.kernel = "signal_fft_auto_scale_s16"
+    op.kernel = kernel
     op.attrs = {"size": x.size}
-    op.macc = 2 * x.size
+    op.macc = macc_per_element * x.size
+
+
+register("CUSTOM:SignalFftAutoScale", "1-D int16 input; int16 output and int32 scale",
+         partial(_check_vector_op, scalar_out=True, dtypes=["int16", "int16", "int32"], scalar="scale output",
+                 usage="expects a 1-D int16 input, an output of the same shape and a scalar int32 scale"))(
+    partial(_lower_vector_op, kernel="signal_fft_auto_scale_s16", macc_per_element=2))
 
 
 # ---- SignalRfft --------------------------------------------------------------------------
@@ -323,25 +338,10 @@ def lower_filter_bank(op: Op, g: Graph) -> None:
 
 # ---- SignalFilterBankSquareRoot ----------------------------------------------------------
 
-def _check_sqrt(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 2, 1)
-    if isinstance(io, str):
-        return io
-    (x, s), (y,) = io
-    r = _types([x, s, y], ["uint64", "int32", "uint32"], ["input", "scale bits", "output"])
-    if r:
-        return r
-    if len(x.shape) != 1 or y.shape != x.shape or s.size != 1:
-        return "expects a 1-D uint64 input, a scalar int32 shift and a 1-D uint32 output"
-    return None
-
-
-@register("CUSTOM:SignalFilterBankSquareRoot", "1-D uint64 -> uint32, int32 scalar shift", _check_sqrt)
-def lower_sqrt(op: Op, g: Graph) -> None:
-    x = g.tensors[op.inputs[0]]
-    op.kernel = "signal_filter_bank_sqrt_u64"
-    op.attrs = {"size": x.size}
-    op.macc = 32 * x.size
+register("CUSTOM:SignalFilterBankSquareRoot", "1-D uint64 -> uint32, int32 scalar shift",
+         partial(_check_vector_op, scalar_out=False, dtypes=["uint64", "uint32", "int32"], scalar="scale bits",
+                 usage="expects a 1-D uint64 input, a scalar int32 shift and a 1-D uint32 output"))(
+    partial(_lower_vector_op, kernel="signal_filter_bank_sqrt_u64", macc_per_element=32))
 
 
 # ---- SignalFilterBankSpectralSubtraction -------------------------------------------------
@@ -366,15 +366,8 @@ def _check_spectral_subtraction(op: Op, g: Graph) -> str | None:
     nc = int(_int_opt(op, "num_channels") or 0)
     if nc < 1 or not (x.size == y.size == ne.size == nc) or len(x.shape) != 1:
         return f"input, output and noise estimate must be 1-D with num_channels = {nc} values"
-    for k in ("smoothing_bits", "spectral_subtraction_bits"):
-        v = int(_int_opt(op, k) or 0)
-        if not 0 <= v <= 31:
-            return f"{k} = {v} is outside 0..31"
-    for k in _SS_KEYS[1:5] + ("min_signal_remaining",):
-        v = int(_int_opt(op, k) or 0)
-        if not 0 <= v <= 0xFFFFFFFF:
-            return f"{k} = {v} does not fit in uint32"
-    return None
+    return _out_of_range(op, {"smoothing_bits": 31, "spectral_subtraction_bits": 31}
+                         | {k: 0xFFFFFFFF for k in _SS_KEYS[1:5] + ("min_signal_remaining",)})
 
 
 @register("CUSTOM:SignalFilterBankSpectralSubtraction",
@@ -410,10 +403,7 @@ def _check_pcan(op: Op, g: Graph) -> str | None:
         return "input, noise estimate and output must be 1-D with the same number of channels"
     if lut.size < PCAN_LUT_SIZE:
         return f"gain table has {lut.size} entries, TFLM reads up to {PCAN_LUT_SIZE}"
-    s = int(_int_opt(op, "snr_shift") or 0)
-    if not 0 <= s <= 63:
-        return f"snr_shift {s} is outside 0..63"
-    return None
+    return _out_of_range(op, {"snr_shift": 63})
 
 
 @register("CUSTOM:SignalPCAN", "uint32 channels and noise estimate, constant int16 gain table", _check_pcan)
@@ -437,12 +427,7 @@ def _check_log(op: Op, g: Graph) -> str | None:
         return r
     if len(x.shape) != 1 or y.shape != x.shape:
         return "expects a 1-D uint32 input and an int16 output of the same shape"
-    cb, sc = int(_int_opt(op, "input_correction_bits") or 0), int(_int_opt(op, "output_scale") or 0)
-    if not 0 <= cb <= 31:
-        return f"input_correction_bits {cb} is outside 0..31"
-    if not 0 <= sc <= 0xFFFFFFFF:
-        return f"output_scale {sc} does not fit in uint32"
-    return None
+    return _out_of_range(op, {"input_correction_bits": 31, "output_scale": 0xFFFFFFFF})
 
 
 @register("CUSTOM:SignalFilterBankLog", "1-D uint32 -> int16", _check_log)

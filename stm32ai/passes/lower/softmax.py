@@ -14,6 +14,8 @@ float32: max-subtracted expf, TFLite's loop order (max, exp and sum, divide).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
@@ -37,21 +39,26 @@ def softmax_params_s8(beta: float, input_scale: float) -> dict[str, int]:
     return {"input_multiplier": int(mult), "input_left_shift": int(shift), "diff_min": -int(radius)}
 
 
-def _check_softmax(op: Op, g: Graph) -> str | None:
+def check_rows(op: Op, g: Graph, what: str, scale: tuple[float, str], zp: int) -> str | None:
+    """What SOFTMAX and LOG_SOFTMAX both need: one input and one output of the same shape,
+    float32 -> float32, or int8 -> int8 with TFLite's fixed output quantisation (see
+    `check_fixed_output`)."""
     if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
         return "expects one input and one output"
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     if len(x.shape) < 1 or x.shape != y.shape:
         return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
-    beta = float(op.options.get("beta", 1.0))
     if x.dtype == "float32":
         return None if y.dtype == "float32" else f"float input with {y.dtype} output is not supported"
-    reason = check_int8_io(x, y)
-    if reason:
+    return check_int8_io(x, y) or check_fixed_output(y, what, scale, zp)
+
+
+def _check_softmax(op: Op, g: Graph) -> str | None:
+    reason = check_rows(op, g, "softmax", (1.0 / 256, "1/256"), -128)
+    if reason or g.tensors[op.inputs[0]].dtype == "float32":
         return reason
-    reason = check_fixed_output(y, "softmax", (1.0 / 256, "1/256"), -128)
-    if reason:
-        return reason
+    x = g.tensors[op.inputs[0]]
+    beta = float(op.options.get("beta", 1.0))
     if x.shape[-1] >= 4096:
         # the row's sum of exps is Q12.19 in int32: 4096 equal maxima overflow it (in TFLM too)
         return f"int8 softmax rows of {x.shape[-1]} elements overflow its Q12.19 sum (at most 4095)"
@@ -73,17 +80,25 @@ def check_fixed_output(y: Tensor, what: str, scale: tuple[float, str], zp: int) 
 @register("SOFTMAX", "int8 -> int8 (output scale 1/256, zero point -128) or float32; "
           "last axis; any beta; may run in place", _check_softmax)
 def lower_softmax(op: Op, g: Graph) -> None:
+    beta = float(op.options.get("beta", 1.0))
+    lower_rows(op, g, "softmax", 4, {"beta": float(np.float32(beta))},
+               lambda scale: softmax_params_s8(beta, scale))
+
+
+def lower_rows(op: Op, g: Graph, name: str, macc_per_element: int, f32_attrs: dict[str, float],
+               s8_params: Callable[[float], dict[str, int]]) -> None:
+    """SOFTMAX / LOG_SOFTMAX over the last axis: kernel `{name}_f32` or `{name}_s8` on the
+    input's rows, the int8 one with `s8_params(input scale)`."""
     x = g.tensors[op.inputs[0]]
     depth = int(x.shape[-1])
     outer = int(x.size // depth) if depth else 0
-    beta = float(op.options.get("beta", 1.0))
-    op.macc = int(4 * x.size)
-    # both kernels read a whole row before writing any of it, and write element c after
-    # its last read: output may overwrite the input
+    op.macc = int(macc_per_element * x.size)
+    # both kernels read a whole row (max, sum) before writing any of it, and write element
+    # c right after its last read: the output may overwrite the input
     op.inplace = True
     if x.dtype == "float32":
-        op.kernel = "softmax_f32"
-        op.attrs = {"outer": outer, "depth": depth, "beta": float(np.float32(beta))}
+        op.kernel = f"{name}_f32"
+        op.attrs = {"outer": outer, "depth": depth, **f32_attrs}
         return
-    op.kernel = "softmax_s8"
-    op.attrs = {"outer": outer, "depth": depth, **softmax_params_s8(beta, scale_of(x))}
+    op.kernel = f"{name}_s8"
+    op.attrs = {"outer": outer, "depth": depth, **s8_params(scale_of(x))}

@@ -24,11 +24,11 @@ from stm32ai.passes.lower import register
 from stm32ai.passes.lower.movement import (
     MAX_DIMS,
     Dim,
-    check_moved,
     coalesce,
     const_ints,
     copy_from_map,
     index_array,
+    moved_params,
     set_copy,
 )
 
@@ -59,10 +59,7 @@ def tile_dims(shape: tuple[int, ...], mult: list[int]) -> list[Dim]:
 
 
 def _check_tile(op: Op, g: Graph) -> str | None:
-    r = check_moved(op, g, op.inputs[:1])
-    if r:
-        return r
-    mult = _multiples(op, g)
+    mult = moved_params(op, g, _multiples)
     if isinstance(mult, str):
         return mult
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]

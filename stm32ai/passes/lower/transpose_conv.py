@@ -24,6 +24,8 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.common import check_activation, check_filter_quant
+from stm32ai.passes.lower.common import fused_activation as _act
 from stm32ai.passes.lower.common import per_tensor_quant as _per_tensor
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.quant import (
@@ -35,7 +37,6 @@ from stm32ai.passes.quant import (
 
 __all__ = ["pack_weights_s16", "reduced_multiplier", "tconv_padding"]
 
-_FUSED = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
 def tconv_padding(padding: str, out_size: int, k: int, stride: int) -> int:
@@ -61,11 +62,6 @@ def pack_weights_s16(w: np.ndarray) -> np.ndarray:
     groups = w[..., :ic4].reshape(*w.shape[:-1], ic4 // 4, 4)
     w[..., :ic4] = groups[..., [0, 2, 1, 3]].reshape(*w.shape[:-1], ic4)
     return w
-
-
-def _act(op: Op) -> str:
-    a = op.options.get("fused_activation_function", "NONE")
-    return "NONE" if a is None else str(a)
 
 
 def _bias(op: Op, g: Graph) -> Tensor | None:
@@ -108,9 +104,9 @@ def check_transpose_conv(op: Op, g: Graph) -> str | None:
         return f"padding {padding} is not supported (SAME or VALID)"
     if min(int(op.options.get("stride_h", 1)), int(op.options.get("stride_w", 1))) < 1:
         return "strides must be >= 1"
-    act = _act(op)
-    if act not in _FUSED:
-        return f"fused activation {act} is not supported (supported: {', '.join(_FUSED)})"
+    r = check_activation(op)
+    if r:
+        return r
     if x.dtype == "float32":
         if w.dtype != "float32":
             return (f"hybrid (dynamic-range) model: float input with {w.dtype} filter '{w.name}' "
@@ -128,14 +124,9 @@ def check_transpose_conv(op: Op, g: Graph) -> str | None:
         r = _per_tensor(t, what)
         if r:
             return r
-    assert w.quant is not None
-    if w.quant.scale.size not in (1, oc):
-        return (f"filter '{w.name}' has {w.quant.scale.size} scales for {oc} output channels "
-                "(per-tensor or one per output channel expected)")
-    if w.quant.zero_point.size and np.any(np.asarray(w.quant.zero_point) != 0):
-        return f"filter '{w.name}' has a non-zero zero point (symmetric int8 filters only)"
-    if np.any(~(np.asarray(w.quant.scale) > 0)):
-        return f"filter '{w.name}' has a non-positive scale"
+    r = check_filter_quant(w, f"filter '{w.name}'", oc, None)
+    if r:
+        return r
     if x.dtype == "int8":
         if bias is not None and bias.dtype != "int32":
             return f"bias '{bias.name}' is {bias.dtype}; int8 transpose convolution needs an int32 bias"
