@@ -1,12 +1,30 @@
 """Shared test helpers: where the real models and fixtures are."""
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # Re-verify the IR after every compiler pass (stm32ai/passes/verify.py) in every test.
 os.environ.setdefault("STM32AI_VERIFY_PASSES", "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One host-runtime build cache for the whole session (stm32ai/validate/host.py): set by the
+    controller before xdist starts its workers, which inherit it; removed at the end."""
+    if "PYTEST_XDIST_WORKER" not in os.environ and "STM32AI_CACHE_DIR" not in os.environ:
+        config._stm32ai_cache = tempfile.mkdtemp(prefix="stm32ai-test-cache-")  # type: ignore[attr-defined]
+        os.environ["STM32AI_CACHE_DIR"] = config._stm32ai_cache  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = getattr(config, "_stm32ai_cache", None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ.pop("STM32AI_CACHE_DIR", None)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = ROOT.parent / "shared" / "models"
