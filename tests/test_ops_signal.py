@@ -20,9 +20,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import flatbuffers
 import numpy as np
 import pytest
+from builders import TfliteBuilder, schema
 from conftest import shared_model
 from flatbuffers import flexbuffers
 
@@ -35,7 +35,6 @@ from stm32ai.pipeline import compile_model
 from stm32ai.validate.host import CFLAGS, build_host, run_compiled
 
 tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-schema = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated")
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
@@ -45,30 +44,9 @@ FLOAT_MODEL = "tflite_micro/audio_preprocessor_float.tflite"
 
 # ---- a tiny .tflite writer for custom ops ----------------------------------------------------
 
-class SignalModel:
-    _TT = {"int16": 7, "int32": 2, "uint32": 15, "uint64": 12, "float32": 0, "int8": 9}
-
-    def __init__(self) -> None:
-        self.tensors: list = []
-        self.buffers = [schema.BufferT()]
-        self.ops: list = []
-        self.codes: list[str] = []
-        self.inputs: list[int] = []
-        self.outputs: list[int] = []
-
-    def tensor(self, shape, dtype, data=None) -> int:
-        t = schema.TensorT()
-        t.shape = [int(d) for d in shape]
-        t.type = self._TT[dtype]
-        t.name = f"t{len(self.tensors)}".encode()
-        t.buffer = 0
-        if data is not None:
-            b = schema.BufferT()
-            b.data = np.frombuffer(np.ascontiguousarray(data, dtype=dtype).tobytes(), np.uint8)
-            self.buffers.append(b)
-            t.buffer = len(self.buffers) - 1
-        self.tensors.append(t)
-        return len(self.tensors) - 1
+class SignalModel(TfliteBuilder):
+    def tensor(self, shape, dtype, data=None) -> int:  # the signal ops' tensors are not quantised
+        return super().tensor(shape, dtype, data=data)
 
     def input(self, shape, dtype) -> int:
         t = self.tensor(shape, dtype)
@@ -81,33 +59,9 @@ class SignalModel:
         return t
 
     def custom(self, name: str, inputs, outputs, opts: dict) -> None:
-        if name not in self.codes:
-            self.codes.append(name)
-        o = schema.OperatorT()
-        o.opcodeIndex = self.codes.index(name)
-        o.inputs, o.outputs = list(inputs), list(outputs)
+        o = self.op(name, inputs, outputs)
         o.customOptions = list(bytes(flexbuffers.Dumps(opts)))
         o.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
-        self.ops.append(o)
-
-    def build(self) -> bytes:
-        m = schema.ModelT()
-        m.version = 3
-        m.buffers = self.buffers
-        codes = []
-        for c in self.codes:
-            oc = schema.OperatorCodeT()
-            oc.builtinCode = oc.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
-            oc.customCode = c.encode()
-            oc.version = 1
-            codes.append(oc)
-        m.operatorCodes = codes
-        sg = schema.SubGraphT()
-        sg.tensors, sg.operators, sg.inputs, sg.outputs = self.tensors, self.ops, self.inputs, self.outputs
-        m.subgraphs = [sg]
-        b = flatbuffers.Builder(1024)
-        b.Finish(m.Pack(b), file_identifier=b"TFL3")
-        return bytes(b.Output())
 
 
 def tflm_frames(data: bytes, frames: list[list[np.ndarray]], n_out: int) -> list[list[np.ndarray]]:
