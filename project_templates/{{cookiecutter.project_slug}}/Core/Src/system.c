@@ -38,6 +38,19 @@ __attribute__((unused)) static void short_delay(uint32_t loops) {
 }
 #endif
 
+{# the steps of clock_try() that the families share (rendered with | indent(2, true)) -#}
+{% macro flash_latency() -%}
+REG32(FLASH_ACR) = CLK_FLASH_ACR_VAL;
+if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
+  return "flash latency not accepted";
+}
+{%- endmacro -%}
+{% macro select_sysclk(sw, sws_shift, name) -%}
+set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, {{ sw }});
+if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, {{ sw }} << {{ sws_shift }})) {
+  return "{{ name }} not selected as SYSCLK";
+}
+{%- endmacro -%}
 {% if c.clock_family in ("stm32f4", "stm32f7") -%}
 /* ---- STM32F4/F7 RCC (RM0090 §7.3 / RM0368 §6.3 / RM0385 §5.3) ---- */
 #define RCC_BASE 0x40023800u
@@ -94,15 +107,9 @@ static const char *clock_try(void) {
     return "over-drive switch not ready";
   }
 {% endif %}  /* Wait states before the frequency goes up; read back as the manual asks. */
-  REG32(FLASH_ACR) = CLK_FLASH_ACR_VAL;
-  if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
-    return "flash latency not accepted";
-  }
+{{ flash_latency() | indent(2, true) }}
   set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, CLK_CFGR_PRE_VAL);
-  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL);
-  if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL << 2)) {
-    return "PLL not selected as SYSCLK";
-  }
+{{ select_sysclk("RCC_CFGR_SW_PLL", 2, "PLL") | indent(2, true) }}
   return 0;
 }
 
@@ -173,10 +180,7 @@ static const char *clock_try(void) {
   REG32(RCC_D1CFGR) = CLK_D1CFGR_VAL;
   REG32(RCC_D2CFGR) = CLK_D2CFGR_VAL;
   REG32(RCC_D3CFGR) = CLK_D3CFGR_VAL;
-  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL1);
-  if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL1 << 3)) {
-    return "PLL1 not selected as SYSCLK";
-  }
+{{ select_sysclk("RCC_CFGR_SW_PLL1", 3, "PLL1") | indent(2, true) }}
   return 0;
 }
 
@@ -239,19 +243,13 @@ static const char *clock_try(void) {
   if (!wait_bits(RCC_CR, RCC_CR_PLLRDY, RCC_CR_PLLRDY)) {
     return "PLL did not lock";
   }
-  REG32(FLASH_ACR) = CLK_FLASH_ACR_VAL;
-  if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
-    return "flash latency not accepted";
-  }
+{{ flash_latency() | indent(2, true) }}
 #if CLK_BOOST
   /* Range 1 boost (RM0432 §5.1.8): HCLK /2 during the switch, R1MODE = 0, switch, >= 1 us. */
   set_bits(RCC_CFGR, RCC_CFGR_HPRE_MASK, RCC_CFGR_HPRE_DIV2);
   REG32(PWR_CR5) &= ~(1u << 8);
 #endif
-  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL);
-  if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL << 2)) {
-    return "PLL not selected as SYSCLK";
-  }
+{{ select_sysclk("RCC_CFGR_SW_PLL", 2, "PLL") | indent(2, true) }}
   short_delay(200u);
   set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, CLK_CFGR_PRE_VAL);
   return 0;
