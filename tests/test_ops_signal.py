@@ -64,6 +64,13 @@ class SignalModel(TfliteBuilder):
         o.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
 
 
+def one_op(op: str, x_shape, x_dtype: str, y_shape, y_dtype: str, opts: dict) -> SignalModel:
+    """A model of one signal op from one graph input to one graph output."""
+    sm = SignalModel()
+    sm.custom(op, [sm.input(x_shape, x_dtype)], [sm.output(y_shape, y_dtype)], opts)
+    return sm
+
+
 def tflm_frames(data: bytes, frames: list[list[np.ndarray]], n_out: int) -> list[list[np.ndarray]]:
     """One interpreter, invoked once per frame without reset (state carries over)."""
     it = tflm_runtime.Interpreter.from_bytes(data, arena_size=1 << 20)
@@ -183,12 +190,9 @@ def test_fft_auto_scale_corner_cases(tmp_path):
     (60, 60, 1),   # n = 30: 2, 3, 5
 ])
 def test_rfft_int16(tmp_path, fft_length, frame, batch):
-    sm = SignalModel()
     shape = (batch, frame) if batch > 1 else (frame,)
     oshape = (batch, 2 * (fft_length // 2 + 1)) if batch > 1 else (2 * (fft_length // 2 + 1),)
-    x = sm.input(shape, "int16")
-    y = sm.output(oshape, "int16")
-    sm.custom("SignalRfft", [x], [y], {"T": 7, "fft_length": fft_length})
+    sm = one_op("SignalRfft", shape, "int16", oshape, "int16", {"T": 7, "fft_length": fft_length})
     sine = (16000 * np.sin(np.arange(frame) * 0.37)).astype(np.int16)
     samples = [[i16(*shape)], [i16(*shape, lo=-100, hi=100)],
                [np.broadcast_to(sine, shape).copy()],
@@ -198,10 +202,7 @@ def test_rfft_int16(tmp_path, fft_length, frame, batch):
 
 @pytest.mark.parametrize("start,end", [(0, 257), (5, 241), (0, 0), (100, 101)])
 def test_energy(tmp_path, start, end):
-    sm = SignalModel()
-    x = sm.input((514,), "int16")
-    y = sm.output((257,), "uint32")
-    sm.custom("SignalEnergy", [x], [y], {"end_index": end, "start_index": start})
+    sm = one_op("SignalEnergy", (514,), "int16", (257,), "uint32", {"end_index": end, "start_index": start})
     ext = np.full(514, -32768, np.int16)  # re^2 + im^2 = 2^31: wraps int32 in TFLM, fine in uint32
     got = run = None
     data = sm.build()
@@ -367,10 +368,8 @@ def test_pcan_model_table(tmp_path):
 
 @pytest.mark.parametrize("bits,scale", [(3, 64), (0, 1), (5, 1000), (0, 65536)])
 def test_filter_bank_log(tmp_path, bits, scale):
-    sm = SignalModel()
-    x = sm.input((64,), "uint32")
-    y = sm.output((64,), "int16")
-    sm.custom("SignalFilterBankLog", [x], [y], {"input_correction_bits": bits, "output_scale": scale})
+    sm = one_op("SignalFilterBankLog", (64,), "uint32", (64,), "int16",
+                {"input_correction_bits": bits, "output_scale": scale})
     v = RNG.integers(0, 2**32, 64, dtype=np.uint64) >> RNG.integers(0, 32, 64).astype(np.uint64)
     edge = np.array([0, 1, 2, 3, 4, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF] * 8, np.uint32)
     check(sm, tmp_path, [[v.astype(np.uint32)], [edge], [np.arange(64, dtype=np.uint32)]])
@@ -431,10 +430,7 @@ def test_refuses_generic_fft_radix(tmp_path):
 
 
 def test_refuses_float_rfft_and_missing_options(tmp_path):
-    sm = SignalModel()
-    x = sm.input((16,), "float32")
-    y = sm.output((18,), "float32")
-    sm.custom("SignalRfft", [x], [y], {"T": 0, "fft_length": 16})
+    sm = one_op("SignalRfft", (16,), "float32", (18,), "float32", {"T": 0, "fft_length": 16})
     assert "only the int16 FFT" in _refusal(sm, tmp_path)
 
     sm = SignalModel()
