@@ -56,6 +56,7 @@ F32 = np.float32
 
 class ModelBuilder(TfliteBuilder):
     _ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
+    _op = TfliteBuilder.op  # the name builders in other test files (and branches) call
 
     def io(self, inputs, output) -> None:
         """Runtime inputs not produced by an earlier op become graph inputs; an op's output
