@@ -379,6 +379,11 @@ class Emulation:
         return (ticks * 1_000_000_000 + den // 2) // den if den else 0
 
 
+def _clock_hz(name: str) -> Any:
+    """A read-only Board attribute that is its clock tree's of the same name."""
+    return property(lambda self: getattr(self.clock, name), doc=f"clock.{name} (Hz)")
+
+
 @dataclass(frozen=True)
 class Board:
     id: str
@@ -411,25 +416,12 @@ class Board:
     soc: str = ""               # boards/soc/<soc>.yaml the board file builds on ("" if flat)
 
     # ---- derived --------------------------------------------------------------------------
-    @property
-    def sysclk_hz(self) -> int:
-        return self.clock.sysclk_hz
-
-    @property
-    def cpu_hz(self) -> int:
-        return self.clock.cpu_hz
-
-    @property
-    def hclk_hz(self) -> int:
-        return self.clock.hclk_hz
-
-    @property
-    def pclk1_hz(self) -> int:
-        return self.clock.pclk1_hz
-
-    @property
-    def pclk2_hz(self) -> int:
-        return self.clock.pclk2_hz
+    # the clock tree's frequencies (Hz), read through: board.cpu_hz is board.clock.cpu_hz
+    sysclk_hz = _clock_hz("sysclk_hz")
+    cpu_hz = _clock_hz("cpu_hz")
+    hclk_hz = _clock_hz("hclk_hz")
+    pclk1_hz = _clock_hz("pclk1_hz")
+    pclk2_hz = _clock_hz("pclk2_hz")
 
     @property
     def uart_clock_hz(self) -> int:

@@ -1,12 +1,33 @@
 """Shared test helpers: where the real models and fixtures are."""
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # Re-verify the IR after every compiler pass (stm32ai/passes/verify.py) in every test.
 os.environ.setdefault("STM32AI_VERIFY_PASSES", "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One host-runtime build cache for the whole session (stm32ai/validate/host.py): set by the
+    controller before xdist starts its workers, which inherit it; removed at the end."""
+    if "PYTEST_XDIST_WORKER" not in os.environ and "STM32AI_CACHE_DIR" not in os.environ:
+        config._stm32ai_cache = tempfile.mkdtemp(prefix="stm32ai-test-cache-")  # type: ignore[attr-defined]
+        os.environ["STM32AI_CACHE_DIR"] = config._stm32ai_cache  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = getattr(config, "_stm32ai_cache", None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ.pop("STM32AI_CACHE_DIR", None)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MODELS = ROOT.parent / "shared" / "models"
@@ -24,11 +45,60 @@ def fixture_models(pattern: str = "*.tflite") -> list[Path]:
     return sorted(FIXTURES.glob(pattern))
 
 
+RUNTIME = ROOT / "stm32ai" / "runtime"
+WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion"]
+M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
+
+
+def compile_each(cc: str, flags: list[str], sources: list[Path], out: Path, suffix: str = ".o") -> list[Path]:
+    """Every source alone into out/<stem><suffix> with the runtime headers; any warning fails."""
+    objs = []
+    for src in sources:
+        obj = out / (src.stem + suffix)
+        r = subprocess.run([cc, *flags, f"-I{RUNTIME / 'include'}", "-c", str(src), "-o", str(obj)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        objs.append(obj)
+    return objs
+
+
+def random_data(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
+    """Random values over the dtype's range (integers within +-2^40), bools 0/1, floats normal."""
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dt.kind == "f":
+        return rng.normal(size=shape).astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(max(info.min, -(1 << 40)), min(info.max, 1 << 40), shape, dtype=np.int64).astype(dt)
+
+
+def stm32ai_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stm32ai", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess, *words: str) -> str:
+    """Exit 2, no traceback, one line on stderr naming every word; returns the line."""
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def refused_by_generate(model: Path, out: Path, *words: str) -> str:
+    """`stm32ai generate --c-only` refuses the model: one line naming every word, nothing written."""
+    line = assert_one_line_error(stm32ai_cli("generate", str(model), "--c-only", "-o", str(out), cwd=ROOT), *words)
+    assert not out.exists()
+    return line
+
+
 def c_scratch_sizes(ops: list, header: str, sources: list[Path], flags: list[str], tmp: Path) -> list[int]:
     """What each op's C `ai_<kernel>_scratch_size(&params)` returns, with the op's own params,
     compiled with the host cc: lets tests hold the Python size mirror to the C query."""
-    import subprocess
-
     from stm32ai.emitter import c_value
 
     runtime = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"

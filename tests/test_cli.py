@@ -1,27 +1,13 @@
 """Bad input gets one clear line and exit 2, never a traceback, never partial output."""
 
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, assert_one_line_error, stm32ai_cli
 
 MODEL = FIXTURES / "conv_odd_same_int8.tflite"
 
 
-def stm32ai(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stm32ai", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
-
-
-def assert_one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
-    assert r.returncode == 2, r.stderr
-    assert "Traceback" not in r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, r.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
+stm32ai = stm32ai_cli
 
 
 def test_missing_model(tmp_path):

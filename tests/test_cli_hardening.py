@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
-from test_cli import assert_one_line_error
+from conftest import FIXTURES, assert_one_line_error
 
 from stm32ai.cli import main
 

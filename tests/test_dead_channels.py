@@ -45,7 +45,7 @@ class ConvBuilder(ModelBuilder):
         o.strideH = o.strideW = stride
         o.dilationHFactor = o.dilationWFactor = 1
         o.fusedActivationFunction = self._ACT[act]
-        self._op(schema.BuiltinOperator.CONV_2D, [x, w, b], [y], schema.BuiltinOptions.Conv2DOptions, o)
+        self.op(schema.BuiltinOperator.CONV_2D, [x, w, b], [y], schema.BuiltinOptions.Conv2DOptions, o)
         self.io([x], y)
 
     def dw(self, x, w, b, y, padding="SAME", stride=1, act="NONE") -> None:
@@ -55,7 +55,7 @@ class ConvBuilder(ModelBuilder):
         o.dilationHFactor = o.dilationWFactor = 1
         o.depthMultiplier = 1
         o.fusedActivationFunction = self._ACT[act]
-        self._op(schema.BuiltinOperator.DEPTHWISE_CONV_2D, [x, w, b], [y],
+        self.op(schema.BuiltinOperator.DEPTHWISE_CONV_2D, [x, w, b], [y],
                  schema.BuiltinOptions.DepthwiseConv2DOptions, o)
         self.io([x], y)
 
@@ -87,25 +87,23 @@ class Net:
         w, ws = self._weights((oc, k, k, ic), 0, dead)
         w[:, :, :, list(zero_inputs)] = 0
         wt = self.mb.tensor(w.shape, "int8", ws, np.zeros(oc, np.int64), w, axis=0)
-        b = self._bias(oc, ws, bias)
-        n, h, wd, _ = self.shape
-        if padding == "VALID":
-            h, wd = h - k + 1, wd - k + 1
-        y = self.mb.tensor((n, h, wd, oc), "int8", *out)
-        self.mb.conv(self.x, wt, b, y, padding, act=act)
-        return self._next(y, (n, h, wd, oc), out[0])
+        return self._windowed(self.mb.conv, wt, ws, oc, k, bias, out, padding, act)
 
     def dw(self, k=3, dead=(), bias=None, out=(0.1, -5), padding="SAME", act="NONE") -> int:
         c = self.shape[3]
         w, ws = self._weights((1, k, k, c), 3, dead)
         wt = self.mb.tensor(w.shape, "int8", ws, np.zeros(c, np.int64), w, axis=3)
-        b = self._bias(c, ws, bias)
+        return self._windowed(self.mb.dw, wt, ws, c, k, bias, out, padding, act)
+
+    def _windowed(self, emit, wt, ws, oc, k, bias, out, padding, act) -> int:
+        """Bias, output tensor and the op (conv or dw, k x k, stride 1) after the weights."""
+        b = self._bias(oc, ws, bias)
         n, h, wd, _ = self.shape
         if padding == "VALID":
             h, wd = h - k + 1, wd - k + 1
-        y = self.mb.tensor((n, h, wd, c), "int8", *out)
-        self.mb.dw(self.x, wt, b, y, padding, act=act)
-        return self._next(y, (n, h, wd, c), out[0])
+        y = self.mb.tensor((n, h, wd, oc), "int8", *out)
+        emit(self.x, wt, b, y, padding, act=act)
+        return self._next(y, (n, h, wd, oc), out[0])
 
     def avgpool(self, kind="avg") -> int:
         n, h, w, c = self.shape

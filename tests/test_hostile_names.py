@@ -32,7 +32,7 @@ from stm32ai.frontend.tflite_reader import load_tflite
 from stm32ai.pipeline import compile_model
 from stm32ai.resources import runtime_dir
 from stm32ai.sanitize import MAX_CHARS, c_comment, c_string, one_line
-from stm32ai.validate.host import CFLAGS, HARNESS
+from stm32ai.validate.host import CFLAGS, harness_source
 from stm32ai.validate.reference import random_inputs
 from stm32ai.validate.run import per_sample
 
@@ -139,10 +139,10 @@ _NAMES_DUMP = """  for (int i = 0; i < ai_get_input_size(h); i++) {
 
 def _harness(d: Path) -> Path:
     """The validate harness, printing each I/O tensor's name (hex) to stderr first."""
-    text = HARNESS.read_text().replace("MODEL_HEADER", "network.h").replace("MODEL_INFO", "network_info")
-    anchor = "  for (int sample = 0;; sample++) {"
-    assert anchor in text and "int main(void) {" in text
-    text = text.replace("int main(void) {", _DUMP_FN + "int main(void) {", 1)
+    text = harness_source({"network": "network.h"})
+    anchor, main = "  for (int sample = 0;; sample++) {", "int main(int argc, char **argv) {"
+    assert anchor in text and main in text
+    text = text.replace(main, _DUMP_FN + main, 1)
     p = d / "harness.c"
     p.write_text(text.replace(anchor, _NAMES_DUMP + anchor, 1))
     return p

@@ -24,9 +24,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import flatbuffers
 import numpy as np
 import pytest
+from builders import TfliteBuilder, schema
 from conftest import FIXTURES, MPS2_LD, STARTUP_C, shared_model
 
 from stm32ai.errors import UnsupportedModelError
@@ -43,7 +43,6 @@ from stm32ai.pipeline import compile_model
 from stm32ai.validate.host import run_compiled
 
 tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-schema = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated")
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
 BASIC_SOURCES = [RUNTIME / "src" / f for f in ("ai_fc.c", "ai_pool.c", "ai_binary.c", "ai_reshape.c", "ai_softmax.c")]
@@ -55,38 +54,9 @@ F32 = np.float32
 
 # ---- a tiny .tflite writer ---------------------------------------------------------------------
 
-class ModelBuilder:
-    _TT = {"int8": schema.TensorType.INT8, "int16": schema.TensorType.INT16,
-           "int32": schema.TensorType.INT32, "float32": schema.TensorType.FLOAT32}
+class ModelBuilder(TfliteBuilder):
     _ACT = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
-
-    def __init__(self) -> None:
-        self.tensors: list = []
-        self.buffers = [schema.BufferT()]
-        self.ops: list = []
-        self.opcodes: list[int] = []
-        self.inputs: list[int] = []
-        self.outputs: list[int] = []
-
-    def tensor(self, shape, dtype, scale=None, zp=None, data=None, axis=0) -> int:
-        t = schema.TensorT()
-        t.shape = [int(d) for d in shape]
-        t.type = self._TT[dtype]
-        t.name = f"t{len(self.tensors)}".encode()
-        if scale is not None:
-            q = schema.QuantizationParametersT()
-            q.scale = [float(x) for x in np.atleast_1d(scale)]
-            q.zeroPoint = [int(x) for x in np.atleast_1d(0 if zp is None else zp)]
-            q.quantizedDimension = axis
-            t.quantization = q
-        t.buffer = 0
-        if data is not None:
-            b = schema.BufferT()
-            b.data = np.frombuffer(np.ascontiguousarray(data, dtype=dtype).tobytes(), np.uint8)
-            self.buffers.append(b)
-            t.buffer = len(self.buffers) - 1
-        self.tensors.append(t)
-        return len(self.tensors) - 1
+    _op = TfliteBuilder.op  # the name builders in other test files (and branches) call
 
     def io(self, inputs, output) -> None:
         """Runtime inputs not produced by an earlier op become graph inputs; an op's output
@@ -98,19 +68,10 @@ class ModelBuilder:
                 self.inputs.append(t)
         self.outputs.append(output)
 
-    def _op(self, code, inputs, outputs, opt_type, opts) -> None:
-        if code not in self.opcodes:
-            self.opcodes.append(code)
-        o = schema.OperatorT()
-        o.opcodeIndex = self.opcodes.index(code)
-        o.inputs, o.outputs = list(inputs), list(outputs)
-        o.builtinOptionsType, o.builtinOptions = opt_type, opts
-        self.ops.append(o)
-
     def fc(self, x, w, b, y, act="NONE", keep=False) -> None:
         o = schema.FullyConnectedOptionsT()
         o.fusedActivationFunction, o.keepNumDims = self._ACT[act], keep
-        self._op(schema.BuiltinOperator.FULLY_CONNECTED, [x, w, b], [y],
+        self.op(schema.BuiltinOperator.FULLY_CONNECTED, [x, w, b], [y],
                  schema.BuiltinOptions.FullyConnectedOptions, o)
         self.io([x], y)
 
@@ -121,43 +82,26 @@ class ModelBuilder:
         o.fusedActivationFunction = self._ACT[act]
         code = (schema.BuiltinOperator.AVERAGE_POOL_2D if kind == "avg"
                 else schema.BuiltinOperator.MAX_POOL_2D)
-        self._op(code, [x], [y], schema.BuiltinOptions.Pool2DOptions, o)
+        self.op(code, [x], [y], schema.BuiltinOptions.Pool2DOptions, o)
         self.io([x], y)
 
     def add(self, a, b, y, act="NONE") -> None:
         o = schema.AddOptionsT()
         o.fusedActivationFunction = self._ACT[act]
-        self._op(schema.BuiltinOperator.ADD, [a, b], [y], schema.BuiltinOptions.AddOptions, o)
+        self.op(schema.BuiltinOperator.ADD, [a, b], [y], schema.BuiltinOptions.AddOptions, o)
         self.io([a, b], y)
 
     def softmax(self, x, y, beta=1.0) -> None:
         o = schema.SoftmaxOptionsT()
         o.beta = beta
-        self._op(schema.BuiltinOperator.SOFTMAX, [x], [y], schema.BuiltinOptions.SoftmaxOptions, o)
+        self.op(schema.BuiltinOperator.SOFTMAX, [x], [y], schema.BuiltinOptions.SoftmaxOptions, o)
         self.io([x], y)
 
     def reshape(self, x, y) -> None:
         o = schema.ReshapeOptionsT()
         o.newShape = list(self.tensors[y].shape)
-        self._op(schema.BuiltinOperator.RESHAPE, [x], [y], schema.BuiltinOptions.ReshapeOptions, o)
+        self.op(schema.BuiltinOperator.RESHAPE, [x], [y], schema.BuiltinOptions.ReshapeOptions, o)
         self.io([x], y)
-
-    def build(self) -> bytes:
-        m = schema.ModelT()
-        m.version = 3
-        m.buffers = self.buffers
-        codes = []
-        for c in self.opcodes:
-            oc = schema.OperatorCodeT()
-            oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = c, min(c, 127), 1
-            codes.append(oc)
-        m.operatorCodes = codes
-        sg = schema.SubGraphT()
-        sg.tensors, sg.operators, sg.inputs, sg.outputs = self.tensors, self.ops, self.inputs, self.outputs
-        m.subgraphs = [sg]
-        b = flatbuffers.Builder(1024)
-        b.Finish(m.Pack(b), file_identifier=b"TFL3")
-        return bytes(b.Output())
 
 
 def _tflm(data: bytes, inputs: list[np.ndarray], n_out: int) -> list[np.ndarray]:

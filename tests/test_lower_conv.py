@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, MPS2_LD, STARTUP_C, c_scratch_sizes, shared_model
+from conftest import FIXTURES, M4, MPS2_LD, RUNTIME, STARTUP_C, WARN, c_scratch_sizes, compile_each, shared_model
 
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.lower import dwconv3x3 as dw3
@@ -48,10 +48,7 @@ from stm32ai.passes.quant import (
 from stm32ai.pipeline import compile_graph, compile_model
 from stm32ai.validate.host import run_compiled
 
-RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
 CONV_SOURCES = sorted([*(RUNTIME / "src").glob("ai_conv*.c"), *(RUNTIME / "src").glob("ai_dwconv*.c")])
-WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion"]
-M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
 
 # ---- generate-time arithmetic, hand-computed ---------------------------------------------------
@@ -777,13 +774,9 @@ def test_person_detect_layers_bit_exact(tmp_path):
 def test_kernels_compile_warning_free_for_cortex_m4(tmp_path):
     if shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("arm-none-eabi-gcc not installed")
-    for src in CONV_SOURCES:
-        r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, f"-I{RUNTIME / 'include'}", "-c", str(src),
-                            "-o", str(tmp_path / (src.stem + ".o"))], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / (src.stem + ".o"))],
-                             capture_output=True, text=True).stdout
-        if src.stem in ("ai_conv_s8", "ai_conv_dw_s8"):
+    for obj in compile_each("arm-none-eabi-gcc", [*WARN, *M4], CONV_SOURCES, tmp_path):
+        dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True).stdout
+        if obj.stem in ("ai_conv_s8", "ai_conv_dw_s8"):
             assert "sxtb16" in dis  # the DSP path is the one compiled
 
 

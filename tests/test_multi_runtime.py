@@ -23,35 +23,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import FIXTURES
-from test_ops_lstm import _inputs, _tflm_sequence
+from stateful import RUN_C, reference_sequence
+from test_ops_lstm import steps
 
 from stm32ai.emitter import emit_c
 from stm32ai.pipeline import compile_model
-from stm32ai.validate.host import CFLAGS, build_host
-from stm32ai.validate.reference import input_specs, random_inputs, run_tflm
+from stm32ai.validate.host import CFLAGS, build_host, runtime_objects
+from stm32ai.validate.reference import random_inputs, run_tflm
 
 LSTM = FIXTURES / "lstm_seq_int8.tflite"
 CNN = FIXTURES / "conv_stride2_same_int8.tflite"
 STEPS = 4
 
-SHARED_MAIN = r"""
-#include <stdio.h>
-#include <string.h>
-#include "ai_runtime.h"
+SHARED_MAIN = RUN_C + r"""
 #include "lstm.h"
 #include "cnn.h"
 
 #define SHARED_SIZE (AI_LSTM_ACTIVATIONS_SIZE > AI_CNN_ACTIVATIONS_SIZE ? AI_LSTM_ACTIVATIONS_SIZE \
                                                                        : AI_CNN_ACTIVATIONS_SIZE)
 static AI_ALIGNED(8) ai_u8 shared[SHARED_SIZE];
-
-static int run(ai_handle h, const unsigned char *x) {
-  ai_tensor *in = ai_get_input(h, 0), *out = ai_get_output(h, 0);
-  memcpy(in->data, x, in->size_bytes);
-  if (ai_run(h) != AI_OK) return 1;
-  fwrite(out->data, 1, out->size_bytes, stdout);
-  return 0;
-}
 
 /* stdin: STEPS LSTM inputs then STEPS CNN inputs. LSTM step k, then CNN k (overwriting the
  * shared pool); then ai_reset of the LSTM and its step 0 again. */
@@ -91,12 +81,9 @@ def _emit_two(tmp_path: Path) -> Path:
 
 
 def test_lstm_state_survives_a_pool_shared_with_a_cnn(tmp_path: Path):
-    spec = input_specs(LSTM)[0]
-    x = _inputs(LSTM, STEPS, 7)[0]
-    xs = [np.ascontiguousarray(x[k:k + 1] if spec.shape[0] == 1 else x[k]).reshape(spec.shape)
-          for k in range(STEPS)]
+    xs = steps(LSTM, STEPS, 7)
     xc = [random_inputs(CNN, 1, seed=20 + k)[0] for k in range(STEPS)]
-    want_lstm = _tflm_sequence(LSTM, xs)          # STEPS in a row, then reset + step 0
+    want_lstm = reference_sequence(LSTM, xs)          # STEPS in a row, then reset + step 0
     want_cnn = [run_tflm(CNN, [v])[0] for v in xc]
 
     d = _emit_two(tmp_path)
@@ -184,14 +171,8 @@ def _tsan_works(tmp: Path) -> bool:
 
 def _tflm_expected(model: Path, xs: list[np.ndarray]) -> list[np.ndarray]:
     if model == LSTM:  # a sequence from the initial state
-        return _tflm_sequence(model, xs)[:len(xs)]
+        return reference_sequence(model, xs)[:len(xs)]
     return [run_tflm(model, [x])[0] for x in xs]
-
-
-def _lstm_steps(n: int) -> list[np.ndarray]:
-    spec = input_specs(LSTM)[0]
-    x = _inputs(LSTM, n, 9)[0]
-    return [np.ascontiguousarray(x[k:k + 1] if spec.shape[0] == 1 else x[k]).reshape(spec.shape) for k in range(n)]
 
 
 @pytest.mark.parametrize("model", [CNN, LSTM], ids=["cnn", "lstm_state"])
@@ -204,12 +185,12 @@ def test_two_threads_run_two_instances_bit_exact(tmp_path: Path, model: Path):
     (tmp_path / "main.c").write_text(THREADS_MAIN)
     cc = os.environ.get("CC", "cc")
     tsan = ["-fsanitize=thread", "-g"] if _tsan_works(tmp_path) else []
-    srcs = [d / "net.c", d / "net_data.c", *sorted((d / "runtime" / "src").glob("*.c")), tmp_path / "main.c"]
-    flags = [f for f in CFLAGS if f != "-std=c99"] + ["-std=gnu11"]
+    flags = [f for f in CFLAGS if f != "-std=c99"] + ["-std=gnu11", *tsan, "-pthread"]
+    srcs = [d / "net.c", d / "net_data.c", tmp_path / "main.c", *runtime_objects(d / "runtime", cc, flags, tmp_path)]
     exe = tmp_path / "threads"
-    subprocess.run([cc, *flags, *tsan, "-pthread", f"-I{d}", f"-I{d / 'runtime' / 'include'}", *map(str, srcs),
+    subprocess.run([cc, *flags, f"-I{d}", f"-I{d / 'runtime' / 'include'}", *map(str, srcs),
                     "-o", str(exe), "-lm"], check=True, capture_output=True)
-    xs = _lstm_steps(4) if model == LSTM else [random_inputs(model, 1, seed=40 + k)[0] for k in range(4)]
+    xs = steps(LSTM, 4, 9) if model == LSTM else [random_inputs(model, 1, seed=40 + k)[0] for k in range(4)]
     env = {**os.environ, "TSAN_OPTIONS": "halt_on_error=1 exitcode=66"}
     r = subprocess.run([str(exe)], input=b"".join(x.tobytes() for x in xs), capture_output=True,
                        timeout=300, env=env)

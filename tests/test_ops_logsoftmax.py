@@ -15,13 +15,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, M4, WARN, compile_each, refused_by_generate
 
 from stm32ai.passes.lower import registry
 from stm32ai.passes.lower.log_softmax import log_softmax_params_s8
@@ -230,11 +228,10 @@ def test_registry_lists_log_softmax():
 # Refusals
 # ---------------------------------------------------------------------------------------------
 
-def _generate(tmp_path: Path, data: bytes) -> subprocess.CompletedProcess:
+def _refused(tmp_path: Path, data: bytes, *words: str) -> str:
     path = tmp_path / "bad.tflite"
     path.write_bytes(data)
-    return subprocess.run([sys.executable, "-m", "stm32ai", "generate", str(path), "--c-only", "-o",
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=600)
+    return refused_by_generate(path, tmp_path / "out", *words)
 
 
 @pytest.mark.parametrize("case,layer,words", [
@@ -245,23 +242,13 @@ def _generate(tmp_path: Path, data: bytes) -> subprocess.CompletedProcess:
     ("uint8", ((1, 10), "uint8", 0.1, 128, 16 / 256, 255), ("uint8",)),
 ])
 def test_cli_refuses_unsupported_quantisation(tmp_path, case, layer, words):
-    r = _generate(tmp_path, _model([layer]))
-    assert r.returncode == 2, (case, r.stderr)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    msg = lines[0]
-    assert "LOG_SOFTMAX" in msg and "'t1'" in msg, msg  # op and output tensor
-    for w in words:
-        assert w in msg, msg
-    assert not (tmp_path / "out").exists()
+    _refused(tmp_path, _model([layer]), "LOG_SOFTMAX", "'t1'", *words)  # op and output tensor
 
 
 # ---------------------------------------------------------------------------------------------
 # Warning-free C, host and Cortex-M4
 # ---------------------------------------------------------------------------------------------
 
-WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion"]
-M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 SOURCES = [RUNTIME / "src" / "ai_log_softmax.c", RUNTIME / "src" / "ai_softmax.c"]
 
 
@@ -269,13 +256,7 @@ def test_kernels_compile_warning_free(tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no host C compiler")
-    for src in SOURCES:
-        r = subprocess.run([cc, *WARN, "-Wconversion", f"-I{RUNTIME / 'include'}", "-c", str(src),
-                            "-o", str(tmp_path / (src.stem + ".o"))], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+    compile_each(cc, [*WARN, "-Wconversion"], SOURCES, tmp_path)
     if shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("arm-none-eabi-gcc not installed")
-    for src in SOURCES:
-        r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, f"-I{RUNTIME / 'include'}", "-c", str(src),
-                            "-o", str(tmp_path / (src.stem + ".m4.o"))], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+    compile_each("arm-none-eabi-gcc", [*WARN, *M4], SOURCES, tmp_path, ".m4.o")

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT, fixture_models, shared_model
+from stateful import reference_sequence, run_sequence
 
-from stm32ai.emitter import emit_c
 from stm32ai.pipeline import compile_model
-from stm32ai.validate.host import build_host
 from stm32ai.validate.reference import input_specs
 from stm32ai.validate.run import validate_model
 
@@ -68,84 +66,21 @@ def test_shared_model_matches_tflm(rel):
 # State across runs
 # ---------------------------------------------------------------------------------------------
 
-HARNESS = r"""
-#include <stdio.h>
-#include <string.h>
-#include "ai_runtime.h"
-#include "network.h"
-
-AI_ALIGNED(8) static ai_u8 pool_b[AI_NETWORK_ACTIVATIONS_SIZE + 8];
-AI_ALIGNED(8) static ai_u8 state_b[AI_NETWORK_STATE_SIZE];
-
-/* stdin: N samples. Instance A runs samples 0..N-1 in a row; then ai_reset and sample 0;
- * then instance B (own pool and state area) runs sample 0 while A runs sample 1 in between.
- * B without a state area of its own would share A's built-in one: refused. */
-static int run(ai_handle h, const unsigned char *x) {
-  ai_tensor *in = ai_get_input(h, 0), *out = ai_get_output(h, 0);
-  memcpy(in->data, x, in->size_bytes);
-  if (ai_run(h) != AI_OK) return 1;
-  fwrite(out->data, 1, out->size_bytes, stdout);
-  return 0;
-}
-
-int main(void) {
-  static unsigned char buf[1 << 20];
-  size_t got = fread(buf, 1, sizeof buf, stdin);
-  ai_handle a, b;
-  if (ai_create(&network_info, NULL, &a) != AI_OK) return 2;
-  ai_u8 *pools_b[1] = { pool_b };
-  if (ai_create(&network_info, pool_b, &b) != AI_ERR_STATE || b != NULL) return 8;
-  if (ai_create_state(&network_info, pools_b, 1, state_b, &b) != AI_OK) return 3;
-  const size_t sz = ai_get_input(a, 0)->size_bytes;
-  const size_t n = got / sz;
-  for (size_t k = 0; k < n; k++) {
-    if (run(a, buf + k * sz)) return 4;
-  }
-  if (ai_reset(a) != AI_OK) return 5;
-  if (run(a, buf)) return 6;
-  if (run(b, buf) || run(a, buf + sz) || run(b, buf + sz)) return 7;
-  return 0;
-}
-"""
-
-
-def _tflm_sequence(model: Path, xs: list[np.ndarray]) -> list[np.ndarray]:
-    """TFLM outputs for xs run in a row (state carried over), then reset + xs[0]."""
-    code = (
-        "import sys, numpy as np\n"
-        "from tflite_micro.python.tflite_micro import runtime\n"
-        "xs = np.load(sys.argv[2])\n"
-        "it = runtime.Interpreter.from_file(sys.argv[1], arena_size=4 << 20)\n"
-        "outs = []\n"
-        "for x in list(xs) + [None]:\n"
-        "    if x is None:\n"
-        "        it.reset(); x = xs[0]\n"
-        "    it.set_input(np.ascontiguousarray(x), 0); it.invoke()\n"
-        "    outs.append(np.array(it.get_output(0), copy=True))\n"
-        "np.save(sys.argv[3], np.stack(outs))\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        np.save(Path(tmp) / "x.npy", np.stack(xs))
-        subprocess.run([sys.executable, "-c", code, str(model), str(Path(tmp) / "x.npy"),
-                        str(Path(tmp) / "y.npy")], check=True, capture_output=True, timeout=600)
-        return list(np.load(Path(tmp) / "y.npy"))
+def steps(model: Path, n: int, seed: int) -> list[np.ndarray]:
+    """n single-step inputs of the (batch 1 or batch-major) model."""
+    spec = input_specs(model)[0]
+    x = _inputs(model, n, seed)[0]
+    return [np.ascontiguousarray(x[k:k + 1] if spec.shape[0] == 1 else x[k]).reshape(spec.shape) for k in range(n)]
 
 
 @pytest.mark.parametrize("model", [FIXTURES / "lstm_seq_int8.tflite", FIXTURES / "lstm_batch2_float32.tflite"],
                          ids=lambda p: p.stem)
 def test_state_persists_across_runs_like_tflm(model, tmp_path):
-    spec = input_specs(model)[0]
-    x = _inputs(model, 4, 7)[0]
-    xs = [np.ascontiguousarray(x[k:k + 1] if spec.shape[0] == 1 else x[k]).reshape(spec.shape)
-          for k in range(4)]
-    want = _tflm_sequence(model, xs)
+    xs = steps(model, 4, 7)
+    want = reference_sequence(model, xs)
     c = compile_model(model)
-    emit_c(c.doc, c.params, "network", tmp_path / "c")
-    (tmp_path / "main.c").write_text(HARNESS)
-    exe = build_host(tmp_path / "c", "network", tmp_path / "exe", [tmp_path / "main.c"])
-    r = subprocess.run([str(exe)], input=b"".join(v.tobytes() for v in xs), capture_output=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    got = run_sequence(c, xs, tmp_path)
     out_t = c.graph.tensors[c.graph.outputs[0]]
-    got = np.frombuffer(r.stdout, dtype=out_t.dtype).reshape(-1, *out_t.shape)
     assert len(got) == 4 + 1 + 3
     seq, after_reset, interleaved = got[:4], got[4], got[5:]
     tol = {"rtol": 1e-5, "atol": 1e-6} if out_t.dtype == "float32" else {"rtol": 0, "atol": 0}

@@ -20,9 +20,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import flatbuffers
 import numpy as np
 import pytest
+from builders import TfliteBuilder, schema
 from conftest import shared_model
 from flatbuffers import flexbuffers
 
@@ -35,7 +35,6 @@ from stm32ai.pipeline import compile_model
 from stm32ai.validate.host import CFLAGS, build_host, run_compiled
 
 tflm_runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-schema = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_py_generated")
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
@@ -45,30 +44,9 @@ FLOAT_MODEL = "tflite_micro/audio_preprocessor_float.tflite"
 
 # ---- a tiny .tflite writer for custom ops ----------------------------------------------------
 
-class SignalModel:
-    _TT = {"int16": 7, "int32": 2, "uint32": 15, "uint64": 12, "float32": 0, "int8": 9}
-
-    def __init__(self) -> None:
-        self.tensors: list = []
-        self.buffers = [schema.BufferT()]
-        self.ops: list = []
-        self.codes: list[str] = []
-        self.inputs: list[int] = []
-        self.outputs: list[int] = []
-
-    def tensor(self, shape, dtype, data=None) -> int:
-        t = schema.TensorT()
-        t.shape = [int(d) for d in shape]
-        t.type = self._TT[dtype]
-        t.name = f"t{len(self.tensors)}".encode()
-        t.buffer = 0
-        if data is not None:
-            b = schema.BufferT()
-            b.data = np.frombuffer(np.ascontiguousarray(data, dtype=dtype).tobytes(), np.uint8)
-            self.buffers.append(b)
-            t.buffer = len(self.buffers) - 1
-        self.tensors.append(t)
-        return len(self.tensors) - 1
+class SignalModel(TfliteBuilder):
+    def tensor(self, shape, dtype, data=None) -> int:  # the signal ops' tensors are not quantised
+        return super().tensor(shape, dtype, data=data)
 
     def input(self, shape, dtype) -> int:
         t = self.tensor(shape, dtype)
@@ -81,33 +59,16 @@ class SignalModel:
         return t
 
     def custom(self, name: str, inputs, outputs, opts: dict) -> None:
-        if name not in self.codes:
-            self.codes.append(name)
-        o = schema.OperatorT()
-        o.opcodeIndex = self.codes.index(name)
-        o.inputs, o.outputs = list(inputs), list(outputs)
+        o = self.op(name, inputs, outputs)
         o.customOptions = list(bytes(flexbuffers.Dumps(opts)))
         o.customOptionsFormat = schema.CustomOptionsFormat.FLEXBUFFERS
-        self.ops.append(o)
 
-    def build(self) -> bytes:
-        m = schema.ModelT()
-        m.version = 3
-        m.buffers = self.buffers
-        codes = []
-        for c in self.codes:
-            oc = schema.OperatorCodeT()
-            oc.builtinCode = oc.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
-            oc.customCode = c.encode()
-            oc.version = 1
-            codes.append(oc)
-        m.operatorCodes = codes
-        sg = schema.SubGraphT()
-        sg.tensors, sg.operators, sg.inputs, sg.outputs = self.tensors, self.ops, self.inputs, self.outputs
-        m.subgraphs = [sg]
-        b = flatbuffers.Builder(1024)
-        b.Finish(m.Pack(b), file_identifier=b"TFL3")
-        return bytes(b.Output())
+
+def one_op(op: str, x_shape, x_dtype: str, y_shape, y_dtype: str, opts: dict) -> SignalModel:
+    """A model of one signal op from one graph input to one graph output."""
+    sm = SignalModel()
+    sm.custom(op, [sm.input(x_shape, x_dtype)], [sm.output(y_shape, y_dtype)], opts)
+    return sm
 
 
 def tflm_frames(data: bytes, frames: list[list[np.ndarray]], n_out: int) -> list[list[np.ndarray]]:
@@ -229,12 +190,9 @@ def test_fft_auto_scale_corner_cases(tmp_path):
     (60, 60, 1),   # n = 30: 2, 3, 5
 ])
 def test_rfft_int16(tmp_path, fft_length, frame, batch):
-    sm = SignalModel()
     shape = (batch, frame) if batch > 1 else (frame,)
     oshape = (batch, 2 * (fft_length // 2 + 1)) if batch > 1 else (2 * (fft_length // 2 + 1),)
-    x = sm.input(shape, "int16")
-    y = sm.output(oshape, "int16")
-    sm.custom("SignalRfft", [x], [y], {"T": 7, "fft_length": fft_length})
+    sm = one_op("SignalRfft", shape, "int16", oshape, "int16", {"T": 7, "fft_length": fft_length})
     sine = (16000 * np.sin(np.arange(frame) * 0.37)).astype(np.int16)
     samples = [[i16(*shape)], [i16(*shape, lo=-100, hi=100)],
                [np.broadcast_to(sine, shape).copy()],
@@ -244,10 +202,7 @@ def test_rfft_int16(tmp_path, fft_length, frame, batch):
 
 @pytest.mark.parametrize("start,end", [(0, 257), (5, 241), (0, 0), (100, 101)])
 def test_energy(tmp_path, start, end):
-    sm = SignalModel()
-    x = sm.input((514,), "int16")
-    y = sm.output((257,), "uint32")
-    sm.custom("SignalEnergy", [x], [y], {"end_index": end, "start_index": start})
+    sm = one_op("SignalEnergy", (514,), "int16", (257,), "uint32", {"end_index": end, "start_index": start})
     ext = np.full(514, -32768, np.int16)  # re^2 + im^2 = 2^31: wraps int32 in TFLM, fine in uint32
     got = run = None
     data = sm.build()
@@ -413,10 +368,8 @@ def test_pcan_model_table(tmp_path):
 
 @pytest.mark.parametrize("bits,scale", [(3, 64), (0, 1), (5, 1000), (0, 65536)])
 def test_filter_bank_log(tmp_path, bits, scale):
-    sm = SignalModel()
-    x = sm.input((64,), "uint32")
-    y = sm.output((64,), "int16")
-    sm.custom("SignalFilterBankLog", [x], [y], {"input_correction_bits": bits, "output_scale": scale})
+    sm = one_op("SignalFilterBankLog", (64,), "uint32", (64,), "int16",
+                {"input_correction_bits": bits, "output_scale": scale})
     v = RNG.integers(0, 2**32, 64, dtype=np.uint64) >> RNG.integers(0, 32, 64).astype(np.uint64)
     edge = np.array([0, 1, 2, 3, 4, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF] * 8, np.uint32)
     check(sm, tmp_path, [[v.astype(np.uint32)], [edge], [np.arange(64, dtype=np.uint32)]])
@@ -477,10 +430,7 @@ def test_refuses_generic_fft_radix(tmp_path):
 
 
 def test_refuses_float_rfft_and_missing_options(tmp_path):
-    sm = SignalModel()
-    x = sm.input((16,), "float32")
-    y = sm.output((18,), "float32")
-    sm.custom("SignalRfft", [x], [y], {"T": 0, "fft_length": 16})
+    sm = one_op("SignalRfft", (16,), "float32", (18,), "float32", {"T": 0, "fft_length": 16})
     assert "only the int16 FFT" in _refusal(sm, tmp_path)
 
     sm = SignalModel()

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import FIXTURES, fixture_models
-from test_ops_lstm import HARNESS, _tflm_sequence
+from stateful import reference_sequence, run_sequence
 
 from stm32ai.emitter import emit_c
 from stm32ai.frontend.tflite_reader import load_tflite
 from stm32ai.passes.lower import registry
 from stm32ai.pipeline import compile_model
-from stm32ai.validate.host import build_host
 from stm32ai.validate.reference import input_specs
 from stm32ai.validate.run import validate_model
 
@@ -79,47 +76,19 @@ def test_fixture_exact(model):
 # State across runs
 # ---------------------------------------------------------------------------------------------
 
-def _litert_sequence(model: Path, xs: list[np.ndarray]) -> list[np.ndarray]:
-    """LiteRT-ref outputs for xs in a row, then reset_all_variables + xs[0]."""
-    code = (
-        "import sys, numpy as np\n"
-        "from ai_edge_litert.interpreter import Interpreter, OpResolverType\n"
-        "xs = np.load(sys.argv[2])\n"
-        "it = Interpreter(model_path=sys.argv[1], experimental_op_resolver_type=OpResolverType.BUILTIN_REF)\n"
-        "it.allocate_tensors(); i = it.get_input_details()[0]['index']; o = it.get_output_details()[0]['index']\n"
-        "outs = []\n"
-        "for x in list(xs) + [None]:\n"
-        "    if x is None:\n"
-        "        it.reset_all_variables(); x = xs[0]\n"
-        "    it.set_tensor(i, np.ascontiguousarray(x)); it.invoke()\n"
-        "    outs.append(np.array(it.get_tensor(o), copy=True))\n"
-        "np.save(sys.argv[3], np.stack(outs))\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        np.save(Path(tmp) / "x.npy", np.stack(xs))
-        subprocess.run([sys.executable, "-c", code, str(model), str(Path(tmp) / "x.npy"),
-                        str(Path(tmp) / "y.npy")], check=True, capture_output=True, timeout=600)
-        return list(np.load(Path(tmp) / "y.npy"))
-
-
 def _sequence(model: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """STEPS inputs and the reference's outputs for them in a row, then reset + xs[0]."""
     spec = input_specs(model)[0]
     xs = [np.ascontiguousarray(v).reshape(spec.shape) for v in _inputs(model, STEPS, 17)[0]]
-    ref = _litert_sequence if model.stem in TFLM_CRASHES else _tflm_sequence
-    return xs, ref(model, xs)
+    return xs, reference_sequence(model, xs, litert=model.stem in TFLM_CRASHES)
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda p: p.stem)
 def test_state_persists_across_runs(model, tmp_path):
     xs, want = _sequence(model)
     c = compile_model(model)
-    emit_c(c.doc, c.params, "network", tmp_path / "c")
-    (tmp_path / "main.c").write_text(HARNESS)
-    exe = build_host(tmp_path / "c", "network", tmp_path / "exe", [tmp_path / "main.c"])
-    r = subprocess.run([str(exe)], input=b"".join(v.tobytes() for v in xs), capture_output=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    got = run_sequence(c, xs, tmp_path)
     out_t = c.graph.tensors[c.graph.outputs[0]]
-    got = np.frombuffer(r.stdout, dtype=out_t.dtype).reshape(-1, *out_t.shape)
     assert len(got) == STEPS + 1 + 3
     # the state matters: the last step's output differs from a fresh run of the same input
     assert not np.array_equal(want[STEPS - 1], want[STEPS]) or not np.array_equal(xs[STEPS - 1], xs[0])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, random_data
 
 from stm32ai.cli import main
 from stm32ai.errors import UnsupportedModelError
@@ -85,16 +85,6 @@ def _tile_graph(x: np.ndarray, mult: list[int], quant: Quant | None = None) -> G
     return g
 
 
-def _data(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    dt = np.dtype(dtype)
-    if dt == np.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if dt.kind == "f":
-        return rng.normal(size=shape).astype(dt)
-    info = np.iinfo(dt)
-    return rng.integers(max(info.min, -(1 << 40)), min(info.max, 1 << 40), shape, dtype=np.int64).astype(dt)
-
-
 CASES = [((2, 3, 4), [2, 1, 3]), ((1, 3, 4, 5), [1, 2, 3, 1]), ((3, 1, 2, 1, 2, 2), [1, 2, 1, 3, 2, 1]),
          ((2, 3, 2, 3), [2, 2, 2, 2]), ((5,), [4]), ((1, 2, 3, 4, 5), [1, 2, 2, 2, 2])]
 
@@ -107,7 +97,7 @@ def test_any_element_type_and_shape(dtypes):
     g = Graph("t", [], [], [], [])
     xs, want = [], []
     for k, (dtype, (shape, mult)) in enumerate(zip(dtypes, CASES, strict=True)):
-        x = _data(shape, dtype, rng)
+        x = random_data(shape, dtype, rng)
         a = g.add_tensor(f"x{k}", x.shape, dtype)
         y = g.add_tensor(f"y{k}", np.tile(x, mult).shape, dtype)
         g.ops.append(Op("TILE", [a, g.add_const(f"m{k}", np.asarray(mult, np.int32))], [y], {}, index=k))

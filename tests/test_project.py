@@ -304,11 +304,23 @@ def test_every_board_builds_without_warnings(tmp_path, fake_c):
         assert "text" in log and "firmware.elf" in log       # arm-none-eabi-size summary
 
 
+def _gen_build_run(out: Path, board: str, c_dir: Path, **kw) -> tuple[int, str]:
+    """Generate for `board`, build, run on QEMU: (exit code, output)."""
+    build_project(gen(out, board, c_dir, **kw))
+    return run_qemu(out, load_board(board), timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def netduino(tmp_path_factory, fake_c) -> tuple[Path, Path]:
+    """The fake model's netduinoplus2 project, built once for the tests that run it: (project, elf)."""
+    p = gen(tmp_path_factory.mktemp("nd") / "p", "qemu-netduinoplus2", fake_c)
+    return p, build_project(p)
+
+
 @pytest.mark.slow
 @needs_qemu
-def test_netduinoplus2_prints_match(tmp_path, fake_c):
-    p = gen(tmp_path / "p", "qemu-netduinoplus2", fake_c)
-    elf = build_project(p)
+def test_netduinoplus2_prints_match(netduino):
+    p, elf = netduino
     seen: list[str] = []
     code, text = run_qemu(p, load_board("qemu-netduinoplus2"), timeout_s=60, stream=seen.append)
     assert code == 0, text
@@ -326,10 +338,9 @@ def test_netduinoplus2_prints_match(tmp_path, fake_c):
 
 @pytest.mark.slow
 @needs_qemu
-def test_console_over_a_tcp_socket(tmp_path, fake_c):
+def test_console_over_a_tcp_socket(netduino):
     # QEMU's console on a TCP server socket, as `stm32ai monitor --port socket://...` reads it.
-    p = gen(tmp_path / "p", "qemu-netduinoplus2", fake_c)
-    build_project(p)
+    p = netduino[0]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -358,9 +369,7 @@ def test_console_over_a_tcp_socket(tmp_path, fake_c):
 @pytest.mark.slow
 @needs_qemu
 def test_mismatch_exits_1(tmp_path, fake_c):
-    p = gen(tmp_path / "p", "qemu-netduinoplus2", fake_c, expected=X + 2)
-    build_project(p)
-    code, text = run_qemu(p, load_board("qemu-netduinoplus2"), timeout_s=60)
+    code, text = _gen_build_run(tmp_path / "p", "qemu-netduinoplus2", fake_c, expected=X + 2)
     assert code == 1 and "result: mismatch" in text and "max_err: 1" in text
 
 
@@ -368,11 +377,9 @@ def test_mismatch_exits_1(tmp_path, fake_c):
 @needs_qemu
 def test_mps2_with_weights_copied_to_ram(tmp_path, fake_c):
     # weights placed in PSRAM: loaded from the code region by the startup copy table
-    p = gen(tmp_path / "p", "qemu-mps2-an386", fake_c, weights_pool=["psram"],
-            activations_pool=["psram"])
-    assert "(copied from code at reset)" in (p / "qemu-mps2-an386.ld").read_text()
-    build_project(p)
-    code, text = run_qemu(p, load_board("qemu-mps2-an386"), timeout_s=60)
+    code, text = _gen_build_run(tmp_path / "p", "qemu-mps2-an386", fake_c, weights_pool=["psram"],
+                                activations_pool=["psram"])
+    assert "(copied from code at reset)" in (tmp_path / "p" / "qemu-mps2-an386.ld").read_text()
     assert code == 0 and "result: match" in text and "sysclk_hz: 25000000" in text
 
 

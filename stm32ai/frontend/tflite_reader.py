@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import re
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _field_getters(obj: Any) -> Iterator[tuple[str, Any, int]]:
+    """(name, bound getter, its parameter count) of each field of a generated table object."""
+    for attr in vars(type(obj)):
+        if (attr.startswith("_") or attr == "Init" or attr.startswith("GetRootAs")
+                or attr.endswith("BufferHasIdentifier") or attr.endswith(_HELPER_SUFFIXES)):
+            continue
+        getter = getattr(obj, attr)
+        if callable(getter):
+            yield attr, getter, len(inspect.signature(getter).parameters)
+
+
 def _decode_table(obj: Any) -> dict[str, Any]:
     """Decode a generated flatbuffer table object by calling each of its field getters.
 
@@ -110,14 +122,7 @@ def _decode_table(obj: Any) -> dict[str, Any]:
     code changes here. Vector fields come back as lists.
     """
     out: dict[str, Any] = {}
-    for attr in vars(type(obj)):
-        if (attr.startswith("_") or attr == "Init" or attr.startswith("GetRootAs")
-                or attr.endswith("BufferHasIdentifier") or attr.endswith(_HELPER_SUFFIXES)):
-            continue
-        getter = getattr(obj, attr)
-        if not callable(getter):
-            continue
-        n_params = len(inspect.signature(getter).parameters)
+    for attr, getter, n_params in _field_getters(obj):
         key = _snake(attr)
         if n_params == 0:
             value = _plain(getter())
@@ -177,14 +182,7 @@ def _touch_table(obj: Any, depth: int = 0) -> None:
     """Read every field reachable from a table so damaged data fails here, loudly."""
     if depth > 8:
         raise _Corrupt("tables nest too deeply")
-    for attr in vars(type(obj)):
-        if (attr.startswith("_") or attr == "Init" or attr.startswith("GetRootAs")
-                or attr.endswith("BufferHasIdentifier") or attr.endswith(_HELPER_SUFFIXES)):
-            continue
-        getter = getattr(obj, attr)
-        if not callable(getter):
-            continue
-        n_params = len(inspect.signature(getter).parameters)
+    for attr, getter, n_params in _field_getters(obj):
         if n_params == 0:
             values = [getter()]
         elif n_params == 1 and hasattr(obj, attr + "Length"):

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stm32ai.boards import Board, load_board
+from stm32ai.boards import Board
 from stm32ai.errors import Stm32aiError
 
 __all__ = ["PROGRAMMERS", "Programmer", "flash_commands", "flash_project"]
@@ -96,14 +96,10 @@ def flash_project(project: Path, *, programmer: str | None = None, dry_run: bool
                   monitor: bool = False, port: str = "/dev/ttyACM0") -> int:
     """Build the project if needed, program it, optionally open the monitor. Returns 0; every
     failure raises Stm32aiError (exit 2)."""
-    from stm32ai.project.run import build_project, read_manifest
+    from stm32ai.project.run import build_project, project_board
 
     project = Path(project)
-    m = read_manifest(project)
-    ref = m.get("board_file") if m.get("board_file") and Path(m["board_file"]).is_file() else m.get("board")
-    if not ref:
-        raise Stm32aiError(f"{project}/stm32ai_project.json names no board")
-    board = load_board(ref)
+    m, board = project_board(project)
     if board.is_emulated:
         raise Stm32aiError(f"board {board.id} is emulated: there is nothing to flash; run it with "
                            f"`stm32ai run {project}`")

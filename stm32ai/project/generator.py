@@ -128,12 +128,8 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
     needed vs available bytes per region and a suggestion when a pool does not fit
     (ActivationsDoNotFit when the single activation pool fits none of its regions).
     """
-    a_pool, a_caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
-                                 "activations")
-    w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
-    _check_pool_names(board, a_pool, "activations")
-    _check_pool_names(board, w_pool, "weights")
-    res, w_region, copied = _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+    a_pool, a_caps, (res, w_region, copied) = _pools(board, activations_pool, weights_pool, weights_bytes,
+                                                     vectors_bytes)
     need_w = _round8(weights_bytes)
 
     def free(rn: str) -> int:
@@ -221,16 +217,24 @@ def _place_weights(board: Board, weights_bytes: int, w_pool: list[str], vectors_
     return res, w_region, copied
 
 
-def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: list[str] | None = None,
-                       weights_pool: list[str] | None = None, vectors_bytes: int = 0) -> list[tuple[str, int]]:
-    """(region, bytes the activations may use there) for each usable region of the activation
-    list, in its order (fastest first), after code, data, stack, heap, weights and caps."""
+def _pools(board: Board, activations_pool: list[str] | None, weights_pool: list[str] | None,
+           weights_bytes: int, vectors_bytes: int
+           ) -> tuple[list[str], dict[str, int], tuple[dict[str, int], str, bool]]:
+    """The activation region list (the board's default unless given) and its caps, checked, and
+    the weights placed in theirs: (regions, caps, _place_weights' result)."""
     a_pool, caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
                                "activations")
     w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
     _check_pool_names(board, a_pool, "activations")
     _check_pool_names(board, w_pool, "weights")
-    res, _, _ = _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+    return a_pool, caps, _place_weights(board, weights_bytes, w_pool, vectors_bytes)
+
+
+def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: list[str] | None = None,
+                       weights_pool: list[str] | None = None, vectors_bytes: int = 0) -> list[tuple[str, int]]:
+    """(region, bytes the activations may use there) for each usable region of the activation
+    list, in its order (fastest first), after code, data, stack, heap, weights and caps."""
+    a_pool, caps, (res, _, _) = _pools(board, activations_pool, weights_pool, weights_bytes, vectors_bytes)
     out = []
     for rn in a_pool:
         reg = board.region(rn)
@@ -460,19 +464,23 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                 "inputs": ins, "outputs": outs, "rtol": "1e-5f", "reference": reference,
                 "has_expected": embed_expected,
                 "signature": f"0x{model_signature & 0xFFFFFFFF:08X}u"}
-        (proj / "Core" / "Src" / "main.c").write_text(denv.get_template("main.c.j2").render(**dctx))
-        (proj / "Core" / "Src" / "demo_data.c").write_text(denv.get_template("demo_data.c.j2").render(**dctx))
-        (proj / "Core" / "Inc" / "demo_data.h").write_text(denv.get_template("demo_data.h.j2").render(**dctx))
-        # Validation protocol (plain C, not a template)
-        shutil.copy2(data_dir("demo") / "ai_validation.c", proj / "Core" / "Src" / "ai_validation.c")
-        shutil.copy2(data_dir("demo") / "ai_validation.h", proj / "Core" / "Inc" / "ai_validation.h")
-        # Model and runtime
-        _copy_c(c_dir, proj / "Model")
-        staged = work / "staged"
-        os.replace(proj, staged)
-        mark_generated(staged)
-        publish_dir(staged, out_dir)
+        _finish_demo(proj, denv, dctx, ("main.c.j2", "demo_data.c.j2", "demo_data.h.j2"), c_dir, work, out_dir)
     return out_dir
+
+
+def _finish_demo(proj: Path, denv: jinja2.Environment, dctx: dict, templates: tuple[str, str, str],
+                 c_dir: Path, work: Path, out_dir: Path) -> None:
+    """The demo (main.c, demo_data.c/.h from `templates`), the validation protocol (plain C),
+    the model and runtime C into proj; then proj published as out_dir in one rename."""
+    for tpl, dest in zip(templates, ("Core/Src/main.c", "Core/Src/demo_data.c", "Core/Inc/demo_data.h"), strict=True):
+        (proj / dest).write_text(denv.get_template(tpl).render(**dctx))
+    shutil.copy2(data_dir("demo") / "ai_validation.c", proj / "Core" / "Src" / "ai_validation.c")
+    shutil.copy2(data_dir("demo") / "ai_validation.h", proj / "Core" / "Inc" / "ai_validation.h")
+    _copy_c(c_dir, proj / "Model")
+    staged = work / "staged"
+    os.replace(proj, staged)
+    mark_generated(staged)
+    publish_dir(staged, out_dir)
 
 
 @dataclass
@@ -535,17 +543,9 @@ def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpe
         lds = _jinja(data_dir("linker_scripts")).get_template("stm32ai.ld.j2")
         (proj / ctx["linker_script"]).write_text(lds.render(**_linker_context(board, place, tool_version, act, wts)))
         denv = _jinja(data_dir("demo"))
-        for tpl, dest in (("main_multi.c.j2", "Core/Src/main.c"), ("demo_models.c.j2", "Core/Src/demo_data.c"),
-                          ("demo_models.h.j2", "Core/Inc/demo_data.h")):
-            (proj / dest).write_text(denv.get_template(tpl).render(**dctx))
         write_model_table(proj / "Model", [m.name for m in models], shared, act, tool_version)
-        shutil.copy2(data_dir("demo") / "ai_validation.c", proj / "Core" / "Src" / "ai_validation.c")
-        shutil.copy2(data_dir("demo") / "ai_validation.h", proj / "Core" / "Inc" / "ai_validation.h")
-        _copy_c(c_dir, proj / "Model")
-        staged = work / "staged"
-        os.replace(proj, staged)
-        mark_generated(staged)
-        publish_dir(staged, out_dir)
+        _finish_demo(proj, denv, dctx, ("main_multi.c.j2", "demo_models.c.j2", "demo_models.h.j2"), c_dir, work,
+                     out_dir)
     return out_dir
 
 

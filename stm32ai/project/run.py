@@ -52,6 +52,16 @@ def read_manifest(project: Path) -> dict:
         raise Stm32aiError(f"cannot read {f}: {e}") from None
 
 
+def project_board(project: Path) -> tuple[dict, Board]:
+    """The project's manifest and its board (the board file it was generated from when it is
+    still there, else the board id)."""
+    m = read_manifest(project)
+    ref = m.get("board_file") if m.get("board_file") and Path(m["board_file"]).is_file() else m.get("board")
+    if not ref:
+        raise Stm32aiError(f"{project}/stm32ai_project.json names no board")
+    return m, load_board(ref)
+
+
 def _jobs() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
@@ -312,11 +322,7 @@ def run_project_cli(project: Path, timeout_s: float = 300.0) -> int:
     without a reference, nothing to check); 1 mismatch, fault or timeout; 2 bad input
     (not a project, not an emulated board, build failure: raised as Stm32aiError)."""
     project = Path(project)
-    m = read_manifest(project)
-    board_ref = m.get("board_file") if m.get("board_file") and Path(m["board_file"]).is_file() else m.get("board")
-    if not board_ref:
-        raise Stm32aiError(f"{project}/stm32ai_project.json names no board")
-    board = load_board(board_ref)
+    m, board = project_board(project)
     if board.emulation is None:
         raise Stm32aiError(f"board {board.id} is not emulated: flash it (make -C {project} flash) and "
                            "read its output with `stm32ai monitor --port /dev/ttyACM0`")

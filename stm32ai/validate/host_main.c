@@ -1,23 +1,32 @@
-/* Host harness for `stm32ai validate --mode host`: for each sample, reads every input's
- * bytes from stdin, runs the model, writes every output's bytes to stdout. */
+/* Host harness for `stm32ai validate --mode host` (and the poison runner, several models in one
+ * executable; argv[1] picks one, default 0): for each sample, reads every input's bytes from
+ * stdin, runs the model, writes every output's bytes to stdout. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ai_runtime.h"
-#include "MODEL_HEADER"
+MODEL_INCLUDES
 
-int main(void) {
+static ai_model_info *const models[] = { MODEL_INFOS };
+
+int main(int argc, char **argv) {
+  const int m = argc > 1 ? atoi(argv[1]) : 0;
+  if (argc > 2 || m < 0 || m >= (int)(sizeof models / sizeof models[0])) {
+    fprintf(stderr, "usage: %s [model index]\n", argv[0]);
+    return 2;
+  }
+  ai_model_info *const info = models[m];
   /* The harness allocates every activation pool itself (as an application would), so the
    * application-provided path of ai_create_pools is what validation runs. */
-  const uint32_t n_pools = MODEL_INFO.n_pools != 0u ? MODEL_INFO.n_pools : 1u;
+  const uint32_t n_pools = info->n_pools != 0u ? info->n_pools : 1u;
   ai_u8 *pools[AI_MAX_POOLS] = {NULL};
   if (n_pools > AI_MAX_POOLS) {
     fprintf(stderr, "model has %u activation pools, AI_MAX_POOLS is %u\n", (unsigned)n_pools, (unsigned)AI_MAX_POOLS);
     return 3;
   }
   for (uint32_t k = 0; k < n_pools; k++) {
-    const uint32_t size = MODEL_INFO.n_pools != 0u ? MODEL_INFO.pools[k].size : MODEL_INFO.activations_size;
+    const uint32_t size = info->n_pools != 0u ? info->pools[k].size : info->activations_size;
     pools[k] = calloc(size != 0u ? size : 1u, 1); /* zeroed like a static pool; calloc aligns to >= 8 */
     if (pools[k] == NULL) {
       fprintf(stderr, "out of memory for pool %u\n", (unsigned)k);
@@ -25,7 +34,7 @@ int main(void) {
     }
   }
   ai_handle h;
-  if (ai_create_pools(&MODEL_INFO, pools, n_pools, &h) != AI_OK) {
+  if (ai_create_pools(info, pools, n_pools, &h) != AI_OK) {
     fprintf(stderr, "ai_create_pools: %s\n", ai_get_error(NULL));
     return 3;
   }

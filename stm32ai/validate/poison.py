@@ -13,17 +13,15 @@ executable (`PoisonBuild`), so a sweep over many models pays for one compiler ru
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stm32ai.emitter import emit_c
-from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_SIZES
 from stm32ai.pipeline import Compiled
-from stm32ai.validate.host import HOST_TIMEOUT, build_host, io_specs
+from stm32ai.validate.host import build_host, harness_source, run_exe
 
 BIG = 1 << 30
 
@@ -109,57 +107,6 @@ def poison_source(doc: dict[str, Any], name: str) -> str:
     ])
 
 
-HARNESS = """/* Host harness of the poison runner: argv[1] picks the model; per sample, every input's
- * bytes from stdin, one run, every output's bytes to stdout. */
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "ai_runtime.h"
-%(includes)s
-static ai_model_info *const models[] = { %(infos)s };
-
-int main(int argc, char **argv) {
-  ai_handle h;
-  if (argc != 2) {
-    return 2;
-  }
-  const int k = atoi(argv[1]);
-  if (k < 0 || k >= (int)(sizeof models / sizeof models[0])) {
-    return 2;
-  }
-  if (ai_create(models[k], NULL, &h) != AI_OK) {
-    fprintf(stderr, "ai_create: %%s\\n", ai_get_error(NULL));
-    return 3;
-  }
-  for (int sample = 0;; sample++) {
-    if (sample > 0 && ai_reset(h) != AI_OK) {
-      return 6;
-    }
-    for (int i = 0; i < ai_get_input_size(h); i++) {
-      ai_tensor *t = ai_get_input(h, i);
-      size_t got = fread(t->data, 1, t->size_bytes, stdin);
-      if (got == 0 && i == 0) {
-        ai_destroy(h);
-        return 0;
-      }
-      if (got != t->size_bytes) {
-        return 4;
-      }
-    }
-    if (ai_run(h) != AI_OK) {
-      fprintf(stderr, "ai_run: %%s\\n", ai_get_error(h));
-      return 5;
-    }
-    for (int i = 0; i < ai_get_output_size(h); i++) {
-      ai_tensor *t = ai_get_output(h, i);
-      fwrite(t->data, 1, t->size_bytes, stdout);
-    }
-    fflush(stdout);
-  }
-}
-"""
-
-
 class PoisonBuild:
     """Several compiled models in one host executable built with -DAI_POISON."""
 
@@ -174,28 +121,10 @@ class PoisonBuild:
             (d / "poison.c").write_text(poison_source(c.doc, name))
             extra += ([] if i == 0 else [d / f"{name}.c", d / f"{name}_data.c"]) + [d / "poison.c"]
         harness = workdir / "poison_main.c"
-        harness.write_text(HARNESS % {
-            "includes": "\n".join(f'#include "{n}/{n}.h"' for n in models),
-            "infos": ", ".join(f"&{n}_info" for n in models)})
+        harness.write_text(harness_source({n: f"{n}/{n}.h" for n in models}))
         first = next(iter(models))
         self.exe = build_host(workdir / first, first, workdir / "poison_host", [*extra, harness],
                               defines=["AI_POISON"], include_dirs=[workdir])
 
     def run(self, c: Compiled, samples: list[list[np.ndarray]], name: str) -> list[list[np.ndarray]]:
-        ins, outs = io_specs(c)
-        stdin = b"".join(np.ascontiguousarray(x, dtype=s.dtype).tobytes()
-                         for sample in samples for x, s in zip(sample, ins, strict=True))
-        r = subprocess.run([str(self.exe), str(self.index[name])], input=stdin, capture_output=True,
-                           timeout=HOST_TIMEOUT)
-        if r.returncode != 0:
-            raise Stm32aiError(f"poisoned model {name} failed (exit {r.returncode}): "
-                               f"{r.stderr.decode(errors='replace').strip()}")
-        results, pos = [], 0
-        for _ in samples:
-            row = []
-            for s in outs:
-                n = int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
-                row.append(np.frombuffer(r.stdout[pos:pos + n], dtype=s.dtype).reshape(s.shape).copy())
-                pos += n
-            results.append(row)
-        return results
+        return run_exe(self.exe, [str(self.index[name])], c, samples, f"poisoned model {name}")

@@ -76,6 +76,12 @@ def _pick_tensor(fb: _Buf, rng: random.Random):
     return sg.Tensors(rng.randrange(sg.TensorsLength()))
 
 
+def _pick_tensor_field(fb: _Buf, rng: random.Random, slot: int) -> int | None:
+    """Where a random tensor's scalar field `slot` is stored (None: no tensor or field absent)."""
+    t = _pick_tensor(fb, rng)
+    return _field(t, slot) if t is not None else None
+
+
 def _pick_op(fb: _Buf, rng: random.Random):
     sg = _subgraph(fb)
     if sg is None or sg.OperatorsLength() == 0:
@@ -127,8 +133,7 @@ def m_shape(fb: _Buf, rng: random.Random) -> bool:
 
 
 def m_dtype(fb: _Buf, rng: random.Random) -> bool:
-    t = _pick_tensor(fb, rng)
-    pos = _field(t, T_TYPE) if t is not None else None
+    pos = _pick_tensor_field(fb, rng, T_TYPE)
     if pos is None:
         return False
     fb.put("<b", pos, rng.choice([0, 1, 2, 3, 4, 6, 7, 9, 10, 16, 17, rng.randrange(-2, 30)]))
@@ -217,8 +222,7 @@ def m_quant(fb: _Buf, rng: random.Random) -> bool:
 def m_buffer(fb: _Buf, rng: random.Random) -> bool:
     what = rng.choice(["index", "data", "data", "shorten"])
     if what == "index":
-        t = _pick_tensor(fb, rng)
-        pos = _field(t, T_BUFFER) if t is not None else None
+        pos = _pick_tensor_field(fb, rng, T_BUFFER)
         if pos is None:
             return False
         n = fb.model.BuffersLength()
@@ -328,8 +332,7 @@ def m_name(fb: _Buf, rng: random.Random) -> bool:
 
 
 def m_variable(fb: _Buf, rng: random.Random) -> bool:
-    t = _pick_tensor(fb, rng)
-    pos = _field(t, T_VARIABLE) if t is not None else None
+    pos = _pick_tensor_field(fb, rng, T_VARIABLE)
     if pos is None:
         return False
     fb.put("<B", pos, 1 - fb.b[pos] if fb.b[pos] in (0, 1) else 1)

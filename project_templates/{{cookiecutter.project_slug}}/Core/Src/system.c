@@ -38,6 +38,32 @@ __attribute__((unused)) static void short_delay(uint32_t loops) {
 }
 #endif
 
+{# the steps of clock_try() that the families share: an RCC_CR clock on or off and its ready
+   flag awaited, the flash wait states, the SYSCLK switch (rendered with | indent(2, true)) -#}
+{% macro flash_latency() -%}
+REG32(FLASH_ACR) = CLK_FLASH_ACR_VAL;
+if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
+  return "flash latency not accepted";
+}
+{%- endmacro -%}
+{% macro rcc_on(bit, rdy, what) -%}
+REG32(RCC_CR) |= {{ bit }};
+if (!wait_bits(RCC_CR, {{ rdy }}, {{ rdy }})) {
+  return "{{ what }}";
+}
+{%- endmacro -%}
+{% macro rcc_off(bit, rdy, what) -%}
+REG32(RCC_CR) &= ~{{ bit }};
+if (!wait_bits(RCC_CR, {{ rdy }}, 0u)) {
+  return "{{ what }}";
+}
+{%- endmacro -%}
+{% macro select_sysclk(sw, sws_shift, name) -%}
+set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, {{ sw }});
+if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, {{ sw }} << {{ sws_shift }})) {
+  return "{{ name }} not selected as SYSCLK";
+}
+{%- endmacro -%}
 {% if c.clock_family in ("stm32f4", "stm32f7") -%}
 /* ---- STM32F4/F7 RCC (RM0090 §7.3 / RM0368 §6.3 / RM0385 §5.3) ---- */
 #define RCC_BASE 0x40023800u
@@ -66,24 +92,12 @@ static const char *clock_try(void) {
   set_bits(PWR_CR1, CLK_VOS_MASK, CLK_VOS_VAL); /* written while the PLL is off */
 {% if c.clock_source == "hse" %}
 {% if c.hse_bypass %}  REG32(RCC_CR) |= RCC_CR_HSEBYP; /* external clock, not a crystal */
-{% endif %}  REG32(RCC_CR) |= RCC_CR_HSEON;
-  if (!wait_bits(RCC_CR, RCC_CR_HSERDY, RCC_CR_HSERDY)) {
-    return "HSE not ready";
-  }
-{% else %}  REG32(RCC_CR) |= RCC_CR_HSION;
-  if (!wait_bits(RCC_CR, RCC_CR_HSIRDY, RCC_CR_HSIRDY)) {
-    return "HSI not ready";
-  }
+{% endif %}{{ rcc_on("RCC_CR_HSEON", "RCC_CR_HSERDY", "HSE not ready") | indent(2, true) }}
+{% else %}{{ rcc_on("RCC_CR_HSION", "RCC_CR_HSIRDY", "HSI not ready") | indent(2, true) }}
 {% endif %}
-  REG32(RCC_CR) &= ~RCC_CR_PLLON;
-  if (!wait_bits(RCC_CR, RCC_CR_PLLRDY, 0u)) {
-    return "PLL did not stop";
-  }
+{{ rcc_off("RCC_CR_PLLON", "RCC_CR_PLLRDY", "PLL did not stop") | indent(2, true) }}
   set_bits(RCC_PLLCFGR, CLK_PLLCFGR_MASK, CLK_PLLCFGR_VAL);
-  REG32(RCC_CR) |= RCC_CR_PLLON;
-  if (!wait_bits(RCC_CR, RCC_CR_PLLRDY, RCC_CR_PLLRDY)) {
-    return "PLL did not lock";
-  }
+{{ rcc_on("RCC_CR_PLLON", "RCC_CR_PLLRDY", "PLL did not lock") | indent(2, true) }}
 {% if c.overdrive %}  /* Over-drive for HCLK > 180 MHz (RM0385 §4.1.4), entered while SYSCLK is still HSI/HSE. */
   REG32(PWR_CR1) |= 1u << 16; /* ODEN */
   if (!wait_bits(PWR_CSR1, 1u << 16, 1u << 16)) {
@@ -94,15 +108,9 @@ static const char *clock_try(void) {
     return "over-drive switch not ready";
   }
 {% endif %}  /* Wait states before the frequency goes up; read back as the manual asks. */
-  REG32(FLASH_ACR) = CLK_FLASH_ACR_VAL;
-  if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
-    return "flash latency not accepted";
-  }
+{{ flash_latency() | indent(2, true) }}
   set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, CLK_CFGR_PRE_VAL);
-  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL);
-  if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL << 2)) {
-    return "PLL not selected as SYSCLK";
-  }
+{{ select_sysclk("RCC_CFGR_SW_PLL", 2, "PLL") | indent(2, true) }}
   return 0;
 }
 
@@ -150,21 +158,12 @@ static const char *clock_try(void) {
     return "voltage scaling not ready (VOSRDY)";
   }
 {% if c.clock_source == "hse" %}{% if c.hse_bypass %}  REG32(RCC_CR) |= RCC_CR_HSEBYP;
-{% endif %}  REG32(RCC_CR) |= RCC_CR_HSEON;
-  if (!wait_bits(RCC_CR, RCC_CR_HSERDY, RCC_CR_HSERDY)) {
-    return "HSE not ready";
-  }
-{% endif %}  REG32(RCC_CR) &= ~RCC_CR_PLL1ON;
-  if (!wait_bits(RCC_CR, RCC_CR_PLL1RDY, 0u)) {
-    return "PLL1 did not stop";
-  }
+{% endif %}{{ rcc_on("RCC_CR_HSEON", "RCC_CR_HSERDY", "HSE not ready") | indent(2, true) }}
+{% endif %}{{ rcc_off("RCC_CR_PLL1ON", "RCC_CR_PLL1RDY", "PLL1 did not stop") | indent(2, true) }}
   set_bits(RCC_PLLCKSELR, CLK_PLLCKSELR_MASK, CLK_PLLCKSELR_VAL);
   set_bits(RCC_PLLCFGR, CLK_PLLCFGR_MASK, CLK_PLLCFGR_VAL);
   REG32(RCC_PLL1DIVR) = CLK_PLL1DIVR_VAL;
-  REG32(RCC_CR) |= RCC_CR_PLL1ON;
-  if (!wait_bits(RCC_CR, RCC_CR_PLL1RDY, RCC_CR_PLL1RDY)) {
-    return "PLL1 did not lock";
-  }
+{{ rcc_on("RCC_CR_PLL1ON", "RCC_CR_PLL1RDY", "PLL1 did not lock") | indent(2, true) }}
   set_bits(FLASH_ACR, 0x3Fu, CLK_FLASH_ACR_VAL);
   if ((REG32(FLASH_ACR) & 0x3Fu) != CLK_FLASH_ACR_VAL) {
     return "flash latency not accepted";
@@ -173,10 +172,7 @@ static const char *clock_try(void) {
   REG32(RCC_D1CFGR) = CLK_D1CFGR_VAL;
   REG32(RCC_D2CFGR) = CLK_D2CFGR_VAL;
   REG32(RCC_D3CFGR) = CLK_D3CFGR_VAL;
-  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL1);
-  if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL1 << 3)) {
-    return "PLL1 not selected as SYSCLK";
-  }
+{{ select_sysclk("RCC_CFGR_SW_PLL1", 3, "PLL1") | indent(2, true) }}
   return 0;
 }
 
@@ -222,36 +218,18 @@ static const char *clock_try(void) {
     return "voltage scaling not ready (VOSF)";
   }
 {% if c.clock_source == "hse" %}{% if c.hse_bypass %}  REG32(RCC_CR) |= RCC_CR_HSEBYP;
-{% endif %}  REG32(RCC_CR) |= RCC_CR_HSEON;
-  if (!wait_bits(RCC_CR, RCC_CR_HSERDY, RCC_CR_HSERDY)) {
-    return "HSE not ready";
-  }
-{% elif c.clock_source == "hsi" %}  REG32(RCC_CR) |= RCC_CR_HSION;
-  if (!wait_bits(RCC_CR, RCC_CR_HSIRDY, RCC_CR_HSIRDY)) {
-    return "HSI16 not ready";
-  }
-{% endif %}  REG32(RCC_CR) &= ~RCC_CR_PLLON;
-  if (!wait_bits(RCC_CR, RCC_CR_PLLRDY, 0u)) {
-    return "PLL did not stop";
-  }
+{% endif %}{{ rcc_on("RCC_CR_HSEON", "RCC_CR_HSERDY", "HSE not ready") | indent(2, true) }}
+{% elif c.clock_source == "hsi" %}{{ rcc_on("RCC_CR_HSION", "RCC_CR_HSIRDY", "HSI16 not ready") | indent(2, true) }}
+{% endif %}{{ rcc_off("RCC_CR_PLLON", "RCC_CR_PLLRDY", "PLL did not stop") | indent(2, true) }}
   set_bits(RCC_PLLCFGR, CLK_PLLCFGR_MASK, CLK_PLLCFGR_VAL);
-  REG32(RCC_CR) |= RCC_CR_PLLON;
-  if (!wait_bits(RCC_CR, RCC_CR_PLLRDY, RCC_CR_PLLRDY)) {
-    return "PLL did not lock";
-  }
-  REG32(FLASH_ACR) = CLK_FLASH_ACR_VAL;
-  if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
-    return "flash latency not accepted";
-  }
+{{ rcc_on("RCC_CR_PLLON", "RCC_CR_PLLRDY", "PLL did not lock") | indent(2, true) }}
+{{ flash_latency() | indent(2, true) }}
 #if CLK_BOOST
   /* Range 1 boost (RM0432 §5.1.8): HCLK /2 during the switch, R1MODE = 0, switch, >= 1 us. */
   set_bits(RCC_CFGR, RCC_CFGR_HPRE_MASK, RCC_CFGR_HPRE_DIV2);
   REG32(PWR_CR5) &= ~(1u << 8);
 #endif
-  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL);
-  if (!wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL << 2)) {
-    return "PLL not selected as SYSCLK";
-  }
+{{ select_sysclk("RCC_CFGR_SW_PLL", 2, "PLL") | indent(2, true) }}
   short_delay(200u);
   set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, CLK_CFGR_PRE_VAL);
   return 0;
