@@ -7,13 +7,14 @@
 
 #include <stdint.h>
 
+#include "ai_kernels_conv.h" /* AI_CONV_GEOMETRY_FIELDS */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
-  int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w;
-  int32_t stride[2], dilation[2], pad[2];
+  AI_CONV_GEOMETRY_FIELDS
   int32_t depth_mult, act_min, act_max;
 } ai_depthwise_conv2d_s16_params;
 /* At most AI_DW_S16_MAX_TAPS kernel taps (k_h * k_w): the per-channel int32 sums cannot

@@ -8,13 +8,14 @@
 
 #include <stdint.h>
 
+#include "ai_kernels_conv.h" /* AI_CONV_GEOMETRY_FIELDS */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
-  int32_t batches, in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w;
-  int32_t stride[2], dilation[2], pad[2];
+  AI_CONV_GEOMETRY_FIELDS
   int32_t act_min, act_max;
   /* 1: the model's bias is int32 and TFLite then requantises the int32 accumulator with the
    * 32-bit MultiplyByQuantizedMultiplier: rmult/rshift hold the Q31 multiplier and signed

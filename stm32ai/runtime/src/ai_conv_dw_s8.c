@@ -494,52 +494,61 @@ DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_ROW_S1, 1)
 DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
 #endif
 
-/* The driver of both kernels, inlined into each with a constant `sgn` (a model links only the
- * kernels it calls, and the rows calls stay direct). */
-static inline __attribute__((always_inline)) void dw3_run(
-    const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,
-    int8_t *output, void *scratch, const int sgn) {
-  const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];
-  dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,
-                p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};
-  if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (the weights are transposed) */
-    const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,
-                        p->out_w, p->out_h, OC, p->out_w * OC, p->pad_value};
-    v = t;
+/* The driver of the 3x3 kernels, one per group size G (4 channels, or 2 in the _g2 kernels;
+ * its fill and rows functions), generated from one template: each is inlined into its two
+ * kernels with a constant `sgn`, so that a model links only the kernels it calls and the
+ * calls stay direct. A template rather than a G parameter: with G a parameter, gcc allocates
+ * the registers of the inlined copies differently (2-5 instructions more per kernel). */
+#define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
+  static inline __attribute__((always_inline)) void NAME(                                         \
+      const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,     \
+      int8_t *output, void *scratch, const int sgn) {                                             \
+    const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];                                   \
+    dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,                         \
+                  p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};                           \
+    if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (weights transposed) */    \
+      const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,                 \
+                          p->out_w, p->out_h, OC, p->out_w * OC, p->pad_value};                   \
+      v = t;                                                                                      \
+    }                                                                                             \
+    const int32_t R = (AI_DW3_HB - 3) / S + 1;              /* output rows per band */            \
+    const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB; /* words per plane */                 \
+    uint32_t *pl = (uint32_t *)scratch;                                                           \
+    const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;                            \
+    for (int32_t i = 0; i < (G) * plane_w32; ++i) {                                               \
+      pl[i] = pv; /* padding columns are never overwritten */                                     \
+    }                                                                                             \
+    for (int32_t b = 0; b < p->batches; ++b) {                                                    \
+      const int8_t *in = input + b * p->in_h * p->in_w * C;                                       \
+      int8_t *out = output + b * p->out_h * p->out_w * OC;                                        \
+      for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
+        const int32_t nch = OC - c0 < (G) ? OC - c0 : (G);                                        \
+        for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {                                            \
+          const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;                                     \
+          const int32_t iy0 = oy0 * S - v.pad_t, rows = (nr - 1) * S + 3;                        \
+          if (nch == (G) && OC == C) {                                                            \
+            FILL(&v, in + c0, iy0, rows, (uint8_t *)pl, pv);                                      \
+          } else {                                                                                \
+            GATHER(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);                            \
+          }                                                                                       \
+          for (int32_t k = 0; k < nch; ++k) {                                                     \
+            const int32_t *kc = packed + (c0 + k) * AI_DW3_K;                                     \
+            int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
+            if (S == 1) {                                                                         \
+              (sgn ? ROWS_S1X : ROWS_S1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);          \
+            } else {                                                                              \
+              (sgn ? ROWS_S2X : ROWS_S2)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);          \
+            }                                                                                     \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
   }
-  const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
-  const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB;    /* words per plane */
-  uint32_t *pl = (uint32_t *)scratch;
-  const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;
-  for (int32_t i = 0; i < 4 * plane_w32; ++i) {
-    pl[i] = pv; /* padding columns are never overwritten */
-  }
-  for (int32_t b = 0; b < p->batches; ++b) {
-    const int8_t *in = input + b * p->in_h * p->in_w * C;
-    int8_t *out = output + b * p->out_h * p->out_w * OC;
-    for (int32_t c0 = 0; c0 < OC; c0 += 4) {
-      const int32_t nch = OC - c0 < 4 ? OC - c0 : 4;
-      for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
-        const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
-        const int32_t iy0 = oy0 * S - v.pad_t, rows = (nr - 1) * S + 3;
-        if (nch == 4 && OC == C) {
-          dw3_fill(&v, in + c0, iy0, rows, (uint8_t *)pl, pv);
-        } else {
-          dw3_fill_gather(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);
-        }
-        for (int32_t k = 0; k < nch; ++k) {
-          const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
-          int8_t *o = out + oy0 * v.out_row + c0 + k;
-          if (S == 1) {
-            (sgn ? dw3_rows_s1x : dw3_rows_s1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
-          } else {
-            (sgn ? dw3_rows_s2x : dw3_rows_s2)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
-          }
-        }
-      }
-    }
-  }
-}
+DW3_RUN_FN(dw3_run, 4, dw3_fill, dw3_fill_gather, dw3_rows_s1, dw3_rows_s1x, dw3_rows_s2,
+           dw3_rows_s2x)
+DW3_RUN_FN(dw3_run_g2, 2, dw3_fill2, dw3_fill_gather2, dw3_rows_g2_s1, dw3_rows_g2_s1x,
+           dw3_rows_g2_s2, dw3_rows_g2_s2x)
+#undef DW3_RUN_FN
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch) {
@@ -554,54 +563,6 @@ void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params 
                                     const int8_t *input, const int32_t *packed, int8_t *output,
                                     void *scratch) {
   dw3_run(p, input, packed, output, scratch, 1);
-}
-
-/* The _g2 kernels' driver: dw3_run with groups of 2 channels (a copy, so that the 4-channel
- * kernels' code stays as it was). */
-static inline __attribute__((always_inline)) void dw3_run_g2(
-    const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,
-    int8_t *output, void *scratch, const int sgn) {
-  const int32_t G = 2;
-  const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];
-  dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,
-                p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};
-  if (p->transpose) { /* walk columns: longer pixel runs, fewer rows (the weights are transposed) */
-    const dw3_view t = {p->in_w, p->in_h, p->pad[1], p->pad[0], C, p->in_w * C,
-                        p->out_w, p->out_h, OC, p->out_w * OC, p->pad_value};
-    v = t;
-  }
-  const int32_t R = (AI_DW3_HB - 3) / S + 1;                 /* output rows per band */
-  const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB;    /* words per plane */
-  uint32_t *pl = (uint32_t *)scratch;
-  const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;
-  for (int32_t i = 0; i < G * plane_w32; ++i) {
-    pl[i] = pv; /* padding columns are never overwritten */
-  }
-  for (int32_t b = 0; b < p->batches; ++b) {
-    const int8_t *in = input + b * p->in_h * p->in_w * C;
-    int8_t *out = output + b * p->out_h * p->out_w * OC;
-    for (int32_t c0 = 0; c0 < OC; c0 += G) {
-      const int32_t nch = OC - c0 < G ? OC - c0 : G;
-      for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {
-        const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;
-        const int32_t iy0 = oy0 * S - v.pad_t, rows = (nr - 1) * S + 3;
-        if (nch == G && OC == C) {
-          dw3_fill2(&v, in + c0, iy0, rows, (uint8_t *)pl, pv);
-        } else {
-          dw3_fill_gather2(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);
-        }
-        for (int32_t k = 0; k < nch; ++k) {
-          const int32_t *kc = packed + (c0 + k) * AI_DW3_K;
-          int8_t *o = out + oy0 * v.out_row + c0 + k;
-          if (S == 1) {
-            (sgn ? dw3_rows_g2_s1x : dw3_rows_g2_s1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
-          } else {
-            (sgn ? dw3_rows_g2_s2x : dw3_rows_g2_s2)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);
-          }
-        }
-      }
-    }
-  }
 }
 
 void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,

@@ -12,6 +12,20 @@ static inline float clampf(float v, float lo, float hi) {
   return v > hi ? hi : v;
 }
 
+/* The filter taps [*k0, *k1) along one axis whose input index o0 + k * dil lies in [0, size). */
+static inline void tap_span(int32_t o0, int32_t k_n, int32_t dil, int32_t size, int32_t *k0,
+                            int32_t *k1) {
+  int32_t lo = 0, hi = k_n;
+  while (lo < hi && o0 + lo * dil < 0) {
+    ++lo;
+  }
+  while (hi > lo && o0 + (hi - 1) * dil >= size) {
+    --hi;
+  }
+  *k0 = lo;
+  *k1 = hi;
+}
+
 void ai_conv2d_f32(const ai_conv2d_f32_params *p, const float *input, const float *weights,
                    const float *bias, float *output) {
   const int32_t cin = p->in_c, cout = p->out_c;
@@ -21,23 +35,12 @@ void ai_conv2d_f32(const ai_conv2d_f32_params *p, const float *input, const floa
     float *out = output + (int32_t)b * p->out_h * p->out_w * cout;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
       const int32_t iy0 = oy * p->stride[0] - p->pad[0];
-      /* rows of the filter that land inside the image */
-      int32_t ky0 = 0, ky1 = p->k_h;
-      while (ky0 < ky1 && iy0 + ky0 * p->dilation[0] < 0) {
-        ++ky0;
-      }
-      while (ky1 > ky0 && iy0 + (ky1 - 1) * p->dilation[0] >= p->in_h) {
-        --ky1;
-      }
+      int32_t ky0, ky1; /* rows of the filter that land inside the image */
+      tap_span(iy0, p->k_h, p->dilation[0], p->in_h, &ky0, &ky1);
       for (int32_t ox = 0; ox < p->out_w; ++ox, out += cout) {
         const int32_t ix0 = ox * p->stride[1] - p->pad[1];
-        int32_t kx0 = 0, kx1 = p->k_w;
-        while (kx0 < kx1 && ix0 + kx0 * p->dilation[1] < 0) {
-          ++kx0;
-        }
-        while (kx1 > kx0 && ix0 + (kx1 - 1) * p->dilation[1] >= p->in_w) {
-          --kx1;
-        }
+        int32_t kx0, kx1;
+        tap_span(ix0, p->k_w, p->dilation[1], p->in_w, &kx0, &kx1);
         int32_t oc = 0;
         /* two output channels at a time: each keeps its own accumulation order */
         for (; oc + 1 < cout; oc += 2) {
@@ -94,17 +97,13 @@ void ai_depthwise_conv2d_f32(const ai_depthwise_conv2d_f32_params *p, const floa
         }
         /* taps outer, channels inner (contiguous); each channel still sums its taps
          * in (ky, kx) order starting from 0 */
-        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        int32_t ky0, ky1, kx0, kx1;
+        tap_span(iy0, p->k_h, p->dilation[0], p->in_h, &ky0, &ky1);
+        tap_span(ix0, p->k_w, p->dilation[1], p->in_w, &kx0, &kx1);
+        for (int32_t ky = ky0; ky < ky1; ++ky) {
           const int32_t iy = iy0 + ky * p->dilation[0];
-          if (iy < 0 || iy >= p->in_h) {
-            continue;
-          }
-          for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            const int32_t ix = ix0 + kx * p->dilation[1];
-            if (ix < 0 || ix >= p->in_w) {
-              continue;
-            }
-            const float *x = in + (iy * p->in_w + ix) * C;
+          for (int32_t kx = kx0; kx < kx1; ++kx) {
+            const float *x = in + (iy * p->in_w + ix0 + kx * p->dilation[1]) * C;
             const float *w = weights + (ky * p->k_w + kx) * OC;
             if (M == 1) {
               for (int32_t c = 0; c < C; ++c) {

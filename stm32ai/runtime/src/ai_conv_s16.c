@@ -5,14 +5,6 @@
 #include <string.h>
 
 #include "ai_dot_s16.h"
-#include "ai_qmath.h"
-#include "ai_qmath64.h"
-
-/* The two requantisations TFLite uses (see acc32 in the header); the int32 one takes the
- * accumulator modulo 2^32, as TFLite's int32 accumulator would wrap. */
-static inline int32_t rq(int32_t acc32, int64_t acc, int32_t m, int32_t s) {
-  return acc32 ? ai_requant((int32_t)(uint32_t)(uint64_t)acc, m, s) : ai_requant64(acc, m, s);
-}
 
 int32_t ai_conv2d_s16_scratch_size(const ai_conv2d_s16_params *p) {
   return (p->k_h * p->k_w * p->in_c * (int32_t)sizeof(int16_t) + 3) / 4 * 4;
@@ -45,7 +37,7 @@ void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const in
   /* a 1x1 kernel without padding reads its column straight from the input */
   const int32_t direct = p->k_h == 1 && p->k_w == 1 && p->pad[0] == 0 && p->pad[1] == 0;
   int16_t *col = (int16_t *)scratch;
-  int32_t b, oy, ox, oc;
+  int32_t b, oy, ox;
   for (b = 0; b < p->batches; ++b) {
     const int16_t *in_b =
         input + (size_t)b * (size_t)p->in_h * (size_t)p->in_w * (size_t)p->in_c;
@@ -59,18 +51,8 @@ void ai_conv2d_s16(const ai_conv2d_s16_params *p, const int16_t *input, const in
         } else {
           gather(p, in_b, y0, x0, col);
         }
-        for (oc = 0; oc < p->out_c; oc += 2) { /* two output channels per pass over the column */
-          const int32_t pair = oc + 1 < p->out_c;
-          const int8_t *w0 = weights + (size_t)oc * (size_t)k;
-          int64_t a0 = bias != NULL ? bias[oc] : 0;
-          int64_t a1 = (bias != NULL && pair) ? bias[oc + 1] : 0;
-          ai_dot2_s16(x, w0, pair ? w0 + k : w0, k, &a0, &a1);
-          *output++ = ai_clamp_s16(rq(p->acc32, a0, rmult[oc], rshift[oc]), p->act_min, p->act_max);
-          if (pair) {
-            *output++ = ai_clamp_s16(rq(p->acc32, a1, rmult[oc + 1], rshift[oc + 1]), p->act_min,
-                                     p->act_max);
-          }
-        }
+        output = ai_rows_s16(x, weights, k, p->out_c, bias, rmult, rshift, p->acc32,
+                             p->act_min, p->act_max, output);
       }
     }
   }

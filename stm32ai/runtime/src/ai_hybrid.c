@@ -57,12 +57,19 @@ static inline int32_t q_clamp(float r, int32_t lo, int32_t hi) {
   return v > hi ? hi : v;
 }
 
-float ai_hybrid_quantize_sym(const float *x, int32_t n, int8_t *q) {
-  float lo = x[0], hi = x[0];
+static void min_max(const float *x, int32_t n, float *lo, float *hi) {
+  float l = x[0], h = x[0];
   for (int32_t i = 1; i < n; ++i) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
+    l = x[i] < l ? x[i] : l;
+    h = x[i] > h ? x[i] : h;
   }
+  *lo = l;
+  *hi = h;
+}
+
+float ai_hybrid_quantize_sym(const float *x, int32_t n, int8_t *q) {
+  float lo, hi;
+  min_max(x, n, &lo, &hi);
   const float alo = lo < 0.0f ? -lo : lo;
   const float ahi = hi < 0.0f ? -hi : hi;
   const float range = alo < ahi ? ahi : alo; /* std::max(|min|, |max|) */
@@ -78,11 +85,8 @@ float ai_hybrid_quantize_sym(const float *x, int32_t n, int8_t *q) {
 }
 
 float ai_hybrid_quantize_asym(const float *x, int32_t n, int8_t *q, int32_t *offset) {
-  float lo = x[0], hi = x[0];
-  for (int32_t i = 1; i < n; ++i) {
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-  }
+  float lo, hi;
+  min_max(x, n, &lo, &hi);
   const float fmin0 = lo < 0.0f ? lo : 0.0f;
   const float fmax0 = hi > 0.0f ? hi : 0.0f;
   if (fmin0 == fmax0) {
@@ -118,6 +122,13 @@ float ai_hybrid_quantize_asym(const float *x, int32_t n, int8_t *q, int32_t *off
   return s;
 }
 
+/* A hybrid kernel's input quantisation: asymmetric (zero point in *offset) or symmetric
+ * (*offset = 0). Returns the scale. */
+static float quantize_input(const float *x, int32_t n, int8_t *q, int32_t asym, int32_t *offset) {
+  *offset = 0;
+  return asym ? ai_hybrid_quantize_asym(x, n, q, offset) : ai_hybrid_quantize_sym(x, n, q);
+}
+
 /* ---- CONV_2D -------------------------------------------------------------------------- */
 
 static inline int32_t align4(int32_t n) { return (n + 3) & ~3; }
@@ -147,13 +158,8 @@ void ai_conv2d_hybrid(const ai_conv2d_hybrid_params *p, const float *input, cons
   for (int32_t b = 0; b < p->batches; ++b) {
     const float *in = input + (int32_t)b * in_size;
     float *out = output + (int32_t)b * p->out_h * p->out_w * cout;
-    int32_t offset = 0;
-    float in_scale;
-    if (p->per_channel) {
-      in_scale = ai_hybrid_quantize_asym(in, in_size, xq, &offset);
-    } else {
-      in_scale = ai_hybrid_quantize_sym(in, in_size, xq);
-    }
+    int32_t offset;
+    const float in_scale = quantize_input(in, in_size, xq, p->per_channel, &offset);
     const float scale0 = in_scale * w_scale[0]; /* per-tensor: one product per batch */
     const int8_t pad = (int8_t)offset;          /* a padded tap reads the zero point */
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
@@ -295,13 +301,8 @@ void ai_fully_connected_hybrid(const ai_fully_connected_hybrid_params *p, const 
       }
       continue;
     }
-    int32_t offset = 0;
-    float in_scale;
-    if (p->asymmetric) {
-      in_scale = ai_hybrid_quantize_asym(in, k, xq, &offset);
-    } else {
-      in_scale = ai_hybrid_quantize_sym(in, k, xq);
-    }
+    int32_t offset;
+    const float in_scale = quantize_input(in, k, xq, p->asymmetric, &offset);
     const int8_t *w = weights;
     for (int32_t o = 0; o < n; ++o, w += k) {
       int32_t acc = dot_s8(w, xq, k);
