@@ -18,10 +18,12 @@ int8 parameters reproduce TFLite Micro's Prepare functions exactly:
 * MAXIMUM/MINIMUM compare stored values, which is only the real max/min when both inputs
   and the output share one scale and zero point (the converter makes them so); otherwise
   the op is refused;
-* DIV: no int8. TFLite Micro's int8 DIV normalises the numerator and then divides by
-  2^(32..40) with a plain int32 shift, undefined behaviour whose x86 result is garbage (an exact
-  quotient of 1.0 comes out as 127); bit-exactness would mean reproducing that, so int8 DIV
-  is refused (docs/kernels_binary.md).
+* DIV (div.cc CalculateOpDataDiv, reference_ops::DivElementwise): one multiplier for
+  s1 / (s2 * so) taken in float32; the kernel takes the reciprocal of x2 - zp2 at run time
+  (gemmlowp's Newton-Raphson, ai_fixedpoint.h: smaller than a 255-entry table) and normalises
+  the numerator by its headroom. Where TFLite's final shift `div_exponent` exceeds 31
+  (|quotient| < 0.5 LSB, undefined behaviour in TFLite) the kernel gives the output zero
+  point; `div_undefined` finds those inputs for `validate` (docs/kernels_binary.md).
 
 int32 (unquantised) is TFLite's
 plain integer arithmetic: ADD/SUB/MUL wrap, DIV truncates toward zero, and the fused
@@ -60,7 +62,8 @@ from stm32ai.passes.quant import multiply_by_quantized_multiplier as mbqm
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["LUT_MIN_ELEMENTS", "activation_range_s32", "add_params_s8", "broadcast_strides", "check_s32",
-           "lookup_tables_s8", "loop_attrs", "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8"]
+           "div_exponent", "div_params_s8", "div_undefined", "lookup_tables_s8", "loop_attrs", "lower_lut_s8",
+           "lower_s32", "mul_params_s8", "sub_params_s8"]
 
 LEFT_SHIFT_S8 = 20
 LUT_MIN_ELEMENTS = 256  # int8 ADD/SUB through per-input tables (lookup_tables_s8) from this size on
@@ -242,6 +245,44 @@ def mul_params_s8(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
             "output_multiplier": m, "output_shift": sh, "output_offset": zp_of(y)}
 
 
+def div_params_s8(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
+    """TFLite Micro's CalculateOpDataDiv for int8: s1 / (s2 * so) in float32, then double."""
+    m, sh = quantize_multiplier(_div_real(a, b, y))
+    return {"input1_offset": -zp_of(a), "input2_offset": -zp_of(b),
+            "output_multiplier": m, "output_shift": sh, "output_offset": zp_of(y)}
+
+
+def _div_real(a: Tensor, b: Tensor, y: Tensor) -> float:
+    f32 = np.float32
+    return float(f32(scale_of(a)) / (f32(scale_of(b)) * f32(scale_of(y))))
+
+
+def _bit_length(u: np.ndarray) -> np.ndarray:
+    """Bits of non-negative int64 values below 2^32."""
+    return sum(((u >> k) > 0).astype(np.int64) for k in range(32))
+
+
+def div_exponent(v1: np.ndarray, v2: np.ndarray, output_shift: int) -> np.ndarray:
+    """TFLite's final right shift in int8 DIV, recip_shift + headroom - output_shift, for
+    offset values v1 = x1 - zp1, v2 = x2 - zp2 != 0 (the sign of v2 moved to v1 first;
+    headroom = CountLeadingSignBits, recip_shift = 31 - CountLeadingZeros(|v2|))."""
+    v1 = np.where(v2 < 0, -v1, v1).astype(np.int64)
+    v2 = np.abs(v2).astype(np.int64)
+    headroom = 32 - _bit_length(np.where(v1 < 0, ~v1, v1)) - 1
+    return (_bit_length(v2) - 1) + headroom - output_shift
+
+
+def div_undefined(x1: np.ndarray, x2: np.ndarray, p: dict[str, int]) -> np.ndarray:
+    """Where TFLite's int8 DIV (params `p`, div_params_s8) shifts by more than 31 bits, or
+    divides by zero: undefined in TFLite; the kernel gives the output zero point there (the
+    correctly rounded result) and saturates on a zero divisor."""
+    v1 = np.asarray(x1, np.int64) + p["input1_offset"]
+    v2 = np.asarray(x2, np.int64) + p["input2_offset"]
+    v1, v2 = np.broadcast_arrays(v1, v2)
+    e = div_exponent(v1, np.where(v2 == 0, 1, v2), p["output_shift"])
+    return (v2 == 0) | (e > 31)
+
+
 def _same_quant(ts: tuple[Tensor, ...]) -> bool:
     return len({(float(np.float32(scale_of(t))), zp_of(t)) for t in ts}) == 1
 
@@ -356,10 +397,21 @@ def _check_minmax(op: Op, g: Graph) -> str | None:
 
 
 def _check_div(op: Op, g: Graph) -> str | None:
-    if g.tensors[op.outputs[0]].dtype == "int8" and len(op.inputs) == 2:
-        return ("int8 DIV is not supported: TFLite Micro's int8 DIV shifts int32 values by 32 bits or "
-                "more (undefined behaviour), so its results depend on the platform; keep DIV in float32")
-    return _check_common(op, g, int8_ok=False, fused=True)
+    reason = _check_common(op, g, int8_ok=True, fused=True)
+    if reason or _int8(op, g) is None:
+        return reason
+    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if not np.isfinite(_div_real(a, b, y)):
+        return f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} is not finite"
+    p = div_params_s8(a, b, y)
+    v = np.arange(-128, 128, dtype=np.int64)
+    v1 = v[:, None] + p["input1_offset"]
+    v2 = v[None, :] + p["input2_offset"]
+    e = div_exponent(*np.broadcast_arrays(v1, np.where(v2 == 0, 1, v2)), p["output_shift"])
+    if int(e.min()) < 0:  # a left shift: the int32 quotient would overflow (TFLite: undefined)
+        return (f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} "
+                f"is too large: the int8 quotient would overflow int32")
+    return None
 
 
 # ---- lowering -------------------------------------------------------------------------------
@@ -444,7 +496,8 @@ for _op_type in ("MAXIMUM", "MINIMUM"):
              "broadcasting up to 6-D; may run in place", _check_minmax)(_lower_minmax)
 
 
-@register("DIV", "float32 or int32 (truncating), broadcasting up to 6-D; fused "
+@register("DIV", "int8 (per-tensor; TFLite's arithmetic, the output zero point where TFLite's "
+          "shift is undefined), float32 or int32 (truncating), broadcasting up to 6-D; fused "
           "NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_div)
 def lower_div(op: Op, g: Graph) -> None:
-    _lower(op, g, "div", False, True)
+    _lower(op, g, "div", False, True, div_params_s8)

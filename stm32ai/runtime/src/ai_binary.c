@@ -11,12 +11,17 @@
  *   ADD/SUB: u = requant((x1 + in1_off) << 20, m1, s1), v = requant((x2 + in2_off) << 20, m2, s2),
  *        y = clamp(requant(u +- v, mo, so) + out_off)
  *   MUL: y = clamp(requant((x1 + in1_off) * (x2 + in2_off), mo, so) + out_off)
+ *   DIV: TFLite's DivElementwise (reciprocal of x2 - zp2, numerator normalised by its
+ *        headroom), with the output zero point where TFLite's final shift exceeds 31
+ *        (|quotient| < 0.5 LSB; undefined in TFLite) and for a zero divisor the saturated
+ *        sign of the numerator (docs/kernels_binary.md "DIV int8").
  *   MAXIMUM/MINIMUM: raw comparison (the generator guarantees one shared quantisation).
  * float: y = min(max(x1 <op> x2, act_min), act_max), TFLite's ActivationFunctionWithMinMax.
  * int32 (unquantised): the same clamp around plain integer arithmetic. ADD/SUB/MUL wrap in
  * two's complement (computed on uint32_t, so no signed overflow); DIV truncates toward zero.
  */
 #include "ai_kernels_binary.h"
+#include "ai_fixedpoint.h"
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
@@ -98,6 +103,45 @@ static void mul_s8_row(const void *pv, const void *av, const void *bv, void *yv,
     const int32_t prod = ((int32_t)*a + p->input1_offset) * ((int32_t)*b + p->input2_offset);
     const int32_t r = ai_requant(prod, p->output_multiplier, p->output_shift) + p->output_offset;
     y[i] = sat_s8(r, p->act_min, p->act_max);
+  }
+}
+
+/* Leading sign bits of x (TFLite's CountLeadingSignBits; 31 for 0 and -1). */
+static inline int32_t clrsb32(int32_t x) {
+  return ai_fp_clz((uint32_t)(x < 0 ? ~x : x)) - 1;
+}
+
+/* TFLite's int8 DIV for one element: v1 = x1 - zp1, v2 = x2 - zp2 (|v| <= 255). */
+static inline int32_t div_s8_one(const ai_div_s8_params *p, int32_t v1, int32_t v2) {
+  if (v2 == 0) { /* IEEE x / 0 = +-inf and 0 / 0 = NaN, quantised: saturate, or the zero point */
+    return v1 > 0 ? p->act_max : v1 < 0 ? p->act_min : AI_CLAMP(p->output_offset, p->act_min, p->act_max);
+  }
+  if (v2 < 0) {
+    v1 = -v1;
+    v2 = -v2;
+  }
+  /* GetReciprocal(v2, 31): v2 normalised to [1, 2) in Q0.31 above one, 1 / (1 + x) */
+  const int32_t lz = ai_fp_clz((uint32_t)v2);
+  const int32_t inv = ai_fp_one_over_one_plus_x_for_x_in_0_1(
+      (int32_t)(((uint32_t)v2 << lz) - 0x80000000u));
+  const int32_t headroom = clrsb32(v1);
+  const int32_t exponent = (31 - lz) + headroom - p->output_shift; /* >= 0 (checked at generate time) */
+  int32_t r = 0; /* exponent > 31: |quotient| < 0.5, TFLite undefined */
+  if (exponent <= 31) {
+    const int32_t q = ai_srdhm((int32_t)((uint32_t)v1 << headroom), inv);
+    r = ai_rdbypot(ai_srdhm(q, p->output_multiplier), exponent);
+  }
+  return AI_CLAMP(r + p->output_offset, p->act_min, p->act_max);
+}
+
+static void div_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
+                       int32_t sa, int32_t sb) {
+  const ai_div_s8_params *p = (const ai_div_s8_params *)pv;
+  const int8_t *a = (const int8_t *)av;
+  const int8_t *b = (const int8_t *)bv;
+  int8_t *y = (int8_t *)yv;
+  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
+    y[i] = (int8_t)div_s8_one(p, (int32_t)*a + p->input1_offset, (int32_t)*b + p->input2_offset);
   }
 }
 
@@ -228,6 +272,11 @@ void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *in
 void ai_mul_s8(const ai_mul_s8_params *p, const int8_t *input1, const int8_t *input2,
                int8_t *output) {
   WALK(p, int8_t, input1, input2, output, mul_s8_row);
+}
+
+void ai_div_s8(const ai_div_s8_params *p, const int8_t *input1, const int8_t *input2,
+               int8_t *output) {
+  WALK(p, int8_t, input1, input2, output, div_s8_row);
 }
 
 void ai_maximum_s8(const ai_maximum_s8_params *p, const int8_t *input1, const int8_t *input2,
