@@ -232,10 +232,55 @@ def test_largest_accepted_output_shift_is_exact():
 @pytest.mark.slow
 def test_validate_reports_undefined_reference(tmp_path):
     """Plain a / b: random inputs hit TFLite's undefined domain; validate says so in one line
-    and the result is `unverified` (exit code 3), not a pass."""
+    and the result is `unverified` (exit code 2), not a pass."""
     r = subprocess.run([sys.executable, "-m", "stm32ai", "validate", str(FIXTURES / "div_undefined_int8.tflite"),
                         "-n", "2"], capture_output=True, text=True, timeout=600)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("reference undefined:")]
     assert len(lines) == 1, r.stdout + r.stderr
     assert "int8 DIV" in lines[0] and " of " in lines[0] and "zero point" in lines[0], lines[0]
-    assert "result: unverified" in r.stdout and r.returncode == 3, (r.returncode, r.stdout[-400:])
+    assert "result: unverified" in r.stdout and r.returncode == 2, (r.returncode, r.stdout[-400:])
+    assert "MISMATCH" not in r.stdout
+
+
+def test_undefined_fixture_matches_tflm_where_defined():
+    """div_undefined (a / b straight from the graph inputs): ours equals TFLite Micro on every
+    element outside TFLite's undefined domain (found with the transcription), and there gives
+    the zero point; the reference result is flagged `unverified` in-process too."""
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.host import run_compiled
+    from stm32ai.validate.reference import random_inputs, run_tflm
+
+    model = FIXTURES / "div_undefined_int8.tflite"
+    c = compile_model(model, "network")
+    xs = random_inputs(model, 1, 5)
+    ref = run_tflm(model, xs)[0]
+    g = c.graph
+    ours = run_compiled(c, [[x[0] for x in xs]])[0][0].reshape(ref.shape)
+    div = next(op for op in g.ops if op.type == "DIV")
+    x1, x2 = (xs[g.inputs.index(t)] for t in div.inputs)  # the converter lists b before a
+    q = [g.tensors[t].quant for t in (*div.inputs, div.outputs[0])]
+    p = {k: int(v) for k, v in _params(*(float(v) for qq in q for v in (qq.scale[0], qq.zero_point[0]))).items()}
+    v2 = x2.astype(np.int64) - p["z2"]
+    _, e = _tfl_div(x1, np.where(v2 == 0, p["z2"] + 1, x2), p)
+    undefined = (e > 31) | (v2 == 0)
+    assert undefined.any() and (~undefined).any()
+    np.testing.assert_array_equal(ours[~undefined], ref[~undefined])
+    assert (ours[(e > 31) & (v2 != 0)] == p["zo"]).all()
+    res = validate_model(model, xs, n=1)
+    assert res.outcome == "unverified" and len(res.undefined) == 1 and not res.passed
+
+
+def test_demo_vector_avoids_undefined_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's test vector: div_undefined reaches the undefined domain on every seed tried,
+    so no expected output (with a warning); div_norm keeps TFLM's expected output."""
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.vectors import UNDEFINED_RETRIES, test_vector
+
+    bad = FIXTURES / "div_undefined_int8.tflite"
+    tv = test_vector(bad, compile_model(bad, "network"))
+    err = capsys.readouterr().err
+    assert tv.expected is None and "reference undefined: int8 DIV" in err, err
+    assert f"seeds 0..{UNDEFINED_RETRIES - 1}" in err and "no-reference" in err
+    good = FIXTURES / "div_norm_int8.tflite"
+    tv = test_vector(good, compile_model(good, "network"))
+    assert tv.expected is not None and "TFLite Micro" in (tv.reference or "")

@@ -62,8 +62,8 @@ from stm32ai.passes.quant import multiply_by_quantized_multiplier as mbqm
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["LUT_MIN_ELEMENTS", "activation_range_s32", "add_params_s8", "broadcast_strides", "check_s32",
-           "div_exponent", "div_params_s8", "div_undefined", "lookup_tables_s8", "loop_attrs", "lower_lut_s8",
-           "lower_s32", "mul_params_s8", "sub_params_s8"]
+           "div_exponent", "div_params_s8", "div_quant_params", "div_undefined", "lookup_tables_s8", "loop_attrs",
+           "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8"]
 
 LEFT_SHIFT_S8 = 20
 LUT_MIN_ELEMENTS = 256  # int8 ADD/SUB through per-input tables (lookup_tables_s8) from this size on
@@ -246,15 +246,21 @@ def mul_params_s8(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
 
 
 def div_params_s8(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
-    """TFLite Micro's CalculateOpDataDiv for int8: s1 / (s2 * so) in float32, then double."""
-    m, sh = quantize_multiplier(_div_real(a, b, y))
-    return {"input1_offset": -zp_of(a), "input2_offset": -zp_of(b),
-            "output_multiplier": m, "output_shift": sh, "output_offset": zp_of(y)}
+    """TFLite Micro's CalculateOpDataDiv for int8 (div_quant_params on the tensors)."""
+    return div_quant_params(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
 
 
-def _div_real(a: Tensor, b: Tensor, y: Tensor) -> float:
+def div_quant_params(s1: float, zp1: int, s2: float, zp2: int, so: float, zpo: int) -> dict[str, int]:
+    """CalculateOpDataDiv: one multiplier for s1 / (s2 * so), taken in float32."""
+    m, sh = quantize_multiplier(_div_real(s1, s2, so))
+    return {"input1_offset": -int(zp1), "input2_offset": -int(zp2),
+            "output_multiplier": m, "output_shift": sh, "output_offset": int(zpo)}
+
+
+def _div_real(s1: float, s2: float, so: float) -> float:
     f32 = np.float32
-    return float(f32(scale_of(a)) / (f32(scale_of(b)) * f32(scale_of(y))))
+    with np.errstate(over="ignore"):
+        return float(f32(s1) / (f32(s2) * f32(so)))
 
 
 def _bit_length(u: np.ndarray) -> np.ndarray:
@@ -401,7 +407,7 @@ def _check_div(op: Op, g: Graph) -> str | None:
     if reason or _int8(op, g) is None:
         return reason
     a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if not np.isfinite(_div_real(a, b, y)):
+    if not np.isfinite(_div_real(scale_of(a), scale_of(b), scale_of(y))):
         return f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} is not finite"
     p = div_params_s8(a, b, y)
     v = np.arange(-128, 128, dtype=np.int64)
