@@ -41,6 +41,8 @@ overwritten (the int8 parameters are computed for the swapped order).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
@@ -378,11 +380,18 @@ def _check_addsub(op: Op, g: Graph) -> str | None:
     return None
 
 
-def _check_mul(op: Op, g: Graph) -> str | None:
-    reason = _check_common(op, g, int8_ok=True, fused=True)
-    if reason or _int8(op, g) is None:
-        return reason
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+def _int8_checked(fused: bool, int8_check: Callable[[Op, Tensor, Tensor, Tensor], str | None]):
+    """An op's check: _check_common, then for int8 `int8_check(op, in1, in2, out)`."""
+    def check(op: Op, g: Graph) -> str | None:
+        reason = _check_common(op, g, int8_ok=True, fused=fused)
+        if reason or _int8(op, g) is None:
+            return reason
+        a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+        return int8_check(op, a, b, y)
+    return check
+
+
+def _mul_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
     _, shift = quantize_multiplier(_mul_real(a, b, y))
     if shift > _MUL_MAX_LEFT_SHIFT:
         return (f"input scales {scale_of(a)} x {scale_of(b)} over output scale {scale_of(y)} is "
@@ -390,23 +399,15 @@ def _check_mul(op: Op, g: Graph) -> str | None:
     return None
 
 
-def _check_minmax(op: Op, g: Graph) -> str | None:
-    reason = _check_common(op, g, int8_ok=True, fused=False)
-    if reason or _int8(op, g) is None:
-        return reason
-    ts = tuple(g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if not _same_quant(ts):
-        desc = ", ".join(f"'{t.name}' scale {scale_of(t):.6g} zero point {zp_of(t)}" for t in ts)
+def _minmax_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
+    if not _same_quant((a, b, y)):
+        desc = ", ".join(f"'{t.name}' scale {scale_of(t):.6g} zero point {zp_of(t)}" for t in (a, b, y))
         return (f"int8 {op.type} compares stored values, so inputs and output need one "
                 f"quantisation ({desc})")
     return None
 
 
-def _check_div(op: Op, g: Graph) -> str | None:
-    reason = _check_common(op, g, int8_ok=True, fused=True)
-    if reason or _int8(op, g) is None:
-        return reason
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+def _div_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
     if not np.isfinite(_div_real(scale_of(a), scale_of(b), scale_of(y))):
         return f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} is not finite"
     p = div_params_s8(a, b, y)
@@ -418,6 +419,11 @@ def _check_div(op: Op, g: Graph) -> str | None:
         return (f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} "
                 f"is too large: the int8 quotient would overflow int32")
     return None
+
+
+_check_mul = _int8_checked(True, _mul_int8)
+_check_minmax = _int8_checked(False, _minmax_int8)
+_check_div = _int8_checked(True, _div_int8)
 
 
 # ---- lowering -------------------------------------------------------------------------------
