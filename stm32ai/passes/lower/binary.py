@@ -65,7 +65,7 @@ from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["LUT_MIN_ELEMENTS", "activation_range_s32", "add_params_s8", "broadcast_strides", "check_s32",
            "div_exponent", "div_params_s8", "div_quant_params", "div_undefined", "lookup_tables_s8", "loop_attrs",
-           "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8"]
+           "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8", "unquantised"]
 
 LEFT_SHIFT_S8 = 20
 LUT_MIN_ELEMENTS = 256  # int8 ADD/SUB through per-input tables (lookup_tables_s8) from this size on
@@ -297,7 +297,7 @@ def _same_quant(ts: tuple[Tensor, ...]) -> bool:
 
 # ---- checks ---------------------------------------------------------------------------------
 
-def _unquantised(t: Tensor) -> bool:
+def unquantised(t: Tensor) -> bool:
     """No quantisation, or the identity (scale 1, zero point 0): stored values are the values."""
     q = t.quant
     if q is None or q.scale.size == 0:
@@ -308,7 +308,7 @@ def _unquantised(t: Tensor) -> bool:
 def check_s32(op: Op, g: Graph) -> str | None:
     """int32 operands: plain integers (TFLite's int32 arithmetic ignores quantisation)."""
     for t in (*(g.tensors[i] for i in op.inputs), g.tensors[op.outputs[0]]):
-        if not _unquantised(t):
+        if not unquantised(t):
             return (f"tensor '{t.name}' is a quantised int32 (scale {scale_of(t):.6g}, zero point "
                     f"{zp_of(t)}): int32 {op.type} is supported on plain integers only")
     return None
