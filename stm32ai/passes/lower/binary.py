@@ -463,33 +463,31 @@ def lower_s32(op: Op, g: Graph, name: str, swappable: bool, fused: bool) -> None
     _lower(op, g, name, swappable, fused)
 
 
-def _add_params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
-    return add_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+def _lower_addsub(op: Op, g: Graph, subtract: bool) -> None:
+    make = sub_params_s8 if subtract else add_params_s8
+
+    def params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
+        return make(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
+        if not subtract and (a.is_const or not covers(a, y)) and (not b.is_const and covers(b, y)):
+            op.inputs = [op.inputs[1], op.inputs[0]]  # the output may overwrite input 0
+            a, b = b, a
+        lower_lut_s8(op, g, params(a, b, y), subtract=subtract)
+        return
+    _lower(op, g, "sub" if subtract else "add", not subtract, True, params)
 
 
 @register("ADD", "int8 (per-tensor), int32 (no fused activation) or float32, broadcasting up "
           "to 6-D; fused NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_addsub)
 def lower_add(op: Op, g: Graph) -> None:
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
-        if (a.is_const or not covers(a, y)) and (not b.is_const and covers(b, y)):
-            op.inputs = [op.inputs[1], op.inputs[0]]  # the output may overwrite input 0
-            a, b = b, a
-        lower_lut_s8(op, g, _add_params(a, b, y), subtract=False)
-        return
-    _lower(op, g, "add", True, True, _add_params)
+    _lower_addsub(op, g, subtract=False)
 
 
 @register("SUB", "int8 (per-tensor), int32 or float32, broadcasting up to 6-D; fused "
           "NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_addsub)
 def lower_sub(op: Op, g: Graph) -> None:
-    def params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
-        return sub_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
-        lower_lut_s8(op, g, params(a, b, y), subtract=True)
-        return
-    _lower(op, g, "sub", False, True, params)
+    _lower_addsub(op, g, subtract=True)
 
 
 @register("MUL", "int8 (per-tensor), int32 or float32, broadcasting up to 6-D; fused "
