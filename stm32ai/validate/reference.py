@@ -159,6 +159,7 @@ class RefResult:
     install: str | None = None               # set when the reference is not installed
     overruled: str | None = None             # why this reference is not the verdict although it ran
     substitutions: list[str] = field(default_factory=list)  # op versions lowered to run it (op_versions.py)
+    undefined: list[str] = field(default_factory=list)  # ops whose result TFLite leaves undefined here
 
     @property
     def label(self) -> str:
@@ -240,6 +241,48 @@ def tflm_known_wrong(model_path: str | os.PathLike[str]) -> str | None:
         if out.Type() == 9 and np.any(np.asarray(zp) != 0):  # int8
             return TFLM_WRONG[_SPACE_TO_BATCH_ND][1]
     return None
+
+
+_DIV = 42
+
+
+def int8_divs(model_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every int8 DIV of the model: output name, input tensor indices and TFLite's parameters
+    (lower.binary.div_quant_params), for `div_undefined` on the reference's tensors."""
+    from stm32ai.passes.lower.binary import div_quant_params
+
+    model = _load_model(model_path)
+    sg = model.Subgraphs(0)
+    found = []
+    for o in range(sg.OperatorsLength()):
+        op = sg.Operators(o)
+        if _builtin_code(model, op) != _DIV or op.InputsLength() != 2 or op.OutputsLength() < 1:
+            continue
+        ts = [sg.Tensors(op.Inputs(0)), sg.Tensors(op.Inputs(1)), sg.Tensors(op.Outputs(0))]
+        if any(t.Type() != 9 for t in ts):  # int8
+            continue
+        q = []
+        for t in ts:
+            qp = t.Quantization()
+            if qp is None or qp.ScaleLength() != 1 or qp.ZeroPointLength() != 1:
+                break
+            q += [float(qp.Scale(0)), int(qp.ZeroPoint(0))]
+        else:
+            with np.errstate(all="ignore"):
+                params = div_quant_params(*q)
+            found.append({"name": (ts[2].Name() or b"").decode("utf-8", "replace"), "in1": op.Inputs(0),
+                          "in2": op.Inputs(1), "params": params})
+    return found
+
+
+def undefined_lines(counts: Sequence[Sequence[Any]]) -> list[str]:
+    """One line per int8 DIV whose inputs reach TFLite's undefined domain: [name, K, N]."""
+    from stm32ai.sanitize import quote
+
+    return [_one_line(f"reference undefined: int8 DIV {quote(name)} at {k:,} of {n:,} elements (TFLite shifts by >31 "
+                      "where the quotient rounds to the zero point, or divides by zero; ours gives the zero "
+                      "point (a zero divisor saturates), TFLM on Cortex-M gives zp+-1; docs/kernels_binary.md)")
+            for name, k, n in counts if k]
 
 
 def input_specs(model_path: str | os.PathLike[str]) -> list[TensorSpec]:
@@ -415,17 +458,21 @@ def _child_tflm(model_path: str, samples: list[list[np.ndarray]], n_out: int, ar
     return results, {"arena_bytes": int(m.group(1)) if m else None}
 
 
-def _child_litert(model_path: str, samples: list[list[np.ndarray]],
-                  n_out: int) -> tuple[list[list[np.ndarray]], dict[str, Any]]:
+def _child_litert(model_path: str, samples: list[list[np.ndarray]], n_out: int,
+                  divs: list[dict[str, Any]]) -> tuple[list[list[np.ndarray]], dict[str, Any]]:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+    from stm32ai.passes.lower.binary import div_undefined
+
     # BUILTIN_REF: reference kernels and no default delegate (XNNPACK rounds differently).
-    interp = Interpreter(model_path=model_path,
+    # With int8 DIVs every tensor is kept, to read each DIV's inputs after the run.
+    interp = Interpreter(model_path=model_path, experimental_preserve_all_tensors=bool(divs),
                          experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     interp.allocate_tensors()
     in_det = interp.get_input_details()
     out_det = interp.get_output_details()
     results = []
+    counts: list[list[Any]] = [[d["name"], 0, 0] for d in divs]
     for j, sample in enumerate(samples):
         if j:
             interp.reset_all_variables()
@@ -433,7 +480,11 @@ def _child_litert(model_path: str, samples: list[list[np.ndarray]],
             interp.set_tensor(det["index"], np.ascontiguousarray(x))
         interp.invoke()
         results.append([np.array(interp.get_tensor(d["index"]), copy=True) for d in out_det[:n_out]])
-    return results, {}
+        for k, d in enumerate(divs):
+            mask = div_undefined(interp.get_tensor(d["in1"]), interp.get_tensor(d["in2"]), d["params"])
+            counts[k][1] += int(mask.sum())
+            counts[k][2] += int(mask.size)
+    return results, ({"div_undefined": counts} if divs else {})
 
 
 def _child_main(kind: str, model_path: str, workdir: str, arena: int) -> None:
@@ -451,7 +502,7 @@ def _child_main(kind: str, model_path: str, workdir: str, arena: int) -> None:
         if kind == "tflm":
             outs, extra = _child_tflm(model_path, samples, meta["n_out"], arena, log_path)
         else:
-            outs, extra = _child_litert(model_path, samples, meta["n_out"])
+            outs, extra = _child_litert(model_path, samples, meta["n_out"], meta.get("divs", []))
         np.savez(os.path.join(workdir, "outputs.npz"),
                  **{f"s{j}_o{k}": o for j, s in enumerate(outs) for k, o in enumerate(s)})
         result: dict[str, Any] = {"ok": True, **extra}
@@ -514,7 +565,8 @@ def _start(kind: str, model_path: str | os.PathLike[str], inputs: Sequence[np.nd
     samples = _split_samples(input_specs(path), inputs)
     n_out = len(output_specs(path))
     tmp = tempfile.TemporaryDirectory(prefix="stm32ai-ref-")
-    meta = {"n": len(samples), "n_in": len(samples[0]), "n_out": n_out}
+    meta = {"n": len(samples), "n_in": len(samples[0]), "n_out": n_out,
+            "divs": int8_divs(path) if kind == "litert-ref" else []}
     arrays = {f"s{j}_i{i}": x for j, s in enumerate(samples) for i, x in enumerate(s)}
     np.savez(os.path.join(tmp.name, "inputs.npz"), meta=np.array(json.dumps(meta)), **arrays)
     cmd = [sys.executable, "-m", "stm32ai.validate.reference", kind, path, tmp.name, str(arena)]
@@ -605,10 +657,12 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
             results.append(job)
             continue
         try:
-            results.append(RefResult(job.kind, outputs=_finish(job, timeout)[0]))
+            outs, extra = _finish(job, timeout)
+            results.append(RefResult(job.kind, outputs=outs, undefined=undefined_lines(extra.get("div_undefined", []))))
         except ReferenceUnavailable as exc:
             results.append(_substituted(job.kind, model_path, inputs, exc.reason, timeout)
                            or RefResult(job.kind, unavailable=exc.reason))
+    _flag_div_unchecked(model_path, results)
     wrong = tflm_known_wrong(model_path)
     if wrong and results[0].ok:
         results[0].overruled = wrong  # still run and shown, as the cross-check
@@ -618,6 +672,22 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
                 r.verdict = True
                 break
     return results
+
+
+def _flag_div_unchecked(model_path: str | os.PathLike[str], results: list[RefResult]) -> None:
+    """int8 DIV inputs are checked in LiteRT-ref's run (`div_undefined`). Where it did not run,
+    the check is missing: a zero divisor (LiteRT's DIV refuses it) or no LiteRT at all
+    also make the references' result undefined for this model (docs/references.md)."""
+    lite = results[-1]
+    if lite.ok or not int8_divs(model_path):
+        return
+    if lite.missing:
+        why = "LiteRT, which checks the int8 DIV inputs for TFLite's undefined domain, is not installed"
+    elif "div.cc" in (lite.unavailable or ""):
+        why = "a divisor equals its zero point (x / 0: LiteRT-ref refuses it; ours saturates to the sign of x)"
+    else:
+        why = "LiteRT-ref, which checks the int8 DIV inputs for TFLite's undefined domain, did not run"
+    lite.undefined = [_one_line(f"reference undefined: int8 DIV: {why}; docs/kernels_binary.md")]
 
 
 def _substituted(kind: str, model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray], reason: str,

@@ -55,11 +55,12 @@ class ValidationResult:
     subject: str = "generated C"      # what ran the model: the host build or a board's firmware
     target: dict[str, Any] | None = None   # --mode target: board, model, unit, counts (and layers)
     no_verdict: str | None = None          # why no reference gives a verdict (one line)
+    undefined: list[str] = field(default_factory=list)  # the references' results are undefined here
 
     @property
     def passed(self) -> bool:
         verdict = [c for c in self.comparisons if c.verdict]
-        return bool(verdict) and all(all(c.ok) for c in verdict)
+        return bool(verdict) and all(all(c.ok) for c in verdict) and not self.undefined
 
     @property
     def verdict_label(self) -> str | None:
@@ -68,9 +69,12 @@ class ValidationResult:
 
     @property
     def outcome(self) -> str:
-        """`match`, `mismatch`, or `no-reference` (nothing to validate against)."""
+        """`match`, `mismatch`, `no-reference` (nothing to validate against) or `unverified` (the
+        inputs reach an op whose reference result is undefined: int8 DIV, docs/references.md)."""
         if not any(c.verdict for c in self.comparisons):
             return "no-reference"
+        if self.undefined:
+            return "unverified"
         return "match" if self.passed else "mismatch"
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +82,7 @@ class ValidationResult:
             "model": self.model, "samples": self.samples, "passed": self.passed, "result": self.outcome,
             "subject": self.subject, "verdict": self.verdict_label,
             **({"no_verdict": self.no_verdict} if self.no_verdict else {}),
+            **({"undefined": self.undefined} if self.undefined else {}),
             **({"target": self.target} if self.target is not None else {}),
             "references": [
                 {"name": c.reference, "verdict": c.verdict, "unavailable": c.unavailable, "install": c.install,
@@ -173,7 +178,8 @@ def validate_model(model: str | Path, inputs: list[np.ndarray] | None = None, n:
         return ValidationResult(Path(model).name, len(samples), compare(c, [], refs), no_verdict=why)
     say(f"running the C model on {len(samples):,} sample(s)")
     ours = (runner or run_compiled)(c, samples)
-    return ValidationResult(Path(model).name, len(samples), compare(c, ours, refs))
+    undefined = list(dict.fromkeys(line for r in refs for line in r.undefined))
+    return ValidationResult(Path(model).name, len(samples), compare(c, ours, refs), undefined=undefined)
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
@@ -199,9 +205,9 @@ def print_result(res: ValidationResult) -> None:
         for j, (m, ok) in enumerate(zip(comp.outputs, comp.ok, strict=True)):
             t.add_row(label if j == 0 else "", str(j), _fmt(m.acc), _fmt(m.rmse), _fmt(m.mae), _fmt(m.l2r),
                       _fmt(m.cos, ".6f"), _fmt(m.max_abs_err), "-" if m.max_lsb is None else str(m.max_lsb),
-                      "ok" if ok else ("MISMATCH" if comp.verdict else "differs"))
+                      "ok" if ok else ("MISMATCH" if comp.verdict and not res.undefined else "differs"))
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(t)
-    for line in disagreements(res):
+    for line in [*disagreements(res), *res.undefined]:
         print(line)
     for comp in res.comparisons:  # never silent: every op-version substitution is named
         if comp.substitutions:
@@ -245,8 +251,9 @@ def validate(model: Path, *, inputs: str | None, n: int, seed: int, as_json: str
 
 
 def report(res: ValidationResult, as_json: str | None) -> int:
-    """Print (and write as JSON) the result; the exit code: 0 pass, 1 mismatch; no verdict
-    reference raises Stm32aiError (exit 2) with the reason, or the install command."""
+    """Print (and write as JSON) the result; the exit code: 0 pass, 1 mismatch, 2 unverified
+    (the inputs reach an op the references leave undefined: other inputs are the fix); no
+    verdict reference raises Stm32aiError (exit 2) with the reason, or the install command."""
     print_result(res)
     if as_json:
         from stm32ai.outputs import write_text_atomic
@@ -254,4 +261,6 @@ def report(res: ValidationResult, as_json: str | None) -> int:
         write_text_atomic(as_json, json.dumps(res.to_json(), indent=1) + "\n", "--json")
     if res.outcome == "no-reference":
         raise Stm32aiError(res.no_verdict or "no reference runs this model: nothing to validate against")
+    if res.outcome == "unverified":
+        return 2
     return 0 if res.passed else 1

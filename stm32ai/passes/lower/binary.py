@@ -18,10 +18,12 @@ int8 parameters reproduce TFLite Micro's Prepare functions exactly:
 * MAXIMUM/MINIMUM compare stored values, which is only the real max/min when both inputs
   and the output share one scale and zero point (the converter makes them so); otherwise
   the op is refused;
-* DIV: no int8. TFLite Micro's int8 DIV normalises the numerator and then divides by
-  2^(32..40) with a plain int32 shift, undefined behaviour whose x86 result is garbage (an exact
-  quotient of 1.0 comes out as 127); bit-exactness would mean reproducing that, so int8 DIV
-  is refused (docs/kernels_binary.md).
+* DIV (div.cc CalculateOpDataDiv, reference_ops::DivElementwise): one multiplier for
+  s1 / (s2 * so) taken in float32; the kernel takes the reciprocal of x2 - zp2 at run time
+  (gemmlowp's Newton-Raphson, ai_fixedpoint.h: smaller than a 255-entry table) and normalises
+  the numerator by its headroom. Where TFLite's final shift `div_exponent` exceeds 31
+  (|quotient| < 0.5 LSB, undefined behaviour in TFLite) the kernel gives the output zero
+  point; `div_undefined` finds those inputs for `validate` (docs/kernels_binary.md).
 
 int32 (unquantised) is TFLite's
 plain integer arithmetic: ADD/SUB/MUL wrap, DIV truncates toward zero, and the fused
@@ -38,6 +40,8 @@ overwritten (the int8 parameters are computed for the swapped order).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -60,7 +64,8 @@ from stm32ai.passes.quant import multiply_by_quantized_multiplier as mbqm
 from stm32ai.passes.quant import quantize_multiplier
 
 __all__ = ["LUT_MIN_ELEMENTS", "activation_range_s32", "add_params_s8", "broadcast_strides", "check_s32",
-           "lookup_tables_s8", "loop_attrs", "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8"]
+           "div_exponent", "div_params_s8", "div_quant_params", "div_undefined", "lookup_tables_s8", "loop_attrs",
+           "lower_lut_s8", "lower_s32", "mul_params_s8", "sub_params_s8", "unquantised"]
 
 LEFT_SHIFT_S8 = 20
 LUT_MIN_ELEMENTS = 256  # int8 ADD/SUB through per-input tables (lookup_tables_s8) from this size on
@@ -242,13 +247,57 @@ def mul_params_s8(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
             "output_multiplier": m, "output_shift": sh, "output_offset": zp_of(y)}
 
 
+def div_params_s8(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
+    """TFLite Micro's CalculateOpDataDiv for int8 (div_quant_params on the tensors)."""
+    return div_quant_params(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+
+
+def div_quant_params(s1: float, zp1: int, s2: float, zp2: int, so: float, zpo: int) -> dict[str, int]:
+    """CalculateOpDataDiv: one multiplier for s1 / (s2 * so), taken in float32."""
+    m, sh = quantize_multiplier(_div_real(s1, s2, so))
+    return {"input1_offset": -int(zp1), "input2_offset": -int(zp2),
+            "output_multiplier": m, "output_shift": sh, "output_offset": int(zpo)}
+
+
+def _div_real(s1: float, s2: float, so: float) -> float:
+    f32 = np.float32
+    with np.errstate(over="ignore"):
+        return float(f32(s1) / (f32(s2) * f32(so)))
+
+
+def _bit_length(u: np.ndarray) -> np.ndarray:
+    """Bits of non-negative int64 values below 2^32."""
+    return sum(((u >> k) > 0).astype(np.int64) for k in range(32))
+
+
+def div_exponent(v1: np.ndarray, v2: np.ndarray, output_shift: int) -> np.ndarray:
+    """TFLite's final right shift in int8 DIV, recip_shift + headroom - output_shift, for
+    offset values v1 = x1 - zp1, v2 = x2 - zp2 != 0 (the sign of v2 moved to v1 first;
+    headroom = CountLeadingSignBits, recip_shift = 31 - CountLeadingZeros(|v2|))."""
+    v1 = np.where(v2 < 0, -v1, v1).astype(np.int64)
+    v2 = np.abs(v2).astype(np.int64)
+    headroom = 32 - _bit_length(np.where(v1 < 0, ~v1, v1)) - 1
+    return (_bit_length(v2) - 1) + headroom - output_shift
+
+
+def div_undefined(x1: np.ndarray, x2: np.ndarray, p: dict[str, int]) -> np.ndarray:
+    """Where TFLite's int8 DIV (params `p`, div_params_s8) shifts by more than 31 bits, or
+    divides by zero: undefined in TFLite; the kernel gives the output zero point there (the
+    correctly rounded result) and saturates on a zero divisor."""
+    v1 = np.asarray(x1, np.int64) + p["input1_offset"]
+    v2 = np.asarray(x2, np.int64) + p["input2_offset"]
+    v1, v2 = np.broadcast_arrays(v1, v2)
+    e = div_exponent(v1, np.where(v2 == 0, 1, v2), p["output_shift"])
+    return (v2 == 0) | (e > 31)
+
+
 def _same_quant(ts: tuple[Tensor, ...]) -> bool:
     return len({(float(np.float32(scale_of(t))), zp_of(t)) for t in ts}) == 1
 
 
 # ---- checks ---------------------------------------------------------------------------------
 
-def _unquantised(t: Tensor) -> bool:
+def unquantised(t: Tensor) -> bool:
     """No quantisation, or the identity (scale 1, zero point 0): stored values are the values."""
     q = t.quant
     if q is None or q.scale.size == 0:
@@ -259,7 +308,7 @@ def _unquantised(t: Tensor) -> bool:
 def check_s32(op: Op, g: Graph) -> str | None:
     """int32 operands: plain integers (TFLite's int32 arithmetic ignores quantisation)."""
     for t in (*(g.tensors[i] for i in op.inputs), g.tensors[op.outputs[0]]):
-        if not _unquantised(t):
+        if not unquantised(t):
             return (f"tensor '{t.name}' is a quantised int32 (scale {scale_of(t):.6g}, zero point "
                     f"{zp_of(t)}): int32 {op.type} is supported on plain integers only")
     return None
@@ -331,11 +380,18 @@ def _check_addsub(op: Op, g: Graph) -> str | None:
     return None
 
 
-def _check_mul(op: Op, g: Graph) -> str | None:
-    reason = _check_common(op, g, int8_ok=True, fused=True)
-    if reason or _int8(op, g) is None:
-        return reason
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+def _int8_checked(fused: bool, int8_check: Callable[[Op, Tensor, Tensor, Tensor], str | None]):
+    """An op's check: _check_common, then for int8 `int8_check(op, in1, in2, out)`."""
+    def check(op: Op, g: Graph) -> str | None:
+        reason = _check_common(op, g, int8_ok=True, fused=fused)
+        if reason or _int8(op, g) is None:
+            return reason
+        a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+        return int8_check(op, a, b, y)
+    return check
+
+
+def _mul_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
     _, shift = quantize_multiplier(_mul_real(a, b, y))
     if shift > _MUL_MAX_LEFT_SHIFT:
         return (f"input scales {scale_of(a)} x {scale_of(b)} over output scale {scale_of(y)} is "
@@ -343,23 +399,31 @@ def _check_mul(op: Op, g: Graph) -> str | None:
     return None
 
 
-def _check_minmax(op: Op, g: Graph) -> str | None:
-    reason = _check_common(op, g, int8_ok=True, fused=False)
-    if reason or _int8(op, g) is None:
-        return reason
-    ts = tuple(g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if not _same_quant(ts):
-        desc = ", ".join(f"'{t.name}' scale {scale_of(t):.6g} zero point {zp_of(t)}" for t in ts)
+def _minmax_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
+    if not _same_quant((a, b, y)):
+        desc = ", ".join(f"'{t.name}' scale {scale_of(t):.6g} zero point {zp_of(t)}" for t in (a, b, y))
         return (f"int8 {op.type} compares stored values, so inputs and output need one "
                 f"quantisation ({desc})")
     return None
 
 
-def _check_div(op: Op, g: Graph) -> str | None:
-    if g.tensors[op.outputs[0]].dtype == "int8" and len(op.inputs) == 2:
-        return ("int8 DIV is not supported: TFLite Micro's int8 DIV shifts int32 values by 32 bits or "
-                "more (undefined behaviour), so its results depend on the platform; keep DIV in float32")
-    return _check_common(op, g, int8_ok=False, fused=True)
+def _div_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
+    if not np.isfinite(_div_real(scale_of(a), scale_of(b), scale_of(y))):
+        return f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} is not finite"
+    p = div_params_s8(a, b, y)
+    v = np.arange(-128, 128, dtype=np.int64)
+    v1 = v[:, None] + p["input1_offset"]
+    v2 = v[None, :] + p["input2_offset"]
+    e = div_exponent(*np.broadcast_arrays(v1, np.where(v2 == 0, 1, v2)), p["output_shift"])
+    if int(e.min()) < 0:  # a left shift: the int32 quotient would overflow (TFLite: undefined)
+        return (f"input scale {scale_of(a)} over input scale {scale_of(b)} x output scale {scale_of(y)} "
+                f"is too large: the int8 quotient would overflow int32")
+    return None
+
+
+_check_mul = _int8_checked(True, _mul_int8)
+_check_minmax = _int8_checked(False, _minmax_int8)
+_check_div = _int8_checked(True, _div_int8)
 
 
 # ---- lowering -------------------------------------------------------------------------------
@@ -399,33 +463,31 @@ def lower_s32(op: Op, g: Graph, name: str, swappable: bool, fused: bool) -> None
     _lower(op, g, name, swappable, fused)
 
 
-def _add_params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
-    return add_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+def _lower_addsub(op: Op, g: Graph, subtract: bool) -> None:
+    make = sub_params_s8 if subtract else add_params_s8
+
+    def params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
+        return make(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
+    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
+        if not subtract and (a.is_const or not covers(a, y)) and (not b.is_const and covers(b, y)):
+            op.inputs = [op.inputs[1], op.inputs[0]]  # the output may overwrite input 0
+            a, b = b, a
+        lower_lut_s8(op, g, params(a, b, y), subtract=subtract)
+        return
+    _lower(op, g, "sub" if subtract else "add", not subtract, True, params)
 
 
 @register("ADD", "int8 (per-tensor), int32 (no fused activation) or float32, broadcasting up "
           "to 6-D; fused NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_addsub)
 def lower_add(op: Op, g: Graph) -> None:
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
-        if (a.is_const or not covers(a, y)) and (not b.is_const and covers(b, y)):
-            op.inputs = [op.inputs[1], op.inputs[0]]  # the output may overwrite input 0
-            a, b = b, a
-        lower_lut_s8(op, g, _add_params(a, b, y), subtract=False)
-        return
-    _lower(op, g, "add", True, True, _add_params)
+    _lower_addsub(op, g, subtract=False)
 
 
 @register("SUB", "int8 (per-tensor), int32 or float32, broadcasting up to 6-D; fused "
           "NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_addsub)
 def lower_sub(op: Op, g: Graph) -> None:
-    def params(a: Tensor, b: Tensor, y: Tensor) -> dict[str, int]:
-        return sub_params_s8(scale_of(a), zp_of(a), scale_of(b), zp_of(b), scale_of(y), zp_of(y))
-    a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
-    if y.dtype == "int8" and y.size >= LUT_MIN_ELEMENTS:
-        lower_lut_s8(op, g, params(a, b, y), subtract=True)
-        return
-    _lower(op, g, "sub", False, True, params)
+    _lower_addsub(op, g, subtract=True)
 
 
 @register("MUL", "int8 (per-tensor), int32 or float32, broadcasting up to 6-D; fused "
@@ -444,7 +506,8 @@ for _op_type in ("MAXIMUM", "MINIMUM"):
              "broadcasting up to 6-D; may run in place", _check_minmax)(_lower_minmax)
 
 
-@register("DIV", "float32 or int32 (truncating), broadcasting up to 6-D; fused "
+@register("DIV", "int8 (per-tensor; TFLite's arithmetic, the output zero point where TFLite's "
+          "shift is undefined), float32 or int32 (truncating), broadcasting up to 6-D; fused "
           "NONE/RELU/RELU6/RELU_N1_TO_1; may run in place", _check_div)
 def lower_div(op: Op, g: Graph) -> None:
-    _lower(op, g, "div", False, True)
+    _lower(op, g, "div", False, True, div_params_s8)

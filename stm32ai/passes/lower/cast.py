@@ -13,19 +13,13 @@ behaviour in TFLite; the kernel saturates to the int32 range (NaN -> 0), then wr
 
 from __future__ import annotations
 
-from stm32ai.ir import Graph, Op, Tensor
+from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.binary import unquantised
 
 # ai_kernels_cast.h AI_CAST_* codes
 CAST_TYPES = {"bool": 0, "int8": 1, "uint8": 2, "int16": 3, "uint16": 4, "int32": 5, "uint32": 6,
               "int64": 7, "float32": 8}
-
-
-def _plain(t: Tensor) -> bool:
-    q = t.quant
-    if q is None or q.scale.size == 0:
-        return True
-    return bool((q.scale == 1.0).all()) and bool((q.zero_point == 0).all())
 
 
 def _check_cast(op: Op, g: Graph) -> str | None:
@@ -35,7 +29,7 @@ def _check_cast(op: Op, g: Graph) -> str | None:
     for t in (x, y):
         if t.dtype not in CAST_TYPES:
             return f"tensor '{t.name}' is {t.dtype} (supported: {', '.join(CAST_TYPES)})"
-        if not _plain(t):
+        if not unquantised(t):
             return (f"tensor '{t.name}' is quantised: CAST converts stored values, use "
                     "DEQUANTIZE/QUANTIZE to convert quantised values")
     if x.size != y.size:

@@ -102,6 +102,23 @@ typedef struct {
 void ai_mul_s8(const ai_mul_s8_params *p, const int8_t *input1, const int8_t *input2,
                int8_t *output);
 
+/* ---- DIV int8 ------------------------------------------------------------------------ */
+
+/* TFLite's DivElementwise: v1 = x1 + input1_offset, v2 = x2 + input2_offset, the sign moved
+ * to v1, q = SRDHM(v1 << headroom(v1), reciprocal(v2)), then
+ * y = clamp(output_offset + RoundingDivideByPOT(SRDHM(q, output_multiplier), e)) with
+ * e = recip_shift + headroom - output_shift. Where e > 31 (TFLite: undefined; |quotient|
+ * < 0.5 LSB) the result is output_offset; v2 == 0 gives act_max / act_min by the sign of v1
+ * (output_offset for 0 / 0). The generator checks e >= 0 for every input pair. */
+typedef struct {
+  AI_BINARY_LOOP_FIELDS;
+  int32_t input1_offset, input2_offset;
+  int32_t output_multiplier, output_shift, output_offset;
+  int32_t act_min, act_max;
+} ai_div_s8_params;
+void ai_div_s8(const ai_div_s8_params *p, const int8_t *input1, const int8_t *input2,
+               int8_t *output);
+
 /* ---- MAXIMUM / MINIMUM (raw values; int8 only with identical quantisation) ----------- */
 
 typedef struct {

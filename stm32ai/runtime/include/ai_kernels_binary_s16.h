@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "ai_platform.h"
+#include "ai_kernels_binary.h" /* AI_BINARY_LOOP_FIELDS */
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,9 +19,7 @@ extern "C" {
 
 
 typedef struct {
-  int32_t out_shape[AI_MAX_DIMS];
-  int32_t in1_strides[AI_MAX_DIMS];
-  int32_t in2_strides[AI_MAX_DIMS];
+  AI_BINARY_LOOP_FIELDS;
   int32_t input1_offset, input2_offset, left_shift;
   int32_t input1_multiplier, input1_shift, input2_multiplier, input2_shift;
   int32_t output_multiplier, output_shift, output_offset;
@@ -34,9 +32,7 @@ void ai_sub_s16(const ai_sub_s16_params *p, const int16_t *input1, const int16_t
                 int16_t *output);
 
 typedef struct {
-  int32_t out_shape[AI_MAX_DIMS];
-  int32_t in1_strides[AI_MAX_DIMS];
-  int32_t in2_strides[AI_MAX_DIMS];
+  AI_BINARY_LOOP_FIELDS;
   int32_t input1_offset, input2_offset;
   int32_t output_multiplier, output_shift, output_offset;
   int32_t act_min, act_max;

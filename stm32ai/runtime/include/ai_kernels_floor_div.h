@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "ai_platform.h"
+#include "ai_kernels_binary.h" /* AI_BINARY_LOOP_FIELDS */
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,9 +26,7 @@ extern "C" {
 
 
 typedef struct {
-  int32_t out_shape[AI_MAX_DIMS];
-  int32_t in1_strides[AI_MAX_DIMS];
-  int32_t in2_strides[AI_MAX_DIMS];
+  AI_BINARY_LOOP_FIELDS;
 } ai_floor_div_params;
 typedef ai_floor_div_params ai_floor_div_f32_params;
 typedef ai_floor_div_params ai_floor_div_s32_params;

@@ -11,12 +11,17 @@
  *   ADD/SUB: u = requant((x1 + in1_off) << 20, m1, s1), v = requant((x2 + in2_off) << 20, m2, s2),
  *        y = clamp(requant(u +- v, mo, so) + out_off)
  *   MUL: y = clamp(requant((x1 + in1_off) * (x2 + in2_off), mo, so) + out_off)
+ *   DIV: TFLite's DivElementwise (reciprocal of x2 - zp2, numerator normalised by its
+ *        headroom), with the output zero point where TFLite's final shift exceeds 31
+ *        (|quotient| < 0.5 LSB; undefined in TFLite) and for a zero divisor the saturated
+ *        sign of the numerator (docs/kernels_binary.md "DIV int8").
  *   MAXIMUM/MINIMUM: raw comparison (the generator guarantees one shared quantisation).
  * float: y = min(max(x1 <op> x2, act_min), act_max), TFLite's ActivationFunctionWithMinMax.
  * int32 (unquantised): the same clamp around plain integer arithmetic. ADD/SUB/MUL wrap in
  * two's complement (computed on uint32_t, so no signed overflow); DIV truncates toward zero.
  */
 #include "ai_kernels_binary.h"
+#include "ai_fixedpoint.h"
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
@@ -54,8 +59,27 @@ static void binary_walk(const int32_t *shape, const int32_t *s1, const int32_t *
   }
 }
 
-#define WALK(P, ELEM, IN1, IN2, OUT, ROW) \
-  binary_walk((P)->out_shape, (P)->in1_strides, (P)->in2_strides, sizeof(ELEM), (P), (IN1), (IN2), (OUT), (ROW))
+/* One binary operator: its row function (LOCALS: declarations hoisted out of the loop, no
+ * commas; EXPR combines x = input1 and z = input2 of element type T, may read the params `p`)
+ * and its kernel ai_<OP>(p, input1, input2, output) walking the broadcast. */
+#define BINARY_OP(OP, T, LOCALS, EXPR)                                                       \
+  static void OP##_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,   \
+                       int32_t sa, int32_t sb) {                                             \
+    const ai_##OP##_params *p = (const ai_##OP##_params *)pv;                                \
+    const T *a = (const T *)av;                                                              \
+    const T *b = (const T *)bv;                                                              \
+    T *y = (T *)yv;                                                                          \
+    LOCALS                                                                                   \
+    (void)p;                                                                                 \
+    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {                                      \
+      const T x = *a, z = *b;                                                                \
+      y[i] = (T)(EXPR);                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  void ai_##OP(const ai_##OP##_params *p, const T *input1, const T *input2, T *output) {     \
+    binary_walk(p->out_shape, p->in1_strides, p->in2_strides, sizeof(T), p, input1, input2,  \
+                output, OP##_row);                                                           \
+  }
 
 static inline int8_t sat_s8(int32_t v, int32_t lo, int32_t hi) {
   return (int8_t)AI_CLAMP(v, lo, hi);
@@ -63,65 +87,57 @@ static inline int8_t sat_s8(int32_t v, int32_t lo, int32_t hi) {
 
 /* ---- int8 ------------------------------------------------------------------------------ */
 
-/* ADD (sign 1) and SUB (sign -1) share TFLite's scheme; the sign is a compile-time constant
- * of each row function. */
-static inline void addsub_s8(const ai_sub_s8_params *p, const int8_t *a, const int8_t *b, int8_t *y,
-                             int32_t n, int32_t sa, int32_t sb, int32_t sign) {
-  const int32_t scale_up = (int32_t)1 << p->left_shift;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    const int32_t u = ai_requant(((int32_t)*a + p->input1_offset) * scale_up, p->input1_multiplier,
-                                 p->input1_shift);
-    const int32_t v = ai_requant(((int32_t)*b + p->input2_offset) * scale_up, p->input2_multiplier,
-                                 p->input2_shift);
-    const int32_t r = ai_requant(u + sign * v, p->output_multiplier, p->output_shift) + p->output_offset;
-    y[i] = sat_s8(r, p->act_min, p->act_max);
+/* ADD (sign 1) and SUB (sign -1) share TFLite's scheme. */
+static inline int32_t addsub_s8_one(const ai_sub_s8_params *p, int32_t x, int32_t z, int32_t scale_up,
+                                    int32_t sign) {
+  const int32_t u = ai_requant((x + p->input1_offset) * scale_up, p->input1_multiplier, p->input1_shift);
+  const int32_t v = ai_requant((z + p->input2_offset) * scale_up, p->input2_multiplier, p->input2_shift);
+  const int32_t r = ai_requant(u + sign * v, p->output_multiplier, p->output_shift) + p->output_offset;
+  return sat_s8(r, p->act_min, p->act_max);
+}
+
+static inline int32_t mul_s8_one(const ai_mul_s8_params *p, int32_t x, int32_t z) {
+  const int32_t prod = (x + p->input1_offset) * (z + p->input2_offset);
+  return sat_s8(ai_requant(prod, p->output_multiplier, p->output_shift) + p->output_offset, p->act_min,
+                p->act_max);
+}
+
+/* Leading sign bits of x (TFLite's CountLeadingSignBits; 31 for 0 and -1). */
+static inline int32_t clrsb32(int32_t x) {
+  return ai_fp_clz((uint32_t)(x < 0 ? ~x : x)) - 1;
+}
+
+/* TFLite's int8 DIV for one element: v1 = x1 - zp1, v2 = x2 - zp2 (|v| <= 255). */
+static inline int32_t div_s8_one(const ai_div_s8_params *p, int32_t v1, int32_t v2) {
+  if (v2 == 0) { /* IEEE x / 0 = +-inf and 0 / 0 = NaN, quantised: saturate, or the zero point */
+    return v1 > 0 ? p->act_max : v1 < 0 ? p->act_min : AI_CLAMP(p->output_offset, p->act_min, p->act_max);
   }
-}
-
-static void add_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                       int32_t sa, int32_t sb) {
-  addsub_s8((const ai_add_s8_params *)pv, (const int8_t *)av, (const int8_t *)bv, (int8_t *)yv, n, sa, sb, 1);
-}
-
-static void sub_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                       int32_t sa, int32_t sb) {
-  addsub_s8((const ai_sub_s8_params *)pv, (const int8_t *)av, (const int8_t *)bv, (int8_t *)yv, n, sa, sb, -1);
-}
-
-static void mul_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                       int32_t sa, int32_t sb) {
-  const ai_mul_s8_params *p = (const ai_mul_s8_params *)pv;
-  const int8_t *a = (const int8_t *)av;
-  const int8_t *b = (const int8_t *)bv;
-  int8_t *y = (int8_t *)yv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    const int32_t prod = ((int32_t)*a + p->input1_offset) * ((int32_t)*b + p->input2_offset);
-    const int32_t r = ai_requant(prod, p->output_multiplier, p->output_shift) + p->output_offset;
-    y[i] = sat_s8(r, p->act_min, p->act_max);
+  if (v2 < 0) {
+    v1 = -v1;
+    v2 = -v2;
   }
+  /* GetReciprocal(v2, 31): v2 normalised to [1, 2) in Q0.31 above one, 1 / (1 + x) */
+  const int32_t lz = ai_fp_clz((uint32_t)v2);
+  const int32_t inv = ai_fp_one_over_one_plus_x_for_x_in_0_1(
+      (int32_t)(((uint32_t)v2 << lz) - 0x80000000u));
+  const int32_t headroom = clrsb32(v1);
+  const int32_t exponent = (31 - lz) + headroom - p->output_shift; /* >= 0 (checked at generate time) */
+  int32_t r = 0; /* exponent > 31: |quotient| < 0.5, TFLite undefined */
+  if (exponent <= 31) {
+    const int32_t q = ai_srdhm((int32_t)((uint32_t)v1 << headroom), inv);
+    r = ai_rdbypot(ai_srdhm(q, p->output_multiplier), exponent);
+  }
+  return AI_CLAMP(r + p->output_offset, p->act_min, p->act_max);
 }
 
-static void maximum_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                           int32_t sa, int32_t sb) {
-  const int8_t *a = (const int8_t *)av;
-  const int8_t *b = (const int8_t *)bv;
-  int8_t *y = (int8_t *)yv;
-  (void)pv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    y[i] = *a > *b ? *a : *b;
-  }
-}
-
-static void minimum_s8_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                           int32_t sa, int32_t sb) {
-  const int8_t *a = (const int8_t *)av;
-  const int8_t *b = (const int8_t *)bv;
-  int8_t *y = (int8_t *)yv;
-  (void)pv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    y[i] = *a < *b ? *a : *b;
-  }
-}
+BINARY_OP(add_s8, int8_t, const int32_t scale_up = (int32_t)1 << p->left_shift;,
+          addsub_s8_one(p, x, z, scale_up, 1))
+BINARY_OP(sub_s8, int8_t, const int32_t scale_up = (int32_t)1 << p->left_shift;,
+          addsub_s8_one(p, x, z, scale_up, -1))
+BINARY_OP(mul_s8, int8_t, , mul_s8_one(p, x, z))
+BINARY_OP(div_s8, int8_t, , div_s8_one(p, x + p->input1_offset, z + p->input2_offset))
+BINARY_OP(maximum_s8, int8_t, , x > z ? x : z)
+BINARY_OP(minimum_s8, int8_t, , x < z ? x : z)
 
 /* ---- int8 ADD/SUB through tables ---------------------------------------------------------- */
 
@@ -215,31 +231,6 @@ void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const in
               output, row);
 }
 
-void ai_add_s8(const ai_add_s8_params *p, const int8_t *input1, const int8_t *input2,
-               int8_t *output) {
-  WALK(p, int8_t, input1, input2, output, add_s8_row);
-}
-
-void ai_sub_s8(const ai_sub_s8_params *p, const int8_t *input1, const int8_t *input2,
-               int8_t *output) {
-  WALK(p, int8_t, input1, input2, output, sub_s8_row);
-}
-
-void ai_mul_s8(const ai_mul_s8_params *p, const int8_t *input1, const int8_t *input2,
-               int8_t *output) {
-  WALK(p, int8_t, input1, input2, output, mul_s8_row);
-}
-
-void ai_maximum_s8(const ai_maximum_s8_params *p, const int8_t *input1, const int8_t *input2,
-                   int8_t *output) {
-  WALK(p, int8_t, input1, input2, output, maximum_s8_row);
-}
-
-void ai_minimum_s8(const ai_minimum_s8_params *p, const int8_t *input1, const int8_t *input2,
-                   int8_t *output) {
-  WALK(p, int8_t, input1, input2, output, minimum_s8_row);
-}
-
 /* ---- float32 ---------------------------------------------------------------------------- */
 
 /* min(max(v, lo), hi) as TFLite (NaN passes through). */
@@ -248,79 +239,13 @@ static inline float act_f32(float v, float lo, float hi) {
   return hi < m ? hi : m;
 }
 
-/* One row function per float operator; OPEXPR combines x (input1) and z (input2). */
-#define F32_ROW(NAME, OPEXPR)                                                                 \
-  static void NAME(const void *pv, const void *av, const void *bv, void *yv, int32_t n,         \
-                   int32_t sa, int32_t sb) {                                                   \
-    const ai_binary_f32_params *p = (const ai_binary_f32_params *)pv;                          \
-    const float *a = (const float *)av;                                                        \
-    const float *b = (const float *)bv;                                                        \
-    float *y = (float *)yv;                                                                    \
-    const float lo = p->act_min, hi = p->act_max;                                              \
-    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {                                        \
-      const float x = *a, z = *b;                                                              \
-      y[i] = act_f32(OPEXPR, lo, hi);                                                          \
-    }                                                                                          \
-  }
-
-F32_ROW(add_f32_row, x + z)
-F32_ROW(sub_f32_row, x - z)
-F32_ROW(mul_f32_row, x * z)
-F32_ROW(div_f32_row, x / z)
-
-static void maximum_f32_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                            int32_t sa, int32_t sb) {
-  const float *a = (const float *)av;
-  const float *b = (const float *)bv;
-  float *y = (float *)yv;
-  (void)pv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    const float x = *a, z = *b;
-    y[i] = x > z ? x : z;
-  }
-}
-
-static void minimum_f32_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                            int32_t sa, int32_t sb) {
-  const float *a = (const float *)av;
-  const float *b = (const float *)bv;
-  float *y = (float *)yv;
-  (void)pv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    const float x = *a, z = *b;
-    y[i] = x < z ? x : z;
-  }
-}
-
-void ai_add_f32(const ai_add_f32_params *p, const float *input1, const float *input2,
-                float *output) {
-  WALK(p, float, input1, input2, output, add_f32_row);
-}
-
-void ai_sub_f32(const ai_sub_f32_params *p, const float *input1, const float *input2,
-                float *output) {
-  WALK(p, float, input1, input2, output, sub_f32_row);
-}
-
-void ai_mul_f32(const ai_mul_f32_params *p, const float *input1, const float *input2,
-                float *output) {
-  WALK(p, float, input1, input2, output, mul_f32_row);
-}
-
-void ai_div_f32(const ai_div_f32_params *p, const float *input1, const float *input2,
-                float *output) {
-  WALK(p, float, input1, input2, output, div_f32_row);
-}
-
-void ai_maximum_f32(const ai_maximum_f32_params *p, const float *input1, const float *input2,
-                    float *output) {
-  WALK(p, float, input1, input2, output, maximum_f32_row);
-}
-
-void ai_minimum_f32(const ai_minimum_f32_params *p, const float *input1, const float *input2,
-                    float *output) {
-  WALK(p, float, input1, input2, output, minimum_f32_row);
-}
+#define F32_LOCALS const float lo = p->act_min; const float hi = p->act_max;
+BINARY_OP(add_f32, float, F32_LOCALS, act_f32(x + z, lo, hi))
+BINARY_OP(sub_f32, float, F32_LOCALS, act_f32(x - z, lo, hi))
+BINARY_OP(mul_f32, float, F32_LOCALS, act_f32(x * z, lo, hi))
+BINARY_OP(div_f32, float, F32_LOCALS, act_f32(x / z, lo, hi))
+BINARY_OP(maximum_f32, float, , x > z ? x : z)
+BINARY_OP(minimum_f32, float, , x < z ? x : z)
 
 /* ---- int32 ------------------------------------------------------------------------------ */
 
@@ -347,73 +272,10 @@ static inline int32_t div_s32(int32_t x, int32_t z) {
   return x / z;
 }
 
-#define S32_ROW(NAME, OPEXPR)                                                                 \
-  static void NAME(const void *pv, const void *av, const void *bv, void *yv, int32_t n,         \
-                   int32_t sa, int32_t sb) {                                                   \
-    const ai_binary_s32_params *p = (const ai_binary_s32_params *)pv;                          \
-    const int32_t *a = (const int32_t *)av;                                                    \
-    const int32_t *b = (const int32_t *)bv;                                                    \
-    int32_t *y = (int32_t *)yv;                                                                \
-    const int32_t lo = p->act_min, hi = p->act_max;                                            \
-    for (int32_t i = 0; i < n; i++, a += sa, b += sb) {                                        \
-      const int32_t x = *a, z = *b;                                                            \
-      y[i] = act_s32(OPEXPR, lo, hi);                                                          \
-    }                                                                                          \
-  }
-
-S32_ROW(add_s32_row, WRAP_S32((uint32_t)x + (uint32_t)z))
-S32_ROW(sub_s32_row, WRAP_S32((uint32_t)x - (uint32_t)z))
-S32_ROW(mul_s32_row, WRAP_S32((uint32_t)x * (uint32_t)z))
-S32_ROW(div_s32_row, div_s32(x, z))
-
-static void maximum_s32_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                            int32_t sa, int32_t sb) {
-  const int32_t *a = (const int32_t *)av;
-  const int32_t *b = (const int32_t *)bv;
-  int32_t *y = (int32_t *)yv;
-  (void)pv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    y[i] = *a > *b ? *a : *b;
-  }
-}
-
-static void minimum_s32_row(const void *pv, const void *av, const void *bv, void *yv, int32_t n,
-                            int32_t sa, int32_t sb) {
-  const int32_t *a = (const int32_t *)av;
-  const int32_t *b = (const int32_t *)bv;
-  int32_t *y = (int32_t *)yv;
-  (void)pv;
-  for (int32_t i = 0; i < n; i++, a += sa, b += sb) {
-    y[i] = *a < *b ? *a : *b;
-  }
-}
-
-void ai_add_s32(const ai_add_s32_params *p, const int32_t *input1, const int32_t *input2,
-                int32_t *output) {
-  WALK(p, int32_t, input1, input2, output, add_s32_row);
-}
-
-void ai_sub_s32(const ai_sub_s32_params *p, const int32_t *input1, const int32_t *input2,
-                int32_t *output) {
-  WALK(p, int32_t, input1, input2, output, sub_s32_row);
-}
-
-void ai_mul_s32(const ai_mul_s32_params *p, const int32_t *input1, const int32_t *input2,
-                int32_t *output) {
-  WALK(p, int32_t, input1, input2, output, mul_s32_row);
-}
-
-void ai_div_s32(const ai_div_s32_params *p, const int32_t *input1, const int32_t *input2,
-                int32_t *output) {
-  WALK(p, int32_t, input1, input2, output, div_s32_row);
-}
-
-void ai_maximum_s32(const ai_maximum_s32_params *p, const int32_t *input1,
-                    const int32_t *input2, int32_t *output) {
-  WALK(p, int32_t, input1, input2, output, maximum_s32_row);
-}
-
-void ai_minimum_s32(const ai_minimum_s32_params *p, const int32_t *input1,
-                    const int32_t *input2, int32_t *output) {
-  WALK(p, int32_t, input1, input2, output, minimum_s32_row);
-}
+#define S32_LOCALS const int32_t lo = p->act_min; const int32_t hi = p->act_max;
+BINARY_OP(add_s32, int32_t, S32_LOCALS, act_s32(WRAP_S32((uint32_t)x + (uint32_t)z), lo, hi))
+BINARY_OP(sub_s32, int32_t, S32_LOCALS, act_s32(WRAP_S32((uint32_t)x - (uint32_t)z), lo, hi))
+BINARY_OP(mul_s32, int32_t, S32_LOCALS, act_s32(WRAP_S32((uint32_t)x * (uint32_t)z), lo, hi))
+BINARY_OP(div_s32, int32_t, S32_LOCALS, act_s32(div_s32(x, z), lo, hi))
+BINARY_OP(maximum_s32, int32_t, , x > z ? x : z)
+BINARY_OP(minimum_s32, int32_t, , x < z ? x : z)
