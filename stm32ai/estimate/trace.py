@@ -261,7 +261,12 @@ class Trace:
                 kind = 2                     # in an IT block: evaluate the flags
             # operand registers whose values the timing needs (SDIV/UDIV Rn, Rm: the last two)
             vals = [_REG[r] for r in insn.op_str.replace(" ", "").split(",")[-2:]] if insn.cls == Cls.DIV else []
-            rec = [insn, Step(insn), addr + insn.size, kind, _COND.get(insn.cond), switch.get(addr), vals]
+            # unicorn (like QEMU) folds an IT instruction into the block it opens and never hooks
+            # it: charge it just before the block's first instruction (nothing can enter an IT
+            # block other than through its IT)
+            it = insns.get(addr - 2)
+            it_step = Step(it) if it is not None and it.cls == Cls.IT and insn.conditional else None
+            rec = [insn, Step(insn), addr + insn.size, kind, _COND.get(insn.cond), switch.get(addr), vals, it_step]
             recs[addr] = rec
             return rec
 
@@ -293,13 +298,24 @@ class Trace:
 
         def on_code(uc: Uc, addr: int, size: int, _: Any) -> None:
             cur = st["cur"]
-            if cur is not None:
-                finish(cur, addr)
             if addr == stop:
+                if cur is not None:
+                    finish(cur, addr)
                 st["cur"] = None
                 uc.emu_stop()
                 return
             rec = recs.get(addr) or record(addr)
+            it_step = rec[7]
+            if it_step is not None:
+                if cur is not None:
+                    finish(cur, addr - 2)
+                mem.now = st["cycles"]
+                it_step.fetch_stall = mem_fetch(addr - 2, 2)
+                st["fstall"] += it_step.fetch_stall
+                st["cycles"] += core_cycles(it_step)
+                st["n"] += 1
+            elif cur is not None:
+                finish(cur, addr)
             if rec[5] is not None:
                 close_bucket(rec[5])
             step: Step = rec[1]
