@@ -45,8 +45,8 @@ buf:
 """)
     obj, elf = tmp / "bench.o", tmp / "bench.elf"
     subprocess.run(["arm-none-eabi-as", "-o", str(obj), str(src)], check=True)
-    subprocess.run(["arm-none-eabi-ld", "-e", "bench", "-o", str(elf), f"-Ttext=0x{text:08x}", "-Tdata=0x20004000", str(obj)],
-                   check=True)
+    subprocess.run(["arm-none-eabi-ld", "-e", "bench", "-o", str(elf), f"-Ttext=0x{text:08x}",
+                    "-Tdata=0x20004000", str(obj)], check=True)
     return elf
 
 
@@ -89,11 +89,13 @@ TRM_CASES = [
     ("ldr r0, [r1, #1]", 4, "§3.3.2: a byte-aligned word load adds two cycles"),
     ("smlad r0, r1, r2, r0\n smlad r0, r3, r4, r0\n smlad r0, r5, r6, r0\n smlad r0, r7, r8, r0", 4,
      "Table 3-1: single-cycle dual 16-bit MAC, back to back on the accumulator"),
-    ("mla r0, r1, r2, r0\n smlal r0, r4, r1, r2\n umull r6, r7, r1, r2\n mul r8, r1, r2", 4, "Table 3-1 MUL/MLA/SMLAL/UMULL 1"),
+    ("mla r0, r1, r2, r0\n smlal r0, r4, r1, r2\n umull r6, r7, r1, r2\n mul r8, r1, r2", 4,
+     "Table 3-1 MUL/MLA/SMLAL/UMULL 1"),
     ("adds r0, r1, r2\n lsls r0, r0, #3\n sxtb16 r4, r0\n uxtah r6, r4, r0\n ssat r7, #8, r6", 5, "Table 3-1 ALU 1"),
     ("b 1f\n nop\n1:", 3, "Table 3-1 B 1+P, P = 2 (16-bit target)"),
     ("b.w 1f\n nop\n .align 2\n1: nop", 4, "B 1+P, word-aligned 16-bit target, + the NOP"),
-    ("b 1f\n .align 2\n nop\n1: add.w r0, r0, #1", 5, "B 1+P, P = 3 for a 32-bit target at a halfword address (+ ADD 1)"),
+    ("b 1f\n .align 2\n nop\n1: add.w r0, r0, #1", 5,
+     "B 1+P, P = 3 for a 32-bit target at a halfword address (+ ADD 1)"),
     ("movs r0, #3\n1: subs r0, #1\n bne 1b", 1 + 3 * 1 + 2 * 3 + 1, "SUBS 1; BNE taken 1+P = 3, not taken 1"),
     ("movs r0, #0\n cbz r0, 1f\n nop\n1:", 1 + 3, "CBZ taken 1+P"),
     ("movs r0, #1\n cbz r0, 1f\n nop\n1:", 1 + 1 + 1, "CBZ not taken 1"),
