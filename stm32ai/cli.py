@@ -261,17 +261,22 @@ def _estimate(args: argparse.Namespace, c: Any, weights_bytes: int) -> Any:
     """`analyze --estimate`: the firmware project generated into a temp dir with the usual project
     functions (test vector inputs, no reference run), built, and its measured inference traced
     through the board's core and memory-system model (stm32ai.estimate, docs/estimate.md)."""
+    import contextlib
+    import io
     import tempfile
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from stm32ai.boards import load_board
-    from stm32ai.estimate.estimate import estimate_project
+    from stm32ai.estimate.estimate import check_estimable, estimate_project
     from stm32ai.project.build import generate_firmware_project
+    from stm32ai.project.run import build_project, check_toolchain
     from stm32ai.project.spec import ProjectModel
     from stm32ai.validate.vectors import test_vector
 
     board = load_board(args.board)
+    check_estimable(board)          # a core or memory system without a model: say so before building
+    check_toolchain()
     path = _model_path(args.model)
     with tempfile.TemporaryDirectory(prefix="stm32ai-estimate-") as tmp, \
             Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
@@ -279,10 +284,9 @@ def _estimate(args: argparse.Namespace, c: Any, weights_bytes: int) -> Any:
         task = prog.add_task("generating the firmware project", total=None)
         proj = Path(tmp) / "project"
         model = ProjectModel("network", c, test_vector(path, c, expected=False), path.name)
-        generate_firmware_project(proj, board, [model], _pools(args))
+        with contextlib.redirect_stderr(io.StringIO()):     # generate's "test vector: ..." note
+            generate_firmware_project(proj, board, [model], _pools(args))
         prog.update(task, description="building with arm-none-eabi-gcc")
-        from stm32ai.project.run import build_project
-
         build_project(proj)
 
         def tick(n: int) -> None:

@@ -86,6 +86,17 @@ def core_model(board: Board) -> Any:
     return factory()
 
 
+def check_estimable(board: Board) -> None:
+    """Refuse (one line) a board whose core or memory system has no model, before any work."""
+    core_model(board)
+    spec = load_spec(board)
+    from stm32ai.estimate.memsys import MEMORY_SYSTEMS
+
+    if board.core not in MEMORY_SYSTEMS:
+        raise Stm32aiError(f"board {board.id}: no memory-system model for {board.core} yet")
+    del spec
+
+
 def model_name(board: Board) -> str:
     return f"{board.core} + {board.soc or board.id} {load_spec(board).describe()}"
 
