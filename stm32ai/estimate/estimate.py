@@ -27,8 +27,8 @@ CORE_MODELS: dict[str, Callable[[], Any]] = {"cortex-m4": CortexM4}
 # Stated uncertainty per core: the CoreMark calibration (docs/estimate.md) on the boards ST
 # publishes CoreMark/MHz for, plus the compiler gap it cannot separate out. Set from that table.
 UNCERTAINTY: dict[str, tuple[float, str]] = {
-    "cortex-m4": (0.15, "CoreMark through the estimator vs ST's published CoreMark/MHz on 4 Cortex-M4 "
-                        "boards (docs/estimate.md, calibration)"),
+    "cortex-m4": (0.15, "CoreMark calibration, docs/estimate.md: -2 % vs F405 silicon running a non-ST "
+                        "build; ST's headline CoreMark/MHz is 25-26 % above it, the compiler gap"),
 }
 
 
