@@ -4,6 +4,7 @@ system; and flash/ART access patterns whose hits and misses are computed by hand
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -171,3 +172,37 @@ def test_flash_fetch_loop_hits_icache(tmp_path):
     # the third pass costs exactly what it costs at zero wait states
     assert cycles_three - cycles_two == zero_three - zero_two
     assert cycles_two > zero_two
+
+
+def test_runaway_code_stops_with_one_clear_error(tmp_path):
+    from stm32ai.estimate.trace import TraceError
+
+    elf = _build(tmp_path, "1: b 1b")
+    tr = Trace(elf, board_regions(BOARD))
+    tr.start(pc=tr.symbol("bench"), sp=0x20010000)
+    with pytest.raises(TraceError, match="did not end at 0x.* within 1000 instructions"):
+        tr.measure(CortexM4(), ZeroWaitMemory(BOARD), stop=tr.symbol("bench_end"), budget=1000)
+
+
+def test_memsys_schema_errors_name_file_and_key():
+    import dataclasses
+
+    from stm32ai.errors import Stm32aiError
+    from stm32ai.estimate.memsys import load_spec
+
+    good = BOARD.memsys
+    cases = [
+        ({**good, "flash": {**good["flash"], "regions": ["nor"]}},
+         "memsys.flash.regions: no memory region named 'nor'"),
+        ({**good, "flash": {**good["flash"], "read_bytes": 12}}, "memsys.flash.read_bytes: 12 is not a power of two"),
+        ({**good, "flash": {**good["flash"], "icache": {"lines": 32, "line_bytes": 4}}},
+         "memsys.flash.icache.line_bytes: 4 is not a power-of-two multiple of read_bytes 8"),
+        ({**good, "bogus": 1}, "memsys.bogus: unknown key"),
+        ({**good, "tcm": ["nope"]}, "memsys.tcm: expected a list of memory region names"),
+    ]
+    for raw, msg in cases:
+        with pytest.raises(Stm32aiError, match=re.escape(msg)) as e:
+            load_spec(dataclasses.replace(BOARD, memsys=raw))
+        assert str(e.value).startswith("boards/soc/stm32l4r5xi.yaml: ")
+    with pytest.raises(Stm32aiError, match="has no memsys: section"):
+        load_spec(dataclasses.replace(BOARD, memsys=None))
