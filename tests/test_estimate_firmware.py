@@ -20,6 +20,7 @@ RESIDUAL = ROOT / "tests" / "fixtures" / "models" / "add_residual_int8.tflite"  
 needs_toolchain = pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="no arm-none-eabi-gcc")
 
 
+@pytest.mark.slow
 @needs_toolchain
 @pytest.mark.skipif(shutil.which("qemu-system-arm") is None, reason="no qemu-system-arm")
 def test_trace_follows_the_instructions_qemu_counts(tmp_path):
