@@ -437,8 +437,8 @@ def _check_accumulator(g: Graph, op: Op, wi: int, bi: int, xi: int, axis: int) -
                    f"(no converter writes such values) — {_FIX}")
     if worst >= INT32_LIMIT and not wide:
         return (f"{op.where}: the int32 accumulator of output {out} is bounded by {worst:,} >= 2^31 "
-                f"(2^{math.log2(worst):.3f}) for extreme inputs; the generated code wraps it modulo "
-                "2^32 like TFLite Micro on Cortex-M (bit-exact wherever TFLite's sum fits int32)")
+                f"(2^31 + {worst - INT32_LIMIT:,}) for extreme inputs; the generated code wraps it "
+                "modulo 2^32 like TFLite Micro on Cortex-M (bit-exact wherever TFLite's sum fits int32)")
     return None
 
 
