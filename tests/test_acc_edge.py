@@ -147,13 +147,14 @@ def test_wrap_fixture_overflows_cleanly_and_matches_numpy(tmp_path: Path):
         np.testing.assert_array_equal(y, run_tflm(model, [x])[0].reshape(y.shape))
 
 
-def _fc_graph(w: np.ndarray, bias: np.ndarray, in_zp: int) -> Graph:
+def _fc_graph(w: np.ndarray, bias: np.ndarray, in_zp: int, scales: tuple[float, float, float] = (0.02, 0.01, 40.0)
+              ) -> Graph:
     g = Graph("fc", [], [], [], [])
     k = w.shape[1]
-    xi = g.add_tensor("x", (2, k), "int8", _q(0.02, in_zp))
-    wi = g.add_const("w", w, _q(np.full(w.shape[0], 0.01), np.zeros(w.shape[0]), 0))
+    xi = g.add_tensor("x", (2, k), "int8", _q(scales[0], in_zp))
+    wi = g.add_const("w", w, _q(np.full(w.shape[0], scales[1]), np.zeros(w.shape[0]), 0))
     bi = g.add_const("b", bias.astype(np.int32))
-    yi = g.add_tensor("y", (2, w.shape[0]), "int8", _q(40.0, 3))
+    yi = g.add_tensor("y", (2, w.shape[0]), "int8", _q(scales[2], 3))
     g.ops.append(Op("FULLY_CONNECTED", [xi, wi, bi], [yi],
                     {"fused_activation_function": "NONE", "keep_num_dims": False}, index=0))
     g.inputs, g.outputs = [xi], [yi]
@@ -170,7 +171,29 @@ def _fc_reference(g: Graph, x: np.ndarray) -> np.ndarray:
                                                         float(y_t.quant.scale[0]))) for s in w_t.quant.scale]
     m = np.array([p[0] for p in pairs], np.int64)
     s = np.array([p[1] for p in pairs], np.int64)
-    return np.clip(multiply_by_quantized_multiplier(acc, m, s) + int(y_t.quant.zero_point[0]), -128, 127)
+    y = multiply_by_quantized_multiplier(acc, m, s) + int(y_t.quant.zero_point[0])
+    y = ((y + LIMIT) % (1 << 32)) - LIMIT  # TFLite's `acc += output_offset` is int32 too
+    return np.clip(y, -128, 127)
+
+
+def test_output_offset_wraps_at_multiplier_2_31_minus_1(tmp_path: Path):
+    """Scales whose ratio quantises to the multiplier 2^31 - 1 (shift 0) pass an accumulator of
+    2^31 - 1 through as 2^31 - 2: adding the output zero point (3) then wraps in int32, as
+    TFLite Micro's `acc += output_offset` does on the device (the C kernels used to overflow
+    there, undefined behaviour). The scales were found by a search over float32 triples."""
+    scales = (1.719909429550171, 0.5814259648323059, 1.0)
+    assert quantize_multiplier(per_channel_multiplier(*scales)) == ((1 << 31) - 1, 0)
+    w = np.ones((4, 8), np.int8)
+    w[1] = -1
+    bias = np.array([LIMIT - 1, -LIMIT, LIMIT - 3000, -LIMIT + 3000], np.int64)
+    g = _fc_graph(w, bias, 0, scales)
+    x = np.zeros((2, 8), np.int8)
+    x[1] = 3
+    c = compile_graph(copy.deepcopy(g))
+    (y,), = _run_sanitized(c, [[x]], tmp_path)
+    want = _fc_reference(g, x)
+    np.testing.assert_array_equal(y, want)
+    assert want[0, 0] == -128  # (2^31 - 2) + 3 wrapped
 
 
 def _edge_bias(w_rows: np.ndarray, zp: int, rng: np.random.Generator) -> np.ndarray:
@@ -236,3 +259,75 @@ def test_overflowing_layers_are_sanitizer_clean_and_wrap(kind: str, tmp_path: Pa
     # the case overflows: the edge channels at a pixel whose taps are all interior
     assert bias[-2] + rows[-2].astype(np.int64).sum() * 255 >= LIMIT
     assert bias[-1] + rows[-1].astype(np.int64).sum() * 255 < -LIMIT
+
+
+def test_overflowing_transpose_conv_is_sanitizer_clean_and_wraps(tmp_path: Path):
+    """TRANSPOSE_CONV int8 (SIMD dot product, plain-C tail of 3 input channels, per-tap zero
+    point offsets): output channel 2 far above 2^31, channel 3 far below, for x = 127."""
+    from stm32ai.passes.lower.transpose_conv import tconv_padding
+    from tests.test_ops_reduce import ref_tconv
+
+    rng = np.random.default_rng(21)
+    ih, iw, ic, oc, k, st = 4, 4, 7, 4, 3, 2
+    w = rng.choice(np.int8([-127, 127]), (oc, k, k, ic))
+    w[2], w[3] = 127, -127
+    bias = np.array([1234, -777, LIMIT - 101, -LIMIT + 100], np.int64)
+    g = Graph("tconv", [], [], [], [])
+    x_i = g.add_tensor("x", (1, ih, iw, ic), "int8", _q(0.02, -128))
+    y_i = g.add_tensor("y", (1, ih * st, iw * st, oc), "int8", _q(40.0, 3))
+    ins = [g.add_const("shape", np.array([1, ih * st, iw * st, oc], np.int32)),
+           g.add_const("w", w, _q(np.full(oc, 0.01), np.zeros(oc))), x_i, g.add_const("b", bias.astype(np.int32))]
+    g.ops.append(Op("TRANSPOSE_CONV", ins, [y_i], {"padding": "SAME", "stride_h": st, "stride_w": st,
+                                                   "fused_activation_function": "NONE"}, index=0))
+    g.inputs, g.outputs = [x_i], [y_i]
+    x = np.full((1, ih, iw, ic), 127, np.int8)
+    x[0, 0] = rng.integers(-128, 128, (iw, ic))
+    c = compile_graph(copy.deepcopy(g))
+    assert c.graph.ops[0].kernel == "transpose_conv_s8"
+    (y,), = _run_sanitized(c, [[x]], tmp_path)
+    pad = tconv_padding("SAME", ih * st, k, st)
+    acc = ref_tconv(x, w, bias, (st, st), (pad, pad), (ih * st, iw * st), 128)
+    assert acc[..., 2].max() >= LIMIT and acc[..., 3].min() < -LIMIT  # truly overflowing
+    acc = ((acc + LIMIT) % (1 << 32)) - LIMIT
+    pairs = [quantize_multiplier(per_channel_multiplier(0.02, 0.01, 40.0))] * oc
+    m = np.array([p[0] for p in pairs], np.int64)
+    s = np.array([p[1] for p in pairs], np.int64)
+    want = np.clip(multiply_by_quantized_multiplier(acc, m, s) + 3, -128, 127)
+    np.testing.assert_array_equal(y.astype(np.int64), want)
+
+
+def test_overflowing_lstm_gate_is_sanitizer_clean_and_matches_tflm(tmp_path: Path):
+    """lstm_seq_int8 with the forget-gate bias written at -2^31 + 5 (as a clamping exporter
+    would): the gate's true accumulator leaves int32 for inputs that push its weights down.
+    UBSan-clean, and equal to TFLite Micro on the same file (whose host build wraps too)."""
+    import tflite
+
+    from tests.fuzz.mutate import _Buf
+
+    src = FIXTURES / "lstm_seq_int8.tflite"
+    g = load_tflite(src)
+    lstm = next(op for op in g.ops if op.type == "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    fb = _Buf(src.read_bytes())
+    sg = fb.model.Subgraphs(0)
+    bias_t = sg.Tensors(lstm.inputs[13])
+    assert bias_t.Type() == tflite.TensorType.INT32
+    buf = fb.model.Buffers(bias_t.Buffer())
+    start = buf._tab.Vector(buf._tab.Offset(4))
+    for i in range(bias_t.Shape(0)):
+        fb.put("<i", start + 4 * i, -LIMIT + 5)
+    model = tmp_path / "lstm_edge.tflite"
+    model.write_bytes(bytes(fb.b))
+    c = compile_model(model)
+    assert len(c.warnings) == 1 and "UNIDIRECTIONAL_SEQUENCE_LSTM" in c.warnings[0]
+    ins, _ = io_specs(c)
+    x_t = g.tensors[lstm.inputs[0]]
+    w_f = g.tensors[lstm.inputs[2]].data.astype(np.int64)  # input-to-forget weights [cells, in]
+    zp = int(x_t.quant.zero_point[0])
+    # per cell, the input that drives the input part of its forget gate down the most
+    x_down = np.where(w_f[0] > 0, -128, 127)
+    assert -LIMIT + 5 + int((w_f[0] * (x_down - zp)).sum()) < -LIMIT  # truly overflowing
+    xs = [np.broadcast_to(x_down.astype(np.int8), ins[0].shape).copy(),
+          np.full(ins[0].shape, 127, np.int8), np.full(ins[0].shape, -128, np.int8)]
+    got = _run_sanitized(c, [[x] for x in xs], tmp_path)
+    for x, (y,) in zip(xs, got, strict=True):
+        np.testing.assert_array_equal(y, run_tflm(model, [x])[0].reshape(y.shape))
