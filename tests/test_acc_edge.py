@@ -331,3 +331,28 @@ def test_overflowing_lstm_gate_is_sanitizer_clean_and_matches_tflm(tmp_path: Pat
     got = _run_sanitized(c, [[x] for x in xs], tmp_path)
     for x, (y,) in zip(xs, got, strict=True):
         np.testing.assert_array_equal(y, run_tflm(model, [x])[0].reshape(y.shape))
+
+
+@pytest.mark.slow
+def test_overflow_on_emulated_cortex_m4_matches_tflm(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The Cortex-M4 build (SMLAD path) of acc_conv_wrap_int8 on QEMU mps2-an386, fed inputs whose
+    accumulators truly leave int32 (`validate --mode target --inputs`): equal to TFLite Micro."""
+    import shutil
+
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    x = np.full((3, 2, 2, 34000), 127, np.int8)
+    x[1] = -128
+    x[2, :, :, ::3] = -128
+    np.savez(tmp_path / "adv.npz", x)
+    report = tmp_path / "v.json"
+    code = main(["validate", str(FIXTURES / "acc_conv_wrap_int8.tflite"), "--mode", "target", "--board",
+                 "qemu-mps2-an386", "--inputs", str(tmp_path / "adv.npz"), "--timeout", "300",
+                 "--json", str(report)])  # 136 kB per input over the emulated UART: slow under load
+    cap = capsys.readouterr()
+    assert code == 0, cap.out + cap.err
+    import json
+
+    doc = json.loads(report.read_text())
+    assert doc["passed"] and doc["verdict"] == "tflm" and doc["samples"] == 3, doc
+    assert "stm32ai: warning: op #0 (CONV_2D)" in cap.err
