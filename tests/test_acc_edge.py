@@ -356,3 +356,26 @@ def test_overflow_on_emulated_cortex_m4_matches_tflm(tmp_path: Path, capsys: pyt
     doc = json.loads(report.read_text())
     assert doc["passed"] and doc["verdict"] == "tflm" and doc["samples"] == 3, doc
     assert "stm32ai: warning: op #0 (CONV_2D)" in cap.err
+
+
+def test_overflowing_hybrid_fc_is_sanitizer_clean(tmp_path: Path):
+    """A hybrid FULLY_CONNECTED (float input quantised at run time, int8 weights) of 140,000
+    inputs of weight +-127 fed the input that matches their signs: the int32 dot product truly
+    leaves int32 (127 * 127 * 140,000 > 2^31). UBSan-clean (LiteRT's sum wraps the same way
+    on the device; the float result of a wrapped sum is not compared)."""
+    g = load_tflite(FIXTURES / "hybrid_fc_odd_relu_hybrid.tflite")
+    op = g.ops[0]
+    x_t, w_t, b_t, y_t = (g.tensors[i] for i in (*op.inputs, op.outputs[0]))
+    k = 140_000
+    rng = np.random.default_rng(22)
+    w = rng.choice(np.int8([-127, 127]), (2, k))
+    w_t.shape, w_t.data = (2, k), w
+    w_t.quant.scale, w_t.quant.zero_point = np.float32([0.01, 0.02]), np.zeros(2, np.int64)
+    x_t.shape, y_t.shape = (1, k), (1, 2)
+    b_t.shape, b_t.data = (2,), np.float32([0.5, -0.5])
+    op.options["fused_activation_function"] = "NONE"
+    c = compile_graph(g)
+    assert any(o.kernel == "fully_connected_hybrid" for o in c.graph.ops)
+    x = np.where(w[0] > 0, 1.0, -1.0).astype(np.float32).reshape(1, k)
+    (y,), = _run_sanitized(c, [[x]], tmp_path)
+    assert y.shape == (1, 2) and np.isfinite(y).all()
