@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ class Compiled:
     doc: dict[str, Any]  # graph.json
     params: dict[str, np.ndarray]
     pruned: PruneSummary | None = None  # what dead-channel elimination removed (None: pass off)
+    warnings: list[str] = field(default_factory=list)  # one line each, already printed
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
@@ -58,7 +60,9 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         if each:
             verify_graph(g, allow_unknown_dims=i == 0)
     check_supported(g, {t: s.check for t, s in registry().items()})
-    verify_accumulators(g)
+    warnings = verify_accumulators(g)
+    for w in warnings:  # not an error: the exit code is unaffected (docs/verifier.md)
+        print(f"stm32ai: warning: {w}", file=sys.stderr)
     pruned = prune_dead_channels(g) if prune else None
     if each and pruned is not None:
         verify_graph(g, allow_unknown_dims=False)
@@ -73,7 +77,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
-    return Compiled(g, plan, doc, params, pruned)
+    return Compiled(g, plan, doc, params, pruned, warnings)
 
 
 def weights_budget_for(board_id: str | None) -> int | None:

@@ -133,12 +133,60 @@ def test_requantisation_shift_out_of_c_range(which: str, scale: float):
     _refused(g, "op #0 (CONV_2D)", "outside the -31..31", cls=ModelVerifyError)
 
 
-def test_accumulator_overflow_refused():
+def test_accumulator_at_2_31_warns_not_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Issue 20: a bound >= 2^31 is legal (the kernels wrap like TFLite Micro): one warning
+    line naming the layer and the bound, exit 0, the C generated."""
     g = _g("dense_int8")
     b = g.tensors[g.ops[0].inputs[2]]
     b.data = b.data.copy()
-    b.data[0] = (1 << 31) - 1  # any nonzero product then overflows int32
-    _refused(g, "accumulator could overflow", cls=ModelVerifyError)
+    b.data[0] = (1 << 31) - 1  # any positive product then leaves int32
+    c = compile_graph(g)
+    assert len(c.warnings) == 1 and "op #0 (FULLY_CONNECTED)" in c.warnings[0], c.warnings
+    assert ">= 2^31" in c.warnings[0] and "\n" not in c.warnings[0]
+    capsys.readouterr()
+    model = _patched(tmp_path, "dense_int8", lambda fb: _set_bias0(fb, (1 << 31) - 1))
+    out = tmp_path / "out"
+    assert main(["generate", str(model), "--c-only", "-o", str(out)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("stm32ai: warning: op #0 (FULLY_CONNECTED)"), err
+    assert (out / "network.c").exists()
+
+
+def _set_bias0(fb: _Buf, value: int) -> None:
+    """The first element of the first FULLY_CONNECTED's bias buffer, in place."""
+    sg = fb.model.Subgraphs(0)
+    op = sg.Operators(0)
+    buf = fb.model.Buffers(sg.Tensors(op.Inputs(2)).Buffer())
+    fb.put("<i", buf._tab.Vector(buf._tab.Offset(4)), value)
+
+
+def test_accumulator_from_2_62_refused():
+    """Only a bound no converter writes is refused: 2^62 needs a bias beyond int32 (an int64
+    bias on 8-bit data); the message names the op and says why."""
+    from stm32ai.passes.verify import verify_accumulators
+
+    g = _g("dense_int8")
+    b = g.tensors[g.ops[0].inputs[2]]
+    b.data = b.data.astype(np.int64)
+    b.data[0] = 1 << 62
+    with pytest.raises(ModelVerifyError, match="no converter writes") as e:
+        verify_accumulators(g)
+    assert "op #0 (FULLY_CONNECTED)" in str(e.value) and "2^62" in str(e.value)
+    b.data[0] = (1 << 62) - (1 << 40)  # below: a warning
+    assert len(verify_accumulators(g)) == 1
+
+
+def test_accumulator_bound_is_per_channel():
+    """The bound pairs each channel's weights with its own bias (the old max-over-max formula
+    warned about layers whose largest bias and largest weights sit on different channels)."""
+    from stm32ai.passes.verify import accumulator_bound
+
+    w = np.zeros((2, 4), np.int8)
+    w[0] = 127
+    assert accumulator_bound(w, np.int32([0, (1 << 31) - 1]), 0, 256) == (1 << 31) - 1
+    assert accumulator_bound(w, np.int32([(1 << 31) - 1, 0]), 0, 256) == (1 << 31) - 1 + 4 * 127 * 256
+    assert accumulator_bound(w, np.int32([-(1 << 31)]), 0, 256) == (1 << 31) + 4 * 127 * 256  # per-tensor bias
+    assert accumulator_bound(w, None, 0, 256) == 4 * 127 * 256
 
 
 # ---- options ---------------------------------------------------------------------------------
@@ -241,12 +289,13 @@ def test_cli_exit_2_one_line(case: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert struct is not None
 
 
-def test_lstm_gate_accumulator_overflow_refused():
+def test_lstm_gate_accumulator_at_2_31_warns():
     g = _g("lstm_seq_int8")
     lstm = next(op for op in g.ops if op.type == "UNIDIRECTIONAL_SEQUENCE_LSTM")
     b = g.tensors[lstm.inputs[13]]  # forget gate bias
     b.data = np.full(b.shape, -(1 << 31) + 5, b.data.dtype)
-    _refused(g, "UNIDIRECTIONAL_SEQUENCE_LSTM", "accumulator could overflow", cls=ModelVerifyError)
+    c = compile_graph(g)
+    assert len(c.warnings) == 1 and "UNIDIRECTIONAL_SEQUENCE_LSTM" in c.warnings[0], c.warnings
 
 
 def test_int8_mean_over_too_many_elements_refused():

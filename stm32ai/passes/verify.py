@@ -21,8 +21,9 @@ import numpy as np
 
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_SIZES, Graph, Op, Tensor
+from stm32ai.sanitize import quote
 
-__all__ = ["ModelVerifyError", "verify_accumulators", "verify_graph", "verify_kernel_bounds",
+__all__ = ["ModelVerifyError", "accumulator_bound", "verify_accumulators", "verify_graph", "verify_kernel_bounds",
            "verify_each_pass", "verify_memory"]
 
 # The runtime's sizes and offsets are uint32/int32; element indices are int32 in kernels.
@@ -374,38 +375,71 @@ def _const(g: Graph, op: Op, i: int) -> np.ndarray | None:
     return g.tensors[op.inputs[i]].data
 
 
-def verify_accumulators(g: Graph) -> Graph:
+# The 8-bit kernels accumulate in int32 with two's-complement wrap-around (as TFLite Micro's
+# accumulators do on Cortex-M), so a worst case at or above 2^31 is legal: real exports sit
+# there (a 6x6 stem or a wide 1x1 head with large weights). Only a bound no converter writes
+# is refused: it needs a bias beyond int32, and the generate-time sums (int64) must stay exact.
+ACC8_REFUSE = 1 << 62
+# 16-bit data: TFLite's int64 accumulator times its 16-bit reduced multiplier must fit int64
+# (below 2^48 in TFLite; 2^47 keeps a margin); 2^47 needs a bias of 2^47 or 2^24 taps of
+# weight 128 per channel, which no real model has (docs/verifier.md).
+ACC16_REFUSE = 1 << 47
+
+
+def verify_accumulators(g: Graph) -> list[str]:
     """Integer conv/FC kernels accumulate w * (x - zp) on top of the bias. Per output channel,
-    |acc| <= sum|w| * 2^(bits of x) + |bias| must fit the accumulator: int32 for 8-bit data
-    (< 2^31), and for 16-bit data an int64 that is then multiplied by a 16-bit multiplier
-    (< 2^47). Run before lowering, on TFLite's weight layouts."""
+    |acc| <= sum|w| * 2^(bits of x) + |bias|. 8-bit data: a bound >= 2^31 gets a warning (the
+    kernels wrap modulo 2^32 like TFLite Micro; bit-exact wherever TFLite's own accumulator
+    fits), >= 2^62 is refused; 16-bit data (int64 accumulator, then multiplied by a 16-bit
+    multiplier): refused from 2^47. Run before lowering, on TFLite's weight layouts.
+    Returns the warnings, one line each."""
+    warnings: list[str] = []
     for op in g.ops:
         for spec in _WEIGHTED.get(op.type, []):
-            _check_accumulator(g, op, *spec)
-    return g
+            w = _check_accumulator(g, op, *spec)
+            if w and w not in warnings:  # an LSTM names one output for its 8 gate sums
+                warnings.append(w)
+    return warnings
 
 
-def _check_accumulator(g: Graph, op: Op, wi: int, bi: int, xi: int, axis: int) -> None:
-    w = _const(g, op, wi)
-    if w is None or w.dtype.name not in ("int8", "uint8") or xi >= len(op.inputs) or op.inputs[xi] < 0:
-        return
-    x = g.tensors[op.inputs[xi]]
-    if x.dtype not in ("int8", "uint8", "int16", "float32"):
-        return
-    factor, limit = ((1 << 16), 1 << 47) if x.dtype == "int16" else (256, INT32_LIMIT)
+def accumulator_bound(w: np.ndarray, b: np.ndarray | None, axis: int, factor: int) -> int:
+    """The worst |accumulator| over output channels: per channel sum|w| * factor + |bias|, the
+    bias of that channel when there is one per channel, else max|bias| (Python ints: no int64
+    wrap). factor: 256 for 8-bit data (|x - zp| <= 255), 2^16 for int16."""
     wa = np.abs(w.astype(np.int64))
     if wa.ndim > axis:
         per = wa.sum(axis=tuple(a for a in range(wa.ndim) if a != axis))
     else:
         per = np.array([wa.sum()])
-    worst = int(per.max(initial=0)) * factor
-    b = _const(g, op, bi) if bi >= 0 else None
-    if b is not None and b.size and b.dtype.kind in "iu":  # a float bias (hybrid ops) is added in float
-        worst += max(abs(int(b.min())), abs(int(b.max())))  # Python ints: no |INT64_MIN| wrap
+    sums = [int(v) * factor for v in per.reshape(-1)] or [0]
+    if b is None or not b.size or b.dtype.kind not in "iu":  # a float bias (hybrid ops) is added in float
+        return max(sums)
+    bias = [abs(int(v)) for v in b.reshape(-1)]  # Python ints: no |INT64_MIN| wrap
+    if len(bias) == len(sums):
+        return max(s + a for s, a in zip(sums, bias, strict=True))
+    return max(sums) + max(bias)
+
+
+def _check_accumulator(g: Graph, op: Op, wi: int, bi: int, xi: int, axis: int) -> str | None:
+    w = _const(g, op, wi)
+    if w is None or w.dtype.name not in ("int8", "uint8") or xi >= len(op.inputs) or op.inputs[xi] < 0:
+        return None
+    x = g.tensors[op.inputs[xi]]
+    if x.dtype not in ("int8", "uint8", "int16", "float32"):
+        return None
+    wide = x.dtype == "int16"
+    factor, limit = ((1 << 16), ACC16_REFUSE) if wide else (256, ACC8_REFUSE)
+    worst = accumulator_bound(w, _const(g, op, bi) if bi >= 0 else None, axis, factor)
+    out = quote(g.tensors[op.outputs[0]].name, 60)
     if worst >= limit:
         raise _err(f"{op.where}: the integer accumulator could overflow: weights and bias of "
-                   f"output '{g.tensors[op.outputs[0]].name[:60]}' bound it by {worst:,}, not below "
-                   f"2^{limit.bit_length() - 1} — {_FIX}")
+                   f"output {out} bound it by {worst:,}, not below 2^{limit.bit_length() - 1} "
+                   f"(no converter writes such values) — {_FIX}")
+    if worst >= INT32_LIMIT and not wide:
+        return (f"{op.where}: the int32 accumulator of output {out} is bounded by {worst:,} >= 2^31 "
+                f"(2^31 + {worst - INT32_LIMIT:,}) for extreme inputs; the generated code wraps it "
+                "modulo 2^32 like TFLite Micro on Cortex-M (bit-exact wherever TFLite's sum fits int32)")
+    return None
 
 
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -421,7 +455,7 @@ def _check_float_attr(op: Op, key: str, v: object) -> None:
 
 def verify_kernel_bounds(g: Graph, n_model_tensors: int) -> Graph:
     """After lowering: every requantisation shift is one the C helpers can apply without
-    shifting by 32 or more, and int8 accumulators cannot overflow int32.
+    shifting by 32 or more (accumulators: `verify_accumulators`).
     `n_model_tensors`: tensors before lowering; later ones are lowering's tables."""
     for op in g.ops:
         for key, v in op.attrs.items():

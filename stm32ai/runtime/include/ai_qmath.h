@@ -9,6 +9,16 @@
 #define AI_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define AI_CLAMP(x, lo, hi) AI_MIN(AI_MAX((x), (lo)), (hi))
 
+/* int32 arithmetic that wraps modulo 2^32 (two's complement), as the Cortex-M ADD/MLA/SMLAD
+ * instructions and TFLite Micro's int32 accumulators compute it on the device, without the
+ * undefined behaviour of a signed overflow in C: the sum is formed in uint32_t and converted
+ * back (implementation-defined, modulo 2^32 in GCC and Clang; no extra instruction on
+ * Cortex-M). Accumulators whose worst case reaches 2^31 are legal (docs/verifier.md). */
+static inline int32_t ai_wadd(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t ai_wmla(int32_t acc, int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)acc + (uint32_t)a * (uint32_t)b);
+}
+
 /* (a * b * 2) >> 32 with round-to-nearest (ties away from zero), saturating the one
  * overflow case INT32_MIN * INT32_MIN. */
 static inline int32_t ai_srdhm(int32_t a, int32_t b) {

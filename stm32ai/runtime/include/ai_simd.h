@@ -129,7 +129,7 @@ static inline int8_t clamp8(int32_t v, int32_t lo, int32_t hi) {
 }
 
 static inline int8_t rq_out(int32_t acc, const rq_t *r, int32_t offset, int32_t lo, int32_t hi) {
-  return clamp8(rq_apply(acc, r) + offset, lo, hi);
+  return clamp8(ai_wadd(rq_apply(acc, r), offset), lo, hi);
 }
 
 /* 1 when every channel takes the fast path. */

@@ -92,7 +92,7 @@ void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t
         for (; c < C; ++c) {
           int32_t a = bias[c];
           for (int32_t k = 0; k < ntaps; ++k) {
-            a += (int32_t)tap[k][c] * (int32_t)*w++;
+            a = ai_wmla(a, tap[k][c], *w++);
           }
           const rq_t r = rq_prep(mult[c], shift[c]);
           out[c] = rq_out(a, &r, off, lo, hi);
@@ -126,7 +126,7 @@ void ai_depthwise_conv2d_dm_s8(const ai_depthwise_conv2d_dm_s8_params *p, const 
                 const int32_t ix = ix0 + kx * p->dilation[1];
                 const int32_t x = (row_in && ix >= 0 && ix < p->in_w)
                                       ? in[(iy * p->in_w + ix) * C + ic] : p->pad_value;
-                acc += x * weights[(ky * p->k_w + kx) * OC + oc];
+                acc = ai_wmla(acc, x, weights[(ky * p->k_w + kx) * OC + oc]);
               }
             }
             const rq_t r = rq_prep(mult[oc], shift[oc]);

@@ -348,7 +348,7 @@ typedef struct {
 /* General path, out of line: rare (effective scales >= 0.25). */
 static __attribute__((noinline)) int8_t conv_out_general(const int32_t *q, int32_t acc,
                                                          const conv_out_t *o) {
-  return clamp8(ai_requant(acc, q[1], q[2]) + o->off, o->lo, o->hi);
+  return clamp8(ai_wadd(ai_requant(acc, q[1], q[2]), o->off), o->lo, o->hi);
 }
 
 /* mode: 0 general, 1 rq_fold + SSAT, 2 rq_fold + SSAT + activation clamp. Constant

@@ -78,7 +78,7 @@ static void fc_store(const fc_ctx *c, const int32_t *acc, int32_t cnt, int32_t o
     } else {
       v = ai_requant(acc[r], c->mults[o + r], c->shifts[o + r]);
     }
-    y[o + r] = clamp8(v + zp, c->lo, c->hi);
+    y[o + r] = clamp8(ai_wadd(v, zp), c->lo, c->hi);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ai_kernels_hybrid.h"
+#include "ai_qmath.h"
 
 /* std::round for float (half away from zero) on |v| < 2^23, without libm. The callers
  * clamp to +-1024 first, so the int conversion is always defined. */
@@ -140,7 +141,7 @@ int32_t ai_conv2d_hybrid_scratch_size(const ai_conv2d_hybrid_params *p) {
 static inline int32_t dot_s8(const int8_t *a, const int8_t *b, int32_t k) {
   int32_t acc = 0;
   for (int32_t i = 0; i < k; ++i) {
-    acc += (int32_t)a[i] * (int32_t)b[i];
+    acc = ai_wmla(acc, a[i], b[i]);
   }
   return acc;
 }

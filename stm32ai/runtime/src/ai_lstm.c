@@ -108,7 +108,7 @@ static int32_t dot_s8(const int8_t *w, const int8_t *x, int32_t n, int32_t acc) 
   }
 #endif
   for (; k < n; k++) {
-    acc += (int32_t)w[k] * (int32_t)x[k];
+    acc = ai_wmla(acc, w[k], x[k]);
   }
   return acc;
 }
@@ -147,7 +147,7 @@ static void lstm_step_s8(const ai_lstm_s8_params *p, const int8_t *x, const int8
   }
   ai_tanh_s16(c, gi, s, p->tanh_mult, p->tanh_shift); /* tanh(c) into the spent input gate */
   for (int32_t r = 0; r < s; r++) {
-    const int32_t v = p->h_zero_point + ai_requant((int32_t)gi[r] * go[r], p->h_mult, p->h_shift);
+    const int32_t v = ai_wadd(p->h_zero_point, ai_requant((int32_t)gi[r] * go[r], p->h_mult, p->h_shift));
     h[r] = (int8_t)AI_CLAMP(v, -128, 127);
   }
   memcpy(out, h, (size_t)s);

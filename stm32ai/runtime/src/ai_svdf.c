@@ -98,7 +98,7 @@ void ai_svdf_s8(const ai_svdf_s8_params *p, const int8_t *input, const int8_t *w
       for (int32_t r = 0; r < rank; ++r, wt += m, sf += m) {
         acc = dot_s16(wt, sf, m, acc);
       }
-      const int32_t y = rq_apply(acc, &rq2) + p->out_zero_point;
+      const int32_t y = ai_wadd(rq_apply(acc, &rq2), p->out_zero_point);
       out[u] = (int8_t)AI_CLAMP(y, INT8_MIN, INT8_MAX);
     }
   }

@@ -83,8 +83,8 @@ static inline void dot2_s8(const int8_t *x, const int8_t *w0, const int8_t *w1, 
     s1 = smlad(xb, sxtb16_r8(v1), s1);
   }
   for (; c < n; ++c) {
-    s0 += (int32_t)x[c] * (int32_t)w0[c];
-    s1 += (int32_t)x[c] * (int32_t)w1[c];
+    s0 = ai_wmla(s0, x[c], w0[c]);
+    s1 = ai_wmla(s1, x[c], w1[c]);
   }
   *acc0 = s0;
   *acc1 = s1;
@@ -92,7 +92,7 @@ static inline void dot2_s8(const int8_t *x, const int8_t *w0, const int8_t *w1, 
 
 static inline int8_t requant_s8(const ai_transpose_conv_s8_params *p, int32_t acc, int32_t mult,
                                 int32_t shift) {
-  acc = ai_requant(acc, mult, shift) + p->out_offset;
+  acc = ai_wadd(ai_requant(acc, mult, shift), p->out_offset);
   return (int8_t)AI_CLAMP(acc, p->act_min, p->act_max);
 }
 
@@ -104,12 +104,16 @@ static inline int16_t requant_s16(const ai_transpose_conv_s16_params *p, int64_t
   return (int16_t)AI_CLAMP(v, p->act_min, p->act_max);
 }
 
+/* int16 path: an int64 accumulator bounded by the verifier (never wraps); no tap offsets. */
+static inline int64_t tc_add64(int64_t a, int32_t b) { return a + b; }
+
 /* The integer kernels, one template for the element type T, the accumulator (and bias) type
  * ACC, the two-channel dot product DOT2 and the requantisation REQUANT: two output channels
- * (or a single last one) per pass over each output pixel's window. tap_offset (int8 only,
+ * (or a single last one) per pass over each output pixel's window. ADD: the accumulator's
+ * addition (int8: int32 wrap-around, as TFLite Micro's on the device). tap_offset (int8 only,
  * NULL otherwise): sum over taps of (x - in_zp) * w = sum x * w + sum over the in-range taps
  * of tap_offset[oc][ky][kx] = -in_zp * sum_ic w[oc][ky][kx][ic] (precomputed). */
-#define TC_INT_KERNEL(NAME, PARAMS, T, ACC, DOT2, REQUANT)                                     \
+#define TC_INT_KERNEL(NAME, PARAMS, T, ACC, DOT2, ADD, REQUANT)                                \
   static inline __attribute__((always_inline)) void NAME(                                      \
       const PARAMS *p, const T *input, const int8_t *weights, const int32_t *tap_offset,       \
       const ACC *bias, const int32_t *mult, const int32_t *shift, T *output) {                 \
@@ -128,8 +132,8 @@ static inline int16_t requant_s16(const ai_transpose_conv_s16_params *p, int64_t
             const int8_t *w0 = weights + (size_t)oc * w_oc + (size_t)tap * (size_t)ic_n;       \
             DOT2(x_row + (size_t)ix * (size_t)ic_n, w0, pair ? w0 + w_oc : w0, ic_n, &a0, &a1); \
             if (tap_offset != NULL) {                                                          \
-              a0 += tap_offset[oc * taps + tap];                                               \
-              a1 += pair ? tap_offset[(oc + 1) * taps + tap] : 0;                              \
+              a0 = ADD(a0, tap_offset[oc * taps + tap]);                                       \
+              a1 = ADD(a1, pair ? tap_offset[(oc + 1) * taps + tap] : 0);                      \
             }                                                                                  \
           }                                                                                    \
         }                                                                                      \
@@ -140,8 +144,9 @@ static inline int16_t requant_s16(const ai_transpose_conv_s16_params *p, int64_t
       }                                                                                        \
     }                                                                                          \
   }
-TC_INT_KERNEL(tc_s8, ai_transpose_conv_s8_params, int8_t, int32_t, dot2_s8, requant_s8)
-TC_INT_KERNEL(tc_s16, ai_transpose_conv_s16_params, int16_t, int64_t, ai_dot2_s16, requant_s16)
+TC_INT_KERNEL(tc_s8, ai_transpose_conv_s8_params, int8_t, int32_t, dot2_s8, ai_wadd, requant_s8)
+TC_INT_KERNEL(tc_s16, ai_transpose_conv_s16_params, int16_t, int64_t, ai_dot2_s16, tc_add64,
+              requant_s16)
 #undef TC_INT_KERNEL
 
 void ai_transpose_conv_s8(const ai_transpose_conv_s8_params *p, const int8_t *input,
