@@ -41,7 +41,8 @@ from stm32ai.estimate.model import Step
 # 0 EX2 (ALU inputs), +1 EX3 (MAC accumulator, store data).
 ISS, EX2, LATE = -1, 0, 1
 
-MISPREDICT_PENALTY = 6      # ARMScheduleM7.td: "Mispredict cost for forward branches is 6"
+MISPREDICT_PENALTY = 6      # ARMScheduleM7.td: "Mispredict cost for forward branches is 6"; jnk0le: 6
+MISPREDICT_LATE_FLAGS = 8   # jnk0le (H743): 8 when the flags were set < 3 cycles before the branch
 DECODE_REDIRECT = 2         # assumption: taken branch the BTAC missed, found at decode
 BTAC_ENTRIES = 64           # assumption (TRM names the BTAC, not its size here)
 STORE_BUFFER_SLACK = 4      # assumption: store stalls hidden until 4 are outstanding
@@ -67,7 +68,8 @@ class _Info:
     """Everything the scoreboard needs about one instruction, computed once per address."""
 
     __slots__ = ("units", "latency", "reads", "writes", "wb", "single", "older_only", "occupancy",
-                 "is_branch", "cond", "sets_flags", "reads_flags", "flags_adv", "mem_beats", "load")
+                 "is_branch", "cond", "sets_flags", "reads_flags", "flags_adv", "mem_beats", "load",
+                 "store", "mac", "mul_ops")
 
     def __init__(self, insn: Insn) -> None:
         m, cls, ops = insn.mnemonic, insn.cls, insn.op_str.lower()
@@ -83,6 +85,9 @@ class _Info:
         self.flags_adv = EX2
         self.mem_beats = 0           # 64-bit beats of LDRD/LDM/STRD/STM (alignment decides)
         self.load = False
+        self.store = False
+        self.mac = False
+        self.mul_ops: tuple[str, ...] = ()   # MAC operands that cannot take a load result a cycle old
         addr_regs = {r for r in (insn.base, insn.index) if r}
         reads: dict[str, int] = {r: EX2 for r in insn.reads if r != "pc"}
         self.wb = False              # base register write-back (bypassed out of EX1)
@@ -110,10 +115,12 @@ class _Info:
                     self.units = (_ALU, _SHIFT)
         elif cls is Cls.MUL or cls is Cls.MUL64:
             self.units = (_MAC,)
+            self.mac = True
             self.latency = 2
             acc = _accumulators(insn, m)
             for r in acc:
                 reads[r] = LATE
+            self.mul_ops = tuple(r for r in reads if r not in acc)
         elif cls is Cls.DIV:
             self.units = (_ALU,)
             self.single = True
@@ -137,6 +144,7 @@ class _Info:
                 self.units = (_LOAD, _FP)
         elif cls in (Cls.STORE, Cls.STORE_DOUBLE, Cls.STORE_MULTIPLE, Cls.FP_STORE, Cls.FP_STORE_MULTIPLE):
             self.units = (_STORE,)
+            self.store = True
             self.latency = 1
             for r in reads:
                 reads[r] = ISS if r in addr_regs else LATE
@@ -227,6 +235,12 @@ class CortexM7:
         self.counters: dict[int, int] = {}
         self.btac: dict[int, tuple[int, int]] = {}
         self.store_busy = 0
+        self.flags_set = -99              # issue cycle of the last flag-setting instruction
+        self.from_load: set[str] = set()  # registers whose last writer was a load
+        self.group_bank = -1              # word bank (address bit 2) of a load in the group
+        self.group_mac = self.group_store = False
+        self.branch_slot = 0
+        self.stats_detail: dict[str, int] | None = None   # set to {} for a breakdown (slower)
         self.stats = {"mispredicts": 0, "redirects": 0, "branches": 0, "dual": 0, "stall_mem": 0}
 
     # -- branch prediction -------------------------------------------------------------------
@@ -257,15 +271,23 @@ class CortexM7:
                 penalty = DECODE_REDIRECT        # the decoder knows the target
                 self.stats["redirects"] += 1
             else:
-                penalty = self.mispredict
-                self.stats["mispredicts"] += 1
+                penalty = self._mispredict(conditional, t_branch)
             self.btac[idx] = (a, target)
         elif predict_taken and btac_target is not None:
-            penalty = self.mispredict            # fetched the predicted target for nothing
-            self.stats["mispredicts"] += 1
+            penalty = self._mispredict(conditional, t_branch)   # fetched the predicted target for nothing
+        if taken and penalty == 0 and self.branch_slot == 1 and self.t == t_branch:
+            # a predicted taken branch pairs with one instruction at its target (jnk0le, H743)
+            self.closed = False
+            return
         self.hold = max(self.hold, t_branch + 1 + penalty)
         if taken:
             self.closed = True
+
+    def _mispredict(self, conditional: bool, t_branch: int) -> int:
+        self.stats["mispredicts"] += 1
+        if conditional and t_branch - self.flags_set < 3:
+            return max(self.mispredict, MISPREDICT_LATE_FLAGS)
+        return self.mispredict
 
     # -- the scoreboard ----------------------------------------------------------------------
     def cycles(self, step: Step) -> int:
@@ -283,6 +305,12 @@ class CortexM7:
             e = ready.get(r, -99) - adv
             if e > earliest:
                 earliest = e
+        if info.mul_ops:
+            for r in info.mul_ops:
+                if r in self.from_load:
+                    e = ready.get(r, -99) + 1
+                    if e > earliest:
+                        earliest = e
         if info.reads_flags:
             e = ready.get("flags", -99) - info.flags_adv
             if e > earliest:
@@ -291,23 +319,46 @@ class CortexM7:
             earliest = max(earliest, self.t + 1) + step.fetch_stall
         can_pair = (not self.closed and self.slots == 1 and not info.single and not info.older_only
                     and earliest <= self.t)
+        bank = -1
+        if info.load and step.accesses:
+            bank = (step.accesses[0].addr >> 2) & 1
         if can_pair:
             used = self.used
             for u in info.units:
                 if used[u] >= _CAPACITY[u]:
                     can_pair = False
                     break
+            # two loads only to different word banks (DTCM/D-cache even/odd words); a MAC never
+            # pairs with a store (jnk0le, H743)
+            if (bank >= 0 and bank == self.group_bank) or (info.mac and self.group_store) or \
+                    (info.store and self.group_mac):
+                can_pair = False
         if can_pair:
             t = self.t
             self.slots = 2
             self.stats["dual"] += 1
         else:
             t = max(self.t + 1, earliest)
+            self.group_bank = -1
+            self.group_mac = self.group_store = False
+            if self.stats_detail is not None:
+                d = self.stats_detail
+                why = ("gap" if earliest > self.t + 1 else "closed" if self.closed or self.slots != 1 else
+                       "single" if info.single else "older_only" if info.older_only else
+                       "dep" if earliest > self.t else "unit")
+                d[why] = d.get(why, 0) + 1
+                if earliest > self.t + 1:
+                    key = f"gap:{insn.cls.value}"
+                    d[key] = d.get(key, 0) + earliest - self.t - 1
             self.t = t
             self.slots = 1
             self.used = [0] * 8
         for u in info.units:
             self.used[u] += 1
+        if bank >= 0:
+            self.group_bank = bank
+        self.group_mac |= info.mac
+        self.group_store |= info.store
         self.closed = info.single or self.slots == 2
         # memory: beats of LDRD/LDM/STRD/STM, stalls from the memory system
         occ = info.occupancy
@@ -336,12 +387,18 @@ class CortexM7:
             done = t + info.latency + (occ - 1 if info.load else 0) + stall
             for r in info.writes:
                 ready[r] = done
+            if info.load:
+                self.from_load.update(info.writes)
+            elif self.from_load:
+                self.from_load.difference_update(info.writes)
             if info.wb and insn.base:
                 ready[insn.base] = t + 1       # base update bypassed out of EX1
             if info.sets_flags:
                 ready["flags"] = t + info.latency
+                self.flags_set = t
         if info.is_branch:
             self.pending = (insn, step.taken, t + (occ - 1 if info.load else 0) + stall)
+            self.branch_slot = self.slots
             self.closed = True
         return self.t - t0 if self.t > t0 else 0
 
