@@ -15,10 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from stm32ai.estimate.cache import M7MemorySystem, config_for
 from stm32ai.estimate.core_m7 import CortexM7
-from stm32ai.estimate.isa import data_accesses, decode_elf
-from stm32ai.estimate.model import Access, Step
 
 COREMARK = Path(os.environ.get("STM32AI_COREMARK_DIR", "/work/shared/calibration/coremark"))
 FIXTURE = Path(__file__).parent / "fixtures" / "coremark_m7"
@@ -66,81 +63,32 @@ class Result:
 
 
 def trace(elf: Path, board, iterations: int, caches: bool | None = None) -> Result:
-    from elftools.elf.elffile import ELFFile
-    from unicorn import UC_ARCH_ARM, UC_HOOK_CODE, UC_MODE_MCLASS, UC_MODE_THUMB, Uc
-    from unicorn import arm_const as uc_arm
+    """CoreMark's timed region (coremark_timed_begin .. coremark_timed_end) through the
+    estimator's trace runner, the Cortex-M7 model and the board's memory system; then the rest
+    of the run untraced, for CoreMark's own CRC verdict (g_rc)."""
+    from dataclasses import replace
 
-    cfg = config_for(board)
+    from unicorn import UC_HOOK_CODE
+
+    from stm32ai.estimate.memsys import build_memory_system
+    from stm32ai.estimate.trace import Trace, board_regions
+
+    mem = build_memory_system(board)
     if caches is not None:
-        from dataclasses import replace
-        cfg = replace(cfg, caches_on=caches)
-    mem = M7MemorySystem(cfg)
+        mem = type(mem)(replace(mem.cfg, caches_on=caches))
     core = CortexM7()
-    table = decode_elf(elf)
-    uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
-    uc.ctl_set_cpu_model(uc_arm.UC_CPU_ARM_CORTEX_M7)
-    for r in board.memory:
-        if r.origin < 0x60000000:
-            uc.mem_map(r.origin, (r.length + 0xFFF) & ~0xFFF)
-    with open(elf, "rb") as f:
-        e = ELFFile(f)
-        for seg in e.iter_segments():
-            if seg["p_type"] == "PT_LOAD" and seg["p_filesz"]:
-                uc.mem_write(int(seg["p_paddr"]), seg.data())
-        syms = {s.name: int(s["st_value"]) & ~1 for s in e.get_section_by_name(".symtab").iter_symbols()}
-    begin, end = syms["coremark_timed_begin"], syms["coremark_timed_end"]
-    sp = int.from_bytes(uc.mem_read(board.memory[[r.name for r in board.memory].index("flash")].origin, 4), "little")
-    entry = syms["Reset_Handler"]
-    uc.reg_write(uc_arm.UC_ARM_REG_SP, sp)
+    t = Trace(elf, board_regions(board), core="cortex-m7")
+    flash = next(r for r in board.memory if r.name == "flash")
+    t.start(pc=t.symbol("Reset_Handler"), sp=int.from_bytes(t.uc.mem_read(flash.origin, 4), "little"))
+    t.run_to(t.symbol("coremark_timed_begin"))
+    r = t.measure(core, mem, stop=t.symbol("coremark_timed_end"))
+    cycles = r.cycles + core.finish()
 
-    reg_ids = {**{f"r{i}": getattr(uc_arm, f"UC_ARM_REG_R{i}") for i in range(13)}, "sp": uc_arm.UC_ARM_REG_SP,
-               "lr": uc_arm.UC_ARM_REG_LR, "pc": uc_arm.UC_ARM_REG_PC, "sb": uc_arm.UC_ARM_REG_R9,
-               "sl": uc_arm.UC_ARM_REG_R10, "fp": uc_arm.UC_ARM_REG_R11, "ip": uc_arm.UC_ARM_REG_R12}
+    def stop_at_bkpt(uc, addr, size, _):
+        if uc.mem_read(addr, 2)[1] == 0xBE:      # the harness's BKPT after coremark_run returned
+            uc.emu_stop()
 
-    def reg(name: str) -> int:
-        return uc.reg_read(reg_ids[name])
-
-    st = {"on": False, "step": None, "cycles": 0, "n": 0, "done": False}
-
-    def on_code(uc_, addr, size, _):
-        if st["done"]:
-            if uc_.mem_read(addr, 2)[1] == 0xBE:      # BKPT: the harness finished
-                uc_.emu_stop()
-            return
-        if addr == begin:
-            st["on"] = True
-        elif addr == end:
-            st["on"], st["done"] = False, True
-        prev = st["step"]
-        if prev is not None:
-            nxt = prev.insn.addr + prev.insn.size
-            prev.taken = addr != nxt
-            if prev.taken and not prev.insn.writes_pc and nxt < addr <= nxt + 12:
-                # unicorn does not call the code hook for an IT-block instruction whose condition
-                # failed; they still occupy issue slots (and QEMU's instruction counts include them)
-                prev.taken = False
-                st["cycles"] += core.cycles(prev)
-                while nxt < addr and nxt in table:
-                    skipped = table[nxt]
-                    st["cycles"] += core.cycles(Step(skipped, executed=False, fetch_stall=mem.fetch(nxt, skipped.size)))
-                    st["n"] += 1
-                    nxt += skipped.size
-            else:
-                st["cycles"] += core.cycles(prev)
-            st["step"] = None
-        if not st["on"]:
-            return
-        insn = table.get(addr)
-        if insn is None:
-            raise RuntimeError(f"no decoded instruction at {addr:#x}")
-        step = st["step"] = Step(insn, fetch_stall=mem.fetch(addr, size))
-        if insn.transfers:
-            for a, n, w in data_accesses(insn, reg):
-                step.accesses.append(Access(a, n, w, mem.write(a, n) if w else mem.read(a, n)))
-        st["n"] += 1
-
-    uc.hook_add(UC_HOOK_CODE, on_code)
-    uc.emu_start(entry | 1, 0, count=50_000_000)
-    rc = int.from_bytes(uc.mem_read(syms["g_rc"], 4), "little", signed=True)   # CoreMark's own verdict
-    return Result(st["cycles"] + core.finish(), st["n"], iterations, rc, dict(core.stats), mem.icache.misses,
-                  mem.dcache.misses)
+    t.uc.hook_add(UC_HOOK_CODE, stop_at_bkpt)
+    t._emu(50_000_000)
+    rc = int.from_bytes(t.uc.mem_read(t.symbol("g_rc"), 4), "little", signed=True)
+    return Result(cycles, r.instructions, iterations, rc, dict(core.stats), mem.icache.misses, mem.dcache.misses)

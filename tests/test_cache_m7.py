@@ -52,6 +52,7 @@ def test_h743_flash_behind_a_half_speed_axi():
     assert m.read(0x08000000, 4) == (board.clock.flash_latency + 1) * 2 + AXI_OVERHEAD
     assert m.read(0x24000000, 4) == 1 * 2 + AXI_OVERHEAD
     assert m.region(0x30000000).name == "sram123"
+    assert m.read(0x30000000, 4) == (1 + 1) * 2 + AXI_OVERHEAD        # D2 SRAM: one more bus cycle
 
 
 def test_i_cache_capacity_thrash_on_f746():
@@ -67,5 +68,14 @@ def test_i_cache_capacity_thrash_on_f746():
 
 
 def test_non_m7_board_refused():
-    with pytest.raises(ValueError, match="no Cortex-M7 memory model"):
+    with pytest.raises(ValueError, match="no Cortex-M7 L1/TCM memory system"):
         config_for(load_board("nucleo-l4r5zi"))
+
+
+def test_registered_as_the_m7_memory_system():
+    from stm32ai.estimate.memsys import build_memory_system
+
+    m = build_memory_system(load_board("disco-f746"))
+    assert isinstance(m, M7MemorySystem) and "flash" in m.regions() and m.flash_regions() == ("flash",)
+    m.read(0x08000000, 4)
+    assert m.read_counters()[m.regions().index("flash")] == 4

@@ -93,52 +93,42 @@ class M7MemoryConfig:
     dcache_ways: int = 4
 
 
-# Per part: cache sizes and what each region's bus is (sources in the comments).
-_PARTS: dict[str, dict] = {
-    # RM0385 §2.1 Figure 1 (F74x/F75x bus matrix): flash on AXIM (ART only on the ITCM path),
-    # SRAM1/SRAM2 on the AXIM through the bus matrix, DTCM 64 KB, ITCM 16 KB; L1 4 KB I + 4 KB D
-    # (DS10916 §2.1). Flash reads are 256 bits (RM0385 §3.3: one read fills a 32-byte line).
-    "stm32f746xg": {"icache": 4096, "dcache": 4096, "sram_bus_cycles": 1},
-    # RM0410: F76x/F77x, same bus structure, 16 KB I + 16 KB D (DS11532 §2.1).
-    "stm32f769xi": {"icache": 16384, "dcache": 16384, "sram_bus_cycles": 1},
-    # RM0433 §2.1 Figure 1: flash and AXI SRAM on the 64-bit AXI (D1 domain, HCLK = AXI clock),
-    # SRAM1-3 (D2) and SRAM4 (D3) further through AHB bridges; 16 KB I + 16 KB D (DS12110 §3.3).
-    "stm32h743xi": {"icache": 16384, "dcache": 16384, "sram_bus_cycles": 1, "ahb_sram_bus_cycles": 2},
-}
+def config_for(board, spec=None) -> M7MemoryConfig:
+    """The memory system of a Cortex-M7 board: the SoC file's `memsys:` (L1 geometry, TCM and
+    flash regions, other regions' wait states), the board's clocks and flash wait states."""
+    from stm32ai.estimate.memsys import load_spec
 
-
-def config_for(board) -> M7MemoryConfig:
-    """The memory system of a Cortex-M7 board (boards/*.yaml): regions, clocks, wait states."""
-    part = _PARTS.get(board.soc)
-    if board.core != "cortex-m7" or part is None:
-        known = ", ".join(sorted(_PARTS))
-        raise ValueError(f"no Cortex-M7 memory model for SoC '{board.soc}' (known: {known})")
+    if board.core != "cortex-m7":
+        raise ValueError(f"board {board.id}: {board.core} has no Cortex-M7 L1/TCM memory system")
+    spec = spec if spec is not None else load_spec(board)
+    if spec.l1_icache is None or spec.l1_dcache is None or spec.flash is None:
+        raise ValueError(f"board {board.id}: memsys needs l1.icache, l1.dcache and flash for a Cortex-M7")
+    for c in (spec.l1_icache, spec.l1_dcache):
+        if c.line_bytes != LINE:
+            raise ValueError(f"board {board.id}: Cortex-M7 L1 lines are {LINE} bytes, not {c.line_bytes}")
     ratio = max(1, round(board.cpu_hz / board.hclk_hz))    # core cycles per AXI/AHB cycle
-    ws = board.clock.flash_latency
+    ws = spec.flash.wait_states
     mems: list[Memory] = []
     for r in board.memory:
-        n = r.name
-        if n in ("itcm", "dtcm"):
-            mems.append(Memory(n, r.origin, r.length, "tcm", 0, False, False))
-        elif n == "flash":
-            mems.append(Memory(n, r.origin, r.length, "flash", (ws + 1) * ratio + AXI_OVERHEAD, True, False))
-        elif n in ("sram123", "sram4"):
-            lat = part.get("ahb_sram_bus_cycles", 2) * ratio + AXI_OVERHEAD
-            mems.append(Memory(n, r.origin, r.length, "sram", lat, True, True))
-        elif r.origin >= 0x60000000:   # FMC / QSPI: external memories (not used by our pools)
-            # default map: 0x6-0x7 WBWA RAM, 0x8-0x9 write-through RAM, 0xA-0xD Device (SDRAM at
-            # 0xC0000000 is uncached unless the MPU or FMC bank swap says otherwise)
-            mems.append(Memory(n, r.origin, r.length, "external", 20 * ratio, r.origin < 0xA0000000,
-                               r.origin < 0x80000000))
-        else:
-            lat = part["sram_bus_cycles"] * ratio + AXI_OVERHEAD
-            mems.append(Memory(n, r.origin, r.length, "sram", lat, True, r.origin >= 0x20000000))
+        extra = spec.wait_states.get(r.name, 0)
+        if r.name in spec.tcm:
+            mems.append(Memory(r.name, r.origin, r.length, "tcm", 0, False, False))
+        elif r.name in spec.flash.regions:
+            mems.append(Memory(r.name, r.origin, r.length, "flash", (ws + 1) * ratio + AXI_OVERHEAD, True, False))
+        elif r.origin >= 0x60000000:
+            # FMC / QSPI (not used by our pools). Default map: 0x6-0x7 WBWA RAM, 0x8-0x9
+            # write-through RAM, 0xA-0xD Device (SDRAM at 0xC0000000 uncached without the MPU)
+            mems.append(Memory(r.name, r.origin, r.length, "external", (1 + extra) * ratio + AXI_OVERHEAD,
+                               r.origin < 0xA0000000, r.origin < 0x80000000))
+        else:   # on-chip SRAMs behind the AXI (wait_states: extra bus cycles, e.g. an AHB bridge)
+            mems.append(Memory(r.name, r.origin, r.length, "sram", (1 + extra) * ratio + AXI_OVERHEAD, True,
+                               r.origin >= 0x20000000))
+    ic, dc = spec.l1_icache, spec.l1_dcache
     return M7MemoryConfig(
-        soc=board.soc, icache=part["icache"], dcache=part["dcache"], memories=tuple(mems),
-        caches_on=bool(board.cache),
-        note=f"{board.soc}: flash {ws} WS at {board.hclk_hz / 1e6:g} MHz AXI (core {board.cpu_hz / 1e6:g} MHz), "
-             f"L1 {part['icache'] // 1024} KB I + {part['dcache'] // 1024} KB D "
-             f"{'on' if board.cache else 'off'}, ITCM/DTCM zero wait")
+        soc=board.soc, icache=ic.size, dcache=dc.size, icache_ways=ic.ways, dcache_ways=dc.ways,
+        memories=tuple(mems), caches_on=bool(board.cache),
+        note=f"flash {ws} WS on AXIM at {board.hclk_hz / 1e6:g} MHz, L1 {ic.size // 1024} KB I + "
+             f"{dc.size // 1024} KB D {'on' if board.cache else 'off'}, TCM zero wait")
 
 
 @dataclass
@@ -159,6 +149,8 @@ class M7MemorySystem:
         self._filled: dict[str, int] = {}
         self._last_fetch_line = -1
         self._device = Memory("device", 0x40000000, 0x20000000, "device", 4, False, False)
+        self._names = [m.name for m in self.cfg.memories]
+        self.now = 0              # the trace's cycle count (unused: no timed prefetch on the M7 side)
 
     @property
     def description(self) -> str:
@@ -212,6 +204,21 @@ class M7MemorySystem:
         """Bytes the core read from `region` (cache hits included)."""
         return self._read.get(region, 0)
 
+    def regions(self) -> list[str]:
+        return list(self._names)
+
+    def read_counters(self) -> list[int]:
+        """Data bytes read per region (index = `regions()`), a copy: the trace diffs them per layer."""
+        return [self._read.get(n, 0) for n in self._names]
+
+    def flash_regions(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.cfg.memories if m.kind == "flash")
+
     def bytes_filled(self, region: str) -> int:
         """Bytes the L1 caches fetched from `region` (line fills): the region's real traffic."""
         return self._filled.get(region, 0)
+
+
+def build(board, spec) -> M7MemorySystem:
+    """memsys.MEMORY_SYSTEMS factory for Cortex-M7 boards."""
+    return M7MemorySystem(config_for(board, spec))

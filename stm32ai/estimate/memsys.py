@@ -320,7 +320,14 @@ class ZeroWaitMemory(FlashArtMemory):
 
 # core -> the memory-system model of its parts; the Cortex-M7 one (L1 caches, TCMs) registers
 # itself here (est-m7), with the same constructor signature
-MEMORY_SYSTEMS: dict[str, Callable[[Board, MemsysSpec], Any]] = {"cortex-m4": FlashArtMemory}
+def _cortex_m7(board: Board, spec: MemsysSpec) -> Any:
+    from stm32ai.estimate.cache import build  # L1 caches, TCMs, AXI memories (cache.py)
+
+    return build(board, spec)
+
+
+MEMORY_SYSTEMS: dict[str, Callable[[Board, MemsysSpec], Any]] = {"cortex-m4": FlashArtMemory,
+                                                                 "cortex-m7": _cortex_m7}
 
 
 def build_memory_system(board: Board) -> Any:
