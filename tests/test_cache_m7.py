@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from stm32ai.boards import load_board
-from stm32ai.estimate.cache import AXI_OVERHEAD, Cache, M7MemorySystem, config_for
+from stm32ai.estimate.cache import AXI_OVERHEAD, Cache, M7MemorySystem
+from stm32ai.estimate.cache import config_for as _config_for
+from stm32ai.estimate.memsys import load_spec
+
+
+def config_for(board):
+    return _config_for(board, load_spec(board))
 
 
 def test_cache_geometry_and_lru():
@@ -79,3 +85,37 @@ def test_registered_as_the_m7_memory_system():
     assert isinstance(m, M7MemorySystem) and "flash" in m.regions() and m.flash_regions() == ("flash",)
     m.read(0x08000000, 4)
     assert m.read_counters()[m.regions().index("flash")] == 4
+
+
+@pytest.mark.slow
+def test_ad_firmware_streams_its_weights_through_the_d_cache(tmp_path):
+    """The AD autoencoder's demo firmware on nucleo-h743zi, its second ai_run traced through the
+    M7 model: every weight byte (270 880 B, what `generate` reports) is read from flash once
+    and, 16x larger than the D-cache, filled from flash at least once."""
+    import shutil
+    import subprocess
+
+    pytest.importorskip("unicorn")
+    if not (shutil.which("arm-none-eabi-gcc") and shutil.which("make")):
+        pytest.skip("arm-none-eabi-gcc/make missing")
+    from conftest import shared_model
+
+    from stm32ai.cli import main
+    from stm32ai.estimate.core_m7 import CortexM7
+    from stm32ai.estimate.memsys import build_memory_system
+    from stm32ai.estimate.trace import Trace, board_regions
+
+    board = load_board("nucleo-h743zi")
+    out = tmp_path / "ad"
+    assert main(["generate", str(shared_model("mlperf_tiny/ad01_int8.tflite")), "--board", board.id,
+                 "-o", str(out)]) == 0
+    subprocess.run(["make", "-C", str(out), "-j2", "-s"], check=True, capture_output=True)
+    t = Trace(out / "build" / "firmware.elf", board_regions(board), core="cortex-m7")
+    t.run_to(t.symbol("ai_run"), occurrence=2)
+    mem, core = build_memory_system(board), CortexM7()
+    r = t.measure(core, mem)
+    weights = 270_880
+    assert weights <= r.bytes_read["flash"] < weights + 4096        # weights + a few literals
+    assert mem.bytes_filled("flash") >= weights
+    assert r.instructions / 2 <= r.cycles <= 3 * r.instructions    # dual issue bounds it below
+    assert r.data_stall_cycles >= (weights // 32) * 12 * 0.9       # a 12-cycle fill per 32-byte line

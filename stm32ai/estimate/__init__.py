@@ -7,4 +7,7 @@ stage (the autotuner, placement choices) learns from it reaches the compiler as 
 
     isa.py      static decode of the firmware's Thumb code (capstone): one `Insn` per address
     model.py    the contracts between the trace, the memory system and the core timing models
+    core_m7.py  Cortex-M7 timing (dual-issue scoreboard, branch prediction); cache.py its memory
+                system (L1 I/D caches, TCMs, flash and SRAM behind the AXI)
+    core_m33.py Cortex-M33 timing (single issue, limited 16-bit dual issue)
 """

@@ -93,14 +93,12 @@ class M7MemoryConfig:
     dcache_ways: int = 4
 
 
-def config_for(board, spec=None) -> M7MemoryConfig:
-    """The memory system of a Cortex-M7 board: the SoC file's `memsys:` (L1 geometry, TCM and
-    flash regions, other regions' wait states), the board's clocks and flash wait states."""
-    from stm32ai.estimate.memsys import load_spec
-
+def config_for(board, spec) -> M7MemoryConfig:
+    """The memory system of a Cortex-M7 board: `spec` is the SoC file's `memsys:` as
+    memsys.load_spec reads it (L1 geometry, TCM and flash regions, other regions' wait states);
+    the board gives the clocks and flash wait states. (memsys.build_memory_system calls this.)"""
     if board.core != "cortex-m7":
         raise ValueError(f"board {board.id}: {board.core} has no Cortex-M7 L1/TCM memory system")
-    spec = spec if spec is not None else load_spec(board)
     if spec.l1_icache is None or spec.l1_dcache is None or spec.flash is None:
         raise ValueError(f"board {board.id}: memsys needs l1.icache, l1.dcache and flash for a Cortex-M7")
     for c in (spec.l1_icache, spec.l1_dcache):
@@ -155,6 +153,10 @@ class M7MemorySystem:
     @property
     def description(self) -> str:
         return self.cfg.note
+
+    def describe(self) -> str:
+        """The memory side of the model's name, e.g. 'stm32h743xi (flash 4 WS on AXIM ...)'."""
+        return f"{self.cfg.soc} ({self.cfg.note})"
 
     def region(self, addr: int) -> Memory:
         i = bisect_right(self._starts, addr) - 1
