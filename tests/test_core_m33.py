@@ -71,20 +71,3 @@ def test_it_pairs_and_predicated_out_is_a_nop(tmp_path):
     assert run(code) == 3
     assert run(code, executed={2: False}) == 3
 
-
-@pytest.mark.slow
-def test_coremark_m33_within_band_of_st_figure(tmp_path):
-    """CoreMark/MHz against ST's STM32U575 figure (651 CoreMark at 160 MHz = 4.07, datasheet cover
-    page), after the compiler factor of tests/test_calib_m7.py (ST's set-up vs Keil -O3 on an
-    F405: 1.30)."""
-    pytest.importorskip("unicorn")
-    m7_calib = pytest.importorskip("m7_calib")
-    if not (m7_calib.COREMARK / "lib" / "libcoremark_cortex-m33.a").is_file() or not shutil.which("arm-none-eabi-gcc"):
-        pytest.skip("CoreMark calibration library or arm-none-eabi-gcc missing")
-    r = m7_calib.trace_m33(tmp_path, iterations=2)
-    assert r.rc == 0
-    assert 280_000 < r.instructions / r.iterations < 296_000       # README: 293 413 / iteration (QEMU)
-    target = (651 / 160) / (566 / 436.68)
-    print(f"cortex-m33: {r.coremark_per_mhz:.3f} CM/MHz estimated, {651 / 160:.3f} published, "
-          f"{r.coremark_per_mhz / target - 1:+.1%} after the compiler factor")
-    assert abs(r.coremark_per_mhz / target - 1) < 0.15

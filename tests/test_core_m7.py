@@ -146,3 +146,10 @@ def test_store_stall_hidden_by_store_buffer(tmp_path):
     code = assemble("str r0, [r1]\nadd r2, r3, #1\nadd r4, r5, #1\nadd r6, r7, #1", tmp_path)
     slow = {0: [Access(0x24000000, 4, True, stall=3)]}
     assert run(code, addrs=slow) == run(code)
+
+
+def test_high_registers_named_like_the_decoder(tmp_path):
+    # capstone prints r9-r12 as sb/sl/fp/ip; Insn names them r9-r12: the accumulator and the
+    # shifted operand must still be recognised (SMLAD chain on r9: 1 per cycle)
+    assert run(assemble("smlad r9, r10, r11, r9\n" * 4, tmp_path)) == 4
+    assert run(assemble("add.w r12, r12, #1\nadd r0, r1, r12, lsl #2", tmp_path)) == 3

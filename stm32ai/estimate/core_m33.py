@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 
 from stm32ai.estimate.core_m4 import div_cycles
+from stm32ai.estimate.core_m7 import _regs
 from stm32ai.estimate.isa import Cls, Insn
 from stm32ai.estimate.model import Step
 
@@ -76,7 +77,7 @@ class _Info:
             if m == "mul" and self.sets_flags and self.narrow:
                 self.issue = 2                      # MULS.N
             if _ACC_MACS.match(m):
-                regs = re.findall(r"\b(r\d+|sb|sl|fp|ip|sp|lr)\b", ops)
+                regs = _regs(ops)
                 late |= set(regs[:2]) if cls is Cls.MUL64 else ({regs[-1]} if len(regs) == 4 else set())
         elif cls in (Cls.LOAD, Cls.FP_LOAD):
             self.kind = "load"

@@ -181,10 +181,17 @@ class _Info:
         self.writes = tuple(insn.writes)
 
 
+_ALIASES = {"sb": "r9", "sl": "r10", "fp": "r11", "ip": "r12"}   # capstone's op_str names; Insn uses r9-r12
+
+
+def _regs(text: str) -> list[str]:
+    """Core registers named in (part of) an operand string, in order, as Insn names them."""
+    return [_ALIASES.get(r, r) for r in re.findall(r"\b(r\d+|sp|lr|ip|fp|sb|sl)\b", text)]
+
+
 def _shifted_register(ops: str) -> str | None:
     """'r0, r1, r2, lsl #2' -> 'r2': the register operand the barrel shifter takes."""
-    head = _SHIFT_OPERAND.split(ops)[0]
-    regs = re.findall(r"\b(r\d+|sp|lr|ip|fp|sb|sl)\b", head)
+    regs = _regs(_SHIFT_OPERAND.split(ops)[0])
     return regs[-1] if regs else None
 
 
@@ -203,7 +210,7 @@ def _hard_immediate(ops: str) -> bool:
 
 def _accumulators(insn: Insn, m: str) -> tuple[str, ...]:
     """Registers a MAC reads as its accumulator (read one stage late)."""
-    regs = re.findall(r"\b(r\d+|sp|lr|ip|fp|sb|sl)\b", insn.op_str.lower())
+    regs = _regs(insn.op_str.lower())
     if m in ("mla", "mls", "smlad", "smladx", "smlsd", "smlsdx", "smmla", "smmlar", "smmls", "smmlsr",
              "smlawb", "smlawt", "usada8") or (m.startswith("smla") and len(m) == 6):
         return (regs[-1],) if len(regs) == 4 else ()

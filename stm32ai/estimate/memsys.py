@@ -63,6 +63,9 @@ class MemsysSpec:
         if self.flash is None:
             return "zero-wait memories"
         f = self.flash
+        if self.l1_icache is not None and self.l1_dcache is not None:   # Cortex-M7: L1 caches, no ART on AXIM
+            return (f"flash {f.wait_states} WS on AXIM + L1 {self.l1_icache.size // 1024} KB I / "
+                    f"{self.l1_dcache.size // 1024} KB D cache, {'/'.join(self.tcm) or 'no'} TCM")
         parts = [p for p, on in (("prefetch", f.prefetch), ("I-cache", f.icache), ("D-cache", f.dcache)) if on]
         return f"flash {f.wait_states} WS + ART ({', '.join(parts) or 'off'})"
 
