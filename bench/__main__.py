@@ -44,8 +44,8 @@ M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built f
 
 # Boards the estimator runs on (`analyze --estimate`), by the row label of BASELINES.md's third
 # table (published MLPerf Tiny cycles per board). A board is estimated when the estimator has a
-# model of its core (stm32ai.estimate.estimate.CORE_MODELS): the Cortex-M7 boards join once
-# branch est-m7's model registers there; NUCLEO-H7A3ZI-Q has no board file yet.
+# model of its core (stm32ai.estimate.estimate.CORE_MODELS: M4 and M7); NUCLEO-H7A3ZI-Q has no
+# board file yet.
 ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7, 216)": "disco-f746",
                    "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q"}
 MLPERF_COLUMNS = ["pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8"]   # IC KWS VWW AD

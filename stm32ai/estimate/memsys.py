@@ -10,7 +10,7 @@ to FLASH_ACR.LATENCY at the board's clock).
 Implemented here: the STM32F4/L4/L4+ embedded flash behind the ART accelerator (instruction
 cache, data cache, sequential prefetch) and zero-wait SRAMs, i.e. every Cortex-M4 board. The
 Cortex-M7 parts' L1 caches and TCMs are described by the same schema (`l1:`, `tcm:`) and are
-implemented on their own (branch est-m7): `build_memory_system` refuses them until then.
+implemented in cache.py, registered below for cortex-m7.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class MemsysSpec:
     board: str
     flash: FlashSpec | None
     wait_states: dict[str, int]     # other regions' extra cycles per access (0: zero-wait SRAM)
-    l1_icache: L1Spec | None        # Cortex-M7 L1 caches (est-m7)
+    l1_icache: L1Spec | None        # Cortex-M7 L1 caches (cache.py)
     l1_dcache: L1Spec | None
     tcm: tuple[str, ...]            # regions on the M7's TCM interfaces
 
@@ -321,8 +321,8 @@ class ZeroWaitMemory(FlashArtMemory):
                                            l1_dcache=None, tcm=()))
 
 
-# core -> the memory-system model of its parts; the Cortex-M7 one (L1 caches, TCMs) registers
-# itself here (est-m7), with the same constructor signature
+# core -> the memory-system model of its parts; the Cortex-M7 one (L1 caches, TCMs) lives in
+# cache.py, imported on use (cache.py must not import this module: no import cycle)
 def _cortex_m7(board: Board, spec: MemsysSpec) -> Any:
     from stm32ai.estimate.cache import build  # L1 caches, TCMs, AXI memories (cache.py)
 
