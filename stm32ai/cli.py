@@ -265,10 +265,8 @@ def _estimate(args: argparse.Namespace, c: Any, weights_bytes: int) -> Any:
     import io
     import tempfile
 
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from stm32ai.boards import load_board
-    from stm32ai.estimate.estimate import check_estimable, estimate_project
+    from stm32ai.estimate.estimate import check_estimable, estimate_elf
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.run import build_project, check_toolchain
     from stm32ai.project.spec import ProjectModel
@@ -278,22 +276,20 @@ def _estimate(args: argparse.Namespace, c: Any, weights_bytes: int) -> Any:
     check_estimable(board)          # a core or memory system without a model: say so before building
     check_toolchain()
     path = _model_path(args.model)
-    with tempfile.TemporaryDirectory(prefix="stm32ai-estimate-") as tmp, \
-            Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                     transient=True) as prog:
+    with tempfile.TemporaryDirectory(prefix="stm32ai-estimate-") as tmp, _progress() as prog:
         task = prog.add_task("generating the firmware project", total=None)
         proj = Path(tmp) / "project"
         model = ProjectModel("network", c, test_vector(path, c, expected=False), path.name)
         with contextlib.redirect_stderr(io.StringIO()):     # generate's "test vector: ..." note
             generate_firmware_project(proj, board, [model], _pools(args))
         prog.update(task, description="building with arm-none-eabi-gcc")
-        build_project(proj)
+        elf = build_project(proj)
 
         def tick(n: int) -> None:
             prog.update(task, description=f"estimating: {n / 1e6:.1f} M instructions traced")
 
         prog.update(task, description="estimating: running to the measured inference")
-        est = estimate_project(proj, board, progress=tick)
+        est = estimate_elf(elf, board, proj / "Model" / "network.c", progress=tick)
     est.weights_bytes = weights_bytes
     return est
 

@@ -4,6 +4,7 @@ system; and flash/ART access patterns whose hits and misses are computed by hand
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -104,6 +105,9 @@ TRM_CASES = [
      "BX LR with LR written earlier: decode time, P = 1"),
     ("movs r0, #1\n cbz r0, 1f\n nop\n1:", 1 + 1 + 1, "CBZ not taken 1"),
     ("movs r0, #1\n cmp r0, #1\n ite eq\n addeq r0, #1\n addne r0, #2", 5, "IT 1; the failed ADDNE still takes 1"),
+    ("movs r0, #1\n cmp r0, #2\n ite eq\n ldreq r4, [r1]\n addne r0, #2", 5, "a failed LDREQ takes 1, not 2"),
+    ("movs r0, #1\n cmp r0, #2\n itt eq\n ldreq r4, [r1]\n ldreq r6, [r2]", 5, "both failed: 1 each"),
+    ("movs r0, #1\n cmp r0, #1\n itt eq\n ldreq r4, [r1]\n ldreq r6, [r2]", 3 + 2 + 1, "both pass: pipelined"),
     ("adr r0, 1f\n adds r0, #1\n bx r0\n .align 2\n1:", 1 + 1 + 3, "BX Rm 1+P, P = 2 (execute)"),
     ("movs r0, #1\n tbb [pc, r0]\n2: .byte 0, (1f-2b)/2\n .align 1\n1:", 1 + 6, "§3.3.2: TBB at least six cycles"),
     ("adr r0, 1f\n adds r0, #1\n str r0, [r1]\n ldr pc, [r1]\n .align 2\n1:", 1 + 1 + 1 + 5,
@@ -171,3 +175,37 @@ def test_flash_fetch_loop_hits_icache(tmp_path):
     # the third pass costs exactly what it costs at zero wait states
     assert cycles_three - cycles_two == zero_three - zero_two
     assert cycles_two > zero_two
+
+
+def test_runaway_code_stops_with_one_clear_error(tmp_path):
+    from stm32ai.estimate.trace import TraceError
+
+    elf = _build(tmp_path, "1: b 1b")
+    tr = Trace(elf, board_regions(BOARD))
+    tr.start(pc=tr.symbol("bench"), sp=0x20010000)
+    with pytest.raises(TraceError, match="did not end at 0x.* within 1000 instructions"):
+        tr.measure(CortexM4(), ZeroWaitMemory(BOARD), stop=tr.symbol("bench_end"), budget=1000)
+
+
+def test_memsys_schema_errors_name_file_and_key():
+    import dataclasses
+
+    from stm32ai.errors import Stm32aiError
+    from stm32ai.estimate.memsys import load_spec
+
+    good = BOARD.memsys
+    cases = [
+        ({**good, "flash": {**good["flash"], "regions": ["nor"]}},
+         "memsys.flash.regions: no memory region named 'nor'"),
+        ({**good, "flash": {**good["flash"], "read_bytes": 12}}, "memsys.flash.read_bytes: 12 is not a power of two"),
+        ({**good, "flash": {**good["flash"], "icache": {"lines": 32, "line_bytes": 4}}},
+         "memsys.flash.icache.line_bytes: 4 is not a power-of-two multiple of read_bytes 8"),
+        ({**good, "bogus": 1}, "memsys.bogus: unknown key"),
+        ({**good, "tcm": ["nope"]}, "memsys.tcm: expected a list of memory region names"),
+    ]
+    for raw, msg in cases:
+        with pytest.raises(Stm32aiError, match=re.escape(msg)) as e:
+            load_spec(dataclasses.replace(BOARD, memsys=raw))
+        assert str(e.value).startswith("boards/soc/stm32l4r5xi.yaml: ")
+    with pytest.raises(Stm32aiError, match="has no memsys: section"):
+        load_spec(dataclasses.replace(BOARD, memsys=None))
