@@ -382,11 +382,13 @@ def estimate_table(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {r['stem']} | {e['board']} | {e['estimated_cycles']:,} | {e['estimated_ms']:.2f} "
                    f"| {e['cpi']:.2f} | {e['flash_bytes_read']:,} | {xc} | {vs} "
                    f"| {e['best_cycles']:,} ({e['best_by']}) | {e['est_vs_best']:.3f} | {e['trace_s']} |")
-    model = est[0][1].get("model", "")
+    # every board's model by name (each core has its own model and stated uncertainty)
+    models = {e["board"]: f"{e['board']}: {e.get('model', '')}, +-{100 * e.get('uncertainty', 0):.0f} %"
+              for _, e in est if "estimated_cycles" in e}
     out.append(f"\nEstimated: `stm32ai analyze --estimate`, the plain demo firmware's measured inference through "
-               f"the board's core and memory-system model ({model}; uncertainty "
-               f"+-{100 * est[0][1].get('uncertainty', 0):.0f} %, docs/estimate.md). Published: real silicon, "
-               "../shared/BASELINES.md third table (MLPerf Tiny results, cycles = latency x clock).\n")
+               f"the board's core and memory-system model ({'; '.join(models.values())}; docs/estimate.md). "
+               "Published: real silicon, ../shared/BASELINES.md third table (MLPerf Tiny results, cycles = "
+               "latency x clock).\n")
     return "\n".join(out) + "\n"
 
 
