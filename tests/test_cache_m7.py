@@ -89,11 +89,11 @@ def test_registered_as_the_m7_memory_system():
 
 @pytest.mark.slow
 def test_ad_firmware_streams_its_weights_through_the_d_cache(tmp_path):
-    """The AD autoencoder's demo firmware on nucleo-h743zi, its second ai_run traced through the
-    M7 model: every weight byte (270 880 B, what `generate` reports) is read from flash once
-    and, 16x larger than the D-cache, filled from flash at least once."""
+    """The AD autoencoder's demo firmware on nucleo-h743zi through `analyze --estimate`'s path
+    (estimate_project): every weight byte (270 880 B, what `generate` reports) is read from flash
+    once and, 16x larger than the D-cache, fetched into it from flash at least once; the estimate
+    names the Cortex-M7 model."""
     import shutil
-    import subprocess
 
     pytest.importorskip("unicorn")
     if not (shutil.which("arm-none-eabi-gcc") and shutil.which("make")):
@@ -101,21 +101,17 @@ def test_ad_firmware_streams_its_weights_through_the_d_cache(tmp_path):
     from conftest import shared_model
 
     from stm32ai.cli import main
-    from stm32ai.estimate.core_m7 import CortexM7
-    from stm32ai.estimate.memsys import build_memory_system
-    from stm32ai.estimate.trace import Trace, board_regions
+    from stm32ai.estimate.estimate import estimate_project, render_text
 
     board = load_board("nucleo-h743zi")
     out = tmp_path / "ad"
     assert main(["generate", str(shared_model("mlperf_tiny/ad01_int8.tflite")), "--board", board.id,
                  "-o", str(out)]) == 0
-    subprocess.run(["make", "-C", str(out), "-j2", "-s"], check=True, capture_output=True)
-    t = Trace(out / "build" / "firmware.elf", board_regions(board), core="cortex-m7")
-    t.run_to(t.symbol("ai_run"), occurrence=2)
-    mem, core = build_memory_system(board), CortexM7()
-    r = t.measure(core, mem)
+    est = estimate_project(out, board)
     weights = 270_880
-    assert weights <= r.bytes_read["flash"] < weights + 4096        # weights + a few literals
-    assert mem.bytes_filled("flash") >= weights
-    assert r.instructions / 2 <= r.cycles <= 3 * r.instructions    # dual issue bounds it below
-    assert r.data_stall_cycles >= (weights // 32) * 12 * 0.9       # a 12-cycle fill per 32-byte line
+    assert est.model.startswith("cortex-m7 + stm32h743xi flash 4 WS on AXIM + L1 16 KB I / 16 KB D")
+    assert weights <= est.flash_bytes_read < weights + 4096        # weights + a few literals
+    assert est.extra["flash_data_misses"] * 32 >= weights
+    assert est.instructions / 2 <= est.cycles <= 3 * est.instructions   # dual issue bounds it below
+    assert est.data_stall_cycles >= (weights // 32) * 12 * 0.9      # a 12-cycle fill per 32-byte line
+    assert f"estimated_cycles: {est.cycles}" in render_text(est)

@@ -148,6 +148,8 @@ class M7MemorySystem:
         self._last_fetch_line = -1
         self._device = Memory("device", 0x40000000, 0x20000000, "device", 4, False, False)
         self._names = [m.name for m in self.cfg.memories]
+        self.flash_fetch_misses = 0   # L1 I-cache line fills from flash
+        self.flash_data_misses = 0    # L1 D-cache line fills from flash
         self.now = 0              # the trace's cycle count (unused: no timed prefetch on the M7 side)
 
     @property
@@ -179,7 +181,10 @@ class M7MemorySystem:
         if m.kind == "tcm":
             return 0
         if self.cfg.caches_on and m.cacheable:
-            return 0 if self.icache.access(addr) else self._miss(m)
+            if self.icache.access(addr):
+                return 0
+            self.flash_fetch_misses += m.kind == "flash"
+            return self._miss(m)
         return m.latency
 
     def read(self, addr: int, size: int) -> int:
@@ -188,7 +193,10 @@ class M7MemorySystem:
         if m.kind == "tcm":
             return 0
         if self.cfg.caches_on and m.cacheable:
-            return 0 if self.dcache.access(addr) else self._miss(m)
+            if self.dcache.access(addr):
+                return 0
+            self.flash_data_misses += m.kind == "flash"
+            return self._miss(m)
         return m.latency
 
     def write(self, addr: int, size: int) -> int:
