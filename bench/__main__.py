@@ -44,8 +44,8 @@ M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built f
 
 # Boards the estimator runs on (`analyze --estimate`), by the row label of BASELINES.md's third
 # table (published MLPerf Tiny cycles per board). A board is estimated when the estimator has a
-# model of its core (stm32ai.estimate.estimate.CORE_MODELS): the Cortex-M7 boards join once
-# branch est-m7's model registers there; NUCLEO-H7A3ZI-Q has no board file yet.
+# model of its core (stm32ai.estimate.estimate.CORE_MODELS: M4 and M7); NUCLEO-H7A3ZI-Q has no
+# board file yet.
 ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7, 216)": "disco-f746",
                    "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q"}
 MLPERF_COLUMNS = ["pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8"]   # IC KWS VWW AD
@@ -382,11 +382,13 @@ def estimate_table(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {r['stem']} | {e['board']} | {e['estimated_cycles']:,} | {e['estimated_ms']:.2f} "
                    f"| {e['cpi']:.2f} | {e['flash_bytes_read']:,} | {xc} | {vs} "
                    f"| {e['best_cycles']:,} ({e['best_by']}) | {e['est_vs_best']:.3f} | {e['trace_s']} |")
-    model = est[0][1].get("model", "")
+    # every board's model by name (each core has its own model and stated uncertainty)
+    models = {e["board"]: f"{e['board']}: {e.get('model', '')}, +-{100 * e.get('uncertainty', 0):.0f} %"
+              for _, e in est if "estimated_cycles" in e}
     out.append(f"\nEstimated: `stm32ai analyze --estimate`, the plain demo firmware's measured inference through "
-               f"the board's core and memory-system model ({model}; uncertainty "
-               f"+-{100 * est[0][1].get('uncertainty', 0):.0f} %, docs/estimate.md). Published: real silicon, "
-               "../shared/BASELINES.md third table (MLPerf Tiny results, cycles = latency x clock).\n")
+               f"the board's core and memory-system model ({'; '.join(models.values())}; docs/estimate.md). "
+               "Published: real silicon, ../shared/BASELINES.md third table (MLPerf Tiny results, cycles = "
+               "latency x clock).\n")
     return "\n".join(out) + "\n"
 
 

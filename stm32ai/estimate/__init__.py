@@ -13,4 +13,7 @@ stage (the autotuner, placement choices) learns from it reaches the compiler as 
     layers.py   which graph.json node each cycle belongs to (DWARF line of each kernel call)
     estimate.py orchestration and the report (`analyze --estimate`); core/memory registries
     coremark.py calibration: CoreMark through the estimator vs ST's published CoreMark/MHz
+    core_m7.py  Cortex-M7 timing (dual-issue scoreboard, branch prediction); cache.py its memory
+                system (L1 I/D caches, TCMs, flash and SRAM behind the AXI)
+    core_m33.py Cortex-M33 timing (single issue, limited 16-bit dual issue)
 """

@@ -44,6 +44,11 @@ PUBLISHED: dict[str, Published] = {
     "nucleo-f401re": Published(3.39, "ST STM32F401 product page (285 CoreMark @ 84 MHz)", "secondary"),
     "qemu-netduinoplus2": Published(3.37, "ST STM32F407/417 product page (566 CoreMark @ 168 MHz)",
                                     "verified for F407; F405 assumed the same"),
+    "disco-f746": Published(5.01, "AN4667 Introduction (STM32F746 @ 216 MHz: 1082)", "verified"),
+    "nucleo-f746zg": Published(5.01, "AN4667 Introduction (STM32F746 @ 216 MHz: 1082)", "verified"),
+    "disco-f769": Published(5.01, "AN4667 Introduction (F7 series @ 216 MHz: 1082)",
+                            "series-level figure, F769 unverified"),
+    "nucleo-h743zi": Published(5.05, "ST STM32H743/753 product page (2424 CoreMark @ 480 MHz)", "secondary"),
 }
 
 _HARNESS = r"""

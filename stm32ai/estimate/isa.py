@@ -9,7 +9,7 @@ decoded in sequence (capstone tracks the IT state and gives each instruction its
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -62,6 +62,12 @@ class Insn:
     writes_pc: bool = False      # a branch, or a load/pop into pc
     cond: int = A.ARM_CC_AL      # capstone condition code; A.ARM_CC_AL when unconditional
     sets_flags: bool = False
+    # addressing of a memory instruction (data_accesses() computes its addresses from registers)
+    disp: int = 0                # immediate offset ([rn, #disp]; post-indexed: added after)
+    shift: int = 0               # LSL applied to the index register
+    post_index: bool = False     # [rn], #imm: the access uses rn unchanged
+    elem: int = 4                # bytes per transfer (1 byte, 2 halfword, 4 word/s-reg, 8 d-reg)
+    decrement: bool = False      # LDMDB/STMDB/PUSH/VPUSH/VSTMDB: the block ends below the base
 
     @property
     def conditional(self) -> bool:
@@ -224,9 +230,62 @@ def _insn(ci: capstone.CsInsn) -> Insn:
     else:
         transfers = 0
     writes_pc = "pc" in writes or cls in (Cls.BRANCH, Cls.TABLE_BRANCH)
+    disp = shift = 0
+    post = False
+    for op in ci.operands:
+        if op.type == A.ARM_OP_MEM:
+            disp = op.mem.disp
+            shift = op.mem.lshift or (op.shift.value if op.shift.type == A.ARM_SFT_LSL else 0)
+        elif op.type == A.ARM_OP_IMM and transfers and getattr(ci, "post_index", False):
+            post, disp = True, op.imm
+    if cls is Cls.TABLE_BRANCH:
+        elem = 2 if m == "tbh" else 1
+    elif cls in (Cls.FP_LOAD, Cls.FP_STORE, Cls.FP_LOAD_MULTIPLE, Cls.FP_STORE_MULTIPLE):
+        elem = 8 if any(ci.reg_name(op.reg).startswith("d") for op in ci.operands if op.type == A.ARM_OP_REG) else 4
+    elif transfers:
+        body = m[3:] if m.startswith(("ldr", "str")) else ""
+        elem = 1 if body.startswith(("b", "sb", "exb")) else 2 if body.startswith(("h", "sh", "exh")) else 4
+    else:
+        elem = 4
+    decrement = m in ("push", "vpush") or m.endswith(("db", "fd")) and m.startswith(("stm", "vstm")) \
+        or m.endswith(("db", "ea")) and m.startswith(("ldm", "vldm"))
     return Insn(addr=ci.address, size=ci.size, mnemonic=m, op_str=ci.op_str, cls=cls, reads=reads,
                 writes=writes - {"pc"}, base=base, index=index, transfers=transfers, writes_pc=writes_pc,
-                cond=cc, sets_flags=bool(ci.update_flags))
+                cond=cc, sets_flags=bool(ci.update_flags), disp=disp, shift=shift, post_index=post,
+                elem=elem, decrement=decrement)
+
+
+_STORES = {Cls.STORE, Cls.STORE_DOUBLE, Cls.STORE_MULTIPLE, Cls.FP_STORE, Cls.FP_STORE_MULTIPLE}
+
+
+def data_accesses(insn: Insn, reg: Callable[[str], int]) -> list[tuple[int, int, bool]]:
+    """(address, size, is_write) of each data transfer `insn` makes, from the register values
+    before it executes (`reg("r1")`). For a trace that cannot hook memory accesses directly."""
+    if not insn.transfers or insn.base is None:
+        return []
+    write = insn.cls in _STORES
+    if insn.mnemonic in ("strex", "strexb", "strexh"):
+        write = True
+    if insn.base == "pc":   # literal loads use Align(PC, 4); TBB/TBH the PC itself (addr + 4)
+        base = insn.addr + 4 if insn.cls is Cls.TABLE_BRANCH else (insn.addr + 4) & ~3
+    else:
+        base = reg(insn.base)
+    n, e = insn.transfers, insn.elem
+    if insn.cls in (Cls.LOAD_MULTIPLE, Cls.STORE_MULTIPLE, Cls.FP_LOAD_MULTIPLE, Cls.FP_STORE_MULTIPLE):
+        start = base - n * e if insn.decrement else base
+        return [(start + k * e, e, write) for k in range(n)]
+    if insn.cls is Cls.TABLE_BRANCH:
+        return [(base + (reg(insn.index) << (1 if insn.mnemonic == "tbh" else 0)), e, False)]
+    if insn.index is not None:
+        off = (reg(insn.index) << insn.shift) & 0xFFFFFFFF
+        if "-" in insn.op_str.split(insn.index)[0][-3:]:
+            off = -off
+    else:
+        off = 0 if insn.post_index else insn.disp
+    a = (base + off) & 0xFFFFFFFF
+    if insn.cls in (Cls.LOAD_DOUBLE, Cls.STORE_DOUBLE):
+        return [(a, 4, write), ((a + 4) & 0xFFFFFFFF, 4, write)]
+    return [(a, e, write)]
 
 
 def decode(code: bytes, addr: int) -> list[Insn]:

@@ -10,7 +10,7 @@ to FLASH_ACR.LATENCY at the board's clock).
 Implemented here: the STM32F4/L4/L4+ embedded flash behind the ART accelerator (instruction
 cache, data cache, sequential prefetch) and zero-wait SRAMs, i.e. every Cortex-M4 board. The
 Cortex-M7 parts' L1 caches and TCMs are described by the same schema (`l1:`, `tcm:`) and are
-implemented on their own (branch est-m7): `build_memory_system` refuses them until then.
+implemented in cache.py, registered below for cortex-m7.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class MemsysSpec:
     board: str
     flash: FlashSpec | None
     wait_states: dict[str, int]     # other regions' extra cycles per access (0: zero-wait SRAM)
-    l1_icache: L1Spec | None        # Cortex-M7 L1 caches (est-m7)
+    l1_icache: L1Spec | None        # Cortex-M7 L1 caches (cache.py)
     l1_dcache: L1Spec | None
     tcm: tuple[str, ...]            # regions on the M7's TCM interfaces
 
@@ -63,6 +63,9 @@ class MemsysSpec:
         if self.flash is None:
             return "zero-wait memories"
         f = self.flash
+        if self.l1_icache is not None and self.l1_dcache is not None:   # Cortex-M7: L1 caches, no ART on AXIM
+            return (f"flash {f.wait_states} WS on AXIM + L1 {self.l1_icache.size // 1024} KB I / "
+                    f"{self.l1_dcache.size // 1024} KB D cache, {'/'.join(self.tcm) or 'no'} TCM")
         parts = [p for p, on in (("prefetch", f.prefetch), ("I-cache", f.icache), ("D-cache", f.dcache)) if on]
         return f"flash {f.wait_states} WS + ART ({', '.join(parts) or 'off'})"
 
@@ -321,9 +324,16 @@ class ZeroWaitMemory(FlashArtMemory):
                                            l1_dcache=None, tcm=()))
 
 
-# core -> the memory-system model of its parts; the Cortex-M7 one (L1 caches, TCMs) registers
-# itself here (est-m7), with the same constructor signature
-MEMORY_SYSTEMS: dict[str, Callable[[Board, MemsysSpec], Any]] = {"cortex-m4": FlashArtMemory}
+# core -> the memory-system model of its parts; the Cortex-M7 one (L1 caches, TCMs) lives in
+# cache.py, imported on use (cache.py must not import this module: no import cycle)
+def _cortex_m7(board: Board, spec: MemsysSpec) -> Any:
+    from stm32ai.estimate.cache import build  # L1 caches, TCMs, AXI memories (cache.py)
+
+    return build(board, spec)
+
+
+MEMORY_SYSTEMS: dict[str, Callable[[Board, MemsysSpec], Any]] = {"cortex-m4": FlashArtMemory,
+                                                                 "cortex-m7": _cortex_m7}
 
 
 def build_memory_system(board: Board) -> Any:
