@@ -1,8 +1,9 @@
 """Calibration of the estimator against silicon: the CoreMark workload through the estimator,
 beside the CoreMark/MHz ST publishes for the same parts.
 
-The workload is `../shared/calibration/coremark/lib/libcoremark_<core>.a` (unmodified CoreMark
-1.0 built with GCC 12.2 -O2, see its README), linked here by our own small harness at the board's
+The workload is `<coremark dir>/lib/libcoremark_<core>.a` (unmodified CoreMark 1.0 built with
+GCC 12.2 -O2, see its README; the directory is `--coremark-dir DIR`, else $STM32AI_COREMARK_DIR,
+else `../shared/calibration/coremark` beside the source checkout), linked here by our own small harness at the board's
 addresses: code and constants in the board's text region (flash, behind the ART), data, bss and
 stack in its data region (SRAM). The trace boots it from the reset vector, runs to the
 `coremark_timed_begin` hook and estimates everything up to `coremark_timed_end` (the region a
@@ -15,7 +16,10 @@ timer, runs far shorter than 10 s, a non-standard port).
 
 from __future__ import annotations
 
+import argparse
+import os
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,27 @@ from stm32ai.estimate.estimate import core_model, model_name
 from stm32ai.estimate.memsys import build_memory_system
 from stm32ai.estimate.trace import Trace, board_regions
 
-COREMARK_DIR = Path(__file__).resolve().parents[3] / "shared" / "calibration" / "coremark"
+COREMARK_ENV = "STM32AI_COREMARK_DIR"
+# the project's checkout layout: <work>/<source tree>/stm32ai/estimate/coremark.py, <work>/shared/...
+_CHECKOUT_DEFAULT = Path(__file__).resolve().parents[3] / "shared" / "calibration" / "coremark"
+
+
+def default_coremark_dir() -> Path:
+    """$STM32AI_COREMARK_DIR if set, else ../shared/calibration/coremark beside the source checkout."""
+    env = os.environ.get(COREMARK_ENV)
+    return Path(env) if env else _CHECKOUT_DEFAULT
+
+
+COREMARK_DIR = default_coremark_dir()
+
+
+def coremark_library(coremark_dir: Path, core: str) -> Path:
+    """The core's CoreMark library in `coremark_dir`, or one line saying where it was looked for."""
+    lib = coremark_dir / "lib" / f"libcoremark_{core}.a"
+    if not lib.is_file():
+        raise Stm32aiError(f"CoreMark calibration library not found: {lib} (give --coremark-dir DIR or set "
+                           f"{COREMARK_ENV}=DIR, DIR holding lib/libcoremark_{core}.a and include/)")
+    return lib
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,20 @@ PUBLISHED: dict[str, Published] = {
     "disco-f769": Published(5.01, "AN4667 Introduction (F7 series @ 216 MHz: 1082)",
                             "series-level figure, F769 unverified"),
     "nucleo-h743zi": Published(5.05, "ST STM32H743/753 product page (2424 CoreMark @ 480 MHz)", "secondary"),
+}
+
+# The like-for-like reference: CoreMark/MHz measured on silicon of the same core built with the
+# same compiler and level as the calibration library (GCC 12.2 -O2), code and data in zero-wait
+# TCM, so the core decides it. github.com/Masmiseim36/Coremark_iMXRT, readme.md, "Results with
+# GCC 12.2" (iterations/s, Rowley CrossWorks projects for NXP i.MX RT boards; the M33 row is
+# only in "Results with GCC 12.3"). docs/estimate.md lists every row.
+GCC_SILICON: dict[str, Published] = {
+    "cortex-m4": Published(2.52, "i.MX RT1160 CM4 @ 240 MHz, GCC 12.2 -O2, TCM: 605.96 it/s (RT1170 CM4 @ 400 MHz: "
+                                 "991.60 = 2.48)", "measured, third party (Masmiseim36/Coremark_iMXRT)"),
+    "cortex-m7": Published(4.04, "i.MX RT1060 @ 600 MHz, GCC 12.2 -O2, TCM: 2423.06 it/s (RT10xx/11xx CM7 rows: "
+                                 "4.02-4.05)", "measured, third party (Masmiseim36/Coremark_iMXRT)"),
+    "cortex-m33": Published(2.71, "i.MX RT1180 CM33 @ 240 MHz, GCC 12.3 -O2, TCM: 651.09 it/s (GCC 13.2: 2.86)",
+                            "measured, third party (Masmiseim36/Coremark_iMXRT)"),
 }
 
 _HARNESS = r"""
@@ -119,6 +157,7 @@ class CoremarkEstimate:
     fetch_stall_cycles: int
     data_stall_cycles: int
     published: Published | None
+    gcc_silicon: Published | None = None
 
     @property
     def cycles_per_iteration(self) -> float:
@@ -137,12 +176,22 @@ class CoremarkEstimate:
         """Estimated CoreMark/MHz relative to the published one (+0.05 = 5 % faster than published)."""
         return self.cm_per_mhz / self.published.cm_per_mhz - 1 if self.published else None
 
+    @property
+    def difference_gcc(self) -> float | None:
+        """Estimated CoreMark/MHz relative to GCC 12.2 -O2 silicon of the same core (like for like)."""
+        return self.cm_per_mhz / self.gcc_silicon.cm_per_mhz - 1 if self.gcc_silicon else None
 
-def build_coremark(board: Board, out: Path, iterations: int = 2, coremark_dir: Path = COREMARK_DIR) -> Path:
+    @property
+    def set_up_factor(self) -> float | None:
+        """ST's published CoreMark/MHz over GCC 12.2 -O2 silicon of the same core: what ST's
+        (undisclosed) compiler set-up is worth, measured, not assumed."""
+        return self.published.cm_per_mhz / self.gcc_silicon.cm_per_mhz if self.published and self.gcc_silicon else None
+
+
+def build_coremark(board: Board, out: Path, iterations: int = 2, coremark_dir: Path | None = None) -> Path:
     """Link the board core's CoreMark library with the harness at the board's flash/SRAM."""
-    lib = coremark_dir / "lib" / f"libcoremark_{board.core}.a"
-    if not lib.is_file():
-        raise Stm32aiError(f"{lib} not found (the CoreMark calibration library for {board.core})")
+    coremark_dir = coremark_dir or default_coremark_dir()
+    lib = coremark_library(coremark_dir, board.core)
     out.mkdir(parents=True, exist_ok=True)
     text, data = board.region(board.text_region), board.region(board.data_region)
     (out / "harness.c").write_text(_HARNESS)
@@ -164,7 +213,7 @@ def build_coremark(board: Board, out: Path, iterations: int = 2, coremark_dir: P
     return elf
 
 
-def estimate_coremark(board: Board, iterations: int = 2, coremark_dir: Path = COREMARK_DIR) -> CoremarkEstimate:
+def estimate_coremark(board: Board, iterations: int = 2, coremark_dir: Path | None = None) -> CoremarkEstimate:
     """CoreMark's timed region through the board's core and memory-system model."""
     with tempfile.TemporaryDirectory(prefix="stm32ai-coremark-") as tmp:
         elf = build_coremark(board, Path(tmp), iterations, coremark_dir)
@@ -177,26 +226,45 @@ def estimate_coremark(board: Board, iterations: int = 2, coremark_dir: Path = CO
         raise Stm32aiError(f"CoreMark did not validate under the estimator's trace (coremark_run returned {rc})")
     return CoremarkEstimate(board=board.id, model=model_name(board), iterations=iterations, cycles=r.cycles,
                             instructions=r.instructions, fetch_stall_cycles=r.fetch_stall_cycles,
-                            data_stall_cycles=r.data_stall_cycles, published=PUBLISHED.get(board.id))
+                            data_stall_cycles=r.data_stall_cycles, published=PUBLISHED.get(board.id),
+                            gcc_silicon=GCC_SILICON.get(board.core))
 
 
-def main() -> None:  # python -m stm32ai.estimate.coremark [board ...]: the table of docs/estimate.md
-    import sys
-
+def main(argv: list[str] | None = None) -> int:
+    """python -m stm32ai.estimate.coremark [--coremark-dir DIR] [board ...]: the table of docs/estimate.md."""
     from stm32ai.boards import load_board
+    from stm32ai.sanitize import one_line
 
-    ids = sys.argv[1:] or list(PUBLISHED)
-    print("| board | model | cycles/iteration (estimated) | instructions/iteration | CPI | fetch stalls/it "
-          "| data stalls/it | CM/MHz estimated | published | difference |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for bid in ids:
-        e = estimate_coremark(load_board(bid))
-        pub = e.published
-        print(f"| {bid} | {e.model} | {e.cycles_per_iteration:,.0f} | {e.instructions_per_iteration:,.0f} "
-              f"| {e.cycles / e.instructions:.3f} | {e.fetch_stall_cycles / e.iterations:,.0f} "
-              f"| {e.data_stall_cycles / e.iterations:,.0f} | {e.cm_per_mhz:.2f} "
-              f"| {pub.cm_per_mhz if pub else '-'} | {f'{100 * e.difference:+.1f} %' if pub else '-'} |")
+    ap = argparse.ArgumentParser(prog="python -m stm32ai.estimate.coremark",
+                                 description="CoreMark through the cycle estimator, beside published silicon figures")
+    ap.add_argument("boards", nargs="*", help=f"board ids (default: {', '.join(PUBLISHED)})")
+    ap.add_argument("--coremark-dir", type=Path, default=None,
+                    help=f"the CoreMark calibration library (lib/, include/); default ${COREMARK_ENV}, else "
+                         f"{_CHECKOUT_DEFAULT}")
+    args = ap.parse_args(argv)
+    cdir = args.coremark_dir or default_coremark_dir()
+    try:
+        boards = [load_board(b) for b in (args.boards or list(PUBLISHED))]
+        for core in dict.fromkeys(b.core for b in boards):      # every library checked before any work
+            coremark_library(cdir, core)
+        print("| board | model | cycles/iteration (estimated) | instructions/iteration | CPI | fetch stalls/it "
+              "| data stalls/it | CM/MHz estimated | ST published | difference | GCC 12.2 -O2 silicon (same core) "
+              "| difference | ST / GCC silicon |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for b in boards:
+            e = estimate_coremark(b, coremark_dir=cdir)
+            pub, gcc = e.published, e.gcc_silicon
+            print(f"| {b.id} | {e.model} | {e.cycles_per_iteration:,.0f} | {e.instructions_per_iteration:,.0f} "
+                  f"| {e.cycles / e.instructions:.3f} | {e.fetch_stall_cycles / e.iterations:,.0f} "
+                  f"| {e.data_stall_cycles / e.iterations:,.0f} | {e.cm_per_mhz:.2f} "
+                  f"| {pub.cm_per_mhz if pub else '-'} | {f'{100 * e.difference:+.1f} %' if pub else '-'} "
+                  f"| {gcc.cm_per_mhz if gcc else '-'} | {f'{100 * e.difference_gcc:+.1f} %' if gcc else '-'} "
+                  f"| {f'{e.set_up_factor:.2f}' if e.set_up_factor else '-'} |")
+    except Stm32aiError as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
