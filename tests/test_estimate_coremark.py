@@ -9,7 +9,7 @@ References, all independent of the estimator:
   with GCC 12.2"; the RT1170 CM4 at 400 MHz: 991.60 = 2.48);
 - ST's headline CoreMark/MHz (3.37 for the F405/F407, product page), from ST's own, undisclosed
   compiler set-up: the estimate of our GCC build is below it by what that set-up is worth on
-  silicon (3.37 / 2.52 = 1.34, docs/estimate.md)."""
+  silicon (3.37 / 2.52 = 1.33, docs/estimate.md)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_coremark_within_band_of_gcc_silicon(f405):
 @needs_library
 def test_coremark_versus_st_published_figure(f405):
     """ST's headline (3.37 on the F405/F407, ST's compiler set-up): the estimate of the GCC -O2
-    build is below it, by about what that set-up is worth on silicon (3.37 / 2.52 = 1.34)."""
+    build is below it, by about what that set-up is worth on silicon (3.37 / 2.52 = 1.33)."""
     d = f405.difference
     assert d is not None and PUBLISHED["qemu-netduinoplus2"].cm_per_mhz == 3.37
     assert -0.30 <= d <= 0.0
