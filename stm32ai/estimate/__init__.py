@@ -12,7 +12,8 @@ stage (the autotuner, placement choices) learns from it reaches the compiler as 
     core_m4.py  Cortex-M4 timing (TRM tables, load pipelining, branch refill)
     layers.py   which graph.json node each cycle belongs to (DWARF line of each kernel call)
     estimate.py orchestration and the report (`analyze --estimate`); core/memory registries
-    coremark.py calibration: CoreMark through the estimator vs ST's published CoreMark/MHz
+    coremark.py calibration: CoreMark through the estimator vs GCC -O2 silicon of the same core
+                and ST's published CoreMark/MHz (--coremark-dir / $STM32AI_COREMARK_DIR)
     core_m7.py  Cortex-M7 timing (dual-issue scoreboard, branch prediction); cache.py its memory
                 system (L1 I/D caches, TCMs, flash and SRAM behind the AXI)
     core_m33.py Cortex-M33 timing (single issue, limited 16-bit dual issue)
