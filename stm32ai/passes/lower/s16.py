@@ -15,7 +15,7 @@ softmax's exp and 1/(1+x) tables):
 * AVERAGE/MAX_POOL_2D: int32 sum / max of the in-image taps, TFLite's rounding division;
 * SOFTMAX: TFLite's SoftmaxInt16 with its two 513-entry interpolated tables;
 * ADD / SUB: TFLite's general path with left_shift 15; MUL: one requantisation;
-* QUANTIZE float32 -> int16, int16 <-> int8, int16 -> int16; DEQUANTIZE int16 -> float32.
+* QUANTIZE float32 -> int16, int16 <-> int8, int16 -> int16, int16 <-> int32; DEQUANTIZE int16 -> float32.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv import conv_geometry
 from stm32ai.passes.lower.pool import pool_geometry
+from stm32ai.passes.lower.quantize import check_requantize_range, lower_requantize_int
 from stm32ai.passes.lower.reduce import MAX_DIMS as REDUCE_DIMS
 from stm32ai.passes.lower.reduce import mean_multiplier, reduce_plan, resolve_axes
 from stm32ai.passes.lower.transpose_conv import pack_weights_s16, reduced_multiplier
@@ -377,8 +378,14 @@ def _check_softmax_s16(op: Op, g: Graph) -> str | None:
     return None
 
 
+def _input_s16(op: Op, g: Graph) -> bool:
+    """SOFTMAX's int16 variant: an int16 input (int8 -> int16 is the int8 algorithm, softmax.py)."""
+    x = _t(g, op, 0)
+    return x is not None and x.dtype == "int16"
+
+
 @register_variant("SOFTMAX", "int16 -> int16 (zero points 0; TFLite's exp and 1/(1+x) tables)",
-                  _is_s16, _check_softmax_s16)
+                  _input_s16, _check_softmax_s16)
 def lower_softmax_s16(op: Op, g: Graph) -> None:
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     depth = int(x.shape[-1])
@@ -475,7 +482,8 @@ def lower_mul_s16(op: Op, g: Graph) -> None:
 
 # ---- QUANTIZE / DEQUANTIZE ------------------------------------------------------------------
 
-_Q_PAIRS = {("float32", "int16"), ("int16", "int16"), ("int16", "int8"), ("int8", "int16")}
+_Q_PAIRS = {("float32", "int16"), ("int16", "int16"), ("int16", "int8"), ("int8", "int16"),
+            ("int16", "int32"), ("int32", "int16")}
 
 
 def _check_quantize_s16(op: Op, g: Graph) -> str | None:
@@ -483,7 +491,8 @@ def _check_quantize_s16(op: Op, g: Graph) -> str | None:
         return "expects one input and one output"
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     if (src.dtype, dst.dtype) not in _Q_PAIRS:
-        return f"{src.dtype} -> {dst.dtype} is not supported (float32 -> int16, int16 <-> int8, int16 -> int16)"
+        return (f"{src.dtype} -> {dst.dtype} is not supported (float32 -> int16, int16 <-> int8, "
+                "int16 -> int16, int16 <-> int32)")
     if src.size != dst.size:
         return f"input {list(src.shape)} and output {list(dst.shape)} differ in size"
     for t, what in ((src, "input"), (dst, "output")):
@@ -491,11 +500,7 @@ def _check_quantize_s16(op: Op, g: Graph) -> str | None:
             r = _per_tensor(t, what, zero=False)
             if r:
                 return r
-    if src.dtype != "float32":
-        _, s = quantize_multiplier(_scale(src) / _scale(dst))
-        if not _fits_shifted(1 << 16 if src.dtype == "int16" else 1 << 8, s):
-            return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
-    return None
+    return None if src.dtype == "float32" else check_requantize_range(src, dst)
 
 
 def _fits_shifted(bound: int, shift: int) -> bool:
@@ -503,7 +508,7 @@ def _fits_shifted(bound: int, shift: int) -> bool:
     return (bound << max(shift, 0)) < (1 << 31)
 
 
-@register_variant("QUANTIZE", "float32 -> int16; int16 -> int16/int8; int8 -> int16 (per-tensor)",
+@register_variant("QUANTIZE", "float32 -> int16; int16 -> int16/int8/int32; int8/int32 -> int16 (per-tensor)",
                   _is_s16, _check_quantize_s16)
 def lower_quantize_s16(op: Op, g: Graph) -> None:
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
@@ -513,12 +518,7 @@ def lower_quantize_s16(op: Op, g: Graph) -> None:
         op.kernel = "quantize_f32_s16"
         op.attrs = {"size": src.size, "scale": _scale(dst), "zero_point": _zp(dst)}
         return
-    m, s = quantize_multiplier(_scale(src) / _scale(dst))  # TFLite: double / double
-    lo, hi = (-32768, 32767) if dst.dtype == "int16" else (-128, 127)
-    op.kernel = f"requantize_{'s16' if src.dtype == 'int16' else 's8'}_{'s16' if dst.dtype == 'int16' else 's8'}"
-    op.attrs = {"size": src.size, "input_offset": -_zp(src), "multiplier": m, "shift": s,
-                "output_offset": _zp(dst), "out_min": lo, "out_max": hi}
-    op.inplace = src.dtype == dst.dtype
+    lower_requantize_int(op, g)
 
 
 def _check_dequantize_s16(op: Op, g: Graph) -> str | None:

@@ -1,0 +1,113 @@
+"""Type variants TFLite Micro accepts that we once refused (issue 20, item 3), bit-exact
+against TFLM on hand-built single-op models: SOFTMAX int8 -> int16 (the SVDF keyword-spotting
+head) and QUANTIZE between int32 and int8/int16. The audit of every operator's accepted type
+combinations against TFLM's (docs/op_types.md) is at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from builders import TfliteBuilder, schema as S
+
+from stm32ai.pipeline import compile_model
+from stm32ai.validate.host import run_compiled
+from stm32ai.validate.reference import run_tflm
+
+pytest.importorskip("tflite_micro")
+
+
+def _unary(path: Path, code: int, x_t: tuple, y_t: tuple, shape: list[int],
+           opts: tuple[int, object] | None = None) -> Path:
+    """One op, input (dtype, scale, zp) -> output (dtype, scale, zp)."""
+    b = TfliteBuilder()
+    x = b.tensor(shape, x_t[0], x_t[1], x_t[2])
+    y = b.tensor(shape, y_t[0], y_t[1], y_t[2])
+    b.op(code, [x], [y], *(opts or (0, None)))
+    b.inputs, b.outputs = [x], [y]
+    path.write_bytes(b.build())
+    return path
+
+
+def _check(path: Path, rows: np.ndarray) -> None:
+    """Every row of `rows` as one sample: ours == TFLM's, element for element."""
+    ref = run_tflm(path, [rows])[0]
+    c = compile_model(path)
+    ours = np.concatenate([o[0] for o in run_compiled(c, [[r[None]] for r in rows])])
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    bad = np.flatnonzero(ours != ref)
+    assert bad.size == 0, f"{bad.size} of {ref.size} differ, first at {bad[0]}: {ours.flat[bad[0]]} vs {ref.flat[bad[0]]}"
+
+
+def _softmax_opts(beta: float) -> tuple[int, object]:
+    o = S.SoftmaxOptionsT()
+    o.beta = beta
+    return S.BuiltinOptions.SoftmaxOptions, o
+
+
+@pytest.mark.parametrize("in_scale,in_zp,beta,depth", [
+    (0.0625, -20, 1.0, 12),      # the keyword models' head: a few classes
+    (0.1, 5, 1.0, 3),
+    (0.02, -128, 2.5, 40),
+    (0.35, 100, 0.7, 7),
+])
+def test_softmax_int8_to_int16_matches_tflm(tmp_path, in_scale, in_zp, beta, depth):
+    p = _unary(tmp_path / "sm.tflite", S.BuiltinOperator.SOFTMAX, ("int8", in_scale, in_zp),
+               ("int16", 1.0 / 65536, -32768), [1, depth], _softmax_opts(beta))
+    rng = np.random.default_rng(depth)
+    rows = rng.integers(-128, 128, (24, depth)).astype(np.int8)
+    rows[0] = 127                                  # all equal: the largest sum of exps
+    rows[1] = -128
+    rows[2, 0] = 127                               # one large value, the rest tiny
+    rows[2, 1:] = -128
+    _check(p, rows)
+
+
+def test_softmax_int8_to_int16_needs_tflm_output_quantisation(tmp_path):
+    from stm32ai.errors import Stm32aiError
+
+    # TFLM's Prepare: zero point -32768 and scale within 0.001/65536 of 1/65536
+    ok = _unary(tmp_path / "ok.tflite", S.BuiltinOperator.SOFTMAX, ("int8", 0.1, 0),
+                ("int16", 1.5259e-05, -32768), [1, 4], _softmax_opts(1.0))
+    compile_model(ok)
+    for scale, zp in ((1.0 / 32768, 0), (1.6e-05, -32768), (1.0 / 65536, 0)):
+        bad = _unary(tmp_path / "bad.tflite", S.BuiltinOperator.SOFTMAX, ("int8", 0.1, 0),
+                     ("int16", scale, zp), [1, 4], _softmax_opts(1.0))
+        with pytest.raises(Stm32aiError, match="1/65536"):
+            compile_model(bad)
+
+
+@pytest.mark.parametrize("src,dst,qi,qo", [
+    ("int8", "int32", (0.05, -3), (0.0005, 0)),        # multiplier > 1: left shift
+    ("int8", "int32", (0.05, 10), (0.3, -7)),          # < 1, non-zero output zero point
+    ("int16", "int32", (0.001, 0), (0.00002, 0)),
+    ("int16", "int32", (0.001, 3), (0.01, 100)),
+    ("int32", "int8", (0.0005, 0), (0.05, -3)),
+    ("int32", "int8", (0.002, 17), (0.08, 5)),
+    ("int32", "int16", (0.00002, 0), (0.001, 0)),
+    ("int32", "int16", (0.01, -9), (0.0004, 2)),
+])
+def test_quantize_int32_pairs_match_tflm(tmp_path, src, dst, qi, qo):
+    p = _unary(tmp_path / "q.tflite", S.BuiltinOperator.QUANTIZE, (src, *qi), (dst, *qo), [1, 64])
+    rng = np.random.default_rng(7)
+    info = np.iinfo(src)
+    if src == "int32":
+        # wide values that saturate int8/int16 outputs, small ones around the zero point, and
+        # the extremes whose (q - zero point) still fits int32 (TFLite: overflow undefined)
+        rows = np.concatenate([rng.integers(-1 << 24, 1 << 24, (4, 64)), rng.integers(-300, 300, (4, 64))])
+        rows[0, :2] = (info.min + max(qi[1], 0), info.max + min(qi[1], 0))
+    else:
+        rows = rng.integers(info.min, int(info.max) + 1, (8, 64))
+        rows[0, :2] = (info.min, info.max)
+    _check(p, rows.astype(src))
+
+
+def test_quantize_refusals_name_the_supported_pairs(tmp_path):
+    from stm32ai.errors import Stm32aiError
+
+    # float32 -> int32: TFLM refuses it too (docs/op_types.md)
+    p = _unary(tmp_path / "q.tflite", S.BuiltinOperator.QUANTIZE, ("float32", None, None),
+               ("int32", 0.001, 0), [1, 4])
+    with pytest.raises(Stm32aiError, match="not supported"):
+        compile_model(p)
