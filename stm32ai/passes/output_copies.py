@@ -37,6 +37,8 @@ def _alias_root(g: Graph, tid: int, producer: dict[int, Op]) -> int:
         src = op.inputs[0] if op.inputs else -1
         if op.type != "RESHAPE" or src < 0 or g.tensors[src].is_const or op.options.get(OUTPUT_COPY):
             break
+        if src in g.inputs and tid in g.outputs:
+            break  # lowered to a copy already (passes/lower/reshape.py)
         tid = src
     return tid
 
