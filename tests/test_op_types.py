@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import TfliteBuilder, schema as S
+from builders import TfliteBuilder
+from builders import schema as S
 
 from stm32ai.pipeline import compile_model
 from stm32ai.validate.host import run_compiled
