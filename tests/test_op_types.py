@@ -38,7 +38,8 @@ def _check(path: Path, rows: np.ndarray) -> None:
     ours = np.concatenate([o[0] for o in run_compiled(c, [[r[None]] for r in rows])])
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
     bad = np.flatnonzero(ours != ref)
-    assert bad.size == 0, f"{bad.size} of {ref.size} differ, first at {bad[0]}: {ours.flat[bad[0]]} vs {ref.flat[bad[0]]}"
+    assert bad.size == 0, (f"{bad.size} of {ref.size} differ, first at {bad[0]}: "
+                           f"{ours.flat[bad[0]]} vs {ref.flat[bad[0]]}")
 
 
 def _softmax_opts(beta: float) -> tuple[int, object]:
