@@ -14,7 +14,9 @@ schema = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_p
 class TfliteBuilder:
     _TT = {"int8": schema.TensorType.INT8, "int16": schema.TensorType.INT16,
            "int32": schema.TensorType.INT32, "uint32": schema.TensorType.UINT32,
-           "uint64": schema.TensorType.UINT64, "float32": schema.TensorType.FLOAT32}
+           "uint64": schema.TensorType.UINT64, "float32": schema.TensorType.FLOAT32,
+           "uint8": schema.TensorType.UINT8, "int64": schema.TensorType.INT64,
+           "bool": schema.TensorType.BOOL, "uint16": schema.TensorType.UINT16}
 
     def __init__(self) -> None:
         self.tensors: list = []

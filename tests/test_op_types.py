@@ -105,6 +105,17 @@ def test_quantize_int32_pairs_match_tflm(tmp_path, src, dst, qi, qo):
     _check(p, rows.astype(src))
 
 
+@pytest.mark.parametrize("op,qi,qo", [
+    ("RELU", (0.001, 0), (0.0007, 0)),       # multiplier > 1
+    ("RELU", (0.002, 0), (0.003, 0)),        # < 1 (TFLM: int16 RELU zero points 0)
+    ("RELU6", (0.0002, 0), (0.0002, 0)),     # six inside the int16 range: clamps there
+    ("RELU6", (0.001, -7), (0.5, 3)),        # output quantisation not read
+])
+def test_relu_int16_matches_tflm_on_every_value(tmp_path, op, qi, qo):
+    p = _unary(tmp_path / "r.tflite", getattr(S.BuiltinOperator, op), ("int16", *qi), ("int16", *qo), [1, 4096])
+    _check(p, np.arange(-32768, 32768).reshape(16, 4096).astype(np.int16))
+
+
 def test_quantize_refusals_name_the_supported_pairs(tmp_path):
     from stm32ai.errors import Stm32aiError
 

@@ -15,6 +15,8 @@ softmax's exp and 1/(1+x) tables):
 * AVERAGE/MAX_POOL_2D: int32 sum / max of the in-image taps, TFLite's rounding division;
 * SOFTMAX: TFLite's SoftmaxInt16 with its two 513-entry interpolated tables;
 * ADD / SUB: TFLite's general path with left_shift 15; MUL: one requantisation;
+* RELU: TFLM's requantise-and-clamp, RELU6: its clamp in the input's quantisation (both the
+  requantize_s16_s16 kernel);
 * QUANTIZE float32 -> int16, int16 <-> int8, int16 -> int16, int16 <-> int32; DEQUANTIZE int16 -> float32.
 """
 
@@ -29,6 +31,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register_variant
+from stm32ai.passes.lower.activations import f32_div, round_half_away
 from stm32ai.passes.lower.binary import loop_attrs
 from stm32ai.passes.lower.common import check_activation as _fused_ok
 from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
@@ -537,6 +540,48 @@ def lower_dequantize_s16(op: Op, g: Graph) -> None:
     op.attrs = {"size": src.size, "scale": _scale(src), "zero_point": _zp(src)}
     op.inputs = [op.inputs[0]]
     op.macc = src.size
+
+
+# ---- RELU / RELU6 (int16) -----------------------------------------------------------------------
+
+def _check_relu_s16(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype != "int16" or y.dtype != "int16":
+        return f"{x.dtype} -> {y.dtype} is not supported (int16 -> int16)"
+    if x.shape != y.shape:
+        return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
+    # TFLM's int16 RELU wants zero points 0 (activations_common.cc); RELU6 reads no zero point
+    zero = op.type == "RELU"
+    r = _per_tensor(x, "input", zero=zero) or _per_tensor(y, "output", zero=zero)
+    if r or op.type == "RELU6":
+        return r
+    return check_requantize_range(x, y)
+
+
+def _lower_relu_s16(op: Op, g: Graph) -> None:
+    """TFLM's int16 RELU (ReluQuantized<int16_t>: requantise, clamp below at the output's zero)
+    and RELU6 (Relu6Quantized<int16_t>: clamp the raw values to [zero, six] of the input's
+    quantisation, no requantisation), both as requantize_s16_s16: RELU6 with the identity
+    multiplier (2^30, shift 1: requant(x) == x exactly)."""
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if op.type == "RELU":
+        lower_requantize_int(op, g)
+        op.attrs["out_min"] = max(-32768, _zp(y) + round_half_away(f32_div(0.0, _scale(y))))
+        return
+    six = min(max(round_half_away(f32_div(6.0, _scale(x))) + _zp(x), -32768), 32767)
+    op.inputs = [op.inputs[0]]
+    op.kernel = "requantize_s16_s16"
+    op.attrs = {"size": x.size, "input_offset": 0, "multiplier": 1 << 30, "shift": 1,
+                "output_offset": 0, "out_min": _zp(x), "out_max": six}
+    op.macc = x.size
+    op.inplace = True
+
+
+for _relu in ("RELU", "RELU6"):
+    register_variant(_relu, "int16 -> int16 (per-tensor; RELU: zero points 0; TFLM's integer arithmetic)", _is_s16,
+                     _check_relu_s16)(_lower_relu_s16)
 
 
 # ---- LOGISTIC / TANH --------------------------------------------------------------------------
