@@ -116,6 +116,42 @@ def test_relu_int16_matches_tflm_on_every_value(tmp_path, op, qi, qo):
     _check(p, np.arange(-32768, 32768).reshape(16, 4096).astype(np.int16))
 
 
+@pytest.mark.parametrize("alpha,qi,qo", [
+    (0.2, (0.001, 0), (0.0008, 0)),
+    (0.01, (0.0005, 12), (0.0011, -30)),
+    (3.0, (0.001, -3), (0.004, 5)),          # alpha > 1
+])
+def test_leaky_relu_int16_matches_tflm_on_every_value(tmp_path, alpha, qi, qo):
+    """(A negative alpha differs from TFLM by 1 LSB on exact ties, in int8 too: docs/kernels_s16.md.)"""
+    o = S.LeakyReluOptionsT()
+    o.alpha = alpha
+    p = _unary(tmp_path / "lr.tflite", S.BuiltinOperator.LEAKY_RELU, ("int16", *qi), ("int16", *qo), [1, 4096],
+               (S.BuiltinOptions.LeakyReluOptions, o))
+    _check(p, np.arange(-32768, 32768).reshape(16, 4096).astype(np.int16))
+
+
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
+@pytest.mark.parametrize("dtype", ["int16", "int64"])
+def test_maximum_minimum_int16_int64_match_tflm(tmp_path, op, dtype):
+    """Stored values compared; int16 shares one quantisation, int64 is plain; broadcasting."""
+    b = TfliteBuilder()
+    q = (0.001, 0) if dtype == "int16" else (None, None)
+    x1, x2 = b.tensor([2, 3, 5], dtype, *q), b.tensor([3, 1], dtype, *q)
+    y = b.tensor([2, 3, 5], dtype, *q)
+    b.op(getattr(S.BuiltinOperator, op), [x1, x2], [y])
+    b.inputs, b.outputs = [x1, x2], [y]
+    p = tmp_path / "mm.tflite"
+    p.write_bytes(b.build())
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (2, 3, 5), dtype=dtype, endpoint=True)
+    c = rng.integers(info.min, info.max, (3, 1), dtype=dtype, endpoint=True)
+    a[0, 0, :2] = (info.min, info.max)
+    ref = run_tflm(p, [a[None][0], c])[0]
+    assert np.array_equal(run_compiled(compile_model(p), [[a, c]])[0][0], ref)
+    assert np.array_equal(ref, np.maximum(a, c) if op == "MAXIMUM" else np.minimum(a, c))
+
+
 def test_quantize_refusals_name_the_supported_pairs(tmp_path):
     from stm32ai.errors import Stm32aiError
 
@@ -124,3 +160,39 @@ def test_quantize_refusals_name_the_supported_pairs(tmp_path):
                ("int32", 0.001, 0), [1, 4])
     with pytest.raises(Stm32aiError, match="not supported"):
         compile_model(p)
+
+
+# ---- the audit: docs/op_types.md ------------------------------------------------------------
+
+def test_we_accept_every_type_combination_tflm_accepts():
+    """For every probed operator and type combination that TFLite Micro accepts (the committed
+    probe results), our compiler compiles the single-op model too, except the reasoned
+    EXCLUSIONS; and docs/op_types.md is what the probe renders from today's compiler."""
+    import json
+
+    import op_types_probe as probe
+
+    tflm = json.loads(probe.TFLM_JSON.read_text())
+    cases = {(c.op, c.combo): c for c in probe.all_cases()}
+    assert set(cases) == {(op, combo) for op, d in tflm.items() for combo in d}, \
+        "the probe's cases changed: run python tests/op_types_probe.py"
+    ours = probe.probe_ours()
+    gaps = [f"{op} {combo}: {ours[op][combo]}" for (op, combo) in cases
+            if tflm[op][combo] is None and ours[op][combo] is not None and (op, combo) not in probe.EXCLUSIONS]
+    assert not gaps, "TFLM accepts, we refuse:\n" + "\n".join(gaps)
+    stale = [k for k in probe.EXCLUSIONS if k not in cases or tflm[k[0]][k[1]] is not None
+             or ours[k[0]][k[1]] is None]
+    assert not stale, f"exclusions that no longer apply: {stale}"
+    assert probe.DOC.read_text() == probe.render(tflm, ours), \
+        "docs/op_types.md is out of date: run python tests/op_types_probe.py --reuse-tflm"
+
+
+@pytest.mark.slow
+def test_committed_tflm_results_match_the_installed_tflm():
+    """The committed TFLM column is what the installed tflite-micro wheel does (a new wheel
+    that accepts more shows up here)."""
+    import json
+
+    import op_types_probe as probe
+
+    assert probe.probe_tflm() == json.loads(probe.TFLM_JSON.read_text())

@@ -15,6 +15,7 @@ softmax's exp and 1/(1+x) tables):
 * AVERAGE/MAX_POOL_2D: int32 sum / max of the in-image taps, TFLite's rounding division;
 * SOFTMAX: TFLite's SoftmaxInt16 with its two 513-entry interpolated tables;
 * ADD / SUB: TFLite's general path with left_shift 15; MUL: one requantisation;
+* LEAKY_RELU: TFLM's QuantizeLeakyRelu (identity / alpha multipliers);
 * RELU: TFLM's requantise-and-clamp, RELU6: its clamp in the input's quantisation (both the
   requantize_s16_s16 kernel);
 * QUANTIZE float32 -> int16, int16 <-> int8, int16 -> int16, int16 <-> int32; DEQUANTIZE int16 -> float32.
@@ -31,7 +32,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register_variant
-from stm32ai.passes.lower.activations import f32_div, round_half_away
+from stm32ai.passes.lower.activations import f32_div, f32_mul, round_half_away
 from stm32ai.passes.lower.binary import loop_attrs
 from stm32ai.passes.lower.common import check_activation as _fused_ok
 from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
@@ -582,6 +583,49 @@ def _lower_relu_s16(op: Op, g: Graph) -> None:
 for _relu in ("RELU", "RELU6"):
     register_variant(_relu, "int16 -> int16 (per-tensor; RELU: zero points 0; TFLM's integer arithmetic)", _is_s16,
                      _check_relu_s16)(_lower_relu_s16)
+
+
+# ---- LEAKY_RELU (int16) ----------------------------------------------------------------------
+
+def _leaky_multipliers(x: Tensor, y: Tensor, alpha: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """TFLM's LeakyReluPrepare: (identity, alpha) multipliers from float32 expressions taken to
+    double (input scale * alpha / output scale, input scale / output scale)."""
+    m_alpha = quantize_multiplier(f32_div(f32_mul(_scale(x), alpha), _scale(y)))
+    m_id = quantize_multiplier(f32_div(_scale(x), _scale(y)))
+    return m_id, m_alpha
+
+
+def _check_leaky_relu_s16(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype != "int16" or y.dtype != "int16":
+        return f"{x.dtype} -> {y.dtype} is not supported (int16 -> int16)"
+    if x.shape != y.shape:
+        return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
+    r = _per_tensor(x, "input", zero=False) or _per_tensor(y, "output", zero=False)
+    if r:
+        return r
+    alpha = float(op.options.get("alpha", 0.2))
+    if not np.isfinite(alpha):
+        return f"alpha {alpha} is not finite"
+    for m, s in _leaky_multipliers(x, y, alpha):
+        if m and not _fits_shifted(1 << 16, s):
+            return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
+    return None
+
+
+@register_variant("LEAKY_RELU", "int16 -> int16 (per-tensor; TFLM's two multipliers)", _is_s16,
+                  _check_leaky_relu_s16)
+def lower_leaky_relu_s16(op: Op, g: Graph) -> None:
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    (mi, si), (ma, sa) = _leaky_multipliers(x, y, float(op.options.get("alpha", 0.2)))
+    op.inputs = [op.inputs[0]]
+    op.kernel = "leaky_relu_s16"
+    op.attrs = {"size": x.size, "input_offset": -_zp(x), "output_offset": _zp(y),
+                "multiplier_identity": mi, "shift_identity": si, "multiplier_alpha": ma, "shift_alpha": sa}
+    op.macc = x.size
+    op.inplace = True
 
 
 # ---- LOGISTIC / TANH --------------------------------------------------------------------------
