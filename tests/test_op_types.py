@@ -130,6 +130,31 @@ def test_leaky_relu_int16_matches_tflm_on_every_value(tmp_path, alpha, qi, qo):
     _check(p, np.arange(-32768, 32768).reshape(16, 4096).astype(np.int16))
 
 
+@pytest.mark.parametrize("axes,keep,qi,qo", [
+    ([1, 2], True, (0.001, 0), (0.004, 0)),
+    ([2], False, (0.0005, 0), (0.0003, 0)),     # multiplier > 1: saturates
+    ([0, 1, 2, 3], True, (0.002, 0), (0.02, 0)),
+])
+def test_sum_int16_matches_tflm(tmp_path, axes, keep, qi, qo):
+    b = TfliteBuilder()
+    x = b.tensor([1, 5, 6, 3], "int16", *qi)
+    ax = b.tensor([len(axes)], "int32", data=np.array(axes))
+    out = [1 if (d in axes) else n for d, n in enumerate([1, 5, 6, 3])]
+    if not keep:
+        out = [n for d, n in enumerate([1, 5, 6, 3]) if d not in axes]
+    y = b.tensor(out, "int16", *qo)
+    o = S.ReducerOptionsT()
+    o.keepDims = keep
+    b.op(S.BuiltinOperator.SUM, [x, ax], [y], S.BuiltinOptions.ReducerOptions, o)
+    b.inputs, b.outputs = [x], [y]
+    p = tmp_path / "sum.tflite"
+    p.write_bytes(b.build())
+    rng = np.random.default_rng(5)
+    for lo, hi in ((-32768, 32768), (-300, 300)):
+        xs = rng.integers(lo, hi, (1, 5, 6, 3)).astype(np.int16)
+        assert np.array_equal(run_compiled(compile_model(p), [[xs]])[0][0], run_tflm(p, [xs])[0])
+
+
 @pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
 @pytest.mark.parametrize("dtype", ["int16", "int64"])
 def test_maximum_minimum_int16_int64_match_tflm(tmp_path, op, dtype):
@@ -163,6 +188,38 @@ def test_quantize_refusals_name_the_supported_pairs(tmp_path):
 
 
 # ---- the audit: docs/op_types.md ------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"])
+def test_tflm_reads_an_int32_bias_as_int64(tmp_path, op):
+    """The evidence for op_types_probe.EXCLUSIONS: TFLM's int16 depthwise and transpose
+    convolutions give other results for one bias stored as int32 than as int64 (they read
+    int64), so an int32 bias there has no reference result to be bit-exact with."""
+    def model(bias_type: str) -> Path:
+        b = TfliteBuilder()
+        x = b.tensor([1, 4, 4, 3], "int16", 0.001, 0)
+        bias = b.tensor([3], bias_type, 0.00002, 0, data=np.array([1000, -2000, 3000]))
+        y = b.tensor([1, 4, 4, 3], "int16", 0.002, 0)
+        if op == "DEPTHWISE_CONV_2D":
+            w = b.tensor([1, 1, 1, 3], "int8", 0.02, 0, data=np.array([3, -5, 7]).reshape(1, 1, 1, 3))
+            o = S.DepthwiseConv2DOptionsT()
+            o.padding, o.strideW, o.strideH, o.depthMultiplier = S.Padding.SAME, 1, 1, 1
+            o.dilationWFactor = o.dilationHFactor = 1
+            b.op(S.BuiltinOperator.DEPTHWISE_CONV_2D, [x, w, bias], [y], S.BuiltinOptions.DepthwiseConv2DOptions, o)
+        else:
+            w = b.tensor([3, 1, 1, 3], "int8", 0.02, 0, data=np.arange(9).reshape(3, 1, 1, 3) - 4)
+            shape = b.tensor([4], "int32", data=np.array([1, 4, 4, 3]))
+            o = S.TransposeConvOptionsT()
+            o.padding, o.strideW, o.strideH = S.Padding.SAME, 1, 1
+            b.op(S.BuiltinOperator.TRANSPOSE_CONV, [shape, w, x, bias], [y], S.BuiltinOptions.TransposeConvOptions, o)
+        b.inputs, b.outputs = [x], [y]
+        p = tmp_path / f"{bias_type}.tflite"
+        p.write_bytes(b.build())
+        return p
+
+    xs = np.random.default_rng(0).integers(-3000, 3000, (1, 4, 4, 3)).astype(np.int16)
+    as32, as64 = (run_tflm(model(t), [xs])[0] for t in ("int32", "int64"))
+    assert not np.array_equal(as32, as64)
+    assert np.array_equal(run_compiled(compile_model(model("int64")), [[xs]])[0][0], as64)
 
 def test_we_accept_every_type_combination_tflm_accepts():
     """For every probed operator and type combination that TFLite Micro accepts (the committed

@@ -436,14 +436,16 @@ _check_minmax_base = _int8_checked(False, _minmax_int8)
 
 
 def _check_minmax(op: Op, g: Graph) -> str | None:
-    """MAXIMUM/MINIMUM also take int16 (one per-tensor quantisation, as int8) and plain int64:
-    TFLM compares the stored values of both."""
+    """MAXIMUM/MINIMUM also take int16 and int64, plain or with one per-tensor quantisation
+    shared by the inputs and the output (as int8): TFLM compares the stored values."""
     if len(op.inputs) == 2 and min(op.inputs) >= 0 and len(op.outputs) == 1:
         a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
         if {a.dtype, b.dtype, y.dtype} in ({"int16"}, {"int64"}):
             reason = _check_shapes(op, g, fused=False)
-            if reason or y.dtype == "int64":
-                return reason or check_s32(op, g)
+            if reason:
+                return reason
+            if y.dtype == "int64" and all(unquantised(t) for t in (a, b, y)):
+                return None
             for t, what in ((a, "input"), (b, "input"), (y, "output")):
                 reason = per_tensor_quant(t, what)
                 if reason:

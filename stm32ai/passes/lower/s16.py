@@ -709,7 +709,7 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
     if isinstance(axes, str):
         return axes
     if not axes:
-        return "MEAN over no axis is not supported for int16"
+        return f"{op.type} over no axis is not supported for int16"
     keep = bool(op.options.get("keep_dims", False))
     want = [1 if d in axes else n for d, n in enumerate(x.shape)] if keep else \
         [n for d, n in enumerate(x.shape) if d not in axes]
@@ -718,7 +718,7 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
     count = reduce_plan(x.shape, axes).count
     if count >= 1 << 15:
         return "more than 32767 elements per output overflow the int32 sum of int16 values"
-    if not _fits_shifted(count << 15, mean_multiplier(_scale(x), _scale(y), count, True)[1]):
+    if not _fits_shifted(count << 15, mean_multiplier(_scale(x), _scale(y), count, op.type == "MEAN")[1]):
         return "the input/output scale ratio is too large: the shifted sum overflows int32"
     return None
 
@@ -726,14 +726,19 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
 @register_variant("MEAN", "int16 (zero points 0); constant axes; TFLite Micro's integer mean",
                   _is_s16, _check_mean_s16)
 def lower_mean_s16(op: Op, g: Graph) -> None:
+    """MEAN, and SUM (the same QuantizedMeanOrSum without the division by the count)."""
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     axes = _mean_axes(op, g)
     assert not isinstance(axes, str)
     plan = reduce_plan(x.shape, axes)
-    m, s = mean_multiplier(_scale(x), _scale(y), plan.count, True)
+    m, s = mean_multiplier(_scale(x), _scale(y), plan.count, op.type == "MEAN")
     op.kernel = "reduce_mean_s16"
     op.inputs = [op.inputs[0]]
     op.attrs = {**plan.attrs(), "bias": 0, "multiplier": m, "shift": s, "out_offset": 0,
                 "act_min": -32768, "act_max": 32767}
     op.scratch = 4 * plan.out_size
     op.macc = x.size
+
+
+register_variant("SUM", "int16 (zero points 0); constant axes; TFLite Micro's integer sum", _is_s16,
+                 _check_mean_s16)(lower_mean_s16)
