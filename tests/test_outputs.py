@@ -131,6 +131,34 @@ def test_input_output_twice_and_computed(tmp_path):
         _same(run_compiled(compile_model(p, inputs_in_pool=in_pool, outputs_in_pool=out_pool), [x0])[0], ref)
 
 
+def test_output_folded_to_a_constant(tmp_path):
+    """SSD priors as the converter sometimes writes them: a RESHAPE of a constant, which
+    fold_constants turns into a constant output."""
+    b, S = _builder()
+    x = b.tensor([1, 4], "int8", 0.1, 0)
+    y = b.tensor([1, 4], "int8", 0.1, 0)
+    k = b.tensor([2, 6], "int8", 0.02, 1, data=np.arange(12).reshape(2, 6))
+    shape = b.tensor([2], "int32", data=np.array([3, 4]))
+    r = b.tensor([3, 4], "int8", 0.02, 1)
+    b.op(S.BuiltinOperator.RELU, [x], [y])
+    o = S.ReshapeOptionsT()
+    o.newShape = [3, 4]
+    b.op(S.BuiltinOperator.RESHAPE, [k, shape], [r], S.BuiltinOptions.ReshapeOptions, o)
+    b.inputs, b.outputs = [x], [y, r]
+    p = tmp_path / "priors_reshape.tflite"
+    p.write_bytes(b.build())
+    x0 = random_inputs(p, 1, 6)
+    c = compile_model(p)
+    assert [n["attrs"]["func_name"] for n in c.doc["nodes"] if n["op"] == "tvm_op"] == ["clamp_s8", "copy"]
+    _same(run_compiled(c, [x0])[0], run_tflm(p, x0))
+
+
+def test_validate_cli_host_mode(capsys):
+    for name in ("out_ssd_priors_int8", "out_aliases_float32", "out_identity_float32"):
+        assert main(["validate", str(FIXTURES / f"{name}.tflite"), "-n", "2"]) == 0, name
+        assert "result: match" in capsys.readouterr().out
+
+
 def test_verifier_still_refuses_a_variable_output(tmp_path):
     from stm32ai.errors import Stm32aiError
     from stm32ai.frontend.tflite_reader import load_tflite
