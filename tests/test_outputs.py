@@ -40,7 +40,7 @@ def _same(ours: list[np.ndarray], ref: list[np.ndarray]) -> None:
 
 def test_regression_set_shows_every_edge():
     """The fixtures still are what they are for (the generator checks it too, at build time)."""
-    from make_fixtures_outputs import EDGES, output_edges
+    from output_edges import EDGES, output_edges
 
     assert len(MODELS) >= 9
     for p in MODELS:
