@@ -168,14 +168,15 @@ def _two_inputs(op: str, in_shape: list[int], out_shape: list[int],
 
 def _weighted(op: str) -> list[Case]:
     """(activations, weights, bias) combinations of the weighted ops."""
-    combos = [("int8", "int8", "int32"), ("int16", "int8", "int64"), ("int16", "int8", "int32"),
+    combos = [("int8", "int8", "int32"), ("int8", "int4", "int32"), ("int16", "int8", "int64"),
+              ("int16", "int4", "int64"), ("int16", "int8", "int32"),
               ("float32", "float32", "float32"), ("float32", "int8", "float32"),
               ("uint8", "uint8", "int32")]
     cases = []
     for a, w, bt in combos:
         def build(b: TfliteBuilder, a: str = a, w: str = w, bt: str = bt) -> None:
             sx = Q.get(a, (None, None))[0]
-            wq = (0.02, 0 if w == "int8" else 128) if w != "float32" else None
+            wq = (0.02, 128 if w == "uint8" else 0) if w != "float32" else None
             bq = (sx * 0.02, 0) if (sx and wq) else None
             yq = {"int8": (0.1, 1), "uint8": (0.1, 128), "int16": (0.002, 0)}.get(a)
             if op == "FULLY_CONNECTED":
@@ -185,7 +186,7 @@ def _weighted(op: str) -> list[Case]:
             else:
                 xs, ws, ys, nb = [1, 4, 4, 3], [2, 1, 1, 3], [1, 4, 4, 2], 2
             x = b.tensor(xs, a, *(Q[a] if a in Q else (None, None)))
-            wt = b.tensor(ws, w, *(wq or (None, None)), data=np.ones(ws, dtype=w))
+            wt = b.tensor(ws, w, *(wq or (None, None)), data=np.ones(ws, dtype="int8" if w == "int4" else w))
             bias = b.tensor([nb], bt, *(bq or (None, None)), data=np.ones(nb, dtype=bt))
             y = b.tensor(ys, a, *(yq or (None, None)))
             if op == "CONV_2D":

@@ -177,6 +177,55 @@ def test_maximum_minimum_int16_int64_match_tflm(tmp_path, op, dtype):
     assert np.array_equal(ref, np.maximum(a, c) if op == "MAXIMUM" else np.minimum(a, c))
 
 
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"])
+def test_int4_weights_match_tflm(tmp_path, op):
+    """TFLM's packed int4 filters (two per byte, low nibble first): the frontend unpacks them to
+    int8; every int4 value occurs."""
+    rng = np.random.default_rng(4)
+    b = TfliteBuilder()
+    if op == "FULLY_CONNECTED":
+        xs, ws, ys, n = [1, 9], [5, 9], [1, 5], 5          # odd element count: a half-used last byte
+    elif op == "DEPTHWISE_CONV_2D":
+        xs, ws, ys, n = [1, 5, 5, 3], [1, 3, 3, 3], [1, 5, 5, 3], 3
+    else:
+        xs, ws, ys, n = [1, 5, 5, 3], [4, 3, 3, 3], [1, 5, 5, 4], 4
+    axis = 3 if op == "DEPTHWISE_CONV_2D" else 0
+    # per-channel, except FC: TFLM's int4 FC takes per-tensor weights only (fully_connected_common.cc)
+    w_scale = rng.uniform(0.01, 0.05, n) if op != "FULLY_CONNECTED" else np.float64(0.03)
+    zp = np.zeros(np.size(w_scale), int)
+    x = b.tensor(xs, "int8", 0.05, -3)
+    w = b.tensor(ws, "int4", w_scale, zp, data=rng.integers(-8, 8, ws), axis=axis)
+    bias = b.tensor([n], "int32", 0.05 * w_scale, zp, data=rng.integers(-500, 500, n))
+    y = b.tensor(ys, "int8", 0.08, 2)
+    if op == "FULLY_CONNECTED":
+        b.op(S.BuiltinOperator.FULLY_CONNECTED, [x, w, bias], [y], S.BuiltinOptions.FullyConnectedOptions,
+             S.FullyConnectedOptionsT())
+    elif op == "DEPTHWISE_CONV_2D":
+        o = S.DepthwiseConv2DOptionsT()
+        o.padding, o.strideW, o.strideH, o.depthMultiplier = S.Padding.SAME, 1, 1, 1
+        o.dilationWFactor = o.dilationHFactor = 1
+        b.op(S.BuiltinOperator.DEPTHWISE_CONV_2D, [x, w, bias], [y], S.BuiltinOptions.DepthwiseConv2DOptions, o)
+    else:
+        o = S.Conv2DOptionsT()
+        o.padding, o.strideW, o.strideH = S.Padding.SAME, 1, 1
+        o.dilationWFactor = o.dilationHFactor = 1
+        b.op(S.BuiltinOperator.CONV_2D, [x, w, bias], [y], S.BuiltinOptions.Conv2DOptions, o)
+    b.inputs, b.outputs = [x], [y]
+    p = tmp_path / "int4.tflite"
+    p.write_bytes(b.build())
+    samples = [rng.integers(-128, 128, xs).astype(np.int8) for _ in range(4)]
+    ours = run_compiled(compile_model(p), [[s] for s in samples])
+    for s, got in zip(samples, ours, strict=True):
+        assert np.array_equal(got[0], run_tflm(p, [s])[0])
+
+
+def test_int4_unpacking_order():
+    from stm32ai.frontend.tflite_reader import unpack_int4
+
+    # bytes 0x8F, 0x07: low nibble first, two's complement; the last high nibble unused
+    assert unpack_int4(bytes([0x8F, 0x07]), 3).tolist() == [-1, -8, 7]
+
+
 def test_quantize_refusals_name_the_supported_pairs(tmp_path):
     from stm32ai.errors import Stm32aiError
 
