@@ -120,9 +120,10 @@ def test_relu_int16_matches_tflm_on_every_value(tmp_path, op, qi, qo):
     (0.2, (0.001, 0), (0.0008, 0)),
     (0.01, (0.0005, 12), (0.0011, -30)),
     (3.0, (0.001, -3), (0.004, 5)),          # alpha > 1
+    (-0.5, (0.002, 0), (0.002, 0)),          # negative: ties of x * alpha toward zero, as TFLM
+    (-3.0, (0.001, 4), (0.004, -6)),
 ])
 def test_leaky_relu_int16_matches_tflm_on_every_value(tmp_path, alpha, qi, qo):
-    """(A negative alpha differs from TFLM by 1 LSB on exact ties, in int8 too: docs/kernels_s16.md.)"""
     o = S.LeakyReluOptionsT()
     o.alpha = alpha
     p = _unary(tmp_path / "lr.tflite", S.BuiltinOperator.LEAKY_RELU, ("int16", *qi), ("int16", *qo), [1, 4096],
@@ -153,6 +154,18 @@ def test_sum_int16_matches_tflm(tmp_path, axes, keep, qi, qo):
     for lo, hi in ((-32768, 32768), (-300, 300)):
         xs = rng.integers(lo, hi, (1, 5, 6, 3)).astype(np.int16)
         assert np.array_equal(run_compiled(compile_model(p), [[xs]])[0][0], run_tflm(p, [xs])[0])
+
+
+@pytest.mark.parametrize("alpha,qi,qo", [(-0.5, (0.05, 0), (0.05, 0)), (-0.125, (0.05, 5), (0.025, -7)),
+                                         (-3.0, (0.01, 0), (0.04, 3))])
+def test_leaky_relu_int8_negative_alpha_matches_tflm(tmp_path, alpha, qi, qo):
+    """int8 LEAKY_RELU with a negative alpha: TFLM rounds the ties of x * alpha toward zero
+    (activations.leaky_relu_alpha); every int8 value."""
+    o = S.LeakyReluOptionsT()
+    o.alpha = alpha
+    p = _unary(tmp_path / "lr8.tflite", S.BuiltinOperator.LEAKY_RELU, ("int8", *qi), ("int8", *qo), [1, 256],
+               (S.BuiltinOptions.LeakyReluOptions, o))
+    _check(p, np.arange(-128, 128).reshape(1, 256).astype(np.int8))
 
 
 @pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])

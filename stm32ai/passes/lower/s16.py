@@ -32,7 +32,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register_variant
-from stm32ai.passes.lower.activations import f32_div, f32_mul, round_half_away
+from stm32ai.passes.lower.activations import f32_div, leaky_relu_alpha, round_half_away
 from stm32ai.passes.lower.binary import loop_attrs
 from stm32ai.passes.lower.common import check_activation as _fused_ok
 from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
@@ -587,12 +587,11 @@ for _relu in ("RELU", "RELU6"):
 
 # ---- LEAKY_RELU (int16) ----------------------------------------------------------------------
 
-def _leaky_multipliers(x: Tensor, y: Tensor, alpha: float) -> tuple[tuple[int, int], tuple[int, int]]:
-    """TFLM's LeakyReluPrepare: (identity, alpha) multipliers from float32 expressions taken to
-    double (input scale * alpha / output scale, input scale / output scale)."""
-    m_alpha = quantize_multiplier(f32_div(f32_mul(_scale(x), alpha), _scale(y)))
+def _leaky_multipliers(x: Tensor, y: Tensor, alpha: float) -> tuple[tuple[int, int], tuple[int, int, bool]]:
+    """TFLM's LeakyReluPrepare: the identity multiplier and the alpha one (with its sign apart,
+    activations.leaky_relu_alpha), from float32 expressions taken to double."""
     m_id = quantize_multiplier(f32_div(_scale(x), _scale(y)))
-    return m_id, m_alpha
+    return m_id, leaky_relu_alpha(_scale(x), _scale(y), alpha)
 
 
 def _check_leaky_relu_s16(op: Op, g: Graph) -> str | None:
@@ -609,7 +608,7 @@ def _check_leaky_relu_s16(op: Op, g: Graph) -> str | None:
     alpha = float(op.options.get("alpha", 0.2))
     if not np.isfinite(alpha):
         return f"alpha {alpha} is not finite"
-    for m, s in _leaky_multipliers(x, y, alpha):
+    for m, s, *_ in _leaky_multipliers(x, y, alpha):
         if m and not _fits_shifted(1 << 16, s):
             return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
     return None
@@ -619,11 +618,12 @@ def _check_leaky_relu_s16(op: Op, g: Graph) -> str | None:
                   _check_leaky_relu_s16)
 def lower_leaky_relu_s16(op: Op, g: Graph) -> None:
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    (mi, si), (ma, sa) = _leaky_multipliers(x, y, float(op.options.get("alpha", 0.2)))
+    (mi, si), (ma, sa, negate) = _leaky_multipliers(x, y, float(op.options.get("alpha", 0.2)))
     op.inputs = [op.inputs[0]]
     op.kernel = "leaky_relu_s16"
     op.attrs = {"size": x.size, "input_offset": -_zp(x), "output_offset": _zp(y),
-                "multiplier_identity": mi, "shift_identity": si, "multiplier_alpha": ma, "shift_alpha": sa}
+                "multiplier_identity": mi, "shift_identity": si, "multiplier_alpha": ma, "shift_alpha": sa,
+                "negate_alpha": int(negate)}
     op.macc = x.size
     op.inplace = True
 
