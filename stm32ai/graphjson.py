@@ -156,7 +156,8 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
     heads = []
     for tid in g.outputs:
         if tid not in entry_of:
-            raise Stm32aiError(f"graph output {quote(g.tensors[tid].name)} is a constant or not computed")
+            # passes/output_copies.py copies constant and input outputs into computed tensors
+            raise AssertionError(f"graph output {quote(g.tensors[tid].name)} is not computed by any op")
         e = entry_of[tid]
         node = next(n for n in range(len(nodes)) if node_row_ptr[n] <= e < node_row_ptr[n + 1])
         heads.append([node, e - node_row_ptr[node], 0])

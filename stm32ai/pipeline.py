@@ -20,6 +20,7 @@ from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
+from stm32ai.passes.output_copies import add_output_copies
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -66,6 +67,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     pruned = prune_dead_channels(g) if prune else None
     if each and pruned is not None:
         verify_graph(g, allow_unknown_dims=False)
+    add_output_copies(g, outputs_in_pool)
     n_model_tensors = len(g.tensors)
     g.optimization = optimization
     lower_graph(g)

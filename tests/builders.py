@@ -14,7 +14,10 @@ schema = pytest.importorskip("tflite_micro.tensorflow.lite.micro.python.schema_p
 class TfliteBuilder:
     _TT = {"int8": schema.TensorType.INT8, "int16": schema.TensorType.INT16,
            "int32": schema.TensorType.INT32, "uint32": schema.TensorType.UINT32,
-           "uint64": schema.TensorType.UINT64, "float32": schema.TensorType.FLOAT32}
+           "uint64": schema.TensorType.UINT64, "float32": schema.TensorType.FLOAT32,
+           "uint8": schema.TensorType.UINT8, "int64": schema.TensorType.INT64,
+           "bool": schema.TensorType.BOOL, "uint16": schema.TensorType.UINT16,
+           "int4": schema.TensorType.INT4}  # int4: values in [-8, 7], packed two per byte
 
     def __init__(self) -> None:
         self.tensors: list = []
@@ -38,7 +41,12 @@ class TfliteBuilder:
         t.buffer = 0
         if data is not None:
             b = schema.BufferT()
-            b.data = np.frombuffer(np.ascontiguousarray(data, dtype=dtype).tobytes(), np.uint8)
+            if dtype == "int4":  # element 2i in the low nibble of byte i (TFLite's packing)
+                v = np.asarray(data, np.int8).ravel()
+                v = np.append(v, np.int8(0)) if v.size % 2 else v
+                b.data = ((v[0::2] & 0x0F) | ((v[1::2] & 0x0F) << 4)).astype(np.uint8)
+            else:
+                b.data = np.frombuffer(np.ascontiguousarray(data, dtype=dtype).tobytes(), np.uint8)
             self.buffers.append(b)
             t.buffer = len(self.buffers) - 1
         self.tensors.append(t)

@@ -48,6 +48,15 @@ _TENSOR_TYPES: dict[int, str] = {
 }
 
 
+def unpack_int4(raw: bytes, count: int) -> np.ndarray:
+    """TFLite's packed int4 (two's complement nibbles, element 2i in the low nibble of byte i,
+    TFLM's UnpackDenseInt4IntoInt8) as `count` int8 values."""
+    b = np.frombuffer(raw, np.uint8)
+    lo = ((b & 0x0F).astype(np.int16) ^ 8) - 8
+    hi = ((b >> 4).astype(np.int16) ^ 8) - 8
+    return np.stack([lo, hi], axis=1).reshape(-1)[:count].astype(np.int8)
+
+
 def _enum_names(cls: type) -> dict[int, str]:
     return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
 
@@ -307,12 +316,13 @@ class _Reader:
     def _tensor(self, t: Any, tid: int, is_input: bool) -> Tensor:
         name = (t.Name() or b"").decode("utf-8", errors="replace") or f"tensor_{tid}"
         ttype = t.Type()
-        dtype = _TENSOR_TYPES.get(ttype)
+        int4 = ttype == tflite.TensorType.INT4
+        dtype = "int8" if int4 else _TENSOR_TYPES.get(ttype)
         if dtype is None:
             tname = _TENSOR_TYPE_NAMES.get(ttype, str(ttype))
             raise self._unsupported(
                 f"tensor '{name}' has type {tname}, which is not supported "
-                "(supported: float32/16, int8/16/32/64, uint8/16/32/64, bool) — convert the model "
+                "(supported: float32/16, int8/16/32/64, uint8/16/32/64, bool, int4 weights) — convert the model "
                 "with supported types")
         shape = [int(x) for x in t.ShapeAsNumpy()] if t.ShapeLength() else []
         sig = [int(x) for x in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape)
@@ -342,6 +352,20 @@ class _Reader:
 
         quant = self._quant(t.Quantization(), shape)
         data = None
+        if int4:
+            # TFLM's packed int4 weights (conv/depthwise/FC filters): it unpacks them to int8 at
+            # run time, so do we, at load time (docs/op_types.md)
+            if not is_const or t.Sparsity() is not None:
+                raise self._unsupported(
+                    f"tensor '{name}' is INT4 but not a dense constant; int4 is supported for "
+                    "constant weights only — convert the model with int8 activations")
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            assert raw is not None
+            if len(raw) != (count + 1) // 2:
+                raise _Corrupt(f"tensor '{name}' int4{shape} needs {(count + 1) // 2} bytes but its "
+                               f"buffer holds {len(raw)}")
+            data = unpack_int4(raw, count).reshape(shape)
+            return Tensor(tid, name, tuple(shape), dtype, quant, data, variable=bool(t.IsVariable()))
         if is_const:
             if t.Sparsity() is not None:
                 raise self._unsupported(

@@ -172,13 +172,12 @@ def _check_io(g: Graph) -> None:
                        f"written by the application — {_FIX}")
         if t.variable:
             raise _err(f"graph input {_tname(t)} is a variable (state) tensor — {_FIX}")
+    # A constant output (SSD priors), an input passed through and one tensor at two output
+    # positions are legal TFLite: passes/output_copies.py gives each its own output buffer.
     for tid in g.outputs:
         t = g.tensors[tid]
-        if t.is_const:
-            raise _err(f"graph output {_tname(t)} is a constant: the model computes nothing the "
-                       f"application could read there — {_FIX}")
-        if tid in g.inputs:
-            raise _err(f"{_tname(t)} is both a graph input and a graph output — {_FIX}")
+        if t.variable and not t.is_const:
+            raise _err(f"graph output {_tname(t)} is a variable (state) tensor — {_FIX}")
 
 
 def _check_dataflow(g: Graph) -> None:
@@ -211,8 +210,9 @@ def _check_dataflow(g: Graph) -> None:
         if len(set(op.outputs)) != len(op.outputs):
             raise _err(f"{op.where} lists the same output tensor twice — {_FIX}")
     for tid in g.outputs:
-        if tid not in produced:
-            raise _err(f"graph output {_tname(g.tensors[tid])} is not produced by any op — {_FIX}")
+        if tid not in produced and tid not in g.inputs and not g.tensors[tid].is_const:
+            raise _err(f"graph output {_tname(g.tensors[tid])} is not produced by any op, nor a "
+                       f"graph input or a constant — {_FIX}")
 
 
 # ---- operator options ---------------------------------------------------------------------

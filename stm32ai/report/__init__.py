@@ -56,7 +56,9 @@ def build_report(c: Compiled) -> Report:
         consts = [g.tensors[t] for t in op.inputs if t >= 0 and g.tensors[t].is_const]
         out = g.tensors[op.outputs[0]]
         layers.append(Layer(
-            index=op.index, op=op.type, kernel=op.kernel or "?",
+            # passes/output_copies.py's copies have no source op (index -1)
+            index=op.index, op="output copy" if op.options.get("output_copy") else op.type,
+            kernel=op.kernel or "?",
             inputs=[list(t.shape) for t in acts], output=list(out.shape), dtype=out.dtype,
             macc=op.macc, weights_bytes=sum(t.nbytes for t in consts),
             activation_bytes=0 if op.kernel == "__nop" else sum(g.tensors[t].nbytes for t in op.outputs),

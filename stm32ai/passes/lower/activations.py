@@ -271,14 +271,33 @@ def relu_x_table_litert(qi: Quant, qo: Quant, act_min: float, act_max: float) ->
     return [_clamp(_zp(qo) + mbqm(v - _zp(qi), m, s), lo, hi) for v in INT8_VALUES]
 
 
+def leaky_relu_alpha(qi: Quant | float, qo: Quant | float, alpha: float) -> tuple[int, int, bool]:
+    """The alpha branch of TFLM's LEAKY_RELU: (multiplier, shift, negate) such that a negative
+    input x gives `-mbqm(x, m, s)` if negate else `mbqm(x, m, s)`. The real multiplier is the
+    float32 expression in_scale * alpha / out_scale. For a negative alpha TFLM's results equal
+    the negated product with |multiplier| (ties of x * alpha rounded toward zero), not
+    mbqm with a negative multiplier (ties away from zero): measured against the pip TFLM on
+    every int8 and int16 value for alpha -0.125, -0.25, -0.5, -1, -3 (tests/test_op_types.py,
+    tests/test_ops_act.py)."""
+    si = qi if isinstance(qi, float) else _scale(qi)
+    so = qo if isinstance(qo, float) else _scale(qo)
+    real = f32_div(f32_mul(si, alpha), so)
+    m, s = quantize_multiplier(abs(real))
+    return m, s, real < 0
+
+
 def leaky_relu_table(qi: Quant, qo: Quant, alpha: float) -> list[int]:
     """TFLM LEAKY_RELU int8 (QuantizeLeakyRelu). Both multipliers are float32 expressions."""
-    m_alpha, s_alpha = quantize_multiplier(f32_div(f32_mul(_scale(qi), alpha), _scale(qo)))
+    m_alpha, s_alpha, negate = leaky_relu_alpha(qi, qo, alpha)
     m_id, s_id = quantize_multiplier(f32_div(_scale(qi), _scale(qo)))
     out = []
     for v in INT8_VALUES:
         x = v - _zp(qi)
-        y = mbqm(x, m_id, s_id) if x >= 0 else mbqm(x, m_alpha, s_alpha)
+        if x >= 0:
+            y = mbqm(x, m_id, s_id)
+        else:
+            y = mbqm(x, m_alpha, s_alpha)
+            y = -y if negate else y
         out.append(_clamp(_zp(qo) + y, -128, 127))
     return out
 

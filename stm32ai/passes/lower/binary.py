@@ -314,9 +314,8 @@ def check_s32(op: Op, g: Graph) -> str | None:
     return None
 
 
-def _check_common(op: Op, g: Graph, int8_ok: bool, fused: bool) -> str | None:
-    """Two inputs broadcasting to one output (<= 6-D); all float32, all int32 (unquantised),
-    or all int8 per-tensor."""
+def _check_shapes(op: Op, g: Graph, fused: bool) -> str | None:
+    """Two inputs broadcasting to one output (<= 6-D), a fused activation we know."""
     if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
         return "expects two inputs and one output"
     a, b = (g.tensors[t] for t in op.inputs)
@@ -331,6 +330,17 @@ def _check_common(op: Op, g: Graph, int8_ok: bool, fused: bool) -> str | None:
         if broadcast_strides(t.shape, y.shape) is None:
             return (f"input '{t.name}' {list(t.shape)} does not broadcast to the output "
                     f"{list(y.shape)} (at most {MAX_DIMS} dimensions)")
+    return None
+
+
+def _check_common(op: Op, g: Graph, int8_ok: bool, fused: bool) -> str | None:
+    """Two inputs broadcasting to one output (<= 6-D); all float32, all int32 (unquantised),
+    or all int8 per-tensor."""
+    reason = _check_shapes(op, g, fused)
+    if reason:
+        return reason
+    a, b = (g.tensors[t] for t in op.inputs)
+    y = g.tensors[op.outputs[0]]
     dtypes = {a.dtype, b.dtype, y.dtype}
     if dtypes == {"float32"}:
         return None
@@ -422,7 +432,26 @@ def _div_int8(op: Op, a: Tensor, b: Tensor, y: Tensor) -> str | None:
 
 
 _check_mul = _int8_checked(True, _mul_int8)
-_check_minmax = _int8_checked(False, _minmax_int8)
+_check_minmax_base = _int8_checked(False, _minmax_int8)
+
+
+def _check_minmax(op: Op, g: Graph) -> str | None:
+    """MAXIMUM/MINIMUM also take int16 and int64, plain or with one per-tensor quantisation
+    shared by the inputs and the output (as int8): TFLM compares the stored values."""
+    if len(op.inputs) == 2 and min(op.inputs) >= 0 and len(op.outputs) == 1:
+        a, b, y = (g.tensors[t] for t in (*op.inputs, op.outputs[0]))
+        if {a.dtype, b.dtype, y.dtype} in ({"int16"}, {"int64"}):
+            reason = _check_shapes(op, g, fused=False)
+            if reason:
+                return reason
+            if y.dtype == "int64" and all(unquantised(t) for t in (a, b, y)):
+                return None
+            for t, what in ((a, "input"), (b, "input"), (y, "output")):
+                reason = per_tensor_quant(t, what)
+                if reason:
+                    return reason
+            return _minmax_int8(op, a, b, y)
+    return _check_minmax_base(op, g)
 _check_div = _int8_checked(True, _div_int8)
 
 
@@ -444,6 +473,8 @@ def _lower(op: Op, g: Graph, name: str, swappable: bool, fused: bool, params_s8=
         if fused:  # MAXIMUM/MINIMUM have no fused activation
             lo, hi = act_range_f32(op)
             attrs.update({"act_min": lo, "act_max": hi})
+    elif y.dtype in ("int16", "int64"):  # MAXIMUM/MINIMUM only: stored values compared
+        op.kernel = f"{name}_{'s16' if y.dtype == 'int16' else 's64'}"
     elif y.dtype == "int32":
         op.kernel = f"{name}_s32"
         if fused:
@@ -502,8 +533,8 @@ def _lower_minmax(op: Op, g: Graph) -> None:
 
 
 for _op_type in ("MAXIMUM", "MINIMUM"):
-    register(_op_type, "int8 (inputs and output share one per-tensor quantisation), int32 or float32, "
-             "broadcasting up to 6-D; may run in place", _check_minmax)(_lower_minmax)
+    register(_op_type, "int8 or int16 (inputs and output share one per-tensor quantisation), int32, "
+             "int64 or float32, broadcasting up to 6-D; may run in place", _check_minmax)(_lower_minmax)
 
 
 @register("DIV", "int8 (per-tensor; TFLite's arithmetic, the output zero point where TFLite's "

@@ -5,6 +5,8 @@
 * QUANTIZE int8/uint8 -> int8/uint8 (requantisation, and the int8 <-> uint8 conversions the
   converter puts at uint8 model I/O): a 256-entry table of TFLite's Requantize evaluated here
   (``lut8``; ``clamp_s8`` when the table is the identity), bit-exact by construction.
+* QUANTIZE int8 <-> int32 (TFLM accepts both): TFLite's Requantize, ``requantize_s8_s32`` /
+  ``requantize_s32_s8`` (the int16 pairs are in s16.py, which shares ``lower_requantize_int``).
 * DEQUANTIZE int8/uint8 -> float32: ``dequantize_s8_f32`` / ``dequantize_u8_f32``,
   scale * (q - zero_point) in float32 (exact product, one rounding: bit-exact).
 
@@ -13,7 +15,7 @@ Constant operands never get here: fold_constants evaluates DEQUANTIZE of weights
 
 from __future__ import annotations
 
-from stm32ai.ir import Graph, Op, Quant
+from stm32ai.ir import Graph, Op, Quant, Tensor
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.activations import lower_as_table, mbqm
 from stm32ai.passes.lower.common import check_per_tensor as _pt
@@ -43,14 +45,52 @@ def _check_quantize(op: Op, g: Graph) -> str | None:
         return _pt(dst)
     if src.dtype in _BYTE_TYPES and dst.dtype in _BYTE_TYPES:
         return _pt(src) or _pt(dst)
-    return (f"{src.dtype} -> {dst.dtype} is not supported (float32 -> int8, or between "
-            "int8 and uint8)")
+    if (src.dtype, dst.dtype) in (("int8", "int32"), ("int32", "int8")):
+        return _pt(src) or _pt(dst) or check_requantize_range(src, dst)
+    return (f"{src.dtype} -> {dst.dtype} is not supported (float32 -> int8, between "
+            "int8 and uint8, or between int8 and int32)")
 
 
-@register("QUANTIZE", "float32 -> int8; int8/uint8 -> int8/uint8 (per-tensor; in place)", _check_quantize)
+INT_SUFFIX = {"int8": "s8", "int16": "s16", "int32": "s32"}
+
+
+def check_requantize_range(src: Tensor, dst: Tensor) -> str | None:
+    """An 8/16-bit input shifted left by the requantisation must fit int32 (TFLite computes
+    it in int32; an overflow there is undefined). An int32 input has no bound to check: the
+    kernel's sums wrap (ai_requant_wrap), the values TFLite's undefined overflow would give on
+    the targets it runs on."""
+    if src.dtype == "int32":
+        return None
+    _, s = quantize_multiplier(float(src.quant.scale[0]) / float(dst.quant.scale[0]))
+    bound = 1 << (16 if src.dtype == "int16" else 8)
+    if (bound << max(s, 0)) >= (1 << 31):
+        return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
+    return None
+
+
+def lower_requantize_int(op: Op, g: Graph) -> None:
+    """QUANTIZE between int8, int16 and int32 (not 8-bit -> 8-bit, a table): TFLite's
+    Requantize, kernel requantize_<in>_<out>, the multiplier of the double scale ratio."""
+    src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    assert src.quant is not None and dst.quant is not None
+    m, s = quantize_multiplier(float(src.quant.scale[0]) / float(dst.quant.scale[0]))  # double / double
+    lo, hi = qrange(dst.dtype)
+    op.inputs = [op.inputs[0]]
+    op.macc = src.size
+    op.kernel = f"requantize_{INT_SUFFIX[src.dtype]}_{INT_SUFFIX[dst.dtype]}"
+    op.attrs = {"size": src.size, "input_offset": -int(src.quant.zero_point[0]), "multiplier": m,
+                "shift": s, "output_offset": int(dst.quant.zero_point[0]), "out_min": lo, "out_max": hi}
+    op.inplace = src.dtype == dst.dtype
+
+
+@register("QUANTIZE", "float32 -> int8; int8/uint8 -> int8/uint8 (per-tensor; in place); "
+          "int8 <-> int32 (per-tensor)", _check_quantize)
 def lower_quantize(op: Op, g: Graph) -> None:
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     assert dst.quant is not None
+    if "int32" in (src.dtype, dst.dtype):
+        lower_requantize_int(op, g)
+        return
     if src.dtype == "float32":
         op.kernel = "quantize_f32_s8"
         op.attrs = {"size": src.size, "scale": float(dst.quant.scale[0]),

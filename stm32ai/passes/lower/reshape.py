@@ -5,8 +5,9 @@ output the input's storage and no code runs. Where aliasing is impossible the op
 real copy, kernel `copy` (`ai_copy`, memmove of `size` bytes, attrs {"size": n}):
 
 * here, when the input is a constant (its bytes live in flash, the output in the pool),
-  or when a graph input is reshaped straight into a graph output (two distinct user
-  buffers);
+  when a graph input is reshaped straight into a graph output (two distinct user
+  buffers), or for the copies `passes/output_copies.py` adds for graph outputs the model
+  does not compute (option `output_copy`);
 * in the planner, which may switch any `__nop` to `copy` with `use_copy(op, g)` when its
   placement cannot share the storage (e.g. the application owns one side).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
+from stm32ai.passes.output_copies import OUTPUT_COPY
 
 __all__ = ["use_copy"]
 
@@ -48,7 +50,8 @@ def lower_reshape(op: Op, g: Graph) -> None:
     op.inputs = op.inputs[:1]
     src, dst = op.inputs[0], op.outputs[0]
     op.macc = 0
-    if g.tensors[src].is_const or (src in g.inputs and dst in g.outputs):
+    if (g.tensors[src].is_const or (src in g.inputs and dst in g.outputs)
+            or op.options.get(OUTPUT_COPY)):
         use_copy(op, g)
         return
     op.kernel = "__nop"

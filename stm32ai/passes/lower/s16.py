@@ -15,7 +15,10 @@ softmax's exp and 1/(1+x) tables):
 * AVERAGE/MAX_POOL_2D: int32 sum / max of the in-image taps, TFLite's rounding division;
 * SOFTMAX: TFLite's SoftmaxInt16 with its two 513-entry interpolated tables;
 * ADD / SUB: TFLite's general path with left_shift 15; MUL: one requantisation;
-* QUANTIZE float32 -> int16, int16 <-> int8, int16 -> int16; DEQUANTIZE int16 -> float32.
+* LEAKY_RELU: TFLM's QuantizeLeakyRelu (identity / alpha multipliers);
+* RELU: TFLM's requantise-and-clamp, RELU6: its clamp in the input's quantisation (both the
+  requantize_s16_s16 kernel);
+* QUANTIZE float32 -> int16, int16 <-> int8, int16 -> int16, int16 <-> int32; DEQUANTIZE int16 -> float32.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register_variant
+from stm32ai.passes.lower.activations import f32_div, leaky_relu_alpha, round_half_away
 from stm32ai.passes.lower.binary import loop_attrs
 from stm32ai.passes.lower.common import check_activation as _fused_ok
 from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
@@ -37,6 +41,7 @@ from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv import conv_geometry
 from stm32ai.passes.lower.pool import pool_geometry
+from stm32ai.passes.lower.quantize import check_requantize_range, lower_requantize_int
 from stm32ai.passes.lower.reduce import MAX_DIMS as REDUCE_DIMS
 from stm32ai.passes.lower.reduce import mean_multiplier, reduce_plan, resolve_axes
 from stm32ai.passes.lower.transpose_conv import pack_weights_s16, reduced_multiplier
@@ -377,8 +382,14 @@ def _check_softmax_s16(op: Op, g: Graph) -> str | None:
     return None
 
 
+def _input_s16(op: Op, g: Graph) -> bool:
+    """SOFTMAX's int16 variant: an int16 input (int8 -> int16 is the int8 algorithm, softmax.py)."""
+    x = _t(g, op, 0)
+    return x is not None and x.dtype == "int16"
+
+
 @register_variant("SOFTMAX", "int16 -> int16 (zero points 0; TFLite's exp and 1/(1+x) tables)",
-                  _is_s16, _check_softmax_s16)
+                  _input_s16, _check_softmax_s16)
 def lower_softmax_s16(op: Op, g: Graph) -> None:
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     depth = int(x.shape[-1])
@@ -475,7 +486,8 @@ def lower_mul_s16(op: Op, g: Graph) -> None:
 
 # ---- QUANTIZE / DEQUANTIZE ------------------------------------------------------------------
 
-_Q_PAIRS = {("float32", "int16"), ("int16", "int16"), ("int16", "int8"), ("int8", "int16")}
+_Q_PAIRS = {("float32", "int16"), ("int16", "int16"), ("int16", "int8"), ("int8", "int16"),
+            ("int16", "int32"), ("int32", "int16")}
 
 
 def _check_quantize_s16(op: Op, g: Graph) -> str | None:
@@ -483,7 +495,8 @@ def _check_quantize_s16(op: Op, g: Graph) -> str | None:
         return "expects one input and one output"
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     if (src.dtype, dst.dtype) not in _Q_PAIRS:
-        return f"{src.dtype} -> {dst.dtype} is not supported (float32 -> int16, int16 <-> int8, int16 -> int16)"
+        return (f"{src.dtype} -> {dst.dtype} is not supported (float32 -> int16, int16 <-> int8, "
+                "int16 -> int16, int16 <-> int32)")
     if src.size != dst.size:
         return f"input {list(src.shape)} and output {list(dst.shape)} differ in size"
     for t, what in ((src, "input"), (dst, "output")):
@@ -491,11 +504,7 @@ def _check_quantize_s16(op: Op, g: Graph) -> str | None:
             r = _per_tensor(t, what, zero=False)
             if r:
                 return r
-    if src.dtype != "float32":
-        _, s = quantize_multiplier(_scale(src) / _scale(dst))
-        if not _fits_shifted(1 << 16 if src.dtype == "int16" else 1 << 8, s):
-            return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
-    return None
+    return None if src.dtype == "float32" else check_requantize_range(src, dst)
 
 
 def _fits_shifted(bound: int, shift: int) -> bool:
@@ -503,7 +512,7 @@ def _fits_shifted(bound: int, shift: int) -> bool:
     return (bound << max(shift, 0)) < (1 << 31)
 
 
-@register_variant("QUANTIZE", "float32 -> int16; int16 -> int16/int8; int8 -> int16 (per-tensor)",
+@register_variant("QUANTIZE", "float32 -> int16; int16 -> int16/int8/int32; int8/int32 -> int16 (per-tensor)",
                   _is_s16, _check_quantize_s16)
 def lower_quantize_s16(op: Op, g: Graph) -> None:
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
@@ -513,12 +522,7 @@ def lower_quantize_s16(op: Op, g: Graph) -> None:
         op.kernel = "quantize_f32_s16"
         op.attrs = {"size": src.size, "scale": _scale(dst), "zero_point": _zp(dst)}
         return
-    m, s = quantize_multiplier(_scale(src) / _scale(dst))  # TFLite: double / double
-    lo, hi = (-32768, 32767) if dst.dtype == "int16" else (-128, 127)
-    op.kernel = f"requantize_{'s16' if src.dtype == 'int16' else 's8'}_{'s16' if dst.dtype == 'int16' else 's8'}"
-    op.attrs = {"size": src.size, "input_offset": -_zp(src), "multiplier": m, "shift": s,
-                "output_offset": _zp(dst), "out_min": lo, "out_max": hi}
-    op.inplace = src.dtype == dst.dtype
+    lower_requantize_int(op, g)
 
 
 def _check_dequantize_s16(op: Op, g: Graph) -> str | None:
@@ -537,6 +541,91 @@ def lower_dequantize_s16(op: Op, g: Graph) -> None:
     op.attrs = {"size": src.size, "scale": _scale(src), "zero_point": _zp(src)}
     op.inputs = [op.inputs[0]]
     op.macc = src.size
+
+
+# ---- RELU / RELU6 (int16) -----------------------------------------------------------------------
+
+def _check_relu_s16(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype != "int16" or y.dtype != "int16":
+        return f"{x.dtype} -> {y.dtype} is not supported (int16 -> int16)"
+    if x.shape != y.shape:
+        return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
+    # TFLM's int16 RELU wants zero points 0 (activations_common.cc); RELU6 reads no zero point
+    zero = op.type == "RELU"
+    r = _per_tensor(x, "input", zero=zero) or _per_tensor(y, "output", zero=zero)
+    if r or op.type == "RELU6":
+        return r
+    return check_requantize_range(x, y)
+
+
+def _lower_relu_s16(op: Op, g: Graph) -> None:
+    """TFLM's int16 RELU (ReluQuantized<int16_t>: requantise, clamp below at the output's zero)
+    and RELU6 (Relu6Quantized<int16_t>: clamp the raw values to [zero, six] of the input's
+    quantisation, no requantisation), both as requantize_s16_s16: RELU6 with the identity
+    multiplier (2^30, shift 1: requant(x) == x exactly)."""
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if op.type == "RELU":
+        lower_requantize_int(op, g)
+        op.attrs["out_min"] = max(-32768, _zp(y) + round_half_away(f32_div(0.0, _scale(y))))
+        return
+    six = min(max(round_half_away(f32_div(6.0, _scale(x))) + _zp(x), -32768), 32767)
+    op.inputs = [op.inputs[0]]
+    op.kernel = "requantize_s16_s16"
+    op.attrs = {"size": x.size, "input_offset": 0, "multiplier": 1 << 30, "shift": 1,
+                "output_offset": 0, "out_min": _zp(x), "out_max": six}
+    op.macc = x.size
+    op.inplace = True
+
+
+for _relu in ("RELU", "RELU6"):
+    register_variant(_relu, "int16 -> int16 (per-tensor; RELU: zero points 0; TFLM's integer arithmetic)", _is_s16,
+                     _check_relu_s16)(_lower_relu_s16)
+
+
+# ---- LEAKY_RELU (int16) ----------------------------------------------------------------------
+
+def _leaky_multipliers(x: Tensor, y: Tensor, alpha: float) -> tuple[tuple[int, int], tuple[int, int, bool]]:
+    """TFLM's LeakyReluPrepare: the identity multiplier and the alpha one (with its sign apart,
+    activations.leaky_relu_alpha), from float32 expressions taken to double."""
+    m_id = quantize_multiplier(f32_div(_scale(x), _scale(y)))
+    return m_id, leaky_relu_alpha(_scale(x), _scale(y), alpha)
+
+
+def _check_leaky_relu_s16(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype != "int16" or y.dtype != "int16":
+        return f"{x.dtype} -> {y.dtype} is not supported (int16 -> int16)"
+    if x.shape != y.shape:
+        return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
+    r = _per_tensor(x, "input", zero=False) or _per_tensor(y, "output", zero=False)
+    if r:
+        return r
+    alpha = float(op.options.get("alpha", 0.2))
+    if not np.isfinite(alpha):
+        return f"alpha {alpha} is not finite"
+    for m, s, *_ in _leaky_multipliers(x, y, alpha):
+        if m and not _fits_shifted(1 << 16, s):
+            return "the input/output scale ratio is too large: (q - zero point) shifted left overflows int32"
+    return None
+
+
+@register_variant("LEAKY_RELU", "int16 -> int16 (per-tensor; TFLM's two multipliers)", _is_s16,
+                  _check_leaky_relu_s16)
+def lower_leaky_relu_s16(op: Op, g: Graph) -> None:
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    (mi, si), (ma, sa, negate) = _leaky_multipliers(x, y, float(op.options.get("alpha", 0.2)))
+    op.inputs = [op.inputs[0]]
+    op.kernel = "leaky_relu_s16"
+    op.attrs = {"size": x.size, "input_offset": -_zp(x), "output_offset": _zp(y),
+                "multiplier_identity": mi, "shift_identity": si, "multiplier_alpha": ma, "shift_alpha": sa,
+                "negate_alpha": int(negate)}
+    op.macc = x.size
+    op.inplace = True
 
 
 # ---- LOGISTIC / TANH --------------------------------------------------------------------------
@@ -620,7 +709,7 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
     if isinstance(axes, str):
         return axes
     if not axes:
-        return "MEAN over no axis is not supported for int16"
+        return f"{op.type} over no axis is not supported for int16"
     keep = bool(op.options.get("keep_dims", False))
     want = [1 if d in axes else n for d, n in enumerate(x.shape)] if keep else \
         [n for d, n in enumerate(x.shape) if d not in axes]
@@ -629,7 +718,7 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
     count = reduce_plan(x.shape, axes).count
     if count >= 1 << 15:
         return "more than 32767 elements per output overflow the int32 sum of int16 values"
-    if not _fits_shifted(count << 15, mean_multiplier(_scale(x), _scale(y), count, True)[1]):
+    if not _fits_shifted(count << 15, mean_multiplier(_scale(x), _scale(y), count, op.type == "MEAN")[1]):
         return "the input/output scale ratio is too large: the shifted sum overflows int32"
     return None
 
@@ -637,14 +726,19 @@ def _check_mean_s16(op: Op, g: Graph) -> str | None:
 @register_variant("MEAN", "int16 (zero points 0); constant axes; TFLite Micro's integer mean",
                   _is_s16, _check_mean_s16)
 def lower_mean_s16(op: Op, g: Graph) -> None:
+    """MEAN, and SUM (the same QuantizedMeanOrSum without the division by the count)."""
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     axes = _mean_axes(op, g)
     assert not isinstance(axes, str)
     plan = reduce_plan(x.shape, axes)
-    m, s = mean_multiplier(_scale(x), _scale(y), plan.count, True)
+    m, s = mean_multiplier(_scale(x), _scale(y), plan.count, op.type == "MEAN")
     op.kernel = "reduce_mean_s16"
     op.inputs = [op.inputs[0]]
     op.attrs = {**plan.attrs(), "bias": 0, "multiplier": m, "shift": s, "out_offset": 0,
                 "act_min": -32768, "act_max": 32767}
     op.scratch = 4 * plan.out_size
     op.macc = x.size
+
+
+register_variant("SUM", "int16 (zero points 0); constant axes; TFLite Micro's integer sum", _is_s16,
+                 _check_mean_s16)(lower_mean_s16)

@@ -1,4 +1,4 @@
-"""SOFTMAX (last axis) -> ai_softmax_s8 / ai_softmax_f32.
+"""SOFTMAX (last axis) -> ai_softmax_s8 / ai_softmax_s8_s16 / ai_softmax_f32.
 
 int8 -> int8 reproduces TFLite Micro's reference softmax bit for bit: the output must be
 quantised with scale 1/256 and zero point -128 (TFLM's requirement). Per row, input
@@ -8,6 +8,10 @@ exp_on_negative_values, summed in Q12.19, inverted with one_over_one_plus_x_for_
 and each exp scaled by the inverse (details in docs/kernels_fc.md). The multiplier,
 shift and diff_min come from TFLite's PreprocessSoftmaxScaling and CalculateInputRadius
 (kScaledDiffIntegerBits = 5), computed here in double exactly as TFLM does.
+
+int8 -> int16 (TFLM's Softmax<int8_t, int16_t>): the same row arithmetic, the quotient
+rounded by 2^(bits_over_unit + 15) instead of 2^(bits_over_unit + 23), offset by -32768 and
+clamped to int16; output scale 1/65536, zero point -32768 (TFLM's Prepare).
 
 float32: max-subtracted expf, TFLite's loop order (max, exp and sum, divide).
 """
@@ -20,7 +24,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import check_int8_io, scale_of, zp_of
+from stm32ai.passes.lower.common import check_int8_io, per_tensor_io, scale_of, zp_of
 from stm32ai.passes.quant import calculate_input_radius, quantize_multiplier
 
 __all__ = ["softmax_params_s8", "SCALED_DIFF_INTEGER_BITS"]
@@ -53,8 +57,29 @@ def check_rows(op: Op, g: Graph, what: str, scale: tuple[float, str], zp: int) -
     return check_int8_io(x, y) or check_fixed_output(y, what, scale, zp)
 
 
+def _s8_to_s16(op: Op, g: Graph) -> bool:
+    """int8 input, int16 output: TFLite's int8 softmax with a 16-bit output (SVDF keyword models)."""
+    return (len(op.inputs) == 1 and op.inputs[0] >= 0 and len(op.outputs) == 1
+            and g.tensors[op.inputs[0]].dtype == "int8" and g.tensors[op.outputs[0]].dtype == "int16")
+
+
+def check_s16_output(y: Tensor) -> str | None:
+    """TFLite Micro's int8 -> int16 softmax output (softmax_common.cc): zero point -32768 and a
+    scale within 0.001 / 65536 of 1 / 65536 (TF_LITE_ENSURE_NEAR)."""
+    if zp_of(y) != -32768 or abs(float(np.float32(scale_of(y))) - 1.0 / 65536) > 0.001 / 65536:
+        return (f"int8 -> int16 softmax output must have scale 1/65536 and zero point -32768 "
+                f"(TFLite's requirement), got scale {scale_of(y)} and zero point {zp_of(y)}")
+    return None
+
+
 def _check_softmax(op: Op, g: Graph) -> str | None:
-    reason = check_rows(op, g, "softmax", (1.0 / 256, "1/256"), -128)
+    if _s8_to_s16(op, g):
+        x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+        reason = (None if len(x.shape) >= 1 and x.shape == y.shape
+                  else f"input {list(x.shape)} and output {list(y.shape)} shapes differ")
+        reason = reason or per_tensor_io(x, y) or check_s16_output(y)
+    else:
+        reason = check_rows(op, g, "softmax", (1.0 / 256, "1/256"), -128)
     if reason or g.tensors[op.inputs[0]].dtype == "float32":
         return reason
     x = g.tensors[op.inputs[0]]
@@ -78,11 +103,18 @@ def check_fixed_output(y: Tensor, what: str, scale: tuple[float, str], zp: int) 
 
 
 @register("SOFTMAX", "int8 -> int8 (output scale 1/256, zero point -128) or float32; "
-          "last axis; any beta; may run in place", _check_softmax)
+          "last axis; any beta; may run in place; int8 -> int16 (output scale 1/65536, zero "
+          "point -32768)", _check_softmax)
 def lower_softmax(op: Op, g: Graph) -> None:
     beta = float(op.options.get("beta", 1.0))
+    wide = _s8_to_s16(op, g)
     lower_rows(op, g, "softmax", 4, {"beta": float(np.float32(beta))},
                lambda scale: softmax_params_s8(beta, scale))
+    if wide:
+        # same arithmetic, 16-bit output (TFLM's Softmax<int8_t, int16_t>); twice the input's
+        # bytes, so never in place
+        op.kernel = "softmax_s8_s16"
+        op.inplace = False
 
 
 def lower_rows(op: Op, g: Graph, name: str, macc_per_element: int, f32_attrs: dict[str, float],

@@ -166,6 +166,20 @@ void ai_maximum_s32(const ai_maximum_s32_params *p, const int32_t *input1,
 void ai_minimum_s32(const ai_minimum_s32_params *p, const int32_t *input1,
                     const int32_t *input2, int32_t *output);
 
+/* MAXIMUM / MINIMUM of int16 (inputs and output share one quantisation) and plain int64 */
+typedef ai_minmax_params ai_maximum_s16_params;
+typedef ai_minmax_params ai_minimum_s16_params;
+typedef ai_minmax_params ai_maximum_s64_params;
+typedef ai_minmax_params ai_minimum_s64_params;
+void ai_maximum_s16(const ai_maximum_s16_params *p, const int16_t *input1,
+                    const int16_t *input2, int16_t *output);
+void ai_minimum_s16(const ai_minimum_s16_params *p, const int16_t *input1,
+                    const int16_t *input2, int16_t *output);
+void ai_maximum_s64(const ai_maximum_s64_params *p, const int64_t *input1,
+                    const int64_t *input2, int64_t *output);
+void ai_minimum_s64(const ai_minimum_s64_params *p, const int64_t *input1,
+                    const int64_t *input2, int64_t *output);
+
 #ifdef __cplusplus
 }
 #endif

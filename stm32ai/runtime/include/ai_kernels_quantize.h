@@ -38,6 +38,18 @@ void ai_dequantize_s8_f32(const ai_dequantize_s8_f32_params *p, const int8_t *in
 void ai_dequantize_u8_f32(const ai_dequantize_u8_f32_params *p, const uint8_t *input,
                           float *output);
 
+/* int8 <-> int32 QUANTIZE: TFLite's Requantize, clamp(requant(q - in_zp) + out_zp), the int32
+ * sums wrapping (ai_requant_wrap); the int16 <-> int32 pair is in ai_kernels_quantize_s16.h */
+typedef struct {
+  int32_t size, input_offset, multiplier, shift, output_offset, out_min, out_max;
+} ai_requantize_int_params;
+typedef ai_requantize_int_params ai_requantize_s8_s32_params;
+typedef ai_requantize_int_params ai_requantize_s32_s8_params;
+void ai_requantize_s8_s32(const ai_requantize_s8_s32_params *p, const int8_t *input,
+                          int32_t *output);
+void ai_requantize_s32_s8(const ai_requantize_s32_s8_params *p, const int32_t *input,
+                          int8_t *output);
+
 #ifdef __cplusplus
 }
 #endif

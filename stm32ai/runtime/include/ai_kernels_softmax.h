@@ -1,4 +1,4 @@
-/* SOFTMAX, int8 and float32 (stm32ai/passes/lower/softmax.py).
+/* SOFTMAX, int8 (int8 or int16 output) and float32 (stm32ai/passes/lower/softmax.py).
  *
  * Calling convention (stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>[, void *scratch]);
@@ -22,6 +22,10 @@ typedef struct {
   int32_t input_multiplier, input_left_shift, diff_min;
 } ai_softmax_s8_params;
 void ai_softmax_s8(const ai_softmax_s8_params *p, const int8_t *input, int8_t *output);
+
+/* int8 -> int16 (output scale 1/65536, zero point -32768); output never aliases the input */
+typedef ai_softmax_s8_params ai_softmax_s8_s16_params;
+void ai_softmax_s8_s16(const ai_softmax_s8_s16_params *p, const int8_t *input, int16_t *output);
 
 typedef struct {
   int32_t outer, depth;

@@ -45,4 +45,15 @@ static inline int32_t ai_requant(int32_t x, int32_t multiplier, int32_t shift) {
   return ai_rdbypot(ai_srdhm((int32_t)((uint32_t)x << left), multiplier), right);
 }
 
+/* TFLite's Requantize of one value with an int32 input or output:
+ * requant(q + input_offset) + output_offset, each sum wrapping modulo 2^32 as the int32
+ * arithmetic of TFLite's reference code does on the targets it runs on (there, an overflow
+ * is undefined behaviour; here it is defined), then clamped to [lo, hi]. */
+static inline int32_t ai_requant_wrap(int32_t q, int32_t input_offset, int32_t multiplier,
+                                      int32_t shift, int32_t output_offset, int32_t lo, int32_t hi) {
+  const int32_t x = (int32_t)((uint32_t)q + (uint32_t)input_offset);
+  const int32_t v = (int32_t)((uint32_t)ai_requant(x, multiplier, shift) + (uint32_t)output_offset);
+  return AI_CLAMP(v, lo, hi);
+}
+
 #endif /* AI_QMATH_H */

@@ -279,3 +279,9 @@ BINARY_OP(mul_s32, int32_t, S32_LOCALS, act_s32(WRAP_S32((uint32_t)x * (uint32_t
 BINARY_OP(div_s32, int32_t, S32_LOCALS, act_s32(div_s32(x, z), lo, hi))
 BINARY_OP(maximum_s32, int32_t, , x > z ? x : z)
 BINARY_OP(minimum_s32, int32_t, , x < z ? x : z)
+
+/* ---- MAXIMUM / MINIMUM of int16 (one quantisation) and int64 (plain): stored values ---- */
+BINARY_OP(maximum_s16, int16_t, , x > z ? x : z)
+BINARY_OP(minimum_s16, int16_t, , x < z ? x : z)
+BINARY_OP(maximum_s64, int64_t, , x > z ? x : z)
+BINARY_OP(minimum_s64, int64_t, , x < z ? x : z)

@@ -2,9 +2,10 @@
  * ai_kernels_quantize.h). One loop per direction serves every integer width: the public
  * kernels pass the width as a constant, so each inlined copy keeps only its own loads and
  * stores. 8-bit -> 8-bit QUANTIZE (requantisation) is a table: ai_lut8 in ai_activations.c;
- * the int16 requantisations are in ai_quantize_s16.c. */
+ * the int16 requantisations are in ai_quantize_s16.c; int8 <-> int32 at the end. */
 #include "ai_kernels_quantize.h"
 #include "ai_kernels_quantize_s16.h"
+#include "ai_qmath.h"
 
 typedef enum { Q_S8, Q_U8, Q_S16 } q_type;
 
@@ -79,4 +80,22 @@ void ai_dequantize_u8_f32(const ai_dequantize_u8_f32_params *p, const uint8_t *i
 void ai_dequantize_s16_f32(const ai_dequantize_s16_f32_params *p, const int16_t *input,
                            float *output) {
   dequantize_run(p->size, p->scale, p->zero_point, input, output, Q_S16);
+}
+
+/* int8 <-> int32 QUANTIZE (TFLite's Requantize); int8 -> int32 runs backwards, so the output
+ * may start where the input does */
+void ai_requantize_s8_s32(const ai_requantize_s8_s32_params *p, const int8_t *input,
+                          int32_t *output) {
+  for (int32_t i = p->size - 1; i >= 0; --i) {
+    output[i] = ai_requant_wrap(input[i], p->input_offset, p->multiplier, p->shift,
+                                p->output_offset, p->out_min, p->out_max);
+  }
+}
+
+void ai_requantize_s32_s8(const ai_requantize_s32_s8_params *p, const int32_t *input,
+                          int8_t *output) {
+  for (int32_t i = 0; i < p->size; ++i) {
+    output[i] = (int8_t)ai_requant_wrap(input[i], p->input_offset, p->multiplier, p->shift,
+                                        p->output_offset, p->out_min, p->out_max);
+  }
 }
