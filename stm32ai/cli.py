@@ -40,15 +40,19 @@ def _model_path(p: str) -> Path:
 
 def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None):
     from stm32ai.emitter import check_name
-    from stm32ai.pipeline import compile_model, weights_budget_for
+    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+    from stm32ai.project.build import pool_list
 
     check_name(name)
-    return compile_model(_model_path(model or args.model), name,
+    board = getattr(args, "board", None)
+    flash = flash_model_for(board, pool_list(getattr(args, "weights_pool", None)),
+                            pool_list(getattr(args, "activations_pool", None)))
+    return compile_model(_model_path(model or args.model), name, flash=flash,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                          prune=not getattr(args, "no_prune", False) if prune is None else prune,
                          optimization=getattr(args, "optimization", "balanced"),
-                         weights_budget=weights_budget_for(getattr(args, "board", None)))
+                         weights_budget=weights_budget_for(board))
 
 
 def model_names(names: str | None, models: list[str]) -> list[str]:
@@ -313,13 +317,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
                                profile=args.profile, prune=not args.no_prune, optimization=args.optimization,
                                activations_pool=args.activations_pool, model_sel=args.target_model)
-    if args.port or args.board or args.profile or args.activations_pool or args.target_model is not None:
-        raise Stm32aiError("--port/--board/--profile/--activations-pool/--model are for --mode target")
+    if args.port or args.profile or args.activations_pool or args.target_model is not None:
+        raise Stm32aiError("--port/--profile/--activations-pool/--model are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
+        # --board: the C generated for that board (its weight layouts and staging), run on the host
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
-                      optimization=args.optimization)
+                      optimization=args.optimization, board=args.board)
     return report(res, args.json)
 
 
@@ -497,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     _optimization_option(v)
     v.add_argument("--port", help="target mode: pyserial URL of the board's UART (/dev/ttyACM0, socket://HOST:PORT)")
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
-                                         "emulated board and run it in QEMU")
+                                         "emulated board and run it in QEMU; host mode: compile the model as "
+                                         "for this board (weight layouts, flash staging) and run it on the host")
     v.add_argument("--model", dest="target_model", metavar="NAME",
                    help="target mode with --port: the model (name or index) of a multi-model firmware to "
                         "validate (default: its first)")

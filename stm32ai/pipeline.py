@@ -19,6 +19,7 @@ from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
+from stm32ai.passes.staging import FAMILY_FLASH, FlashModel, choose_staging
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -40,17 +41,20 @@ class Compiled:
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
-                  weights_budget: int | None = None) -> Compiled:
+                  weights_budget: int | None = None, flash: FlashModel | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
-    (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known)."""
+    (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
+    flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
+    constants are re-read get them staged in RAM (passes/staging.py), within the RAM budget
+    of `optimization`."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
-        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget)
+        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash)
 
 
 def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool,
-             optimization: str, weights_budget: int | None) -> Compiled:
+             optimization: str, weights_budget: int | None, flash: FlashModel | None) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
@@ -71,6 +75,9 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    if choose_staging(g, plan, flash, optimization):  # staging scratch and orders changed: re-plan
+        annotate_overlaps(g, ALIGN)
+        plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
     return Compiled(g, plan, doc, params, pruned)
@@ -86,6 +93,26 @@ def weights_budget_for(board_id: str | None) -> int | None:
 
     b = load_board(board_id)
     return max(b.region(b.text_region).length - CODE_RESERVE, 0)
+
+
+def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
+                    activations_pool: list[str] | None = None) -> FlashModel | None:
+    """The board's weights memory as the staging choice sees it, or None when weights reads
+    cost no wait states: no board, an emulated board (QEMU has no flash timing), weights placed
+    in RAM (`--weights-pool` naming a RAM region first: copied there at boot), a family without
+    flash data (passes/staging.py FAMILY_FLASH) or 0 wait states."""
+    if not board_id:
+        return None
+    from stm32ai.boards import load_board
+    from stm32ai.project.generator import activation_budgets
+
+    b = load_board(board_id)
+    w_pool = list(weights_pool) if weights_pool else list(b.weights_pool)
+    fam = FAMILY_FLASH.get(b.family)
+    if b.is_emulated or fam is None or not w_pool or w_pool[0] != b.text_region or b.clock.flash_latency <= 0:
+        return None
+    budgets = activation_budgets(b, weights_bytes=0, activations_pool=activations_pool, weights_pool=w_pool)
+    return FlashModel(b.id, int(b.clock.flash_latency), fam[0], fam[1], budgets[0][1] if budgets else 0)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:

@@ -316,10 +316,12 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     if activations_pool and (port or not board):
         raise Stm32aiError("--activations-pool needs --board (it shapes the firmware stm32ai builds; a board "
                            "behind --port runs the firmware it was flashed with)")
-    from stm32ai.pipeline import weights_budget_for
+    from stm32ai.pipeline import flash_model_for, weights_budget_for
+    from stm32ai.project.build import pool_list
 
     c = compile_model(model, "network", prune=prune, optimization=optimization,
-                      weights_budget=weights_budget_for(board))
+                      weights_budget=weights_budget_for(board),
+                      flash=flash_model_for(board, None, pool_list(activations_pool)))
     sig = model_signature(c.doc, c.params)
     arrays = load_inputs(inputs, c) if inputs else random_inputs(model, n, seed)
     counts: list[int] = []

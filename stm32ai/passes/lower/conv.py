@@ -411,7 +411,7 @@ def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray,
     op.kernel = "conv2d_s8"
     op.inputs = [op.inputs[0], w_id, q_id]
     op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": int(fold),
-                "krow": int(conv_krow(geo)), "reverse": 0}
+                "krow": int(conv_krow(geo)), "reverse": 0, "stage_oc": 0}
     op.scratch = conv_scratch_size(geo)
 
 
