@@ -19,7 +19,7 @@ from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
-from stm32ai.passes.staging import FAMILY_FLASH, FlashModel, choose_staging
+from stm32ai.passes.staging import FAMILY_FLASH, FlashModel, blocked, choose_staging, pool_limit, unstage
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -75,12 +75,33 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
-    if choose_staging(g, plan, flash, optimization):  # staging scratch and orders changed: re-plan
-        annotate_overlaps(g, ALIGN)
-        plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    if flash is not None:
+        plan = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
     return Compiled(g, plan, doc, params, pruned)
+
+
+def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inputs_in_pool: bool,
+                 outputs_in_pool: bool) -> Plan:
+    """Stage the layers where it pays (passes/staging.py) and re-plan. The choice reads the
+    unstaged plan's free bytes per step, which the re-plan may not reproduce (a blocked layer
+    splits an overlapped chain): above the mode's pool limit, the blocked layers go back to
+    unstaged, then every layer."""
+    staged = choose_staging(g, plan, flash, optimization)
+    if not staged:
+        return plan
+    limit = pool_limit(optimization, plan.pool_size, flash)
+    for keep in (lambda op: True, lambda op: not blocked(op), lambda op: False):
+        for op, before in staged:
+            if not keep(op):
+                unstage(op, before)
+        staged = [(op, b) for op, b in staged if keep(op)]
+        annotate_overlaps(g, ALIGN)
+        new = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+        if new.pool_size <= limit or not staged:
+            return new
+    return new
 
 
 def weights_budget_for(board_id: str | None) -> int | None:

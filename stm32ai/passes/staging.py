@@ -30,8 +30,8 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 
-__all__ = ["FlashModel", "FAMILY_FLASH", "flash_reads", "conv_stage_bytes", "choose_staging",
-           "staging_rows", "BALANCED_SHARE", "STAGED_LUT"]
+__all__ = ["FlashModel", "FAMILY_FLASH", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage",
+           "blocked", "pool_limit", "staging_budget", "staging_rows", "BALANCED_SHARE", "STAGED_LUT"]
 
 # Per MCU family: (bytes one flash read delivers, flash data cache bytes the generated bring-up
 # enables, source). The core's L1 D-cache of the Cortex-M7 parts is not enabled by the generated
@@ -227,22 +227,30 @@ def staging_budget(mode: str, pool: int, live: int, flash: FlashModel) -> int:
     return room
 
 
-def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> bool:
+def pool_limit(mode: str, pool: int, flash: FlashModel) -> int:
+    """The largest pool a mode accepts after staging (`staging_budget` at a step with no free
+    bytes): ram the unstaged pool, balanced that plus its share of the room, time the room."""
+    return pool + staging_budget(mode, pool, pool, flash) if mode != "time" else max(flash.ram_room, pool)
+
+
+def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> list[tuple[Op, dict]]:
     """Set conv2d_s8's `stage_oc` (and the staged table kernel) on the layers where staging
     saves estimated cycles on this board within the mode's RAM budget; `plan` is the plan made
-    without staging (its free bytes per step). Returns True when any op changed (re-plan)."""
+    without staging (its free bytes per step). Returns the staged ops, each with what
+    `unstage` needs to put it back (empty: nothing changed)."""
     if flash is None or flash.wait_states <= 0:
-        return False
+        return []
     live = _step_live(plan, g)
-    changed = False
+    staged: list[tuple[Op, dict]] = []
     for idx, op in enumerate(g.ops):
         budget = staging_budget(mode, plan.pool_size, live.get(idx, plan.pool_size), flash)
+        before = {"kernel": op.kernel, "inputs": list(op.inputs), "attrs": dict(op.attrs), "scratch": op.scratch}
         if op.kernel == "conv2d_s8":
             best = min(_conv_candidates(op, g, flash, budget, _lost_overlap(plan, g, op)),
                        key=lambda c: c.cycles)
             if best.stage_oc:
                 _stage_conv(g, op, best)
-                changed = True
+                staged.append((op, before))
         elif op.kernel in STAGED_LUT:
             tables = sum(_nbytes(g, i) for i in _consts(op, g))
             reads = flash_reads(op, g)
@@ -251,8 +259,19 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> bool:
             if tables <= budget and gain > cost:
                 op.kernel = STAGED_LUT[op.kernel]
                 op.scratch = tables
-                changed = True
-    return changed
+                staged.append((op, before))
+    return staged
+
+
+def unstage(op: Op, before: dict) -> None:
+    """Put a staged op back as it was (its constants: the original ones, still in the graph)."""
+    op.kernel, op.inputs, op.attrs, op.scratch = before["kernel"], before["inputs"], before["attrs"], before["scratch"]
+
+
+def blocked(op: Op) -> bool:
+    """A conv2d_s8 staged in several blocks (its input and output can no longer overlap)."""
+    s = int(op.attrs.get("stage_oc", 0)) if op.kernel == "conv2d_s8" else 0
+    return s > 0 and _block(op.attrs, s) < int(op.attrs["out_c"])
 
 
 def _stage_conv(g: Graph, op: Op, c: _Cand) -> None:
