@@ -233,7 +233,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if pruning is not None:
         console.print(pruning)
     _print_conv_layouts(c, args.optimization)
+    from stm32ai.report import render_flash
     from stm32ai.report.memory_map import render_text
+
+    for line in render_flash(r):
+        print(line)
 
     if r.memory:
         print("\n".join(render_text(r.memory)))
@@ -295,7 +299,7 @@ def _print_conv_layouts(c: Any, optimization: str) -> None:
         return
     wide = [r for r in rows if r["layout"] == "int16"]
     extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
-    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights "
+    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights in flash "
           f"(+{extra:,} B flash over int8)")
     for r in rows:
         print(f"  layer {r['op']}: {r['layout']} weights, {int(r['weights_bytes']):,} B")

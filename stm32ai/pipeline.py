@@ -37,6 +37,8 @@ class Compiled:
     doc: dict[str, Any]  # graph.json
     params: dict[str, np.ndarray]
     pruned: PruneSummary | None = None  # what dead-channel elimination removed (None: pass off)
+    flash: FlashModel | None = None  # the weights memory the staging choice saw (None: no wait states)
+    unstaged_pool: int | None = None  # the pool before staging (None: nothing staged)
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
@@ -75,11 +77,13 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    unstaged = plan.pool_size
     if flash is not None:
         plan = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
-    return Compiled(g, plan, doc, params, pruned)
+    staged = any(op.scratch != 0 and (op.attrs.get("stage_oc") or op.kernel == "add_lut_staged_s8") for op in g.ops)
+    return Compiled(g, plan, doc, params, pruned, flash, unstaged if staged else None)
 
 
 def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inputs_in_pool: bool,
