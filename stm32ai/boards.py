@@ -414,6 +414,9 @@ class Board:
     references: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
     soc: str = ""               # boards/soc/<soc>.yaml the board file builds on ("" if flat)
+    # the memory system as the cycle estimator sees it (flash accelerator, caches, TCMs, region
+    # latencies): kept as written; stm32ai/estimate/memsys.py reads and checks it (docs/estimate.md)
+    memsys: dict[str, Any] | None = None
 
     # ---- derived --------------------------------------------------------------------------
     # the clock tree's frequencies (Hz), read through: board.cpu_hz is board.clock.cpu_hz
@@ -642,6 +645,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "cycle_counter": Field("str", True, CYCLE_COUNTERS), "cache": Field("bool", default=False),
         "irq_count": Field("int", True, lo=1, hi=496), "emulation": Field("section"),
         "cubeide": Field("section"), "openocd": Field("str"),
+        "memsys": Field("map"),     # the estimator's memory-system description (stm32ai/estimate/memsys.py)
     },
     "clock": {
         "source": Field("str", True, CLOCK_SOURCES),
@@ -686,7 +690,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
             "fpu": Field("str", True, FPUS), "references": Field("map"), "memory": Field("list", True),
             "uart_regs": Field("str", True, ("sr_dr", "isr_tdr")), "uarts": Field("map", True),
             "gpio": Field("section"), "pre_init": Field("list"), "irq_count": Field("int", True, lo=1, hi=496),
-            "cycle_counter": Field("str", choices=CYCLE_COUNTERS), "cache": Field("bool", default=False)},
+            "cycle_counter": Field("str", choices=CYCLE_COUNTERS), "cache": Field("bool", default=False),
+            "memsys": Field("map")},
     "uart": {"base": Field("int", True, **_U32), "clock": Field("str", True, ("pclk1", "pclk2", "sysclk", "hclk")),
              "enable": Field("section"), "kind": Field("str", choices=("usart", "lpuart")),
              "driver": Field("str", choices=UART_DRIVERS), "tx": Field("map", True), "rx": Field("map", True)},
@@ -909,7 +914,7 @@ def _parse(src: str, data: Any, stem: str | None) -> Board:
         activations_pool=act_pool, weights_pool=w_pool, console=console, gpio=gpio,
         cycle_counter=v["cycle_counter"], cache=v["cache"], pre_init=tuple(pre), emulation=emu,
         irq_count=v["irq_count"], cubeide_mcu=ide["mcu"] or mcu, cubeide_board=ide["board"] or "",
-        openocd=v["openocd"], references=refs)
+        openocd=v["openocd"], references=refs, memsys=v["memsys"])
     if board.cache and core != "cortex-m7":
         b.fail("cache: true needs a Cortex-M7 (L1 caches)", "cache")
     _check_console(v["console"], board)
@@ -998,7 +1003,8 @@ def boards_dir() -> Path:
 # it (clock source and PLL, console instance and pins, external memories, pools, emulator).
 # The two are merged into one board description, which _parse validates like a flat file.
 # ---------------------------------------------------------------------------------------------
-_SOC_INHERITED = ("family", "core", "fpu", "gpio", "pre_init", "irq_count", "cycle_counter", "cache")
+_SOC_INHERITED = ("family", "core", "fpu", "gpio", "pre_init", "irq_count", "cycle_counter", "cache",
+                  "memsys")
 _PIN = re.compile(r"^P([A-K])(\d{1,2})$")
 
 

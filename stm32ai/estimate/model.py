@@ -36,6 +36,9 @@ class Step:
     taken: bool = False     # the next instruction is not insn.addr + insn.size (branch, PC load)
     fetch_stall: int = 0    # cycles the instruction fetch waited on the memory system
     accesses: list[Access] = field(default_factory=list)
+    next_addr: int = 0      # where control went when taken, and the size of the instruction there
+    next_size: int = 0      # (a refill fetching a 32-bit instruction at a halfword address costs more)
+    values: tuple[int, ...] = ()   # source operand values where timing depends on them (SDIV/UDIV: Rn, Rm)
 
 
 class CoreModel(Protocol):
@@ -60,3 +63,11 @@ class MemorySystem(Protocol):
     def write(self, addr: int, size: int) -> int: ...
 
     def bytes_read(self, region: str) -> int: ...
+
+    # what the trace also uses: the core's cycle count before the instruction being fetched
+    # (prefetch timing), the region names and a copy of the per-region read counters (per layer)
+    now: int
+
+    def regions(self) -> list[str]: ...
+
+    def read_counters(self) -> list[int]: ...
