@@ -19,7 +19,7 @@ from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
-from stm32ai.passes.staging import FAMILY_FLASH, FlashModel, blocked, choose_staging, pool_limit, unstage
+from stm32ai.passes.staging import FlashModel, blocked, choose_staging, pool_limit, unstage
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -122,22 +122,32 @@ def weights_budget_for(board_id: str | None) -> int | None:
 
 def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
                     activations_pool: list[str] | None = None) -> FlashModel | None:
-    """The board's weights memory as the staging choice sees it, or None when weights reads
-    cost no wait states: no board, an emulated board (QEMU has no flash timing), weights placed
-    in RAM (`--weights-pool` naming a RAM region first: copied there at boot), a family without
-    flash data (passes/staging.py FAMILY_FLASH) or 0 wait states."""
+    """The board's weights memory as the staging choice sees it, from board data: wait states
+    (clock.flash_latency), the flash read width and the data cache in front of it (the SoC's
+    `memsys:`, docs/estimate.md: the ART D-cache, or the Cortex-M7 L1 D-cache when the board
+    enables it). None when weights reads cost no wait states: no board, an emulated board (QEMU
+    has no flash timing), weights placed in RAM (`--weights-pool` naming a RAM region first:
+    copied there at boot), no flash description, or 0 wait states."""
     if not board_id:
         return None
-    from stm32ai.boards import load_board
+    from stm32ai.boards import load_board, parse_size
     from stm32ai.project.generator import activation_budgets
 
     b = load_board(board_id)
     w_pool = list(weights_pool) if weights_pool else list(b.weights_pool)
-    fam = FAMILY_FLASH.get(b.family)
-    if b.is_emulated or fam is None or not w_pool or w_pool[0] != b.text_region or b.clock.flash_latency <= 0:
+    flash = (b.memsys or {}).get("flash") or {}
+    if (b.is_emulated or not flash or not w_pool or w_pool[0] != b.text_region
+            or w_pool[0] not in flash.get("regions", []) or b.clock.flash_latency <= 0):
         return None
+    cache = 0
+    if flash.get("dcache"):
+        cache = int(flash["dcache"]["lines"]) * int(flash["dcache"]["line_bytes"])
+    l1 = ((b.memsys or {}).get("l1") or {}).get("dcache")
+    if b.cache and l1:
+        cache = max(cache, parse_size(l1["size"], "memsys.l1.dcache.size"))
     budgets = activation_budgets(b, weights_bytes=0, activations_pool=activations_pool, weights_pool=w_pool)
-    return FlashModel(b.id, int(b.clock.flash_latency), fam[0], fam[1], budgets[0][1] if budgets else 0)
+    return FlashModel(b.id, int(b.clock.flash_latency), int(flash["read_bytes"]), cache,
+                      budgets[0][1] if budgets else 0)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:

@@ -15,8 +15,9 @@ reads them from SRAM:
 * add_lut_s8 -> add_lut_staged_s8: the two 0.5-2 KiB tables copied to scratch first.
 
 The choice compares estimated cycles from board data only (flash wait states, flash read width,
-flash data cache): stall cycles of the flash reads saved against the copy and the column
-rebuilds, within a RAM budget set by `--optimization` (see `staging_budget`). The compiler never
+flash data cache: the board's `clock.flash_latency` and its SoC's `memsys:`, the cycle
+estimator's memory-system schema, docs/estimate.md; pipeline.flash_model_for): stall cycles of
+the flash reads saved against the copy and the column rebuilds, within a RAM budget set by `--optimization` (see `staging_budget`). The compiler never
 imports stm32ai.estimate: these few figures are the whole model. `flash_reads` is the analytic
 count of bytes each kernel loads from the weights array per inference (the loop structure of
 the C kernels), which `analyze` reports.
@@ -30,25 +31,8 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 
-__all__ = ["FlashModel", "FAMILY_FLASH", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage",
+__all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage",
            "blocked", "pool_limit", "staging_budget", "staging_rows", "BALANCED_SHARE", "STAGED_LUT"]
-
-# Per MCU family: (bytes one flash read delivers, flash data cache bytes the generated bring-up
-# enables, source). The core's L1 D-cache of the Cortex-M7 parts is not enabled by the generated
-# startup, so it does not count.
-FAMILY_FLASH: dict[str, tuple[int, int, str]] = {
-    # RM0090 §3.5.2 / RM0368 §3.5.2: 128-bit flash reads; ART data cache 8 lines of 128 bits
-    # (FLASH_ACR.DCEN, set by the bring-up: project/clockregs.py)
-    "stm32f4": (16, 128, "RM0090 §3.5.2"),
-    # RM0351 §3.3.4 / RM0432 §3.3.4: 64-bit flash reads; data cache 8 lines of 4x64 bits (256 B)
-    "stm32l4": (8, 256, "RM0351 §3.3.4"),
-    "stm32l4plus": (8, 256, "RM0432 §3.3.4"),
-    # RM0385 §3.3.2 / RM0410 §3.3.2: 256-bit flash lines; the ART serves the ITCM path only, data
-    # reads of 0x0800_0000 (AXIM) go through the M7 L1 D-cache (not enabled by our startup)
-    "stm32f7": (32, 0, "RM0385 §3.3.2"),
-    # RM0433 §4.3.8: 256-bit flash words on the AXI bus; no ART, L1 D-cache not enabled
-    "stm32h7": (32, 0, "RM0433 §4.3.8"),
-}
 
 BALANCED_SHARE = 4  # balanced: staging may grow the pool by 1/BALANCED_SHARE of the room left
 STAGED_LUT = {"add_lut_s8": "add_lut_staged_s8"}
@@ -59,9 +43,10 @@ class FlashModel:
     """What the staging choice knows of the board's weights memory."""
 
     board: str
-    wait_states: int    # flash wait states at the board's clock (RM tables, boards/*.yaml)
-    line_bytes: int     # bytes one flash read delivers
-    cache_bytes: int    # flash data cache: a layer whose re-read constants fit it pays once
+    wait_states: int    # flash wait states at the board's clock (clock.flash_latency)
+    line_bytes: int     # bytes one flash read delivers (memsys.flash.read_bytes)
+    cache_bytes: int    # data cache in front of the flash (ART D-cache, or the enabled M7 L1
+                        # D-cache): a layer whose re-read constants fit it pays once
     ram_room: int       # bytes the activation pool may use in its region (staged pool limit)
 
     def stalls(self, nbytes: float) -> float:

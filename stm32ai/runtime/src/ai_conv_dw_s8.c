@@ -503,6 +503,10 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,     \
       int8_t *output, void *scratch, const int sgn) {                                             \
+    /* the parameters on the stack: the byte stores may alias them, and reloads from a const   \
+     * struct in flash would cost wait states (docs/flash_staging.md) */                         \
+    const ai_depthwise_conv2d_3x3_s8_params local_ = *p;                                          \
+    p = &local_;                                                                                  \
     const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];                                   \
     dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,                         \
                   p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};                           \

@@ -445,6 +445,10 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
+  /* the parameters on the stack: the column builders read them per pixel pair (the byte
+   * stores may alias them), and a const struct in flash would cost wait states each time */
+  const ai_conv2d_s8_params local = *p;
+  p = &local;
   const int32_t kp = conv_kp(p), groups = kp >> 2;
   const int32_t cout = p->out_c, blk = conv_block(p);
   const int32_t npix = p->out_h * p->out_w;
