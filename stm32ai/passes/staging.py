@@ -18,9 +18,9 @@ The choice compares estimated cycles from board data only (flash wait states, fl
 flash data cache: the board's `clock.flash_latency` and its SoC's `memsys:`, the cycle
 estimator's memory-system schema, docs/estimate.md; pipeline.flash_model_for): stall cycles of
 the flash reads saved against the copy and the column rebuilds, within a RAM budget set by
-`--optimization` (see `staging_budget`). The compiler never imports stm32ai.estimate: these few figures are the whole model. `flash_reads` is the analytic
-count of bytes each kernel loads from the weights array per inference (the loop structure of
-the C kernels), which `analyze` reports.
+`--optimization` (see `staging_budget`). The compiler never imports stm32ai.estimate: these few
+figures are the whole model. `flash_reads` is the analytic count of bytes each kernel loads from
+the weights array per inference (the loop structure of the C kernels), which `analyze` reports.
 """
 
 from __future__ import annotations
