@@ -300,10 +300,9 @@ def _compiled_for_reported_board(model: Path, board_id: str, prune: bool, optimi
                                  sig: int) -> tuple[Any, int]:
     """The model compiled as for the board a device reports (weights budget, flash staging), when
     that board is known; else (c, sig) unchanged."""
+    from stm32ai.boards import boards_dir
     from stm32ai.graphjson import model_signature
     from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
-
-    from stm32ai.boards import boards_dir
 
     # the device's string is untrusted: only the id of a board shipped with stm32ai (never a path)
     if board_id not in {f.stem for f in boards_dir().glob("*.yaml")}:
