@@ -160,3 +160,20 @@ def test_mlperf_flash_reads_at_most_1_5x_weights_and_bit_exact(stem, tmp_path):
     res = validate_model(path, n=2, seed=3, compiled=c)
     verdict = next(x for x in res.comparisons if x.verdict)
     assert all(verdict.ok), verdict.reference
+
+
+def test_target_validation_compiles_for_the_board_a_device_reports():
+    """`validate --mode target --port` without --board: a firmware generated for a flash board
+    (staged layers) reports its board id; the model is compiled again as for that board. The
+    device's string is untrusted: an unknown id or a path changes nothing."""
+    from stm32ai.graphjson import model_signature
+    from stm32ai.validate.target import _compiled_for_reported_board
+
+    path = shared_model("mlperf_tiny/kws_ref_model.tflite")
+    c = compile_model(path)
+    sig = model_signature(c.doc, c.params)
+    fw = compile_model(path, flash=flash_model_for(L4R5))
+    c2, sig2 = _compiled_for_reported_board(path, L4R5, True, "balanced", c, sig)
+    assert sig2 == model_signature(fw.doc, fw.params) != sig
+    for bad in ("../boards/nucleo-l4r5zi", "no-such-board", "/etc/passwd"):
+        assert _compiled_for_reported_board(path, bad, True, "balanced", c, sig) == (c, sig)
