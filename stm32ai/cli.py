@@ -38,7 +38,12 @@ def _model_path(p: str) -> Path:
     return path
 
 
-def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None):
+def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None,
+             n_models: int = 1):
+    """n_models: models in the firmware; with separate pools each may stage weights in its share
+    of the board's activation RAM (docs/flash_staging.md)."""
+    import dataclasses
+
     from stm32ai.emitter import check_name
     from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
     from stm32ai.project.build import pool_list
@@ -47,6 +52,8 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
     board = getattr(args, "board", None)
     flash = flash_model_for(board, pool_list(getattr(args, "weights_pool", None)),
                             pool_list(getattr(args, "activations_pool", None)))
+    if flash is not None and n_models > 1 and not getattr(args, "shared_activations", False):
+        flash = dataclasses.replace(flash, ram_room=flash.ram_room // n_models)
     return compile_model(_model_path(model or args.model), name, flash=flash,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
@@ -110,7 +117,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
         task = prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
-        cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
+        cs = [_compile(args, n, model=str(p), n_models=len(paths)) for n, p in zip(names, paths, strict=True)]
         with staging_dir(out) as tmp:
             stage = tmp / "out"
             if args.c_only and len(cs) > 1:
@@ -260,7 +267,7 @@ def _analyze_several(args: argparse.Namespace) -> int:
     if args.html:
         raise Stm32aiError("--html takes one model (analyze each model with its own --html)")
     names = model_names(None, args.models)
-    cs = [_compile(args, n, model=m) for n, m in zip(names, args.models, strict=True)]
+    cs = [_compile(args, n, model=m, n_models=len(args.models)) for n, m in zip(names, args.models, strict=True)]
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     reports = [build_report(c) for c in cs]
     for n, r in zip(names, reports, strict=True):
