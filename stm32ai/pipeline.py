@@ -82,7 +82,8 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         plan = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
-    staged = any(op.scratch != 0 and (op.attrs.get("stage_oc") or op.kernel == "add_lut_staged_s8") for op in g.ops)
+    staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
+                 for op in g.ops)
     return Compiled(g, plan, doc, params, pruned, flash, unstaged if staged else None)
 
 

@@ -177,3 +177,25 @@ def test_target_validation_compiles_for_the_board_a_device_reports():
     assert sig2 == model_signature(fw.doc, fw.params) != sig
     for bad in ("../boards/nucleo-l4r5zi", "no-such-board", "/etc/passwd"):
         assert _compiled_for_reported_board(path, bad, True, "balanced", c, sig) == (c, sig)
+
+
+@pytest.mark.parametrize("xs,stride,mult", [((1, 20, 9, 8), 1, 1), ((2, 17, 23, 6), 2, 1), ((1, 30, 20, 5), 1, 2)],
+                         ids=["s1", "s2-batches", "transposed-mult2"])
+def test_staged_dw3x3_constants_match_tflite_reference(xs, stride, mult, tmp_path):
+    """3x3 depthwise with several bands: each channel group's constants staged once per group."""
+    oc = xs[3] * mult
+    g = make_layer("DEPTHWISE_CONV_2D", xs, _w((1, 3, 3, oc), "int8"), rng.integers(-3000, 3000, oc),
+                   w_scales=rng.uniform(0.002, 0.02, oc), stride=(stride, stride), in_q=(0.05, 7), out_q=(0.08, -3))
+    x = _x(xs, "int8")
+    plain = compile_graph(copy.deepcopy(g), flash=None)
+    c = compile_graph(copy.deepcopy(g), flash=SLOW_FLASH)
+    op = c.graph.ops[0]
+    assert op.kernel.startswith("depthwise_conv2d_3x3") and op.attrs["stage"] == 1
+    group = 2 if "_g2" in op.kernel else 4
+    assert op.scratch == plain.graph.ops[0].scratch + group * 40
+    consts = c.graph.tensors[op.inputs[1]].data.nbytes
+    assert flash_reads(op, c.graph) == xs[0] * consts < flash_reads(plain.graph.ops[0], plain.graph)
+    np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+    simulate_plan(c.graph, c.plan)
+    conv = sorted((RUNTIME / "src").glob("ai_conv*.c"))
+    assert c_scratch_sizes([op], "ai_kernels_conv.h", conv, WARN, tmp_path) == [op.scratch]

@@ -884,7 +884,7 @@ int main(void) {
     p.out_h = (p.in_h + p.pad[0] + rr(0, 2 - p.pad[0]) - 3) / p.stride[0] + 1;
     p.out_w = (p.in_w + p.pad[1] + rr(0, 2 - p.pad[1]) - 3) / p.stride[1] + 1;
     if (p.in_h + p.pad[0] + 2 < 3 || p.in_w + p.pad[1] + 2 < 3) continue;
-    p.pad_value = rr(-128, 127); p.transpose = rr(0, 1);
+    p.pad_value = rr(-128, 127); p.transpose = rr(0, 1); p.stage = rr(0, 1);
     { const int32_t ow = p.transpose ? p.out_h : p.out_w, iw = p.transpose ? p.in_h : p.in_w;
       const int32_t pl = p.transpose ? p.pad[0] : p.pad[1], pairs = ow / 2, odd = ow % 2;
       int32_t words = p.stride[0] == 1 ? pairs + 1 + odd : 2 * pairs + 1 + odd;

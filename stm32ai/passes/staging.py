@@ -90,16 +90,22 @@ def flash_reads(op: Op, g: Graph) -> int:
     if k == "conv2d_s8":
         return once if int(a.get("stage_oc", 0)) > 0 else _pairs(a) * once
     if k.startswith("depthwise_conv2d_3x3"):
-        walk = int(a["out_w"] if a.get("transpose") else a["out_h"])
-        rows = (8 - 3) // int(a["stride"][0]) + 1  # AI_DW3_HB = 8
-        bands = -(-walk // rows)
-        return int(a["batches"]) * int(a["out_c"]) * bands * 40
+        if a.get("stage"):
+            return int(a["batches"]) * once
+        return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * 40
     if k == "depthwise_conv2d_s8":
         return int(a["batches"]) * int(a["out_h"]) * int(a["out_w"]) * once
     if k == "add_lut_s8" and len(consts) == 2:
         per = 2 if g.tensors[consts[0]].dtype == "int16" else 4
         return 2 * per * _elements(g, op)
     return once
+
+
+def _dw3_bands(a: dict) -> int:
+    """Bands of output rows of the 3x3 depthwise kernel (AI_DW3_HB = 8 input rows each)."""
+    walk = int(a["out_w"] if a.get("transpose") else a["out_h"])
+    rows = (8 - 3) // int(a["stride"][0]) + 1
+    return -(-walk // rows)
 
 
 # ---- conv2d_s8 candidates --------------------------------------------------------------------
@@ -236,6 +242,16 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> list[
             if best.stage_oc:
                 _stage_conv(g, op, best)
                 staged.append((op, before))
+        elif (op.kernel or "").startswith("depthwise_conv2d_3x3"):
+            # per channel 40 B once per band; staged: once per group (G * 40 B of scratch)
+            group = 2 if "_g2" in (op.kernel or "") else 4
+            bands, consts = _dw3_bands(op.attrs), sum(_nbytes(g, i) for i in _consts(op, g))
+            gain = flash.stalls((bands - 1) * consts) if consts > flash.cache_bytes else 0
+            cost = consts // 4 * 2
+            if bands > 1 and group * 40 <= budget and gain > cost:
+                op.attrs["stage"] = 1
+                op.scratch = int(op.scratch or 0) + group * 40
+                staged.append((op, before))
         elif op.kernel in STAGED_LUT:
             tables = sum(_nbytes(g, i) for i in _consts(op, g))
             reads = flash_reads(op, g)
@@ -283,6 +299,11 @@ def staging_rows(g: Graph) -> list[dict[str, object]]:
                          "blocks": -(-int(op.attrs["out_c"]) // _block(op.attrs, s)) if s else 0,
                          "staging_bytes": conv_stage_bytes(op.attrs),
                          "inner": "int16" if op.attrs.get("w16") else "int8",
+                         "flash_reads": flash_reads(op, g)})
+        elif (op.kernel or "").startswith("depthwise_conv2d_3x3"):
+            st = bool(op.attrs.get("stage"))
+            rows.append({"op": op.index, "kernel": op.kernel, "staged": st, "block": 0, "blocks": 0,
+                         "staging_bytes": (2 if "_g2" in op.kernel else 4) * 40 if st else 0, "inner": "",
                          "flash_reads": flash_reads(op, g)})
         elif op.kernel in STAGED_LUT or op.kernel in STAGED_LUT.values():
             staged = op.kernel in STAGED_LUT.values()

@@ -119,7 +119,8 @@ def render_flash(r: Report) -> list[str]:
             how = (f"staged, {x['blocks']} blocks of {x['block']} channels" if x["blocks"] > 1 else "staged") \
                 + f", {x['staging_bytes']:,} B scratch, {x['inner']} inner loop"
         elif x["staged"]:
-            how = f"staged tables, {x['staging_bytes']:,} B scratch"
+            what = "constants" if x["kernel"].startswith("depthwise") else "tables"
+            how = f"staged {what}, {x['staging_bytes']:,} B scratch"
         else:
             how = "read in place"
         lines.append(f"  layer {x['op']} {x['kernel']}: {how}; {x['flash_reads']:,} B read")

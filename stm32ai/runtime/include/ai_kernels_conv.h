@@ -95,6 +95,9 @@ typedef struct {
   int32_t pad_value;
   int32_t plane_w;   /* int16 columns per plane row (even) */
   int32_t transpose; /* 1: walk the image column by column (packed weights transposed) */
+  int32_t stage;     /* 1: each channel group's packed constants are copied to scratch (after the
+                        planes) once per group instead of read from `packed` once per band
+                        (weights in flash with wait states, docs/flash_staging.md) */
 } ai_depthwise_conv2d_3x3_s8_params;
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
