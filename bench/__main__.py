@@ -42,6 +42,84 @@ EMULATED = ["qemu-netduinoplus2", "qemu-mps2-an386"]
 M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built for -mcpu=cortex-m7
 
 
+# Boards the estimator runs on (`analyze --estimate`), by the row label of BASELINES.md's third
+# table (published MLPerf Tiny cycles per board). A board is estimated when the estimator has a
+# model of its core (stm32ai.estimate.estimate.CORE_MODELS): the Cortex-M7 boards join once
+# branch est-m7's model registers there; NUCLEO-H7A3ZI-Q has no board file yet.
+ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7, 216)": "disco-f746",
+                   "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q"}
+MLPERF_COLUMNS = ["pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8"]   # IC KWS VWW AD
+
+
+def published_per_board(text: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """BASELINES.md's third table: per board id, per model stem, X-CUBE-AI's cycles (ST's most
+    recent round, listed first) and the best published cycles with their submitter."""
+    path = SHARED / "BASELINES.md"
+    if text is None:
+        if not path.exists():
+            return {}
+        text = path.read_text()
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for line in text.splitlines():
+        cells = _cells(line)
+        if len(cells) != 6 or cells[0] not in ESTIMATE_BOARDS:
+            continue
+        bid, who = ESTIMATE_BOARDS[cells[0]], cells[1]
+        for stem, cell in zip(MLPERF_COLUMNS, cells[2:], strict=True):
+            cyc = _mega(cell.split("(")[0])
+            if cyc is None:
+                continue
+            d = out.setdefault(bid, {}).setdefault(stem, {})
+            if who.startswith("STMicroelectronics") and "xcube_cycles" not in d:
+                d.update(xcube_cycles=cyc, xcube_by=who)
+            if "best_cycles" not in d or cyc < d["best_cycles"]:
+                d.update(best_cycles=cyc, best_by=who)
+    return out
+
+
+def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
+                    published: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Estimated cycles (stm32ai.estimate: the real firmware through the board's core and memory
+    model) on every board with published figures for this model and a core model, with ratios."""
+    from stm32ai.boards import load_board
+    from stm32ai.errors import Stm32aiError
+    from stm32ai.estimate.estimate import CORE_MODELS, estimate_project
+    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+    from stm32ai.project.build import generate_firmware_project
+    from stm32ai.project.spec import Pools, ProjectModel
+    from stm32ai.validate.vectors import test_vector
+
+    for bid, per_model in published.items():
+        pub = per_model.get(path.stem)
+        if not pub:
+            continue
+        try:
+            board = load_board(bid)
+        except Stm32aiError:
+            continue                                  # no board file yet (NUCLEO-H7A3ZI-Q)
+        if board.core not in CORE_MODELS:
+            continue
+        e: dict[str, Any] = {"board": bid, **pub}
+        try:
+            # the code `generate --board B` makes: weights staged for B's flash (docs/flash_staging.md)
+            fm = flash_model_for(bid)
+            cb = c if fm is None else compile_model(path, "network", flash=fm, weights_budget=weights_budget_for(bid))
+            proj = workdir / f"est-{bid}"
+            generate_firmware_project(proj, board, [ProjectModel("network", cb, test_vector(path, cb, expected=False),
+                                                                 path.name)], Pools())
+            est = estimate_project(proj, board)
+        except Stm32aiError as ex:
+            e["status"] = f"error: {ex}"
+            row.setdefault("estimates", []).append(e)
+            continue
+        e.update(estimated_cycles=est.cycles, estimated_ms=round(est.ms, 3), cpi=round(est.cpi, 3),
+                 instructions=est.instructions, flash_bytes_read=est.flash_bytes_read, model=est.model,
+                 uncertainty=est.uncertainty, trace_s=round(est.trace_seconds, 1),
+                 est_vs_xcube=round(est.cycles / pub["xcube_cycles"], 3) if pub.get("xcube_cycles") else None,
+                 est_vs_best=round(est.cycles / pub["best_cycles"], 3))
+        row.setdefault("estimates", []).append(e)
+
+
 # Rows of BASELINES.md's second table (published results on real STM32 hardware) -> model stem.
 PUBLISHED_ROWS = {"IC ResNet-8": "pretrainedResnet_quant", "KWS DS-CNN": "kws_ref_model",
                   "VWW MobileNetV1-0.25": "vww_96_int8", "AD FC autoencoder": "ad01_int8"}
@@ -146,7 +224,9 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
 
 
 def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
-                boards: list[str] | None = None, m7: bool = True, memory_of: str | None = None) -> dict[str, Any]:
+                boards: list[str] | None = None, m7: bool = True,
+                published: dict[str, dict[str, dict[str, Any]]] | None = None,
+                memory_of: str | None = None) -> dict[str, Any]:
     """memory_of: compile as for that board's flash (staging choices, weights budget)."""
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
@@ -212,6 +292,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     row["status"] = {"match": "ok", "no-reference": "no reference"}.get(row["result"], "mismatch")
     if m7:
         bench_m7(row, args, c, workdir / "m7")
+    if published:
+        bench_estimates(row, path, c, workdir, published)
     if profile and row["status"] == "ok":
         try:
             _, pout = _build_run(SimpleNamespace(**{**vars(args), "profile": True}), c, workdir / "prof", board)
@@ -289,7 +371,34 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "instructions than their cycles. M7 instructions: the plain firmware for QEMU mps2-an500 "
              "(Cortex-M7, -mcpu=cortex-m7), output checked against the reference; QEMU models neither "
              "dual issue nor caches, so this is not an M7 cycle count.\n")
-    return head + "\n".join(lines) + "\n" + notes + "".join(layer_table(r) for r in rows if r.get("layers"))
+    return (head + "\n".join(lines) + "\n" + notes + estimate_table(rows)
+            + "".join(layer_table(r) for r in rows if r.get("layers")))
+
+
+def estimate_table(rows: list[dict[str, Any]]) -> str:
+    """Estimated cycles beside X-CUBE-AI's and the best published cycles (BASELINES.md, third table)."""
+    est = [(r, e) for r in rows for e in r.get("estimates", [])]
+    if not est:
+        return ""
+    out = ["\n### Estimated cycles per inference vs published silicon cycles\n",
+           "| model | board | estimated cycles | est. ms | CPI | flash bytes read | X-CUBE-AI cycles "
+           "| ours/X-CUBE-AI | best published (by) | ours/best | trace s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r, e in est:
+        if "estimated_cycles" not in e:
+            out.append(f"| {r['stem']} | {e['board']} | {e.get('status', '?')} | | | | | | | | |")
+            continue
+        xc = f"{e['xcube_cycles']:,}" if e.get("xcube_cycles") else "—"
+        vs = f"{e['est_vs_xcube']:.3f}" if e.get("est_vs_xcube") else "—"
+        out.append(f"| {r['stem']} | {e['board']} | {e['estimated_cycles']:,} | {e['estimated_ms']:.2f} "
+                   f"| {e['cpi']:.2f} | {e['flash_bytes_read']:,} | {xc} | {vs} "
+                   f"| {e['best_cycles']:,} ({e['best_by']}) | {e['est_vs_best']:.3f} | {e['trace_s']} |")
+    model = est[0][1].get("model", "")
+    out.append(f"\nEstimated: `stm32ai analyze --estimate`, the plain demo firmware's measured inference through "
+               f"the board's core and memory-system model ({model}; uncertainty "
+               f"+-{100 * est[0][1].get('uncertainty', 0):.0f} %, docs/estimate.md). Published: real silicon, "
+               "../shared/BASELINES.md third table (MLPerf Tiny results, cycles = latency x clock).\n")
+    return "\n".join(out) + "\n"
 
 
 def _m7(r: dict[str, Any]) -> str:
@@ -331,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-profile", action="store_true",
                     help="skip the per-layer (--profile) firmware: headline figures only")
     ap.add_argument("--no-m7", action="store_true", help="skip the Cortex-M7 (qemu-mps2-an500) run")
+    ap.add_argument("--no-estimate", action="store_true",
+                    help="skip the estimated cycles (analyze --estimate) on the boards with published figures")
     ap.add_argument("--memory-of", metavar="BOARD",
                     help="compile the models as for BOARD's flash (weights staging, docs/flash_staging.md) and "
                          "run that code on the emulated board: the instructions of BOARD's choices")
@@ -347,13 +458,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: no model matches --only {args.only}", file=sys.stderr)
             return 2
     base = baselines()
+    published = {} if args.no_estimate else published_per_board()
     rows = []
     for m in models:
         print(f"bench: {m.name} ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="stm32ai-bench-") as tmp:
             try:
                 row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
-                                  m7=not args.no_m7, memory_of=args.memory_of)
+                                  m7=not args.no_m7, published=published, memory_of=args.memory_of)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

@@ -213,6 +213,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if path:
             check_output_file(path, opt)
     if len(args.models) > 1:
+        if getattr(args, "estimate", False):
+            raise Stm32aiError("--estimate takes one model")
         return _analyze_several(args)
     args.model = args.models[0]
     c = _compile(args, "network")
@@ -228,8 +230,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         r.memory["pools"][0]["region"] = fits["activation_pools"][0]["region"]
     if c.pruned is not None and c.pruned.layers:
         add_pruning(r, c, _compile(args, "network", prune=False))
+    est = None
+    if getattr(args, "estimate", False):
+        if not args.board:
+            raise Stm32aiError("--estimate needs --board B (the board whose core and memories are modelled)")
+        if fits is not None and not fits["ok"]:
+            raise Stm32aiError(f"does not fit {args.board}: {fits['summary']}")
+        est = _estimate(args, c, r.weights_bytes)
     if args.json:
-        write_text_atomic(args.json, json.dumps(r.to_json(), indent=1) + "\n", "--json")
+        doc = r.to_json()
+        if est is not None:
+            doc["estimate"] = est.to_json()
+        write_text_atomic(args.json, json.dumps(doc, indent=1) + "\n", "--json")
     if args.html:
         write_text_atomic(args.html, render_html(r), "--html")
     from rich.console import Console
@@ -252,7 +264,49 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if not r.fits["ok"]:  # the model does not fit the board: bad input, one line naming the region
             raise Stm32aiError(f"does not fit {args.board}: {r.fits['summary']}")
         print(f"fits {args.board}: yes ({r.fits['summary']})")
+    if est is not None:
+        from stm32ai.estimate.estimate import render_text as render_estimate
+
+        print()
+        print("\n".join(render_estimate(est)))
     return 0
+
+
+def _estimate(args: argparse.Namespace, c: Any, weights_bytes: int) -> Any:
+    """`analyze --estimate`: the firmware project generated into a temp dir with the usual project
+    functions (test vector inputs, no reference run), built, and its measured inference traced
+    through the board's core and memory-system model (stm32ai.estimate, docs/estimate.md)."""
+    import contextlib
+    import io
+    import tempfile
+
+    from stm32ai.boards import load_board
+    from stm32ai.estimate.estimate import check_estimable, estimate_elf
+    from stm32ai.project.build import generate_firmware_project
+    from stm32ai.project.run import build_project, check_toolchain
+    from stm32ai.project.spec import ProjectModel
+    from stm32ai.validate.vectors import test_vector
+
+    board = load_board(args.board)
+    check_estimable(board)          # a core or memory system without a model: say so before building
+    check_toolchain()
+    path = _model_path(args.model)
+    with tempfile.TemporaryDirectory(prefix="stm32ai-estimate-") as tmp, _progress() as prog:
+        task = prog.add_task("generating the firmware project", total=None)
+        proj = Path(tmp) / "project"
+        model = ProjectModel("network", c, test_vector(path, c, expected=False), path.name)
+        with contextlib.redirect_stderr(io.StringIO()):     # generate's "test vector: ..." note
+            generate_firmware_project(proj, board, [model], _pools(args))
+        prog.update(task, description="building with arm-none-eabi-gcc")
+        elf = build_project(proj)
+
+        def tick(n: int) -> None:
+            prog.update(task, description=f"estimating: {n / 1e6:.1f} M instructions traced")
+
+        prog.update(task, description="estimating: running to the measured inference")
+        est = estimate_elf(elf, board, proj / "Model" / "network.c", progress=tick)
+    est.weights_bytes = weights_bytes
+    return est
 
 
 def _analyze_several(args: argparse.Namespace) -> int:
@@ -504,6 +558,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
                    "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
     a.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
+    a.add_argument("--estimate", action="store_true",
+                   help="with --board: build the firmware and estimate cycles and ms per inference, per "
+                        "layer, on the board's core and memory-system model (docs/estimate.md)")
     _model_options(a)
     a.set_defaults(fn=cmd_analyze)
 

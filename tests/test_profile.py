@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from bench.__main__ import add_ratios, baselines, layer_table
+from bench.__main__ import add_ratios, baselines, estimate_table, layer_table, published_per_board
 from stm32ai.boards import load_board
 from stm32ai.errors import Stm32aiError
 from stm32ai.project.demo_output import Layer, format_layers, parse_demo_output, parse_layer
@@ -302,3 +302,28 @@ def test_validate_prints_counts_in_the_firmware_unit(capsys):
     out = capsys.readouterr().out
     assert "instructions mean 33,280" in out and "QEMU -icount" in out and " ms" not in out
     assert "cycles" not in out and "conv2d_s8" in out
+
+
+def test_bench_published_per_board_and_estimate_table():
+    text = """| board (core, MHz) | submitter, round | IC | KWS | VWW | AD |
+|---|---|---|---|---|---|
+| NUCLEO-L4R5ZI (M4, 120) | STMicroelectronics (X-CUBE-AI), v1.3 | 19.88 M | 5.21 M | 10.73 M | 0.58 M |
+| NUCLEO-L4R5ZI (M4, 120) | STMicroelectronics (X-CUBE-AI 9.0), v1.2 | 19.82 M | 5.18 M | 10.67 M | 0.63 M |
+| NUCLEO-L4R5ZI (M4, 120) | Plumerai, v1.1 | 20.13 M | 5.73 M | 11.85 M | 0.49 M |
+| DISCO-F746NG (M7, 216) | Bosch, v1.2 | 13.51 M | 4.10 M | 12.37 M | 0.37 M (0.31 M "max performance") |
+| NUCLEO-G0B1RE (M0+, 64) | Bosch, v1.2 | 97.41 M | 30.37 M | 90.52 M | 2.62 M |
+"""
+    p = published_per_board(text)
+    assert set(p) == {"nucleo-l4r5zi", "disco-f746"}
+    kws = p["nucleo-l4r5zi"]["kws_ref_model"]
+    assert (kws["xcube_cycles"], kws["best_cycles"]) == (5_210_000, 5_180_000)      # ST's latest round first
+    assert p["nucleo-l4r5zi"]["ad01_int8"]["best_by"] == "Plumerai, v1.1"
+    assert p["disco-f746"]["ad01_int8"] == {"best_cycles": 370_000, "best_by": "Bosch, v1.2"}
+    rows = [{"stem": "kws_ref_model", "estimates": [
+        {"board": "nucleo-l4r5zi", **kws, "estimated_cycles": 7_000_000, "estimated_ms": 58.333, "cpi": 2.05,
+         "flash_bytes_read": 2_752_630, "est_vs_xcube": 1.344, "est_vs_best": 1.351, "trace_s": 12.0,
+         "model": "cortex-m4 + x", "uncertainty": 0.15}]}]
+    md = estimate_table(rows)
+    assert ("| kws_ref_model | nucleo-l4r5zi | 7,000,000 | 58.33 | 2.05 | 2,752,630 | 5,210,000 | 1.344 "
+            "| 5,180,000 (STMicroelectronics (X-CUBE-AI 9.0), v1.2) | 1.351 | 12.0 |") in md
+    assert estimate_table([{"stem": "x"}]) == ""

@@ -96,6 +96,26 @@ def test_no_import_cycle_in_stm32ai():
     assert cycle is None, " -> ".join(cycle)
 
 
+# the compiler stages: they run before the project exists and never consult a later stage
+COMPILER_PACKAGES = ("stm32ai.frontend", "stm32ai.passes", "stm32ai.planner", "stm32ai.emitter",
+                     "stm32ai.graphjson", "stm32ai.ir", "stm32ai.pipeline", "stm32ai.report", "stm32ai.project")
+
+
+def test_estimator_is_a_later_stage():
+    """stm32ai.estimate reads a built firmware: no compiler stage (nor the project generator)
+    imports it, and it imports no compiler pass."""
+    graph = import_graph()
+    assert "stm32ai.estimate.trace" in graph
+    for m, deps in graph.items():
+        if m.startswith(COMPILER_PACKAGES):
+            bad = sorted(d for d in deps if d.startswith("stm32ai.estimate"))
+            assert not bad, f"{m} imports {bad}"
+        if m.startswith("stm32ai.estimate"):
+            bad = sorted(d for d in deps if d.startswith(("stm32ai.passes", "stm32ai.frontend", "stm32ai.planner",
+                                                          "stm32ai.emitter", "stm32ai.validate")))
+            assert not bad, f"{m} imports {bad}"
+
+
 def _c_define(header: str, name: str) -> int:
     m = re.search(rf"^#define {name} (\d+)", (RUNTIME / "include" / header).read_text(), re.M)
     assert m, f"{name} not in {header}"

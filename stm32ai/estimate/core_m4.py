@@ -24,8 +24,12 @@ What it charges (cycles at zero wait states; memory stalls come on top, see `cyc
   halfword + 1.
 - branches: taken B, BL, BX, BLX, CBZ/CBNZ, Bcc: 1 + P; not taken: 1. P is the pipeline
   refill, "1 to 3 depending on the alignment and width of the target instruction, and whether
-  the processor manages to speculate the address early": here 2, and 3 when the target is a
-  32-bit instruction at a halfword (not word) address, which needs two fetches. A load into
+  the processor manages to speculate the address early". Which branches are speculated early
+  is the Cortex-M3 TRM's (DDI 0337G) Table 15-3, "Branches and stages evaluated by the
+  processor" (the M4 has the same 3-stage pipeline with branch speculation): B, B<cond>, BL,
+  and BX/BLX/MOV PC from LR when the previous instruction does not write LR issue their target
+  at decode: P = 1; BX/BLX Rm, CBZ/CBNZ, ADD/MOV PC at execute: P = 2. One more when the target
+  is a 32-bit instruction at a halfword (not word) address (two fetches). A load into
   the PC refills in 3 (§3.3.2: LDR PC "at least two cycles for the load, and three cycles for
   the pipeline reload"). TBB/TBH: 6 (§3.3.2: "two cycles for the load, one cycle for the add,
   and three cycles for the pipeline reload").
@@ -46,7 +50,8 @@ from __future__ import annotations
 from stm32ai.estimate.isa import Cls, Insn
 from stm32ai.estimate.model import Step
 
-P_BRANCH = 2          # pipeline refill after a direct branch (target word-aligned or 16-bit)
+P_DECODE = 1          # refill after a branch whose target is issued at decode (B, Bcc, BL, BX LR)
+P_EXECUTE = 2         # refill after a branch resolved in execute (BX Rm, BLX Rm, CBZ, ADD/MOV pc)
 P_LOAD_PC = 3         # refill after a load into the PC (LDR pc, POP {..pc}, LDM {..pc})
 
 # per-instruction kinds (precomputed once per address)
@@ -84,6 +89,7 @@ class CortexM4:
 
     def reset(self) -> None:
         self._prev_load: frozenset[str] | None = None   # registers written by a pipelinable previous load
+        self._prev_writes_lr = False
         self._info.clear()                              # per-address precomputation (a new image may follow)
 
     def _precompute(self, insn: Insn) -> tuple[int, int, frozenset[str], frozenset[str] | None, int, bool]:
@@ -107,7 +113,14 @@ class CortexM4:
         if cls in (Cls.FP_LOAD_MULTIPLE, Cls.FP_STORE_MULTIPLE):
             return (_K_FP_MULTIPLE, 1 + insn.transfers, addr_regs, None, 0, False)
         if cls == Cls.BRANCH:
-            return (_K_BRANCH, 1, addr_regs, None, P_BRANCH, False)
+            # Cortex-M3 TRM (DDI 0337G) Table 15-3, the front end the M4 shares: B, B<cond>, BL
+            # issue their target at decode; BX/BLX LR too unless the previous instruction writes
+            # LR (flag: True); BX/BLX Rm and CBZ/CBNZ at execute
+            if m in ("b", "bl"):
+                return (_K_BRANCH, 1, addr_regs, None, P_DECODE, False)
+            if m in ("bx", "blx") and insn.op_str.strip() == "lr":
+                return (_K_BRANCH, 1, addr_regs, None, P_DECODE, True)
+            return (_K_BRANCH, 1, addr_regs, None, P_EXECUTE, False)
         if cls == Cls.TABLE_BRANCH:
             return (_K_TABLE, 6, addr_regs, None, 0, False)
         if cls == Cls.DIV:
@@ -121,7 +134,9 @@ class CortexM4:
             return (_K_FIXED, 3, addr_regs, None, 0, False)   # VLDR.64/VSTR.64: two words
         base = _FIXED.get(cls, 1)
         if cls == Cls.ALU and insn.writes_pc:
-            return (_K_BRANCH, 1, addr_regs, None, P_BRANCH, False)
+            if m == "mov" and insn.op_str.replace(" ", "") == "pc,lr":       # Table 15-3: decode
+                return (_K_BRANCH, 1, addr_regs, None, P_DECODE, True)
+            return (_K_BRANCH, 1, addr_regs, None, P_EXECUTE, False)
         return (_K_FIXED, base, addr_regs, None, 0, False)
 
     def cycles(self, step: Step) -> int:
@@ -132,6 +147,8 @@ class CortexM4:
         kind, c, addr_regs, load_dest, pen, flag = info
         prev = self._prev_load
         self._prev_load = None
+        prev_lr = self._prev_writes_lr
+        self._prev_writes_lr = "lr" in insn.writes
         c += step.fetch_stall
         if not step.executed:
             return 1 + step.fetch_stall
@@ -153,6 +170,8 @@ class CortexM4:
                 c += _unaligned(a.addr, a.size)
         elif kind == _K_BRANCH:
             if step.taken:
+                if flag and prev_lr:                  # BX LR right after an LR write: execute time
+                    pen = P_EXECUTE
                 c += pen + (step.next_size == 4 and step.next_addr & 2 == 2)
         elif kind in (_K_DOUBLE, _K_MULTIPLE, _K_FP_MULTIPLE):
             for a in step.accesses:

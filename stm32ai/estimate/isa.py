@@ -92,6 +92,13 @@ _FP_MOVE = {"vmrs", "vmsr"}
 _SYSTEM = {"mrs", "msr", "cpsie", "cpsid", "dsb", "dmb", "isb", "wfi", "wfe", "sev", "svc", "bkpt", "udf",
            "yield", "clrex"}
 _CORE_REGS = {f"r{i}" for i in range(13)} | {"sp", "lr", "pc"}
+# capstone names r9-r12 by their APCS roles; Insn always uses r9..r12
+_ALIASES = {"sb": "r9", "sl": "r10", "fp": "r11", "ip": "r12"}
+
+
+def _reg(ci: capstone.CsInsn, reg: int) -> str:
+    name = ci.reg_name(reg)
+    return _ALIASES.get(name, name)
 
 
 def _base_mnemonic(m: str) -> str:
@@ -176,8 +183,8 @@ def _insn(ci: capstone.CsInsn) -> Insn:
     cc = ci.cc
     m = _strip_cond(_base_mnemonic(ci.mnemonic), cc)
     reads_raw, writes_raw = ci.regs_access()
-    reads = frozenset(r for r in (ci.reg_name(x) for x in reads_raw) if r in _CORE_REGS)
-    writes = frozenset(r for r in (ci.reg_name(x) for x in writes_raw) if r in _CORE_REGS)
+    reads = frozenset(r for r in (_reg(ci, x) for x in reads_raw) if r in _CORE_REGS)
+    writes = frozenset(r for r in (_reg(ci, x) for x in writes_raw) if r in _CORE_REGS)
     base = index = None
     fp_core_move = False
     n_reg_ops = 0
@@ -185,11 +192,11 @@ def _insn(ci: capstone.CsInsn) -> Insn:
     for op in ci.operands:
         if op.type == A.ARM_OP_MEM:
             if op.mem.base:
-                base = ci.reg_name(op.mem.base)
+                base = _reg(ci, op.mem.base)
             if op.mem.index:
-                index = ci.reg_name(op.mem.index)
+                index = _reg(ci, op.mem.index)
         elif op.type == A.ARM_OP_REG:
-            name = ci.reg_name(op.reg)
+            name = _reg(ci, op.reg)
             if name in _CORE_REGS:
                 n_reg_ops += 1
             else:
@@ -200,7 +207,7 @@ def _insn(ci: capstone.CsInsn) -> Insn:
     if cls in (Cls.LOAD_MULTIPLE, Cls.STORE_MULTIPLE):
         transfers = max(n_reg_ops - (0 if m in ("push", "pop") else 1), 1)
         if base is None and m not in ("push", "pop"):
-            base = next((ci.reg_name(op.reg) for op in ci.operands if op.type == A.ARM_OP_REG), None)
+            base = next((_reg(ci, op.reg) for op in ci.operands if op.type == A.ARM_OP_REG), None)
         if m in ("push", "pop"):
             base = "sp"
     elif cls in (Cls.FP_LOAD_MULTIPLE, Cls.FP_STORE_MULTIPLE):
@@ -208,8 +215,8 @@ def _insn(ci: capstone.CsInsn) -> Insn:
         if m in ("vpush", "vpop"):
             base = "sp"
         elif base is None:
-            base = next((ci.reg_name(op.reg) for op in ci.operands if op.type == A.ARM_OP_REG
-                         and ci.reg_name(op.reg) in _CORE_REGS), None)
+            base = next((_reg(ci, op.reg) for op in ci.operands if op.type == A.ARM_OP_REG
+                         and _reg(ci, op.reg) in _CORE_REGS), None)
     elif cls in (Cls.LOAD_DOUBLE, Cls.STORE_DOUBLE):
         transfers = 2
     elif cls in (Cls.LOAD, Cls.STORE, Cls.FP_LOAD, Cls.FP_STORE, Cls.TABLE_BRANCH):

@@ -288,10 +288,13 @@ class FlashArtMemory:
         self._read[idx] += size
         if not self._is_flash[idx]:
             return self._ws[idx]
-        if self._dc is not None and self._dc.lookup(addr >> self._unit_shift):
-            return 0
-        self.flash_data_misses += 1
-        return self.wait
+        sh = self._unit_shift
+        stall = 0
+        for unit in range(addr >> sh, ((addr + size - 1) >> sh) + 1):   # a VLDR.64 may span two reads
+            if self._dc is None or not self._dc.lookup(unit):
+                self.flash_data_misses += 1
+                stall += self.wait
+        return stall
 
     def write(self, addr: int, size: int) -> int:
         return self._ws[self._page.get(addr >> _PAGE_SHIFT, self._other)]

@@ -16,8 +16,10 @@ How the real demo firmware is run (docs/estimate.md, "Trace"):
   return.
 
 Per instruction the trace hands the core model a `Step`: the decoded `Insn` (static, from
-isa.decode_elf), whether its condition passed (IT blocks: from the xPSR flags before it runs;
-conditional branches: whether they were taken), whether control went elsewhere than the next
+isa.decode_elf), whether its condition passed (IT blocks: unicorn, like QEMU, calls the code
+hook for an IT-block instruction only when its condition passes, so the block's instructions
+that were not hooked are the failed ones and are charged as such; conditional branches: whether
+they were taken), whether control went elsewhere than the next
 instruction, the instruction-fetch stall and the data accesses with their stalls (unicorn memory
 hooks, asked of the memory system). Everything that does not depend on run-time values is
 precomputed once per address. The Step object of an address is reused from one execution to the
@@ -34,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from capstone import arm as A
 from unicorn import (
     UC_ARCH_ARM,
     UC_HOOK_CODE,
@@ -56,20 +57,6 @@ _CPU_MODELS = {"cortex-m4": C.UC_CPU_ARM_CORTEX_M4, "cortex-m7": C.UC_CPU_ARM_CO
 _SCS = (0xE0000000, 0x00100000)
 _PERIPH = (0x40000000, 0x20000000)
 DEFAULT_BUDGET = 200_000_000        # instructions, for any one run (a runaway firmware stops here)
-
-# condition code -> test on the NZCV flags (ARMv7-M ARM A7.3, Table A7-1)
-_N, _Z, _C, _V = 1 << 31, 1 << 30, 1 << 29, 1 << 28
-_COND: dict[int, Callable[[int], bool]] = {
-    A.ARM_CC_EQ: lambda f: bool(f & _Z), A.ARM_CC_NE: lambda f: not f & _Z,
-    A.ARM_CC_HS: lambda f: bool(f & _C), A.ARM_CC_LO: lambda f: not f & _C,
-    A.ARM_CC_MI: lambda f: bool(f & _N), A.ARM_CC_PL: lambda f: not f & _N,
-    A.ARM_CC_VS: lambda f: bool(f & _V), A.ARM_CC_VC: lambda f: not f & _V,
-    A.ARM_CC_HI: lambda f: bool(f & _C) and not f & _Z, A.ARM_CC_LS: lambda f: not f & _C or bool(f & _Z),
-    A.ARM_CC_GE: lambda f: bool(f & _N) == bool(f & _V), A.ARM_CC_LT: lambda f: bool(f & _N) != bool(f & _V),
-    A.ARM_CC_GT: lambda f: not f & _Z and bool(f & _N) == bool(f & _V),
-    A.ARM_CC_LE: lambda f: bool(f & _Z) or bool(f & _N) != bool(f & _V),
-}
-
 
 _REG = {**{f"r{i}": getattr(C, f"UC_ARM_REG_R{i}") for i in range(13)}, "sb": C.UC_ARM_REG_R9,
         "sl": C.UC_ARM_REG_R10, "fp": C.UC_ARM_REG_R11, "ip": C.UC_ARM_REG_R12, "sp": C.UC_ARM_REG_SP,
@@ -241,10 +228,10 @@ class Trace:
         acc_insns = [0] * len(names)
         acc_bytes = [[0] * n_regions for _ in names]
         # mutable trace state (closures over a list are faster than attributes)
-        st = {"cycles": 0, "n": 0, "taken": 0, "fstall": 0, "dstall": 0, "cur": None,
+        in_it: dict[int, bool] = {}        # addresses inside an IT block (from their IT's record)
+        st = {"it": None, "cycles": 0, "n": 0, "taken": 0, "fstall": 0, "dstall": 0, "cur": None,
               "bucket": 0, "b_cycles": 0, "b_n": 0, "b_bytes": mem.read_counters()}
         reg_read = uc.reg_read
-        xpsr = C.UC_ARM_REG_XPSR
         mem_fetch, mem_read, mem_write = mem.fetch, mem.read, mem.write
         core_cycles = core.cycles
 
@@ -253,15 +240,26 @@ class Trace:
             if insn is None:
                 raise TraceError(f"{self.elf.name}: no decoded instruction at 0x{addr:08x} (code outside "
                                  "the ELF's $t ranges?)")
-            if not insn.conditional:
-                kind = 0
-            elif insn.cls == Cls.BRANCH:
+            if insn.cls == Cls.BRANCH and insn.conditional and not in_it.get(addr):
                 kind = 1                     # Bcc: executed exactly when taken
+            elif insn.conditional:
+                kind = 2                     # in an IT block: hooked only when its condition passed
             else:
-                kind = 2                     # in an IT block: evaluate the flags
+                kind = 0
             # operand registers whose values the timing needs (SDIV/UDIV Rn, Rm: the last two)
             vals = [_REG[r] for r in insn.op_str.replace(" ", "").split(",")[-2:]] if insn.cls == Cls.DIV else []
-            rec = [insn, Step(insn), addr + insn.size, kind, _COND.get(insn.cond), switch.get(addr), vals]
+            # an IT instruction: the addresses of the block it opens (1-4 instructions, "itte" = 3)
+            block: list[int] = []
+            if insn.cls == Cls.IT:
+                a = addr + insn.size
+                for _ in range(len(insn.mnemonic) - 1):
+                    nxt = insns.get(a)
+                    if nxt is None:
+                        break
+                    block.append(a)
+                    in_it[a] = True
+                    a += nxt.size
+            rec = [insn, Step(insn), addr + insn.size, kind, None, switch.get(addr), vals, block]
             recs[addr] = rec
             return rec
 
@@ -293,13 +291,36 @@ class Trace:
 
         def on_code(uc: Uc, addr: int, size: int, _: Any) -> None:
             cur = st["cur"]
-            if cur is not None:
-                finish(cur, addr)
+            block = st["it"]
+            if block is not None:
+                # unicorn (like QEMU) skips an IT-block instruction whose condition fails without
+                # calling the hook: those still issue (executed=False), charge them here
+                if addr in block:
+                    k = block.index(addr)
+                    skipped, rest = block[:k], block[k + 1:]
+                else:
+                    skipped, rest = block, []
+                st["it"] = rest or None
+                for a in skipped:
+                    r2 = recs.get(a) or record(a)
+                    if cur is not None:
+                        finish(cur, a)
+                    s2: Step = r2[1]
+                    s2.accesses = []
+                    s2.executed = False
+                    mem.now = st["cycles"]
+                    s2.fetch_stall = mem_fetch(a, r2[0].size)
+                    st["fstall"] += s2.fetch_stall
+                    cur = r2
             if addr == stop:
+                if cur is not None:
+                    finish(cur, addr)
                 st["cur"] = None
                 uc.emu_stop()
                 return
             rec = recs.get(addr) or record(addr)
+            if cur is not None:
+                finish(cur, addr)
             if rec[5] is not None:
                 close_bucket(rec[5])
             step: Step = rec[1]
@@ -309,7 +330,9 @@ class Trace:
             step.fetch_stall = fs
             st["fstall"] += fs
             if rec[3] == 2:
-                step.executed = rec[4](int(reg_read(xpsr)))
+                step.executed = True
+            if rec[7]:
+                st["it"] = list(rec[7])
             if rec[6]:
                 step.values = tuple(int(reg_read(r)) for r in rec[6])
             st["cur"] = rec

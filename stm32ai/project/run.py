@@ -66,17 +66,22 @@ def _jobs() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+def check_toolchain(make: str = "make") -> None:
+    """make and arm-none-eabi-gcc on PATH, else one line saying what to install."""
+    if shutil.which(make) is None:
+        raise Stm32aiError(f"'{make}' not found: install GNU make (and gcc-arm-none-eabi)")
+    if shutil.which("arm-none-eabi-gcc") is None:
+        raise Stm32aiError("arm-none-eabi-gcc not found: install gcc-arm-none-eabi and "
+                           "libnewlib-arm-none-eabi (Debian/Ubuntu)")
+
+
 def build_project(path: Path, *, jobs: int | None = None, make: str = "make",
                   extra_args: list[str] | None = None, log: Callable[[str], None] | None = None) -> Path:
     """Run make in a generated project; returns the ELF. Raises Stm32aiError with the compiler's
     first error line on failure."""
     path = Path(path)
     manifest = read_manifest(path)
-    if shutil.which(make) is None:
-        raise Stm32aiError(f"'{make}' not found: install GNU make (and gcc-arm-none-eabi)")
-    if shutil.which("arm-none-eabi-gcc") is None:
-        raise Stm32aiError("arm-none-eabi-gcc not found: install gcc-arm-none-eabi and "
-                           "libnewlib-arm-none-eabi (Debian/Ubuntu)")
+    check_toolchain(make)
     cmd = [make, "-C", str(path), f"-j{jobs or _jobs()}", *(extra_args or [])]
     p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, errors="replace")
