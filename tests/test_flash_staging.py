@@ -199,3 +199,35 @@ def test_staged_dw3x3_constants_match_tflite_reference(xs, stride, mult, tmp_pat
     simulate_plan(c.graph, c.plan)
     conv = sorted((RUNTIME / "src").glob("ai_conv*.c"))
     assert c_scratch_sizes([op], "ai_kernels_conv.h", conv, WARN, tmp_path) == [op.scratch]
+
+
+@pytest.mark.slow
+def test_estimator_confirms_the_flash_reads(tmp_path):
+    """The independent check: est-core's trace of the real KWS firmware for nucleo-l4r5zi
+    (analyze --estimate) reads <= 1.5x the weights from flash, and each layer's flash bytes are
+    the analytic count plus at most its parameter struct and literal loads (< 128 B)."""
+    import json
+
+    from conftest import stm32ai_cli
+
+    kws = shared_model("mlperf_tiny/kws_ref_model.tflite")
+    r = stm32ai_cli("analyze", str(kws), "--board", L4R5, "--estimate", "--json", str(tmp_path / "r.json"))
+    if r.returncode == 2 and "toolchain" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    est, flash = doc["estimate"], doc["flash"]
+    assert est["flash_bytes_read"] <= 1.5 * doc["weights_bytes"]
+    analytic = {x["op"]: x["flash_reads"] for x in flash["layers"]}
+    c = compile_model(kws, flash=flash_model_for(L4R5))
+    node_of_op = {}
+    for i, node in enumerate(c.doc["nodes"]):
+        if node["op"] == "tvm_op" and "source_index" in node["attrs"]:
+            node_of_op[i] = int(node["attrs"]["source_index"])
+    checked = 0
+    for layer in est["layers"]:
+        op = node_of_op.get(layer["node"])
+        if op in analytic:
+            assert analytic[op] <= layer["flash_bytes"] < analytic[op] + 128, (layer, analytic[op])
+            checked += 1
+    assert checked == len(analytic) == 9
