@@ -84,6 +84,7 @@ def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
     from stm32ai.boards import load_board
     from stm32ai.errors import Stm32aiError
     from stm32ai.estimate.estimate import CORE_MODELS, estimate_project
+    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.spec import Pools, ProjectModel
     from stm32ai.validate.vectors import test_vector
@@ -100,8 +101,11 @@ def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
             continue
         e: dict[str, Any] = {"board": bid, **pub}
         try:
+            # the code `generate --board B` makes: weights staged for B's flash (docs/flash_staging.md)
+            fm = flash_model_for(bid)
+            cb = c if fm is None else compile_model(path, "network", flash=fm, weights_budget=weights_budget_for(bid))
             proj = workdir / f"est-{bid}"
-            generate_firmware_project(proj, board, [ProjectModel("network", c, test_vector(path, c, expected=False),
+            generate_firmware_project(proj, board, [ProjectModel("network", cb, test_vector(path, cb, expected=False),
                                                                  path.name)], Pools())
             est = estimate_project(proj, board)
         except Stm32aiError as ex:
@@ -221,23 +225,30 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
 
 def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
                 boards: list[str] | None = None, m7: bool = True,
-                published: dict[str, dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+                published: dict[str, dict[str, dict[str, Any]]] | None = None,
+                memory_of: str | None = None) -> dict[str, Any]:
+    """memory_of: compile as for that board's flash (staging choices, weights budget)."""
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
     from stm32ai.errors import Stm32aiError
-    from stm32ai.pipeline import compile_model
+    from stm32ai.passes.staging import flash_reads
+    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
     from stm32ai.project.generator import plan_placement
     from stm32ai.validate.reference import ReferenceUnavailable, tflm_arena_bytes
 
     row: dict[str, Any] = {"model": str(path.relative_to(path.parents[1])), "stem": path.stem}
     t0 = time.perf_counter()
     try:
-        c = compile_model(path, "network")
+        c = compile_model(path, "network", flash=flash_model_for(memory_of),
+                          weights_budget=weights_budget_for(memory_of))
         emit_c(c.doc, c.params, "network", workdir / "c_only")
     except Stm32aiError as e:
         row["status"] = f"unsupported: {e}"
         return row
     row["generate_s"] = round(time.perf_counter() - t0, 3)
+    if memory_of:
+        row["memory_of"] = memory_of
+    row["flash_reads_bytes"] = sum(flash_reads(op, c.graph) for op in c.graph.ops)
     pools = {p["name"]: p for p in c.doc["stm32ai"]["pools"]}
     row.update(pool_bytes=pools["activations"]["size"], lower_bound_bytes=pools["activations"]["lower_bound"],
                weights_bytes=pools["weights"]["size"], macc=sum(op.macc for op in c.graph.ops))
@@ -433,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-m7", action="store_true", help="skip the Cortex-M7 (qemu-mps2-an500) run")
     ap.add_argument("--no-estimate", action="store_true",
                     help="skip the estimated cycles (analyze --estimate) on the boards with published figures")
+    ap.add_argument("--memory-of", metavar="BOARD",
+                    help="compile the models as for BOARD's flash (weights staging, docs/flash_staging.md) and "
+                         "run that code on the emulated board: the instructions of BOARD's choices")
     args = ap.parse_args(argv)
     if args.models:
         models = [Path(m) for m in args.models]
@@ -453,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="stm32ai-bench-") as tmp:
             try:
                 row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
-                                  m7=not args.no_m7, published=published)
+                                  m7=not args.no_m7, published=published, memory_of=args.memory_of)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

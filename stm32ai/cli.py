@@ -38,17 +38,28 @@ def _model_path(p: str) -> Path:
     return path
 
 
-def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None):
+def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None,
+             n_models: int = 1):
+    """n_models: models in the firmware; with separate pools each may stage weights in its share
+    of the board's activation RAM (docs/flash_staging.md)."""
+    import dataclasses
+
     from stm32ai.emitter import check_name
-    from stm32ai.pipeline import compile_model, weights_budget_for
+    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+    from stm32ai.project.build import pool_list
 
     check_name(name)
-    return compile_model(_model_path(model or args.model), name,
+    board = getattr(args, "board", None)
+    flash = flash_model_for(board, pool_list(getattr(args, "weights_pool", None)),
+                            pool_list(getattr(args, "activations_pool", None)))
+    if flash is not None and n_models > 1 and not getattr(args, "shared_activations", False):
+        flash = dataclasses.replace(flash, ram_room=flash.ram_room // n_models)
+    return compile_model(_model_path(model or args.model), name, flash=flash,
                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                          prune=not getattr(args, "no_prune", False) if prune is None else prune,
                          optimization=getattr(args, "optimization", "balanced"),
-                         weights_budget=weights_budget_for(getattr(args, "board", None)))
+                         weights_budget=weights_budget_for(board))
 
 
 def model_names(names: str | None, models: list[str]) -> list[str]:
@@ -106,7 +117,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
         task = prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
-        cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
+        cs = [_compile(args, n, model=str(p), n_models=len(paths)) for n, p in zip(names, paths, strict=True)]
         with staging_dir(out) as tmp:
             stage = tmp / "out"
             if args.c_only and len(cs) > 1:
@@ -241,7 +252,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if pruning is not None:
         console.print(pruning)
     _print_conv_layouts(c, args.optimization)
+    from stm32ai.report import render_flash
     from stm32ai.report.memory_map import render_text
+
+    for line in render_flash(r):
+        print(line)
 
     if r.memory:
         print("\n".join(render_text(r.memory)))
@@ -306,7 +321,7 @@ def _analyze_several(args: argparse.Namespace) -> int:
     if args.html:
         raise Stm32aiError("--html takes one model (analyze each model with its own --html)")
     names = model_names(None, args.models)
-    cs = [_compile(args, n, model=m) for n, m in zip(names, args.models, strict=True)]
+    cs = [_compile(args, n, model=m, n_models=len(args.models)) for n, m in zip(names, args.models, strict=True)]
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     reports = [build_report(c) for c in cs]
     for n, r in zip(names, reports, strict=True):
@@ -345,7 +360,7 @@ def _print_conv_layouts(c: Any, optimization: str) -> None:
         return
     wide = [r for r in rows if r["layout"] == "int16"]
     extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
-    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights "
+    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights in flash "
           f"(+{extra:,} B flash over int8)")
     for r in rows:
         print(f"  layer {r['op']}: {r['layout']} weights, {int(r['weights_bytes']):,} B")
@@ -367,13 +382,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
                                profile=args.profile, prune=not args.no_prune, optimization=args.optimization,
                                activations_pool=args.activations_pool, model_sel=args.target_model)
-    if args.port or args.board or args.profile or args.activations_pool or args.target_model is not None:
-        raise Stm32aiError("--port/--board/--profile/--activations-pool/--model are for --mode target")
+    if args.port or args.profile or args.activations_pool or args.target_model is not None:
+        raise Stm32aiError("--port/--profile/--activations-pool/--model are for --mode target")
     with _progress() as prog:  # -n 100000 takes minutes: show what runs
         task = prog.add_task("validating", total=None)
+        # --board: the C generated for that board (its weight layouts and staging), run on the host
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
-                      optimization=args.optimization)
+                      optimization=args.optimization, board=args.board)
     return report(res, args.json)
 
 
@@ -554,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     _optimization_option(v)
     v.add_argument("--port", help="target mode: pyserial URL of the board's UART (/dev/ttyACM0, socket://HOST:PORT)")
     v.add_argument("--board", "-b", help="target mode without --port: build the validation firmware for this "
-                                         "emulated board and run it in QEMU")
+                                         "emulated board and run it in QEMU; host mode: compile the model as "
+                                         "for this board (weight layouts, flash staging) and run it on the host")
     v.add_argument("--model", dest="target_model", metavar="NAME",
                    help="target mode with --port: the model (name or index) of a multi-model firmware to "
                         "validate (default: its first)")

@@ -21,6 +21,7 @@ from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
 from stm32ai.passes.output_copies import add_output_copies
+from stm32ai.passes.staging import FlashModel, blocked, choose_staging, pool_limit, unstage
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -39,21 +40,26 @@ class Compiled:
     params: dict[str, np.ndarray]
     pruned: PruneSummary | None = None  # what dead-channel elimination removed (None: pass off)
     warnings: list[str] = field(default_factory=list)  # one line each, already printed
+    flash: FlashModel | None = None  # the weights memory the staging choice saw (None: no wait states)
+    unstaged_pool: int | None = None  # the pool before staging (None: nothing staged)
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
-                  weights_budget: int | None = None) -> Compiled:
+                  weights_budget: int | None = None, flash: FlashModel | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
-    (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known)."""
+    (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
+    flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
+    constants are re-read get them staged in RAM (passes/staging.py), within the RAM budget
+    of `optimization`."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
-        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget)
+        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash)
 
 
 def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool,
-             optimization: str, weights_budget: int | None) -> Compiled:
+             optimization: str, weights_budget: int | None, flash: FlashModel | None) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
@@ -77,9 +83,36 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    unstaged = plan.pool_size
+    if flash is not None:
+        plan = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
-    return Compiled(g, plan, doc, params, pruned, warnings)
+    staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
+                 for op in g.ops)
+    return Compiled(g, plan, doc, params, pruned, warnings, flash, unstaged if staged else None)
+
+
+def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inputs_in_pool: bool,
+                 outputs_in_pool: bool) -> Plan:
+    """Stage the layers where it pays (passes/staging.py) and re-plan. The choice reads the
+    unstaged plan's free bytes per step, which the re-plan may not reproduce (a blocked layer
+    splits an overlapped chain): above the mode's pool limit, the blocked layers go back to
+    unstaged, then every layer."""
+    staged = choose_staging(g, plan, flash, optimization)
+    if not staged:
+        return plan
+    limit = pool_limit(optimization, plan.pool_size, flash)
+    for keep in (lambda op: True, lambda op: not blocked(op), lambda op: False):
+        for op, before in staged:
+            if not keep(op):
+                unstage(op, before)
+        staged = [(op, b) for op, b in staged if keep(op)]
+        annotate_overlaps(g, ALIGN)
+        new = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+        if new.pool_size <= limit or not staged:
+            return new
+    return new
 
 
 def weights_budget_for(board_id: str | None) -> int | None:
@@ -92,6 +125,36 @@ def weights_budget_for(board_id: str | None) -> int | None:
 
     b = load_board(board_id)
     return max(b.region(b.text_region).length - CODE_RESERVE, 0)
+
+
+def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
+                    activations_pool: list[str] | None = None) -> FlashModel | None:
+    """The board's weights memory as the staging choice sees it, from board data: wait states
+    (clock.flash_latency), the flash read width and the data cache in front of it (the SoC's
+    `memsys:`, docs/estimate.md: the ART D-cache, or the Cortex-M7 L1 D-cache when the board
+    enables it). None when weights reads cost no wait states: no board, an emulated board (QEMU
+    has no flash timing), weights placed in RAM (`--weights-pool` naming a RAM region first:
+    copied there at boot), no flash description, or 0 wait states."""
+    if not board_id:
+        return None
+    from stm32ai.boards import load_board, parse_size
+    from stm32ai.project.generator import activation_budgets
+
+    b = load_board(board_id)
+    w_pool = list(weights_pool) if weights_pool else list(b.weights_pool)
+    flash = (b.memsys or {}).get("flash") or {}
+    if (b.is_emulated or not flash or not w_pool or w_pool[0] != b.text_region
+            or w_pool[0] not in flash.get("regions", []) or b.clock.flash_latency <= 0):
+        return None
+    cache = 0
+    if flash.get("dcache"):
+        cache = int(flash["dcache"]["lines"]) * int(flash["dcache"]["line_bytes"])
+    l1 = ((b.memsys or {}).get("l1") or {}).get("dcache")
+    if b.cache and l1:
+        cache = max(cache, parse_size(l1["size"], "memsys.l1.dcache.size"))
+    budgets = activation_budgets(b, weights_bytes=0, activations_pool=activations_pool, weights_pool=w_pool)
+    return FlashModel(b.id, int(b.clock.flash_latency), int(flash["read_bytes"]), cache,
+                      budgets[0][1] if budgets else 0)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:

@@ -22,8 +22,9 @@ Step = tuple[np.ndarray, np.ndarray]  # (input byte indices read, output byte in
 
 
 def _conv_steps(a: dict) -> Iterator[Step]:
-    """ai_conv2d_s8: per batch, pixel pairs (n, n+1) forward or, with `reverse`, backward;
-    both windows' taps are read (krow: each row's padded run) before both pixels are stored."""
+    """ai_conv2d_s8: per block of staged output channels (one block unless `stage_oc`), per
+    batch, pixel pairs (n, n+1) forward or, with `reverse`, backward; both windows' taps are
+    read (krow: each row's padded run) before the block's channels of both pixels are stored."""
     ih, iw, ic, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
     kh, kw = a["k_h"], a["k_w"]
     (sh, sw), (dh, dw), (ph, pw) = a["stride"], a["dilation"], a["pad"]
@@ -32,8 +33,11 @@ def _conv_steps(a: dict) -> Iterator[Step]:
     starts = list(range(0, npix, 2))
     if a.get("reverse"):
         starts.reverse()
-    for b in range(a["batches"]):
+    s_oc = int(a.get("stage_oc", 0))  # staged blocks of output channels (C: conv_block)
+    blk = oc if s_oc <= 0 or s_oc >= oc else max(2, s_oc & ~1)
+    for b, c0 in ((b, c0) for c0 in range(0, oc, blk) for b in range(a["batches"])):
         ib, ob = b * ih * iw * ic, b * npix * oc
+        nc = min(blk, oc - c0)
         for n in starts:
             reads = []
             for p in {n, min(n + 1, npix - 1)}:
@@ -53,8 +57,8 @@ def _conv_steps(a: dict) -> Iterator[Step]:
                             s = ib + (iy * iw + ix) * ic
                             reads.append(np.arange(s, s + ic))
             last = min(n + 1, npix - 1)
-            yield (np.concatenate(reads) if reads else np.zeros(0, np.int64),
-                   np.arange(ob + n * oc, ob + (last + 1) * oc))
+            writes = [np.arange(ob + q * oc + c0, ob + q * oc + c0 + nc) for q in range(n, last + 1)]
+            yield (np.concatenate(reads) if reads else np.zeros(0, np.int64), np.concatenate(writes))
 
 
 def _dw3_steps(a: dict, g: int = 4) -> Iterator[Step]:

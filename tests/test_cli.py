@@ -86,6 +86,29 @@ def test_analyze_shows_the_optimization_choice(tmp_path):
         r = stm32ai("analyze", str(MODEL), "--optimization", mode, "--json", str(tmp_path / f"{mode}.json"))
         assert r.returncode == 0, r.stderr
         out[mode] = (r.stdout, json.loads((tmp_path / f"{mode}.json").read_text())["weights_bytes"])
-    assert "optimization ram: 0 of 1 conv layers with int16 weights (+0 B" in out["ram"][0]
-    assert "optimization time: 1 of 1 conv layers with int16 weights" in out["time"][0]
+    assert "optimization ram: 0 of 1 conv layers with int16 weights in flash (+0 B" in out["ram"][0]
+    assert "optimization time: 1 of 1 conv layers with int16 weights in flash" in out["time"][0]
     assert "int16 weights" in out["time"][0] and out["time"][1] > out["ram"][1]
+
+
+def test_analyze_reports_flash_reads_and_staging(tmp_path):
+    """analyze --board on a flash board with wait states: flash bytes read per inference and the
+    staging of each layer (docs/flash_staging.md); without a board, staging is off."""
+    import json
+
+    from conftest import shared_model
+
+    kws = shared_model("mlperf_tiny/kws_ref_model.tflite")
+    r = stm32ai("analyze", str(kws), "--board", "nucleo-l4r5zi", "--json", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    f = json.loads((tmp_path / "r.json").read_text())["flash"]
+    assert f["board"]["wait_states"] == 5 and f["reads_bytes"] <= 1.5 * f["weights_bytes"]
+    convs = [x for x in f["layers"] if x["kernel"] == "conv2d_s8"]
+    assert len(convs) == 5 and all(x["staged"] for x in convs) and f["pool_before_staging"] is not None
+    # the 3x3 depthwise layers walk KWS's 25x5 maps transposed: one band, nothing re-read
+    assert not any(x["staged"] for x in f["layers"] if x["kernel"].startswith("depthwise"))
+    assert "weights staging for nucleo-l4r5zi (5 wait states" in r.stdout
+    assert "layer 2 conv2d_s8: staged" in r.stdout
+    r = stm32ai("analyze", str(kws))
+    assert r.returncode == 0 and "weights staging: off" in r.stdout
+    assert "flash reads per inference (analytic" in r.stdout

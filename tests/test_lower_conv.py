@@ -794,7 +794,7 @@ static int8_t w_buf[16 * 4 * 4 * 24 + 64] __attribute__((aligned(8)));
 static int16_t w16_buf[16 * 4 * 4 * 24 + 64] __attribute__((aligned(8)));
 static int32_t bias[64], mult[64], shift[64], rq[4 * 64], packed[10 * 24];
 static int8_t out_buf[2 * 12 * 12 * 64];
-static uint32_t scratch[2048];
+static uint32_t scratch[8192];
 
 static uint32_t fnv(const int8_t *p, int32_t n) {
   uint32_t h = 2166136261u;
@@ -835,21 +835,33 @@ int main(void) {
     ai_conv2d_s8_params p;
     GEO(p);
     p.in_c = rr(1, 24); p.out_c = rr(1, 16);
-    p.w16 = rr(0, 1); p.rq_fold = rr(0, 1);
+    p.w16 = rr(0, 1); p.rq_fold = rr(0, 1); p.reverse = rr(0, 1);
     p.krow = (p.in_c & 3) != 0 && p.dilation[1] == 1 ? rr(0, 1) : 0;
+    /* staged in scratch: not, in blocks of 2..out_c+1 channels (an odd request rounds down) */
+    p.stage_oc = rr(0, 2) == 0 ? 0 : rr(1, p.out_c + 1);
     const int32_t kp = p.krow ? p.k_h * ((p.k_w * p.in_c + 3) & ~3) : (p.k_h * p.k_w * p.in_c + 3) & ~3;
     const int32_t nw = kp * p.out_c;
     if (!FITS(p, nw) || ai_conv2d_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, nw, p.out_c);
-    for (int32_t i = 0; i < nw; ++i) w16_buf[i] = w_buf[i];
+    /* the int16 layout: each 4-byte group {w0,w1,w2,w3} as the pairs {w0,w2} {w1,w3} */
+    for (int32_t i = 0; i < nw; ++i) w16_buf[i] = w_buf[(i & ~3) | ((i & 1) << 1) | ((i >> 1) & 1)];
     for (int32_t i = 0; i < p.out_c; ++i) {
       const int32_t rs = rr(1, 14);
       rq[4 * i] = bias[i]; rq[4 * i + 1] = mult[i];
       rq[4 * i + 2] = p.rq_fold ? rs : shift[i];
       rq[4 * i + 3] = p.rq_fold ? (1 << (rs - 1)) + p.out_offset * (1 << rs) : 0;
     }
-    ai_conv2d_s8(&p, in_buf, p.w16 ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
-    printf("conv %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
+    /* staged layers keep the int8 layout in flash (w16: expanded while staging) */
+    ai_conv2d_s8(&p, in_buf, p.w16 && !p.stage_oc ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
+    const int32_t n_out = p.batches * p.out_h * p.out_w * p.out_c;
+    const uint32_t h = fnv(out_buf, n_out);
+    printf("conv %d %08lx\n", c, (unsigned long)h);
+    if (p.stage_oc) { /* the same layer read from the weights where they are: identical */
+      ai_conv2d_s8_params q = p;
+      q.stage_oc = 0;
+      ai_conv2d_s8(&q, in_buf, q.w16 ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
+      printf("%s %d\n", fnv(out_buf, n_out) == h ? "staged" : "stagediff", c);
+    }
     ++ran;
   }
   for (int c = 0; c < 300; ++c) {
@@ -872,7 +884,7 @@ int main(void) {
     p.out_h = (p.in_h + p.pad[0] + rr(0, 2 - p.pad[0]) - 3) / p.stride[0] + 1;
     p.out_w = (p.in_w + p.pad[1] + rr(0, 2 - p.pad[1]) - 3) / p.stride[1] + 1;
     if (p.in_h + p.pad[0] + 2 < 3 || p.in_w + p.pad[1] + 2 < 3) continue;
-    p.pad_value = rr(-128, 127); p.transpose = rr(0, 1);
+    p.pad_value = rr(-128, 127); p.transpose = rr(0, 1); p.stage = rr(0, 1);
     { const int32_t ow = p.transpose ? p.out_h : p.out_w, iw = p.transpose ? p.in_h : p.in_w;
       const int32_t pl = p.transpose ? p.pad[0] : p.pad[1], pairs = ow / 2, odd = ow % 2;
       int32_t words = p.stride[0] == 1 ? pairs + 1 + odd : 2 * pairs + 1 + odd;
@@ -957,6 +969,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
     assert host.strip().splitlines()[-1].startswith("cases ")
     assert int(host.split()[-1]) > 800 and host.count("dw3 ") > 200
+    assert host.count("staged ") > 150 and "stagediff" not in host  # staged == read in place
     assert arm.replace("\r", "") == host
 
 

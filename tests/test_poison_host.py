@@ -10,7 +10,7 @@ import pytest
 from conftest import SHARED_MODELS, fixture_models
 
 from stm32ai.errors import Stm32aiError
-from stm32ai.pipeline import compile_model
+from stm32ai.pipeline import compile_model, flash_model_for
 from stm32ai.validate.poison import PoisonBuild, live_ranges
 from stm32ai.validate.run import validate_model
 
@@ -26,25 +26,27 @@ CORE_FIXTURES = [p for p in fixture_models() if p.name.startswith(
     ("conv_", "dwconv_", "dense_", "avgpool_", "maxpool_", "add_", "classifier_", "two_in_") if ALL
     else ("conv_", "dwconv_", "add_", "classifier_"))]
 MLPERF_INT8 = ("pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8")
-CASES = [(p, "balanced") for p in SHARED + CORE_FIXTURES] + [
-    (p, "ram") for p in SHARED if p.stem in MLPERF_INT8]
+# (model, --optimization, board whose flash staging is compiled in: docs/flash_staging.md)
+CASES = [(p, "balanced", None) for p in SHARED + CORE_FIXTURES] + [
+    (p, "ram", None) for p in SHARED if p.stem in MLPERF_INT8] + [
+    (p, mode, "nucleo-l4r5zi") for p in SHARED if p.stem in MLPERF_INT8[:3] for mode in ("balanced", "ram")]
 
 
-def _id(case: tuple[Path, str]) -> str:
-    return f"{case[0].stem}-{case[1]}"
+def _id(case: tuple[Path, str, str | None]) -> str:
+    return f"{case[0].stem}-{case[1]}" + (f"-{case[2]}" if case[2] else "")
 
 
 @pytest.fixture(scope="session")
 def poisoned(tmp_path_factory):
     """Compile every case, build one poisoned host executable holding all that compile."""
     compiled, names = {}, {}
-    for i, (path, mode) in enumerate(CASES):
+    for i, (path, mode, board) in enumerate(CASES):
         try:
-            c = compile_model(path, f"m{i}", optimization=mode)
+            c = compile_model(path, f"m{i}", optimization=mode, flash=flash_model_for(board))
         except Stm32aiError:
             continue  # not supported: nothing to poison
         compiled[f"m{i}"] = c
-        names[_id((path, mode))] = f"m{i}"
+        names[_id((path, mode, board))] = f"m{i}"
     build = PoisonBuild(compiled, tmp_path_factory.mktemp("poison"))
     return build, compiled, names
 

@@ -39,6 +39,7 @@ class Report:
     pruning: dict[str, Any] | None = field(default=None)  # dead-channel elimination, see add_pruning
     memory: dict[str, Any] | None = field(default=None)  # the plan per pool (report/memory_map.py)
     state_bytes: int = 0  # persistent variable tensors (LSTM, SVDF): the instance's state area, RAM
+    flash: dict[str, Any] | None = field(default=None)  # weights bytes read per inference, staging (flash_report)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,7 +78,55 @@ def build_report(c: Compiled) -> Report:
         memory=memory_map(c),
         state_bytes=max((-(-(st["offset"] + st["size"]) // 8) * 8 for st in c.doc["stm32ai"]["storage"]
                          if st["pool"] == "state"), default=0),
+        flash=flash_report(c, pools["weights"]["size"]),
     )
+
+
+def flash_report(c: Compiled, weights_bytes: int) -> dict[str, Any]:
+    """Bytes the kernels load from the weights array per inference (analytic, from the C loops:
+    passes/staging.py flash_reads), against the weights; the board's flash figures the staging
+    choice used and its per-layer result; the pool before staging."""
+    from stm32ai.passes.staging import flash_reads, staging_rows
+
+    reads = sum(flash_reads(op, c.graph) for op in c.graph.ops)
+    fm = c.flash
+    return {"reads_bytes": reads, "weights_bytes": weights_bytes,
+            "reads_per_weight_byte": round(reads / weights_bytes, 3) if weights_bytes else None,
+            "board": None if fm is None else {"id": fm.board, "wait_states": fm.wait_states,
+                                                "line_bytes": fm.line_bytes, "cache_bytes": fm.cache_bytes,
+                                                "ram_room": fm.ram_room},
+            "pool_before_staging": c.unstaged_pool, "layers": staging_rows(c.graph)}
+
+
+def render_flash(r: Report) -> list[str]:
+    """analyze's lines on flash reads and staging."""
+    f = r.flash
+    if not f:
+        return []
+    ratio = f["reads_per_weight_byte"]
+    lines = [f"flash reads per inference (analytic, bytes loaded from the weights): {f['reads_bytes']:,} B"
+             + (f" = {ratio}x the weights ({f['weights_bytes']:,} B)" if ratio is not None else "")]
+    b = f["board"]
+    if b is None:
+        lines.append("weights staging: off (no board with flash wait states; weights reads cost no wait states)")
+        return lines
+    staged = [x for x in f["layers"] if x["staged"]]
+    grow = ""
+    if f["pool_before_staging"] is not None:
+        grow = f", pool {f['pool_before_staging']:,} -> {r.activations_bytes:,} B"
+    lines.append(f"weights staging for {b['id']} ({b['wait_states']} wait states, {b['line_bytes']}-B flash reads, "
+                 f"{b['cache_bytes']}-B data cache): {len(staged)} of {len(f['layers'])} layers staged{grow}")
+    for x in f["layers"]:
+        if x["staged"] and x["kernel"] == "conv2d_s8":
+            how = (f"staged, {x['blocks']} blocks of {x['block']} channels" if x["blocks"] > 1 else "staged") \
+                + f", {x['staging_bytes']:,} B scratch, {x['inner']} inner loop"
+        elif x["staged"]:
+            what = "constants" if x["kernel"].startswith("depthwise") else "tables"
+            how = f"staged {what}, {x['staging_bytes']:,} B scratch"
+        else:
+            how = "read in place"
+        lines.append(f"  layer {x['op']} {x['kernel']}: {how}; {x['flash_reads']:,} B read")
+    return lines
 
 
 def add_pruning(r: Report, c: Compiled, unpruned: Compiled | None) -> None:

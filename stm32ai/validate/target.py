@@ -296,6 +296,23 @@ def _check_io(info: DeviceInfo, c: Any) -> None:
                                    f"{want.dtype}{list(want.shape)}")
 
 
+def _compiled_for_reported_board(model: Path, board_id: str, prune: bool, optimization: str, c: Any,
+                                 sig: int) -> tuple[Any, int]:
+    """The model compiled as for the board a device reports (weights budget, flash staging), when
+    that board is known; else (c, sig) unchanged."""
+    from stm32ai.boards import boards_dir
+    from stm32ai.graphjson import model_signature
+    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+
+    # the device's string is untrusted: only the id of a board shipped with stm32ai (never a path)
+    if board_id not in {f.stem for f in boards_dir().glob("*.yaml")}:
+        return c, sig
+    flash = flash_model_for(board_id)
+    c2 = compile_model(model, "network", prune=prune, optimization=optimization,
+                       weights_budget=weights_budget_for(board_id), flash=flash)
+    return c2, model_signature(c2.doc, c2.params)
+
+
 def validate_target(model: Path, *, port: str | None, board: str | None, inputs: str | None, n: int,
                     seed: int, as_json: str | None, timeout: float = DEFAULT_TIMEOUT,
                     profile: bool = False, prune: bool = True, optimization: str = "balanced",
@@ -316,10 +333,12 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     if activations_pool and (port or not board):
         raise Stm32aiError("--activations-pool needs --board (it shapes the firmware stm32ai builds; a board "
                            "behind --port runs the firmware it was flashed with)")
-    from stm32ai.pipeline import weights_budget_for
+    from stm32ai.pipeline import flash_model_for, weights_budget_for
+    from stm32ai.project.build import pool_list
 
     c = compile_model(model, "network", prune=prune, optimization=optimization,
-                      weights_budget=weights_budget_for(board))
+                      weights_budget=weights_budget_for(board),
+                      flash=flash_model_for(board, None, pool_list(activations_pool)))
     sig = model_signature(c.doc, c.params)
     arrays = load_inputs(inputs, c) if inputs else random_inputs(model, n, seed)
     counts: list[int] = []
@@ -338,6 +357,10 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
         info = dev.hello(timeout=min(timeout, 10.0) if port else max(timeout, 30.0))
         if model_sel is not None:
             info = _select_model(dev, info, model_sel, url, timeout)
+        if info.signature != sig and port and not board and info.board:
+            # a firmware generated with --board B: its layers may be staged for B's flash
+            # (docs/flash_staging.md); compile as for the board it reports and compare again
+            c, sig = _compiled_for_reported_board(model, info.board, prune, optimization, c, sig)
         if info.signature != sig:
             others = (f" (its models: {', '.join(quote(m) for m in info.models)}; --model NAME picks one)"
                       if len(info.models) > 1 else "")

@@ -411,7 +411,7 @@ def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray,
     op.kernel = "conv2d_s8"
     op.inputs = [op.inputs[0], w_id, q_id]
     op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": int(fold),
-                "krow": int(conv_krow(geo)), "reverse": 0}
+                "krow": int(conv_krow(geo)), "reverse": 0, "stage_oc": 0}
     op.scratch = conv_scratch_size(geo)
 
 
@@ -611,11 +611,12 @@ def choose_conv_layouts(g: Graph, mode: str = "balanced", weights_budget: int | 
 
 
 def conv_layout_choices(g: Graph) -> list[dict[str, object]]:
-    """Per conv2d_s8 layer: the weight layout chosen and its flash bytes (for analyze)."""
+    """Per conv2d_s8 layer: the weight layout chosen in flash and its bytes (for analyze). A layer
+    staged in RAM (passes/staging.py) keeps int8 in flash whatever its inner loop reads."""
     rows = []
     for op in g.ops:
         if op.kernel == "conv2d_s8":
-            w16 = bool(op.attrs.get("w16"))
+            w16 = g.tensors[op.inputs[1]].dtype == "int16"
             nbytes = int(g.tensors[op.inputs[1]].data.nbytes)  # type: ignore[union-attr]
             rows.append({"op": op.index, "layout": "int16" if w16 else "int8",
                          "weights_bytes": nbytes, "int8_bytes": nbytes // 2 if w16 else nbytes})

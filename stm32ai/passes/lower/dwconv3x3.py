@@ -79,9 +79,10 @@ def dw3x3_plane_w(in_w: int, out_w: int, stride: int, pad_l: int) -> int:
     return 2 * max(words, (pad_l + in_w + 1) // 2)
 
 
-def dw3x3_scratch_size(plane_w: int, group: int = 4) -> int:
-    """ai_depthwise_conv2d_3x3[_g2]_s8_scratch_size: `group` planes of plane_w/2 words x DW3_HB rows."""
-    return group * (plane_w // 2) * DW3_HB * 4
+def dw3x3_scratch_size(plane_w: int, group: int = 4, stage: int = 0) -> int:
+    """ai_depthwise_conv2d_3x3[_g2]_s8_scratch_size: `group` planes of plane_w/2 words x DW3_HB rows,
+    then (stage) the group's packed constants, 10 words per channel."""
+    return group * ((plane_w // 2) * DW3_HB + (10 if stage else 0)) * 4
 
 
 def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -165,6 +166,6 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
     op.kernel = kernel
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
     op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
-                "transpose": int(transpose)}
+                "transpose": int(transpose), "stage": 0}
     op.scratch = dw3x3_scratch_size(plane_w, group)
     return True

@@ -30,9 +30,11 @@ PROBE = 128  # offsets (in alignment units) checked exactly on each side of 0 an
 
 
 def _conv_s8(a: dict, in_size: int, out_size: int) -> AccessSteps:
-    """ai_conv2d_s8: batches in order, output pixels in raster order two at a time (pairs
+    """ai_conv2d_s8: blocks of output channels in order (one block unless `stage_oc` stages
+    smaller ones), then batches in order, output pixels in raster order two at a time (pairs
     from the last to the first when `reverse`); a pair's columns (every tap of both windows)
-    are built in scratch before its outputs are stored."""
+    are built in scratch before the block's outputs of both pixels are stored. Each block
+    re-reads the whole input."""
     nb, ih, iw, ic = a["batches"], a["in_h"], a["in_w"], a["in_c"]
     oh, ow, oc, kh, kw = a["out_h"], a["out_w"], a["out_c"], a["k_h"], a["k_w"]
     (sh, sw), (dh, dw), (ph, pw) = a["stride"], a["dilation"], a["pad"]
@@ -42,6 +44,10 @@ def _conv_s8(a: dict, in_size: int, out_size: int) -> AccessSteps:
     oy, ox = pix // ow, pix % ow
     order = (pairs - 1 - pix // 2) if a.get("reverse") else pix // 2
     write = np.repeat(np.arange(nb)[:, None] * pairs + order[None, :], oc).astype(np.int64)
+    blk = _conv_block(oc, int(a.get("stage_oc", 0)))
+    nblk = -(-oc // blk)
+    if nblk > 1:  # block k's steps come after every step of blocks 0..k-1
+        write += np.tile(np.arange(oc) // blk, nb * npix)[:write.size] * (nb * pairs)
     last_pix = np.full(nb * ih * iw, -1, np.int64)
     last = np.full(in_size, -1, np.int64)
     krow = bool(a.get("krow"))
@@ -69,7 +75,16 @@ def _conv_s8(a: dict, in_size: int, out_size: int) -> AccessSteps:
             idx = starts + j
             keep = idx < in_size
             last[idx[keep]] = np.maximum(last[idx[keep]], st[keep])
+    if nblk > 1:  # the last block reads again every byte the first one read
+        last[last >= 0] += (nblk - 1) * nb * pairs
     return write[:out_size], last
+
+
+def _conv_block(oc: int, stage_oc: int) -> int:
+    """conv_block in ai_conv_s8.c: output channels per staged block."""
+    if stage_oc <= 0 or stage_oc >= oc:
+        return oc
+    return max(2, stage_oc & ~1)
 
 
 def _dw3x3(a: dict, in_size: int, out_size: int, group: int = 4) -> AccessSteps:

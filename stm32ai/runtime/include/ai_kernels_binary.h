@@ -72,6 +72,15 @@ typedef struct {
 void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const int8_t *input2,
                    const void *table1, const void *table2, int8_t *output);
 
+/* ai_add_lut_s8 with both tables copied to scratch first (weights in flash with wait states:
+ * the per-element lookups then read SRAM; docs/flash_staging.md). Scratch: the two tables,
+ * 256 entries each of int16 (mode 0, wide 0) or int32. */
+typedef ai_add_lut_s8_params ai_add_lut_staged_s8_params;
+void ai_add_lut_staged_s8(const ai_add_lut_staged_s8_params *p, const int8_t *input1,
+                          const int8_t *input2, const void *table1, const void *table2,
+                          int8_t *output, void *scratch);
+int32_t ai_add_lut_staged_s8_scratch_size(const ai_add_lut_staged_s8_params *p);
+
 /* Float kernels: y = clamp(x1 <op> x2, act_min, act_max). */
 typedef struct {
   AI_BINARY_LOOP_FIELDS;

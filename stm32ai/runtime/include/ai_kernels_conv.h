@@ -52,6 +52,11 @@ typedef struct {
   int32_t krow;       /* 1: K is k_h filter rows each padded to a multiple of 4 (in_c % 4 != 0, dilation_w 1) */
   int32_t reverse;    /* 1: pixel pairs from the last to the first (an output placed after its input
                          may then overlap it; docs/kernels_conv.md "Access order") */
+  int32_t stage_oc;   /* 0: the MAC loops read `weights` and `rq` where they are (flash). > 0: blocks of
+                         stage_oc output channels (even, or >= out_c: one block); each block's rq rows and
+                         weights are copied to scratch once, then every pixel pair of the block reads them
+                         there. `weights` is then the int8 layout and w16 = 1 expands it to int16 while
+                         copying (docs/kernels_conv.md "Weights staged in RAM") */
 } ai_conv2d_s8_params;
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
@@ -90,6 +95,9 @@ typedef struct {
   int32_t pad_value;
   int32_t plane_w;   /* int16 columns per plane row (even) */
   int32_t transpose; /* 1: walk the image column by column (packed weights transposed) */
+  int32_t stage;     /* 1: each channel group's packed constants are copied to scratch (after the
+                        planes) once per group instead of read from `packed` once per band
+                        (weights in flash with wait states, docs/flash_staging.md) */
 } ai_depthwise_conv2d_3x3_s8_params;
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,

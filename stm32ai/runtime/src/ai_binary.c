@@ -20,6 +20,8 @@
  * int32 (unquantised): the same clamp around plain integer arithmetic. ADD/SUB/MUL wrap in
  * two's complement (computed on uint32_t, so no signed overflow); DIV truncates toward zero.
  */
+#include <string.h>
+
 #include "ai_kernels_binary.h"
 #include "ai_fixedpoint.h"
 #include "ai_qmath.h"
@@ -229,6 +231,20 @@ void ai_add_lut_s8(const ai_add_lut_s8_params *p, const int8_t *input1, const in
   const ai_binary_row row = p->mode != 0 ? lut_rq_row : p->wide ? lut32_row : lut16_row;
   binary_walk(p->out_shape, p->in1_strides, p->in2_strides, sizeof(int8_t), &c, input1, input2,
               output, row);
+}
+
+int32_t ai_add_lut_staged_s8_scratch_size(const ai_add_lut_staged_s8_params *p) {
+  return 2 * 256 * (p->mode == 0 && !p->wide ? 2 : 4);
+}
+
+void ai_add_lut_staged_s8(const ai_add_lut_staged_s8_params *p, const int8_t *input1,
+                          const int8_t *input2, const void *table1, const void *table2,
+                          int8_t *output, void *scratch) {
+  const size_t n = (size_t)ai_add_lut_staged_s8_scratch_size(p) / 2;
+  uint8_t *t = (uint8_t *)scratch;
+  memcpy(t, table1, n);
+  memcpy(t + n, table2, n);
+  ai_add_lut_s8(p, input1, input2, t, t + n, output);
 }
 
 /* ---- float32 ---------------------------------------------------------------------------- */

@@ -143,12 +143,13 @@ void ai_depthwise_conv2d_dm_s8(const ai_depthwise_conv2d_dm_s8_params *p, const 
 #define AI_DW3_K 10 /* int32 constants per channel in `packed` */
 #define AI_DW3_HB 8 /* input rows per band: word (j, row) of a plane is at j * HB + row */
 
+/* G planes, then (stage) one group's packed constants */
 int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8_params *p) {
-  return 4 * (p->plane_w / 2) * AI_DW3_HB * (int32_t)sizeof(uint32_t);
+  return 4 * ((p->plane_w / 2) * AI_DW3_HB + (p->stage ? AI_DW3_K : 0)) * (int32_t)sizeof(uint32_t);
 }
 
 int32_t ai_depthwise_conv2d_3x3_g2_s8_scratch_size(const ai_depthwise_conv2d_3x3_g2_s8_params *p) {
-  return 2 * (p->plane_w / 2) * AI_DW3_HB * (int32_t)sizeof(uint32_t);
+  return 2 * ((p->plane_w / 2) * AI_DW3_HB + (p->stage ? AI_DW3_K : 0)) * (int32_t)sizeof(uint32_t);
 }
 
 /* Low word of TFLite's rounding constant 2^30 + 2^(30+e) (docs): 2^30, or 3 * 2^30 for e = 1. */
@@ -503,6 +504,10 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,     \
       int8_t *output, void *scratch, const int sgn) {                                             \
+    /* the parameters on the stack: the byte stores may alias them, and reloads from a const   \
+     * struct in flash would cost wait states (docs/flash_staging.md) */                         \
+    const ai_depthwise_conv2d_3x3_s8_params local_ = *p;                                          \
+    p = &local_;                                                                                  \
     const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];                                   \
     dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,                         \
                   p->out_h, p->out_w, p->out_w * OC, OC, p->pad_value};                           \
@@ -523,6 +528,12 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
       int8_t *out = output + b * p->out_h * p->out_w * OC;                                        \
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
         const int32_t nch = OC - c0 < (G) ? OC - c0 : (G);                                        \
+        const int32_t *kg = packed + c0 * AI_DW3_K;                                               \
+        if (p->stage) { /* the group's constants once, not once per band */                      \
+          int32_t *st = (int32_t *)(void *)(pl + (G) * plane_w32);                                \
+          memcpy(st, kg, (size_t)nch * AI_DW3_K * sizeof(int32_t));                               \
+          kg = st;                                                                                \
+        }                                                                                         \
         for (int32_t oy0 = 0; oy0 < v.oh; oy0 += R) {                                            \
           const int32_t nr = v.oh - oy0 < R ? v.oh - oy0 : R;                                     \
           const int32_t iy0 = oy0 * S - v.pad_t, rows = (nr - 1) * S + 3;                        \
@@ -532,7 +543,7 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
             GATHER(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);                            \
           }                                                                                       \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
-            const int32_t *kc = packed + (c0 + k) * AI_DW3_K;                                     \
+            const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
             if (S == 1) {                                                                         \
               (sgn ? ROWS_S1X : ROWS_S1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);          \

@@ -29,12 +29,49 @@ static inline int conv_pads(const ai_conv2d_s8_params *p) {
          (p->out_w - 1) * p->stride[1] + (p->k_w - 1) * p->dilation[1] >= p->in_w;
 }
 
-/* Scratch: the two int16 columns (4 * Kp bytes); then, gathering, the two pixels' int8
- * columns (2 * Kp bytes), else, when windows can leave the image, one input pixel of pad
- * values (in_c bytes, a multiple of 4) that padded taps read instead of the image. */
+/* Output channels per staged block: all of them unless staged in smaller blocks, which are
+ * even (a block's weights are then whole channel pairs: a contiguous slice of the layout). */
+static inline int32_t conv_block(const ai_conv2d_s8_params *p) {
+  if (p->stage_oc <= 0 || p->stage_oc >= p->out_c) {
+    return p->out_c;
+  }
+  return p->stage_oc < 2 ? 2 : p->stage_oc & ~1;
+}
+
+/* Bytes of the staging area: per channel of a block its 4 rq words and its Kp weights (int16
+ * when w16: expanded while copying). A multiple of 16 plus 4 * Kp: the columns stay aligned. */
+static inline int32_t conv_stage_bytes(const ai_conv2d_s8_params *p) {
+  return p->stage_oc > 0 ? conv_block(p) * (16 + conv_kp(p) * (p->w16 ? 2 : 1)) : 0;
+}
+
+/* Scratch: the staging area (stage_oc > 0), the two int16 columns (4 * Kp bytes); then,
+ * gathering, the two pixels' int8 columns (2 * Kp bytes), else, when windows can leave the
+ * image, one input pixel of pad values (in_c bytes, a multiple of 4) that padded taps read
+ * instead of the image. */
 int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
   const int32_t kp = conv_kp(p);
-  return 4 * kp + (conv_gathers(p) ? 2 * kp : conv_pads(p) ? p->in_c : 0);
+  return conv_stage_bytes(p) + 4 * kp + (conv_gathers(p) ? 2 * kp : conv_pads(p) ? p->in_c : 0);
+}
+
+/* One block of n output channels from c0 into the staging area: its rq rows, then its weights
+ * (int8 layout: channel pairs are contiguous, an odd last channel's row ends the layout),
+ * copied as they are or, w16, each 4-byte word {w0..w3} expanded to the int16 pairs
+ * {w0,w2} {w1,w3} that pack_conv_weights_s16 stores (SXTB16, SXTB16 ROR 8). Every byte is
+ * read from `weights`/`rq` once here instead of once per pixel pair. */
+static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
+                       int w16, uint32_t *dst) {
+  memcpy(dst, rq + 4 * c0, (size_t)n * 16u);
+  uint32_t *d = dst + 4 * n;
+  const int8_t *s = weights + c0 * kp;
+  if (!w16) {
+    memcpy(d, s, (size_t)n * (size_t)kp);
+    return;
+  }
+  for (int32_t i = n * kp >> 2; i > 0; --i, s += 4, d += 2) {
+    const uint32_t v = rd32(s);
+    d[0] = sxtb16(v);
+    d[1] = sxtb16_r8(v);
+  }
 }
 
 /* n bytes from s to d, a word at a time (unaligned LDR/STR on Cortex-M3/M4/M7). */
@@ -408,37 +445,54 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
+  /* the parameters on the stack: the column builders read them per pixel pair (the byte
+   * stores may alias them), and a const struct in flash would cost wait states each time */
+  const ai_conv2d_s8_params local = *p;
+  p = &local;
   const int32_t kp = conv_kp(p), groups = kp >> 2;
-  const int32_t cout = p->out_c;
+  const int32_t cout = p->out_c, blk = conv_block(p);
   const int32_t npix = p->out_h * p->out_w;
-  const int w16 = p->w16 != 0;
+  const int w16 = p->w16 != 0, staged = p->stage_oc > 0;
   const conv_out_t o = {p->act_min, p->act_max, p->out_offset};
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
-  uint32_t *col = (uint32_t *)scratch;
-  int8_t *extra = (int8_t *)scratch + 4 * kp;
+  uint32_t *stage = (uint32_t *)scratch;
+  uint32_t *col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
+  int8_t *extra = (int8_t *)col + 4 * kp;
   if (!conv_gathers(p) && conv_pads(p)) {
     memset(extra, (int8_t)p->pad_value, (size_t)p->in_c);
   }
-  for (int32_t b = 0; b < p->batches; ++b) {
-    const int8_t *in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
-    int8_t *out = output + (int32_t)b * npix * cout;
-    /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
-     * are read into scratch before its outputs are stored, so an output may overlap the
-     * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
-    const int32_t last = (npix - 1) & ~1, step = p->reverse ? -2 : 2;
-    for (int32_t n = p->reverse ? last : 0; n >= 0 && n < npix; n += step) {
-      /* an odd last pixel is computed twice (both columns the same pixel) and stored
-       * twice to the same place: one loop structure for every block */
-      const int32_t n1 = n + 1 < npix ? n + 1 : n;
-      conv_columns(p, in, n, n1, col, extra);
-      int8_t *o0 = out + n * cout;
-      int8_t *o1 = out + n1 * cout;
-      if (mode == 1) {
-        conv_channels(weights, w16, groups, rq, cout, col, o0, o1, &o, 1);
-      } else if (mode == 2) {
-        conv_channels(weights, w16, groups, rq, cout, col, o0, o1, &o, 2);
-      } else {
-        conv_channels(weights, w16, groups, rq, cout, col, o0, o1, &o, 0);
+  /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
+   * staged once, then every batch and pixel pair computes the block's channels. */
+  for (int32_t c0 = 0; c0 < cout; c0 += blk) {
+    const int32_t n = cout - c0 < blk ? cout - c0 : blk;
+    const int8_t *wb = weights;
+    const int32_t *qb = rq;
+    if (staged) {
+      conv_stage(weights, rq, c0, n, kp, w16, stage);
+      qb = (const int32_t *)stage;
+      wb = (const int8_t *)(stage + 4 * n);
+    }
+    for (int32_t b = 0; b < p->batches; ++b) {
+      const int8_t *in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
+      int8_t *out = output + (int32_t)b * npix * cout + c0;
+      /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
+       * are read into scratch before its outputs are stored, so an output may overlap the
+       * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
+      const int32_t last = (npix - 1) & ~1, step = p->reverse ? -2 : 2;
+      for (int32_t k = p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
+        /* an odd last pixel is computed twice (both columns the same pixel) and stored
+         * twice to the same place: one loop structure for every block */
+        const int32_t k1 = k + 1 < npix ? k + 1 : k;
+        conv_columns(p, in, k, k1, col, extra);
+        int8_t *o0 = out + k * cout;
+        int8_t *o1 = out + k1 * cout;
+        if (mode == 1) {
+          conv_channels(wb, w16, groups, qb, n, col, o0, o1, &o, 1);
+        } else if (mode == 2) {
+          conv_channels(wb, w16, groups, qb, n, col, o0, o1, &o, 2);
+        } else {
+          conv_channels(wb, w16, groups, qb, n, col, o0, o1, &o, 0);
+        }
       }
     }
   }

@@ -1,0 +1,313 @@
+"""Weights read from flash once (docs/flash_staging.md).
+
+conv2d_s8 streams its packed weights and `rq` table once per output pixel pair; add_lut_s8 looks
+up its two tables once per element. When those constants sit in flash with wait states and
+are larger than the flash data cache, every pass pays the wait states again. This pass decides,
+per layer and per board, whether the kernel copies them into its scratch first ("staging") and
+reads them from SRAM:
+
+* conv2d_s8: `stage_oc` = output channels per staged block (0: not staged). A staged layer keeps
+  the int8 layout in flash (half the flash of int16 and half the bytes to copy) and, when `w16`,
+  expands it to int16 while copying (SXTB16 once per weight instead of once per pixel pair), so
+  the inner loop is the int16 one. When the RAM budget does not hold the whole layer, the output
+  channels are staged in blocks; each further block rebuilds the im2col columns (a cost the
+  model weighs) and changes the kernel's access order (passes/lower/overlap.py models it).
+* add_lut_s8 -> add_lut_staged_s8: the two 0.5-2 KiB tables copied to scratch first.
+
+The choice compares estimated cycles from board data only (flash wait states, flash read width,
+flash data cache: the board's `clock.flash_latency` and its SoC's `memsys:`, the cycle
+estimator's memory-system schema, docs/estimate.md; pipeline.flash_model_for): stall cycles of
+the flash reads saved against the copy and the column rebuilds, within a RAM budget set by
+`--optimization` (see `staging_budget`). The compiler never imports stm32ai.estimate: these few
+figures are the whole model. `flash_reads` is the analytic count of bytes each kernel loads from
+the weights array per inference (the loop structure of the C kernels), which `analyze` reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stm32ai.ir import Graph, Op
+
+__all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage",
+           "blocked", "pool_limit", "staging_budget", "staging_rows", "BALANCED_SHARE", "STAGED_LUT"]
+
+BALANCED_SHARE = 4  # balanced: staging may grow the pool by 1/BALANCED_SHARE of the room left
+STAGED_LUT = {"add_lut_s8": "add_lut_staged_s8"}
+
+
+@dataclass(frozen=True)
+class FlashModel:
+    """What the staging choice knows of the board's weights memory."""
+
+    board: str
+    wait_states: int    # flash wait states at the board's clock (clock.flash_latency)
+    line_bytes: int     # bytes one flash read delivers (memsys.flash.read_bytes)
+    cache_bytes: int    # data cache in front of the flash (ART D-cache, or the enabled M7 L1
+                        # D-cache): a layer whose re-read constants fit it pays once
+    ram_room: int       # bytes the activation pool may use in its region (staged pool limit)
+
+    def stalls(self, nbytes: float) -> float:
+        """Estimated wait-state cycles of reading nbytes sequentially from flash."""
+        return nbytes / self.line_bytes * self.wait_states
+
+
+# ---- analytic flash reads (bytes loaded from the weights array per inference) -----------------
+
+def _nbytes(g: Graph, tid: int) -> int:
+    t = g.tensors[tid]
+    return int(t.data.nbytes) if t.data is not None else 0
+
+
+def _consts(op: Op, g: Graph) -> list[int]:
+    return [i for i in op.inputs if i >= 0 and g.tensors[i].is_const]
+
+
+def _pairs(a: dict) -> int:
+    return int(a["batches"]) * ((int(a["out_h"]) * int(a["out_w"]) + 1) // 2)
+
+
+def _elements(g: Graph, op: Op) -> int:
+    return int(np.prod(g.tensors[op.outputs[0]].shape, dtype=np.int64))
+
+
+def flash_reads(op: Op, g: Graph) -> int:
+    """Bytes the op's kernel loads from its constant inputs per inference, from the C loops:
+
+    * conv2d_s8: the weights and rq table once per batch and output pixel pair; once when staged;
+    * depthwise_conv2d_3x3_*: per batch, channel and band of output rows, the channel's 10 words
+      (copied to the assembly's frame on the stack: the MAC loop reads them there);
+    * depthwise_conv2d_s8: per output pixel every weight and bias/multiplier/shift word;
+    * add_lut_s8: two table entries per output element; add_lut_staged_s8: the tables once;
+    * every other kernel: each constant once (one pass over the weights: FULLY_CONNECTED at
+      batch 1, tables of a few hundred bytes)."""
+    consts = _consts(op, g)
+    once = sum(_nbytes(g, i) for i in consts)
+    a = op.attrs
+    k = op.kernel or ""
+    if k == "conv2d_s8":
+        return once if int(a.get("stage_oc", 0)) > 0 else _pairs(a) * once
+    if k.startswith("depthwise_conv2d_3x3"):
+        if a.get("stage"):
+            return int(a["batches"]) * once
+        return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * 40
+    if k == "depthwise_conv2d_s8":
+        return int(a["batches"]) * int(a["out_h"]) * int(a["out_w"]) * once
+    if k == "add_lut_s8" and len(consts) == 2:
+        per = 2 if g.tensors[consts[0]].dtype == "int16" else 4
+        return 2 * per * _elements(g, op)
+    return once
+
+
+def _dw3_bands(a: dict) -> int:
+    """Bands of output rows of the 3x3 depthwise kernel (AI_DW3_HB = 8 input rows each)."""
+    walk = int(a["out_w"] if a.get("transpose") else a["out_h"])
+    rows = (8 - 3) // int(a["stride"][0]) + 1
+    return -(-walk // rows)
+
+
+# ---- conv2d_s8 candidates --------------------------------------------------------------------
+
+def _kp(a: dict) -> int:
+    if a.get("krow"):
+        return int(a["k_h"]) * ((int(a["k_w"]) * int(a["in_c"]) + 3) // 4 * 4)
+    return (int(a["k_h"]) * int(a["k_w"]) * int(a["in_c"]) + 3) // 4 * 4
+
+
+def _block(a: dict, stage_oc: int) -> int:
+    """conv_block in ai_conv_s8.c."""
+    oc = int(a["out_c"])
+    if stage_oc <= 0 or stage_oc >= oc:
+        return oc
+    return max(2, stage_oc & ~1)
+
+
+def conv_stage_bytes(a: dict) -> int:
+    """conv_stage_bytes in ai_conv_s8.c: the staging area at the start of the scratch."""
+    s = int(a.get("stage_oc", 0))
+    return _block(a, s) * (16 + _kp(a) * (2 if a.get("w16") else 1)) if s > 0 else 0
+
+
+@dataclass(frozen=True)
+class _Cand:
+    stage_oc: int   # 0: not staged
+    w16: int
+    ram: int        # staging bytes
+    cycles: float   # estimated cycles that depend on the choice
+    reads: int      # flash bytes read
+
+
+def _conv_cycles(a: dict, flash: FlashModel, w16: int, blk: int, staged: bool, wbytes: int, rq: int) -> _Cand:
+    """Estimated cycles of the parts of conv2d_s8 the choice changes. Instruction counts from the
+    measured loops (docs/kernels_conv.md): 12 (int16) or 16 (int8) per group of 4 K-elements per
+    channel pair and pixel pair, the loop entry included; columns 10 per group of a pixel pair
+    (+3 per K-element when gathered), staging copy 2 per word (+4 when expanded); each flash line
+    read costs the wait states on top (no prefetch on the data side)."""
+    oc, kp, pairs = int(a["out_c"]), _kp(a), _pairs(a)
+    groups = kp // 4
+    loop = pairs * ((oc + 1) // 2) * groups * (12 if w16 else 16)
+    col = groups * 10 + 30 + (3 * kp if int(a["in_c"]) % 4 else 0)
+    nblk = -(-oc // blk)
+    rebuild = (nblk - 1) * pairs * col
+    passed = wbytes + rq
+    if staged:
+        words = (oc * kp + rq) // 4
+        copy = words * 2 + (oc * kp // 4) * 4 * w16
+        reads = passed
+        return _Cand(blk if nblk > 1 else oc, w16, blk * (16 + kp * (1 + w16)),
+                     loop + rebuild + copy + flash.stalls(reads), reads)
+    reads = passed if passed <= flash.cache_bytes else pairs * passed
+    return _Cand(0, w16, 0, loop + flash.stalls(reads), reads)
+
+
+def _conv_candidates(op: Op, g: Graph, flash: FlashModel, budget: int, lost: int) -> list[_Cand]:
+    a = op.attrs
+    oc, kp = int(a["out_c"]), _kp(a)
+    w8 = oc * kp
+    rq = _nbytes(g, op.inputs[2])
+    flash_w = _nbytes(g, op.inputs[1])
+    out = [_conv_cycles(a, flash, int(a.get("w16", 0)), oc, False, flash_w, rq)]
+    for w16 in (1, 0):
+        per = 16 + kp * (1 + w16)
+        for nblk in range(1, (oc + 1) // 2 + 1):
+            blk = oc if nblk == 1 else min(oc, 2 * -(-oc // (2 * nblk)))
+            if -(-oc // blk) != nblk and nblk > 1:
+                continue
+            need = blk * per + (lost if nblk > 1 else 0)
+            if need <= budget:
+                out.append(_conv_cycles(a, flash, w16, blk, True, w8, rq))
+                break
+    return out
+
+
+# ---- the choice -------------------------------------------------------------------------------
+
+def _step_live(plan, g: Graph) -> dict[int, int]:
+    """Per op index: bytes of the pool alive at its step in `plan` (its scratch included)."""
+    align = 8
+    live: dict[int, int] = {}
+    for step, op_idx in enumerate(plan.order):
+        live[op_idx] = sum((b.size + align - 1) // align * align for b in plan.buffers
+                           if b.in_pool and b.first <= step <= b.last)
+    return live
+
+
+def _lost_overlap(plan, g: Graph, op: Op) -> int:
+    """Bytes the op's input and output may stop sharing when its access order changes (a
+    blocked conv2d_s8 re-reads its whole input for every block)."""
+    x, y = op.inputs[0], op.outputs[0]
+    tb = plan.tensor_buffer
+    if x in tb and y in tb and tb[x] == tb[y]:
+        return min(g.tensors[x].nbytes, g.tensors[y].nbytes)
+    return 0
+
+
+def staging_budget(mode: str, pool: int, live: int, flash: FlashModel) -> int:
+    """Staging bytes a layer may add at its step:
+    ram: the pool's bytes already free at that step (the pool does not grow);
+    balanced: those plus 1/BALANCED_SHARE of the region's room left after the pool;
+    time: whatever the activation region still holds."""
+    free = max(pool - live, 0)
+    room = max(flash.ram_room - live, 0)
+    if mode == "ram":
+        return min(free, room)
+    if mode == "balanced":
+        return min(free + max(flash.ram_room - pool, 0) // BALANCED_SHARE, room)
+    return room
+
+
+def pool_limit(mode: str, pool: int, flash: FlashModel) -> int:
+    """The largest pool a mode accepts after staging (`staging_budget` at a step with no free
+    bytes): ram the unstaged pool, balanced that plus its share of the room, time the room."""
+    return pool + staging_budget(mode, pool, pool, flash) if mode != "time" else max(flash.ram_room, pool)
+
+
+def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> list[tuple[Op, dict]]:
+    """Set conv2d_s8's `stage_oc` (and the staged table kernel) on the layers where staging
+    saves estimated cycles on this board within the mode's RAM budget; `plan` is the plan made
+    without staging (its free bytes per step). Returns the staged ops, each with what
+    `unstage` needs to put it back (empty: nothing changed)."""
+    if flash is None or flash.wait_states <= 0:
+        return []
+    live = _step_live(plan, g)
+    staged: list[tuple[Op, dict]] = []
+    for idx, op in enumerate(g.ops):
+        budget = staging_budget(mode, plan.pool_size, live.get(idx, plan.pool_size), flash)
+        before = {"kernel": op.kernel, "inputs": list(op.inputs), "attrs": dict(op.attrs), "scratch": op.scratch}
+        if op.kernel == "conv2d_s8":
+            best = min(_conv_candidates(op, g, flash, budget, _lost_overlap(plan, g, op)),
+                       key=lambda c: c.cycles)
+            if best.stage_oc:
+                _stage_conv(g, op, best)
+                staged.append((op, before))
+        elif (op.kernel or "").startswith("depthwise_conv2d_3x3"):
+            # per channel 40 B once per band; staged: once per group (G * 40 B of scratch)
+            group = 2 if "_g2" in (op.kernel or "") else 4
+            bands, consts = _dw3_bands(op.attrs), sum(_nbytes(g, i) for i in _consts(op, g))
+            gain = flash.stalls((bands - 1) * consts) if consts > flash.cache_bytes else 0
+            cost = consts // 4 * 2
+            if bands > 1 and group * 40 <= budget and gain > cost:
+                op.attrs["stage"] = 1
+                op.scratch = int(op.scratch or 0) + group * 40
+                staged.append((op, before))
+        elif op.kernel in STAGED_LUT:
+            tables = sum(_nbytes(g, i) for i in _consts(op, g))
+            reads = flash_reads(op, g)
+            gain = flash.stalls(reads) if tables > flash.cache_bytes else 0
+            cost = tables // 4 * 2 + flash.stalls(tables)
+            if tables <= budget and gain > cost:
+                op.kernel = STAGED_LUT[op.kernel]
+                op.scratch = tables
+                staged.append((op, before))
+    return staged
+
+
+def unstage(op: Op, before: dict) -> None:
+    """Put a staged op back as it was (its constants: the original ones, still in the graph)."""
+    op.kernel, op.inputs, op.attrs, op.scratch = before["kernel"], before["inputs"], before["attrs"], before["scratch"]
+
+
+def blocked(op: Op) -> bool:
+    """A conv2d_s8 staged in several blocks (its input and output can no longer overlap)."""
+    s = int(op.attrs.get("stage_oc", 0)) if op.kernel == "conv2d_s8" else 0
+    return s > 0 and _block(op.attrs, s) < int(op.attrs["out_c"])
+
+
+def _stage_conv(g: Graph, op: Op, c: _Cand) -> None:
+    """Stage the layer: int8 layout in flash (undoing an int16 one), w16 = the staged copy's."""
+    t = g.tensors[op.inputs[1]]
+    assert t.data is not None
+    if t.dtype == "int16":  # back to the int8 layout: each group {w0,w2,w1,w3} -> {w0..w3}
+        w8 = np.asarray(t.data, np.int16).reshape(-1, 4)[:, [0, 2, 1, 3]].astype(np.int8).reshape(-1)
+        op.inputs[1] = g.add_const(t.name.removesuffix("_s16") + "_s8", w8)
+    op.attrs["w16"] = c.w16
+    op.attrs["stage_oc"] = c.stage_oc
+    op.scratch = int(op.scratch or 0) + conv_stage_bytes(op.attrs)
+
+
+def staging_rows(g: Graph) -> list[dict[str, object]]:
+    """Per conv2d_s8 / staged table op, for analyze: staged or not, block, staging bytes, flash
+    bytes read per inference."""
+    rows = []
+    for op in g.ops:
+        if op.kernel == "conv2d_s8":
+            s = int(op.attrs.get("stage_oc", 0))
+            rows.append({"op": op.index, "kernel": op.kernel, "staged": s > 0,
+                         "block": _block(op.attrs, s) if s else 0,
+                         "blocks": -(-int(op.attrs["out_c"]) // _block(op.attrs, s)) if s else 0,
+                         "staging_bytes": conv_stage_bytes(op.attrs),
+                         "inner": "int16" if op.attrs.get("w16") else "int8",
+                         "flash_reads": flash_reads(op, g)})
+        elif (op.kernel or "").startswith("depthwise_conv2d_3x3"):
+            st = bool(op.attrs.get("stage"))
+            rows.append({"op": op.index, "kernel": op.kernel, "staged": st, "block": 0, "blocks": 0,
+                         "staging_bytes": (2 if "_g2" in op.kernel else 4) * 40 if st else 0, "inner": "",
+                         "flash_reads": flash_reads(op, g)})
+        elif op.kernel in STAGED_LUT or op.kernel in STAGED_LUT.values():
+            staged = op.kernel in STAGED_LUT.values()
+            rows.append({"op": op.index, "kernel": op.kernel, "staged": staged, "block": 0, "blocks": 0,
+                         "staging_bytes": int(op.scratch or 0) if staged else 0, "inner": "",
+                         "flash_reads": flash_reads(op, g)})
+    return rows
