@@ -97,6 +97,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from stm32ai.graphjson import write_artifact
     from stm32ai.outputs import check_output_dir, mark_generated, publish_dir, staging_dir
 
+    if args.into is not None:
+        return _generate_into(args)
+    if args.dry_run:
+        raise Stm32aiError("--dry-run goes with --into (it shows what --into would change)")
     paths = [_model_path(m) for m in args.models]
     names = model_names(args.name, args.models)
     base = names[0] if len(names) == 1 else "_".join(names)
@@ -132,6 +136,93 @@ def cmd_generate(args: argparse.Namespace) -> int:
             publish_dir(stage, out)
     print(_generated_line(out, names, cs, getattr(args, "shared_activations", False)))
     return 0
+
+
+def _generate_into(args: argparse.Namespace) -> int:
+    """`generate MODEL --into PROJECT`: the model as a component of the user's project
+    (stm32ai.project.into, docs/into.md)."""
+    import hashlib
+
+    from stm32ai.emitter import NAMED_SECTIONS, STOCK_SECTIONS, emit_c
+    from stm32ai.graphjson import activation_pools as pools_of
+    from stm32ai.project import into
+
+    if len(args.models) != 1:
+        raise Stm32aiError("--into takes one model (a project with several models: not supported yet; use "
+                           "--c-only for the others)")
+    for opt, val in (("--c-only", args.c_only), ("-o", args.output), ("--force", args.force),
+                     ("--shared-activations", args.shared_activations), ("--validation", args.validation)):
+        if val:
+            raise Stm32aiError(f"{opt} does not go with --into (the component goes to PROJECT/{into.COMPONENT}/)")
+    path = _model_path(args.models[0])
+    name = model_names(args.name, args.models)[0]
+    project = into.detect_project(Path(args.into))
+    if args.board:
+        from stm32ai.boards import load_board
+        from stm32ai.project.build import place_model, pool_list
+
+        board = load_board(args.board)
+        target = f"board {args.board} ({board.mcu})"
+    else:
+        mcu = into.detect_mcu(project.root)
+        target = mcu.describe()
+    with _progress() as prog:
+        prog.add_task("compiling model", total=None)
+        c = _compile(args, name, model=str(path))
+    r = _report(c)
+    if args.board:
+        place_model(board, c, pool_list(args.activations_pool), pool_list(args.weights_pool))
+        if len(pools_of(c.doc)) > 1:
+            raise Stm32aiError(f"the activations ({r.activations_bytes:,} B) fit no single memory region of "
+                               f"{args.board}: --into places one pool; reduce the model or choose a larger MCU")
+    else:
+        _fits_mcu(mcu, r.weights_bytes, r.activations_bytes)
+    sections = NAMED_SECTIONS if args.named_sections else STOCK_SECTIONS
+    inputs = {"model_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "name": name,
+              "tool_version": __version__, "sections": list(sections), "target": target,
+              "options": {k: getattr(args, k, None) for k in ("optimization", "no_prune", "no_inputs_allocation",
+                                                              "no_outputs_allocation", "activations_pool",
+                                                              "weights_pool")}}
+    plan = into.plan_into(project, name, inputs)
+    print(f"project: {project.root} ({_KIND_NAMES[project.kind]}, {project.build_file.name}); target: {target}")
+    for line in plan.describe():
+        print(f"  {line}")
+    if args.dry_run:
+        print("dry run: nothing written")
+        return 0
+    if not plan.changed:
+        print("up to date: nothing changed")
+        return 0
+
+    def emit(stage: Path) -> None:
+        emit_c(c.doc, c.params, name, stage, sections=sections)
+        into.component_files(stage, name, inputs)
+
+    into.apply_plan(plan, emit)
+    print(f"added model '{name}' to {project.root}: {len(r.layers)} layers, weights {r.weights_bytes:,} B "
+          f"(section {sections[0]}), activations {r.activations_bytes:,} B (section {sections[1]})")
+    return 0
+
+
+_KIND_NAMES = {"cmake": "CMake", "cubeide": "STM32CubeIDE", "make": "Makefile"}
+
+
+def _report(c: Any) -> Any:
+    from stm32ai.report import build_report
+
+    return build_report(c)
+
+
+def _fits_mcu(mcu: Any, weights: int, activations: int) -> None:
+    """--into without --board: the budget of the project's linker script (generator's reserves)."""
+    from stm32ai.project.generator import CODE_RESERVE, DATA_RESERVE
+
+    if mcu.flash_bytes is not None and weights > mcu.flash_bytes - CODE_RESERVE:
+        raise Stm32aiError(f"weights ({weights:,} B) do not fit the flash of {mcu.describe()} with "
+                           f"{CODE_RESERVE // 1024} KiB kept for code: reduce the model or choose a larger MCU")
+    if mcu.ram_bytes is not None and activations > mcu.ram_bytes - DATA_RESERVE:
+        raise Stm32aiError(f"activations ({activations:,} B) do not fit the RAM of {mcu.describe()} with "
+                           f"{DATA_RESERVE // 1024} KiB kept for data: reduce the model or choose a larger MCU")
 
 
 def _emit_several(args: argparse.Namespace, names: list[str], cs: list[Any], stage: Path) -> None:
@@ -461,6 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "them one after another) instead of one pool each")
     g.add_argument("--c-only", action="store_true", help="emit only the model C files and runtime")
     g.add_argument("--force", action="store_true", help="replace a non-empty output directory")
+    g.add_argument("--into", metavar="PROJECT_DIR",
+                   help="add the model as a component (PROJECT_DIR/stm32ai/) to your CubeMX CMake, STM32CubeIDE or "
+                        "Makefile project, wired in between markers; run again to update it (docs/into.md)")
+    g.add_argument("--dry-run", action="store_true", help="with --into: show what would change, write nothing")
+    g.add_argument("--named-sections", action="store_true",
+                   help="with --into: weights in .nn_weights, the pool in .nn_activations (your linker script "
+                        "places them) instead of .rodata.nn_weights / .bss.nn_activations")
     g.add_argument("--validation", action="store_true",
                    help="emulated boards: the demo serves the validation protocol after its self-test "
                         "(hardware boards always do)")
