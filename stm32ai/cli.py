@@ -285,6 +285,25 @@ def _generated_line(out: Path, names: list[str], cs: list[Any], shared: bool) ->
             + f"; activation RAM {total:,} B ({how})")
 
 
+def cmd_check_map(args: argparse.Namespace) -> int:
+    from stm32ai.project.mapcheck import check_placement, read_map
+
+    map_path = Path(args.map)
+    if not map_path.is_file():
+        raise Stm32aiError(f"map file '{args.map}' not found (link with -Wl,-Map=FILE)")
+    elf = Path(args.elf) if args.elf else map_path.with_suffix(".elf")
+    if args.elf and not elf.is_file():
+        raise Stm32aiError(f"ELF '{args.elf}' not found")
+    found = read_map(map_path, elf if elf.is_file() else None)
+    for p in found:
+        print(p.line())
+    problems = check_placement(found, args.weights_in_ram)
+    if problems:
+        raise CheckFailed("placement check failed: " + "; ".join(problems))
+    print("placement: ok")
+    return 0
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from stm32ai.outputs import check_output_file, write_text_atomic
     from stm32ai.report import add_pruning, build_report, render_html, render_pruning, render_table
@@ -633,6 +652,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--baud", type=int, default=115200)
     m.add_argument("--timeout", type=_seconds(True), default=0.0, help="stop after this many seconds (0: never)")
     m.set_defaults(fn=cmd_monitor)
+
+    k = sub.add_parser("check-map", help="where the model's weights and pools landed in a linked firmware "
+                       "(a GNU ld map file); exit 1 if a pool has a load image or weights sit in RAM")
+    k.add_argument("map", help="the link's map file (-Wl,-Map=FILE); the ELF beside it is read too when present")
+    k.add_argument("--elf", help="the linked ELF (default: the map's name with .elf, if it exists)")
+    k.add_argument("--weights-in-ram", action="store_true", help="weights in RAM were asked for: not a failure")
+    k.set_defaults(fn=cmd_check_map)
 
     b = sub.add_parser("boards", help="list the supported boards")
     b.add_argument("--json", action="store_true")
