@@ -101,6 +101,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return _generate_into(args)
     if args.dry_run:
         raise Stm32aiError("--dry-run goes with --into (it shows what --into would change)")
+    norm = _normalization(args)
+    if norm is not None and not (args.c_only and len(args.models) == 1):
+        raise Stm32aiError("--input-normalization goes with --into or --c-only, one model")
     paths = [_model_path(m) for m in args.models]
     names = model_names(args.name, args.models)
     base = names[0] if len(names) == 1 else "_".join(names)
@@ -128,7 +131,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                     place_model(load_board(args.board), c, pool_list(args.activations_pool),
                                 pool_list(args.weights_pool))
                 write_artifact(stage, c.doc, c.params)
-                emit_c(c.doc, c.params, names[0], stage)
+                emit_c(c.doc, c.params, names[0], stage, input_normalization=norm)
             else:
                 prog.update(task, description="generating project")
                 _generate_project(args, paths, names, cs, stage)
@@ -136,6 +139,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             publish_dir(stage, out)
     print(_generated_line(out, names, cs, getattr(args, "shared_activations", False)))
     return 0
+
+
+def _normalization(args: argparse.Namespace) -> Any:
+    from stm32ai.emitter.io_helpers import parse_normalization
+
+    return parse_normalization(args.input_normalization) if args.input_normalization else None
 
 
 def _generate_into(args: argparse.Namespace) -> int:
@@ -178,7 +187,9 @@ def _generate_into(args: argparse.Namespace) -> int:
     else:
         _fits_mcu(mcu, r.weights_bytes, r.activations_bytes)
     sections = NAMED_SECTIONS if args.named_sections else STOCK_SECTIONS
+    norm = _normalization(args)
     inputs = {"model_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "name": name,
+              "input_normalization": norm,
               "tool_version": __version__, "sections": list(sections), "target": target,
               "options": {k: getattr(args, k, None) for k in ("optimization", "no_prune", "no_inputs_allocation",
                                                               "no_outputs_allocation", "activations_pool",
@@ -195,7 +206,7 @@ def _generate_into(args: argparse.Namespace) -> int:
         return 0
 
     def emit(stage: Path) -> None:
-        emit_c(c.doc, c.params, name, stage, sections=sections)
+        emit_c(c.doc, c.params, name, stage, sections=sections, input_normalization=norm)
         into.component_files(stage, name, inputs)
 
     into.apply_plan(plan, emit)
@@ -575,6 +586,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add the model as a component (PROJECT_DIR/stm32ai/) to your CubeMX CMake, STM32CubeIDE or "
                         "Makefile project, wired in between markers; run again to update it (docs/into.md)")
     g.add_argument("--dry-run", action="store_true", help="with --into: show what would change, write nothing")
+    g.add_argument("--input-normalization", metavar="OFFSET:SCALE[,...]",
+                   help="with --into or --c-only: <name>_input_from_u8 maps a byte u to the real value "
+                        "(u - OFFSET) * SCALE (one pair, or one per channel = the input's last dimension), "
+                        "then quantises it as TFLite does; e.g. 127.5:0.0078125 for [-1, 1]")
     g.add_argument("--named-sections", action="store_true",
                    help="with --into: weights in .nn_weights, the pool in .nn_activations (your linker script "
                         "places them) instead of .rodata.nn_weights / .bss.nn_activations")
