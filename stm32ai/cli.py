@@ -99,8 +99,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.into is not None:
         return _generate_into(args)
-    if args.dry_run:
-        raise Stm32aiError("--dry-run goes with --into (it shows what --into would change)")
+    if args.dry_run and not args.update:
+        raise Stm32aiError("--dry-run goes with --into or --update (it shows what they would change)")
+    if args.update and (args.c_only or args.force or not args.output):
+        raise Stm32aiError("--update regenerates an existing firmware project: give it with -o DIR (not with "
+                           "--c-only or --force)")
     norm = _normalization(args)
     if norm is not None and not (args.c_only and len(args.models) == 1):
         raise Stm32aiError("--input-normalization goes with --into or --c-only, one model")
@@ -108,7 +111,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     names = model_names(args.name, args.models)
     base = names[0] if len(names) == 1 else "_".join(names)
     out = Path(args.output or (f"{base}_c" if args.c_only else f"{base}_{args.board or 'project'}"))
-    check_output_dir(out, args.force, inputs=paths)
+    if args.update:
+        from stm32ai.outputs import is_generated
+
+        if not (out.is_dir() and is_generated(out)) or out.is_symlink():
+            raise Stm32aiError(f"--update: '{out}' is not a project stm32ai generated")
+        check_output_dir(out, True, inputs=paths)
+    else:
+        check_output_dir(out, args.force, inputs=paths)
+        if args.force and not args.c_only:
+            _refuse_losing_edits(out)
     if not args.c_only and not args.board:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
@@ -133,11 +145,46 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 write_artifact(stage, c.doc, c.params)
                 emit_c(c.doc, c.params, names[0], stage, input_normalization=norm)
             else:
+                from stm32ai.project.regen import record_files
+
                 prog.update(task, description="generating project")
                 _generate_project(args, paths, names, cs, stage)
+                record_files(stage)
             mark_generated(stage)
+            if args.update:
+                prog.stop()
+                return _update_project(stage, out, args.dry_run)
             publish_dir(stage, out)
     print(_generated_line(out, names, cs, getattr(args, "shared_activations", False)))
+    return 0
+
+
+def _refuse_losing_edits(out: Path) -> None:
+    """--force replaces a project: not when the user edited files stm32ai recorded (regen.FILES)."""
+    from stm32ai.project.regen import edited_files
+
+    edited = edited_files(out)  # [] for projects of older versions (no record): replaced as before
+    if edited:
+        raise Stm32aiError(f"'{out}' has files you edited ({', '.join(edited[:5])}"
+                           f"{', ...' if len(edited) > 5 else ''}): --force would discard them; use --update "
+                           "(keeps your edits) or move them away")
+
+
+def _update_project(stage: Path, out: Path, dry_run: bool) -> int:
+    from stm32ai.project.regen import apply_update, plan_update
+
+    actions = plan_update(stage, out)
+    shown = [a for a in actions if a.what != "unchanged"]
+    for a in shown:
+        print(f"  {a.line()}")
+    conflicts = sum(a.what == "conflict" for a in actions)
+    if dry_run:
+        print(f"dry run: nothing written ({len(shown)} change(s), {conflicts} conflict(s))")
+        return 0
+    apply_update(stage, out, actions)
+    print(f"updated {out}: {sum(a.what in ('create', 'update', 'remove') for a in actions)} file(s) changed, "
+          f"{sum(a.what == 'kept' for a in actions)} kept with your edits, {conflicts} conflict(s)"
+          + (" (merge each <file>.stm32ai-new into <file>, then delete it)" if conflicts else ""))
     return 0
 
 
@@ -585,7 +632,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--into", metavar="PROJECT_DIR",
                    help="add the model as a component (PROJECT_DIR/stm32ai/) to your CubeMX CMake, STM32CubeIDE or "
                         "Makefile project, wired in between markers; run again to update it (docs/into.md)")
-    g.add_argument("--dry-run", action="store_true", help="with --into: show what would change, write nothing")
+    g.add_argument("--update", action="store_true",
+                   help="regenerate the firmware project -o DIR (e.g. with a new model) keeping your edits: "
+                        "files you changed stay, a conflicting new version is written beside as "
+                        "<file>.stm32ai-new (docs/project.md, \"Regenerating\")")
+    g.add_argument("--dry-run", action="store_true", help="with --into or --update: show what would change, "
+                   "write nothing")
     g.add_argument("--input-normalization", metavar="OFFSET:SCALE[,...]",
                    help="with --into or --c-only: <name>_input_from_u8 maps a byte u to the real value "
                         "(u - OFFSET) * SCALE (one pair, or one per channel = the input's last dimension), "
