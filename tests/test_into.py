@@ -216,3 +216,53 @@ def test_makefile_builds_o0_and_release_and_named_sections_are_caught(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     out = check_map(p / "build" / "f746_app.map", ok=False)
     assert "pool network_activations has a load image in output section .nn_activations" in out
+
+
+def managed_build(project: Path, config: str) -> Path:
+    """What STM32CubeIDE's managed build does with a .cproject configuration, enough to check that
+    the wiring suffices: every .c/.s under the configuration's source folders, compiled from the
+    build folder PROJECT/<config> with its include paths, symbols, optimisation level and core
+    options, then linked with its linker script. Returns the map file."""
+    root = ET.fromstring((project / ".cproject").read_text().split("?>", 2)[-1])
+    cfg = next(c for c in root.iter("configuration") if c.get("name") == config)
+    opts = {o.get("superClass", "").rsplit(".option.", 1)[-1]: o for o in cfg.iter("option")}
+    level = opts["optimization.level"].get("value").rsplit(".", 1)[-1]            # o0, os, ...
+    incs = [v.get("value") for v in opts["includepaths"].iter("listOptionValue")]
+    defs = [v.get("value") for v in opts["definedsymbols"].iter("listOptionValue")]
+    fpu = opts["fpu"].get("value").rsplit(".", 1)[-1]
+    abi = opts["floatabi"].get("value").rsplit(".", 1)[-1]
+    script = opts["script"].get("value").split("}/", 1)[-1].rstrip("}")
+    folders = [e.get("name") for e in cfg.iter("entry") if e.get("kind") == "sourcePath"]
+    build = project / config
+    build.mkdir()
+    core = ["-mcpu=cortex-m7", f"-mfpu={fpu}", f"-mfloat-abi={abi}", "-mthumb"]
+    objs = []
+    for folder in folders:
+        for src in sorted((project / folder).rglob("*")):
+            if src.suffix not in (".c", ".s"):
+                continue
+            obj = build / (str(src.relative_to(project)).replace("/", "_") + ".o")
+            flags = (["-x", "assembler-with-cpp"] if src.suffix == ".s" else
+                     ["-std=gnu11", "-O" + level[1:], "-g3", "-Wall", "-ffunction-sections", "-fdata-sections",
+                      *(f"-D{d}" for d in defs), *(f"-I{i}" for i in incs)])
+            r = subprocess.run(["arm-none-eabi-gcc", *core, *flags, "-c", str(src), "-o", str(obj)], cwd=build,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, f"{config} {src}: {r.stderr[:2000]}"
+            objs.append(str(obj))
+    out = build / "app.elf"
+    r = subprocess.run(["arm-none-eabi-gcc", *core, *objs, f"-T{project / script}", "--specs=nano.specs",
+                        "-Wl,--gc-sections", f"-Wl,-Map={build / 'app.map'}", "-o", str(out)],
+                       cwd=build, capture_output=True, text=True)
+    assert r.returncode == 0, f"{config} link: {r.stderr[:2000]}"
+    return build / "app.map"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_ARM, reason="needs arm-none-eabi-gcc")
+def test_cubeide_configurations_build(tmp_path):
+    p = make_project("cubeide", tmp_path)
+    (p / "Core" / "Startup").mkdir()
+    (p / "startup_stm32f746xx.s").rename(p / "Core" / "Startup" / "startup_stm32f746xx.s")  # CubeIDE's place
+    into_cli(MODEL_A, p)
+    for config in ("Debug", "Release"):  # -O0 -g3 and -Os, as the fixture's configurations say
+        assert_placed(check_map(managed_build(p, config), ok=True))
