@@ -104,6 +104,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.update and (args.c_only or args.force or not args.output):
         raise Stm32aiError("--update regenerates an existing firmware project: give it with -o DIR (not with "
                            "--c-only or --force)")
+    if args.named_sections and not args.c_only:
+        raise Stm32aiError("--named-sections goes with --into or --c-only (a firmware project's own linker script "
+                           "always places .nn_weights / .nn_activations)")
     norm = _normalization(args)
     if norm is not None and not (args.c_only and len(args.models) == 1):
         raise Stm32aiError("--input-normalization goes with --into or --c-only, one model")
@@ -143,7 +146,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                     place_model(load_board(args.board), c, pool_list(args.activations_pool),
                                 pool_list(args.weights_pool))
                 write_artifact(stage, c.doc, c.params)
-                emit_c(c.doc, c.params, names[0], stage, input_normalization=norm)
+                emit_c(c.doc, c.params, names[0], stage, input_normalization=norm, sections=_sections(args))
             else:
                 from stm32ai.project.regen import record_files
 
@@ -188,6 +191,14 @@ def _update_project(stage: Path, out: Path, dry_run: bool) -> int:
     return 0
 
 
+def _sections(args: argparse.Namespace) -> tuple[str, str]:
+    """--c-only and --into: the C goes into the user's project, whose linker script is a stock one
+    unless --named-sections says it places .nn_weights / .nn_activations itself (docs/into.md)."""
+    from stm32ai.emitter import NAMED_SECTIONS, STOCK_SECTIONS
+
+    return NAMED_SECTIONS if args.named_sections else STOCK_SECTIONS
+
+
 def _normalization(args: argparse.Namespace) -> Any:
     from stm32ai.emitter.io_helpers import parse_normalization
 
@@ -199,7 +210,7 @@ def _generate_into(args: argparse.Namespace) -> int:
     (stm32ai.project.into, docs/into.md)."""
     import hashlib
 
-    from stm32ai.emitter import NAMED_SECTIONS, STOCK_SECTIONS, emit_c
+    from stm32ai.emitter import emit_c
     from stm32ai.graphjson import activation_pools as pools_of
     from stm32ai.project import into
 
@@ -233,7 +244,7 @@ def _generate_into(args: argparse.Namespace) -> int:
                                f"{args.board}: --into places one pool; reduce the model or choose a larger MCU")
     else:
         _fits_mcu(mcu, r.weights_bytes, r.activations_bytes)
-    sections = NAMED_SECTIONS if args.named_sections else STOCK_SECTIONS
+    sections = _sections(args)
     norm = _normalization(args)
     inputs = {"model_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "name": name,
               "input_normalization": norm,
@@ -298,11 +309,12 @@ def _emit_several(args: argparse.Namespace, names: list[str], cs: list[Any], sta
         from stm32ai.boards import load_board
 
         place_models(load_board(args.board), cs, pools)
+    sections = _sections(args)
     for n, c in zip(names, cs, strict=True):
-        emit_c(c.doc, c.params, n, stage, builtin_pool=not pools.shared)
+        emit_c(c.doc, c.params, n, stage, builtin_pool=not pools.shared, sections=sections)
         write_artifact(stage / "artifact" / n, c.doc, c.params)
     act = activations_total([build_report(c).activations_bytes for c in cs], pools.shared)
-    write_model_table(stage, names, pools.shared, act, __version__)
+    write_model_table(stage, names, pools.shared, act, __version__, sections[1])
 
 
 def _generate_project(args: argparse.Namespace, paths: list[Path], names: list[str], cs: list[Any],
@@ -643,8 +655,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(u - OFFSET) * SCALE (one pair, or one per channel = the input's last dimension), "
                         "then quantises it as TFLite does; e.g. 127.5:0.0078125 for [-1, 1]")
     g.add_argument("--named-sections", action="store_true",
-                   help="with --into: weights in .nn_weights, the pool in .nn_activations (your linker script "
-                        "places them) instead of .rodata.nn_weights / .bss.nn_activations")
+                   help="with --into or --c-only: weights in .nn_weights, the pool in .nn_activations (your linker "
+                        "script places them) instead of .rodata.nn_weights / .bss.nn_activations, which a stock "
+                        "linker script puts in flash and zero-initialised RAM")
     g.add_argument("--validation", action="store_true",
                    help="emulated boards: the demo serves the validation protocol after its self-test "
                         "(hardware boards always do)")
