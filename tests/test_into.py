@@ -103,6 +103,14 @@ def test_cproject_every_configuration_carries_the_component():
         assert "stm32ai" in [e.get("name") for e in cfg.iter("entry") if e.get("kind") == "sourcePath"]
 
 
+def test_cproject_saved_by_the_ide_without_markers_gets_no_duplicates():
+    wired = into.wire_cproject((PROJECTS / "cubeide" / ".cproject").read_text())
+    saved = "\n".join(ln for ln in wired.splitlines() if "stm32ai:" not in ln and "<<< stm32ai" not in ln) + "\n"
+    again = into.wire_cproject(saved)
+    assert again == saved  # every entry is there already: nothing added
+    assert again.count('value="../stm32ai"') == 2 and again.count('name="stm32ai"') == 2
+
+
 def test_mcu_from_ioc_cproject_and_linker_script(tmp_path):
     cm = make_project("cubemx_cmake", tmp_path)
     m = into.detect_mcu(cm)

@@ -301,14 +301,6 @@ def wire_cproject(text: str) -> str:
         raise Stm32aiError(".cproject has no configuration with <sourceEntries>: open the project once in "
                            "STM32CubeIDE (it writes them), then run again")
 
-    def inc(m: re.Match) -> str:
-        if m.group(2) == "/":
-            raise Stm32aiError(".cproject: a configuration's include-path option is empty (<option .../>): add "
-                               "any include path in STM32CubeIDE once, then run again")
-        vals = "".join(f'{nl}<listOptionValue builtIn="false" value="{v}"/>'
-                       for v in (f"../{COMPONENT}", f"../{COMPONENT}/runtime/include"))
-        return f"{m.group(1)}>{nl}{xml_b}{vals}{nl}{xml_e}"  # the option's own line break follows
-
     entry = f'<entry flags="VALUE_WORKSPACE_PATH|RESOLVED" kind="sourcePath" name="{COMPONENT}"/>'
     src_block = f"{nl}{xml_b}{nl}{entry}{nl}{xml_e}"
     out = []
@@ -317,10 +309,24 @@ def wire_cproject(text: str) -> str:
             if not _INCLUDE_OPT.search(chunk):
                 raise Stm32aiError(".cproject: a configuration has no C compiler include-path option: add any "
                                    "include path in STM32CubeIDE once, then run again")
-            chunk = _INCLUDE_OPT.sub(inc, chunk)
-            chunk = _SOURCE_ENTRIES.sub(lambda m: m.group(0) + src_block, chunk)
+            # STM32CubeIDE drops XML comments when it saves the project: entries it kept without
+            # our markers are not added twice
+            missing = [v for v in (f"../{COMPONENT}", f"../{COMPONENT}/runtime/include")
+                       if f'value="{v}"' not in chunk]
+            if missing:
+                chunk = _INCLUDE_OPT.sub(lambda m, vs=missing: _include_block(m, vs, nl, xml_b, xml_e), chunk)
+            if f'kind="sourcePath" name="{COMPONENT}"' not in chunk:
+                chunk = _SOURCE_ENTRIES.sub(lambda m: m.group(0) + src_block, chunk)
         out.append(chunk)
     return "".join(out)
+
+
+def _include_block(m: re.Match, values: list[str], nl: str, xml_b: str, xml_e: str) -> str:
+    if m.group(2) == "/":
+        raise Stm32aiError(".cproject: a configuration's include-path option is empty (<option .../>): add "
+                           "any include path in STM32CubeIDE once, then run again")
+    vals = "".join(f'{nl}<listOptionValue builtIn="false" value="{v}"/>' for v in values)
+    return f"{m.group(1)}>{nl}{xml_b}{vals}{nl}{xml_e}"  # the option's own line break follows
 
 
 # ---- the plan -----------------------------------------------------------------------------------
