@@ -206,27 +206,29 @@ def _normalization(args: argparse.Namespace) -> Any:
 
 
 def _generate_into(args: argparse.Namespace) -> int:
-    """`generate MODEL --into PROJECT`: the model as a component of the user's project
+    """`generate MODEL... --into PROJECT`: the model(s) as one component of the user's project
     (stm32ai.project.into, docs/into.md)."""
     import hashlib
 
     from stm32ai.emitter import emit_c
     from stm32ai.graphjson import activation_pools as pools_of
     from stm32ai.project import into
+    from stm32ai.project.build import activations_total
 
-    if len(args.models) != 1:
-        raise Stm32aiError("--into takes one model (a project with several models: not supported yet; use "
-                           "--c-only for the others)")
     for opt, val in (("--c-only", args.c_only), ("-o", args.output), ("--force", args.force),
-                     ("--shared-activations", args.shared_activations), ("--validation", args.validation)):
+                     ("--validation", args.validation), ("--update", args.update)):
         if val:
             raise Stm32aiError(f"{opt} does not go with --into (the component goes to PROJECT/{into.COMPONENT}/)")
-    path = _model_path(args.models[0])
-    name = model_names(args.name, args.models)[0]
+    paths = [_model_path(m) for m in args.models]
+    names = model_names(args.name, args.models)
+    norm = _normalization(args)
+    if norm is not None and len(paths) > 1:
+        raise Stm32aiError("--input-normalization goes with one model")
+    lib = names[0] if len(names) == 1 else "models"   # the library: stm32ai::<name>, stm32ai::models
     project = into.detect_project(Path(args.into))
     if args.board:
         from stm32ai.boards import load_board
-        from stm32ai.project.build import place_model, pool_list
+        from stm32ai.project.build import place_models
 
         board = load_board(args.board)
         target = f"board {args.board} ({board.mcu})"
@@ -234,25 +236,28 @@ def _generate_into(args: argparse.Namespace) -> int:
         mcu = into.detect_mcu(project.root)
         target = mcu.describe()
     with _progress() as prog:
-        prog.add_task("compiling model", total=None)
-        c = _compile(args, name, model=str(path))
-    r = _report(c)
+        prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
+        cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
+    rs = [_report(c) for c in cs]
+    shared = bool(args.shared_activations) and len(cs) > 1
+    act = activations_total([r.activations_bytes for r in rs], shared)
+    wts = sum(r.weights_bytes for r in rs)
     if args.board:
-        place_model(board, c, pool_list(args.activations_pool), pool_list(args.weights_pool))
-        if len(pools_of(c.doc)) > 1:
-            raise Stm32aiError(f"the activations ({r.activations_bytes:,} B) fit no single memory region of "
-                               f"{args.board}: --into places one pool; reduce the model or choose a larger MCU")
+        place_models(board, cs, _pools(args))
+        if any(len(pools_of(c.doc)) > 1 for c in cs):
+            raise Stm32aiError(f"the activations fit no single memory region of {args.board}: --into places "
+                               "one pool per model; reduce the model or choose a larger MCU")
     else:
-        _fits_mcu(mcu, r.weights_bytes, r.activations_bytes)
+        _fits_mcu(mcu, wts, act)
     sections = _sections(args)
-    norm = _normalization(args)
-    inputs = {"model_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "name": name,
-              "input_normalization": norm,
+    inputs = {"models": [{"name": n, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                         for n, p in zip(names, paths, strict=True)],
+              "input_normalization": norm, "shared_activations": shared,
               "tool_version": __version__, "sections": list(sections), "target": target,
               "options": {k: getattr(args, k, None) for k in ("optimization", "no_prune", "no_inputs_allocation",
                                                               "no_outputs_allocation", "activations_pool",
                                                               "weights_pool")}}
-    plan = into.plan_into(project, name, inputs)
+    plan = into.plan_into(project, lib, inputs)
     print(f"project: {project.root} ({_KIND_NAMES[project.kind]}, {project.build_file.name}); target: {target}")
     for line in plan.describe():
         print(f"  {line}")
@@ -264,12 +269,21 @@ def _generate_into(args: argparse.Namespace) -> int:
         return 0
 
     def emit(stage: Path) -> None:
-        emit_c(c.doc, c.params, name, stage, sections=sections, input_normalization=norm)
-        into.component_files(stage, name, inputs)
+        for n, c in zip(names, cs, strict=True):
+            emit_c(c.doc, c.params, n, stage, builtin_pool=not shared, sections=sections, input_normalization=norm,
+                   with_runtime=n == names[0])
+        if len(cs) > 1:  # the descriptor table ai_models.c/.h (and the shared pool), as --c-only writes it
+            from stm32ai.project.generator import write_model_table
+
+            write_model_table(stage, names, shared, act, __version__, sections[1])
+        into.component_files(stage, lib, inputs)
 
     into.apply_plan(plan, emit)
-    print(f"added model '{name}' to {project.root}: {len(r.layers)} layers, weights {r.weights_bytes:,} B "
-          f"(section {sections[0]}), activations {r.activations_bytes:,} B (section {sections[1]})")
+    for n, r in zip(names, rs, strict=True):
+        print(f"added model '{n}' to {project.root}: {len(r.layers)} layers, weights {r.weights_bytes:,} B "
+              f"(section {sections[0]}), activations {r.activations_bytes:,} B (section {sections[1]})")
+    if len(cs) > 1:
+        print(f"library stm32ai::{lib}; activation RAM {act:,} B ({'one shared pool' if shared else 'one pool each'})")
     return 0
 
 

@@ -274,3 +274,24 @@ def test_cubeide_configurations_build(tmp_path):
     into_cli(MODEL_A, p)
     for config in ("Debug", "Release"):  # -O0 -g3 and -Os, as the fixture's configurations say
         assert_placed(check_map(managed_build(p, config), ok=True))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_ARM or shutil.which("make") is None, reason="needs arm-none-eabi-gcc and make")
+def test_two_models_one_component(tmp_path):
+    p = make_project("makefile", tmp_path)
+    r = stm32ai_cli("generate", str(MODEL_A), str(MODEL_B), "--name", "network,kws", "--shared-activations",
+                    "--into", str(p), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    comp = p / "stm32ai"
+    assert {"network.c", "kws.c", "ai_models.c", "ai_models.h"} <= {f.name for f in comp.iterdir()}
+    assert 'AI_SECTION(".bss.nn_activations")' in (comp / "ai_models.c").read_text()  # the shared pool
+    assert "stm32ai_models" in (comp / "CMakeLists.txt").read_text()
+    mk = (comp / "stm32ai.mk").read_text()
+    assert "$(STM32AI_DIR)/kws.c" in mk and "$(STM32AI_DIR)/ai_models.c" in mk
+    # one pool each (main.c creates `network` with its built-in pool), then build and check
+    r = stm32ai_cli("generate", str(MODEL_A), str(MODEL_B), "--name", "network,kws", "--into", str(p), cwd=ROOT)
+    assert r.returncode == 0 and "replace   stm32ai" in r.stdout and "unchanged Makefile" in r.stdout, r.stderr
+    r = subprocess.run(["make", "-j2", "OPT=-O0"], cwd=p, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert_placed(check_map(p / "build" / "f746_app.map", ok=True))
