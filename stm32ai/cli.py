@@ -108,8 +108,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise Stm32aiError("--named-sections goes with --into or --c-only (a firmware project's own linker script "
                            "always places .nn_weights / .nn_activations)")
     norm = _normalization(args)
-    if norm is not None and not (args.c_only and len(args.models) == 1):
-        raise Stm32aiError("--input-normalization goes with --into or --c-only, one model")
+    if norm is not None and len(args.models) != 1:
+        raise Stm32aiError("--input-normalization goes with one model")
     paths = [_model_path(m) for m in args.models]
     names = model_names(args.name, args.models)
     base = names[0] if len(names) == 1 else "_".join(names)
@@ -343,7 +343,7 @@ def _generate_project(args: argparse.Namespace, paths: list[Path], names: list[s
     board = load_board(args.board)
     pools = _pools(args)
     place_models(board, cs, pools)  # refuse early, before running references (may split one model)
-    models = [ProjectModel(n, c, test_vector(p, c, expected=not args.no_test_vector), p.name)
+    models = [ProjectModel(n, c, test_vector(p, c, expected=not args.no_test_vector), p.name, _normalization(args))
               for n, p, c in zip(names, paths, cs, strict=True)]
     generate_firmware_project(stage, board, models, pools, validation=args.validation, profile=args.profile)
 
@@ -665,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dry-run", action="store_true", help="with --into or --update: show what would change, "
                    "write nothing")
     g.add_argument("--input-normalization", metavar="OFFSET:SCALE[,...]",
-                   help="with --into or --c-only: <name>_input_from_u8 maps a byte u to the real value "
+                   help="one model: <name>_input_from_u8 maps a byte u to the real value "
                         "(u - OFFSET) * SCALE (one pair, or one per channel = the input's last dimension), "
                         "then quantises it as TFLite does; e.g. 127.5:0.0078125 for [-1, 1]")
     g.add_argument("--named-sections", action="store_true",
