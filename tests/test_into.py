@@ -116,8 +116,10 @@ def test_mcu_from_ioc_cproject_and_linker_script(tmp_path):
     m = into.detect_mcu(cm)
     assert (m.name, m.core, m.flash_bytes, m.ram_bytes) == ("STM32F746ZGTx", "cortex-m7", 1024 * 1024, 320 * 1024)
     assert into.detect_mcu(make_project("cubeide", tmp_path)).name == "STM32F746ZGTx"
-    mk = into.detect_mcu(make_project("makefile", tmp_path))
-    assert (mk.name, mk.flash_bytes) == ("", 1024 * 1024)
+    mk_dir = make_project("makefile", tmp_path)
+    (mk_dir / "A_RAM.ld").write_text("MEMORY\n{\n  RAM (xrw) : ORIGIN = 0x20000000, LENGTH = 64K\n}\n")
+    mk = into.detect_mcu(mk_dir)  # CubeIDE's *_RAM.ld (the program in RAM) is not the budget
+    assert (mk.name, mk.flash_bytes, mk.ram_bytes) == ("", 1024 * 1024, 320 * 1024)
     assert into.core_of("STM32G071RBTx") == "cortex-m0plus" and into.core_of("STM32U585AIIx") == "cortex-m33"
 
 
@@ -152,6 +154,18 @@ def test_into_dry_run_twice_update(kind, tmp_path):
     assert "replace   stm32ai" in r.stdout and f"unchanged {build_file}" in r.stdout
     assert snapshot(p) == user  # every file outside the component, byte for byte
     assert snapshot(p / "stm32ai", skip=None) != comp
+
+
+def test_edits_inside_the_component_are_announced_then_replaced(tmp_path):
+    p = make_project("makefile", tmp_path)
+    into_cli(MODEL_B, p)
+    f = p / "stm32ai" / "network.c"
+    f.write_text(f.read_text() + "/* mine */\n")
+    r = into_cli(MODEL_B, p, "--dry-run")
+    assert "replace   stm32ai (files in it were edited" in r.stdout and f.read_text().endswith("/* mine */\n")
+    into_cli(MODEL_B, p)
+    assert "/* mine */" not in f.read_text()
+    assert "up to date" in into_cli(MODEL_B, p).stdout
 
 
 def test_into_refuses_foreign_folder_and_bad_projects(tmp_path):

@@ -109,7 +109,7 @@ def _linker_scripts(root: Path) -> list[Path]:
         rel = p.relative_to(root).parts
         if not skip.intersection(rel[:-1]) and len(rel) <= 3:
             found.append(p)
-    return [p for p in found if "RAM.ld" not in p.name.upper()[-6:]] or found  # CubeIDE's *_RAM.ld runs from RAM
+    return [p for p in found if not p.name.upper().endswith("_RAM.LD")] or found  # CubeIDE's *_RAM.ld: runs from RAM
 
 
 def detect_mcu(root: Path) -> Mcu:
@@ -335,6 +335,7 @@ class Change:
     path: Path
     what: str                        # "create", "replace", "edit", "unchanged"
     new_text: str | None = None      # for an edited build file
+    note: str = ""
 
 
 @dataclass
@@ -345,7 +346,8 @@ class Plan:
     component_changed: bool = True
 
     def describe(self) -> list[str]:
-        return [f"{c.what:9s} {c.path.relative_to(self.project.root)}" for c in self.changes]
+        return [f"{c.what:9s} {c.path.relative_to(self.project.root)}" + (f" ({c.note})" if c.note else "")
+                for c in self.changes]
 
     @property
     def changed(self) -> bool:
@@ -365,6 +367,9 @@ def plan_into(project: Project, name: str, inputs: dict[str, object]) -> Plan:
     if state is not None and state.get("inputs") == inputs:
         plan.component_changed = False
         plan.changes.append(Change(comp, "unchanged"))
+    elif comp.exists() and (comp / MANIFEST).is_file() and state is None:
+        plan.changes.append(Change(comp, "replace", note="files in it were edited: stm32ai owns this folder, "
+                                                       "the edits are replaced"))
     else:
         plan.changes.append(Change(comp, "replace" if comp.exists() else "create"))
     text = project.build_file.read_text(encoding="utf-8", errors="surrogateescape")
