@@ -182,6 +182,11 @@ def test_into_refuses_foreign_folder_and_bad_projects(tmp_path):
     assert_one_line_error(stm32ai_cli("generate", str(MODEL_B), "--into", str(p), "-o", "x", cwd=ROOT),
                           "does not go with --into")
     assert_one_line_error(stm32ai_cli("generate", str(MODEL_B), "--c-only", "--dry-run", cwd=ROOT), "--dry-run")
+    assert_one_line_error(stm32ai_cli("generate", str(MODEL_B), "--board", "qemu-netduinoplus2", "--named-sections",
+                                      "-o", str(tmp_path / "x"), cwd=ROOT), "--named-sections")
+    (tmp_path / "x.map").write_text("not a map\n")
+    assert_one_line_error(stm32ai_cli("check-map", str(tmp_path / "x.map"), cwd=ROOT), "not a GNU ld map file")
+    assert_one_line_error(stm32ai_cli("check-map", str(tmp_path / "none.map"), cwd=ROOT), "not found")
 
 
 def test_into_refuses_a_model_too_large_for_the_linker_script(tmp_path):
