@@ -156,6 +156,14 @@ def test_into_dry_run_twice_update(kind, tmp_path):
     assert snapshot(p / "stm32ai", skip=None) != comp
 
 
+def test_options_are_part_of_the_component_inputs(tmp_path):
+    p = make_project("makefile", tmp_path)
+    into_cli(MODEL_A, p, "--input-normalization", "127.5:0.0078125")
+    assert "up to date" in into_cli(MODEL_A, p, "--input-normalization", "127.5:0.0078125").stdout
+    assert "replace   stm32ai" in into_cli(MODEL_A, p, "--input-normalization", "0:0.5").stdout
+    assert "replace   stm32ai" in into_cli(MODEL_A, p, "--input-normalization", "0:0.5", "--named-sections").stdout
+
+
 def test_edits_inside_the_component_are_announced_then_replaced(tmp_path):
     p = make_project("makefile", tmp_path)
     into_cli(MODEL_B, p)

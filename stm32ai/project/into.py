@@ -364,7 +364,7 @@ def plan_into(project: Project, name: str, inputs: dict[str, object]) -> Plan:
         raise Stm32aiError(f"{comp} exists and was not written by stm32ai (no {MARKER}): move it away or rename it")
     plan = Plan(project, comp)
     state = component_state(comp) if comp.is_dir() else None
-    if state is not None and state.get("inputs") == inputs:
+    if state is not None and state.get("inputs") == json.loads(json.dumps(inputs)):  # as stored (tuples: lists)
         plan.component_changed = False
         plan.changes.append(Change(comp, "unchanged"))
     elif comp.exists() and (comp / MANIFEST).is_file() and state is None:
