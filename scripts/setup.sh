@@ -100,6 +100,9 @@ command -v arm-none-eabi-gcc >/dev/null || need_apt+=(gcc-arm-none-eabi libnewli
 [ -d /usr/lib/arm-none-eabi/newlib ] || need_apt+=(libnewlib-arm-none-eabi)
 command -v make >/dev/null || need_apt+=(make)
 command -v cc >/dev/null || need_apt+=(gcc)
+# tests/test_into.py builds the CubeMX-layout fixture with its presets (generator Ninja)
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
 # tests/test_wheel.py makes a fresh virtual environment: Debian's python3 has no ensurepip without it
 python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 qemu_bpo=0

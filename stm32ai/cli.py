@@ -108,11 +108,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from stm32ai.graphjson import write_artifact
     from stm32ai.outputs import check_output_dir, mark_generated, publish_dir, staging_dir
 
+    if args.into is not None:
+        return _generate_into(args)
+    if args.dry_run and not args.update:
+        raise Stm32aiError("--dry-run goes with --into or --update (it shows what they would change)")
+    if args.update and (args.c_only or args.force or not args.output):
+        raise Stm32aiError("--update regenerates an existing firmware project: give it with -o DIR (not with "
+                           "--c-only or --force)")
+    if args.named_sections and not args.c_only:
+        raise Stm32aiError("--named-sections goes with --into or --c-only (a firmware project's own linker script "
+                           "always places .nn_weights / .nn_activations)")
+    norm = _normalization(args)
+    if norm is not None and len(args.models) != 1:
+        raise Stm32aiError("--input-normalization goes with one model")
     paths = [_model_path(m) for m in args.models]
     names = model_names(args.name, args.models)
     base = names[0] if len(names) == 1 else "_".join(names)
     out = Path(args.output or (f"{base}_c" if args.c_only else f"{base}_{args.board or 'project'}"))
-    check_output_dir(out, args.force, inputs=paths)
+    if args.update:
+        from stm32ai.outputs import is_generated
+
+        if not (out.is_dir() and is_generated(out)) or out.is_symlink():
+            raise Stm32aiError(f"--update: '{out}' is not a project stm32ai generated")
+        check_output_dir(out, True, inputs=paths)
+    else:
+        check_output_dir(out, args.force, inputs=paths)
+        if args.force and not args.c_only:
+            _refuse_losing_edits(out)
     if not args.c_only and not args.board:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
@@ -135,14 +157,166 @@ def cmd_generate(args: argparse.Namespace) -> int:
                     place_model(load_board(args.board), c, pool_list(args.activations_pool),
                                 pool_list(args.weights_pool))
                 write_artifact(stage, c.doc, c.params)
-                emit_c(c.doc, c.params, names[0], stage)
+                emit_c(c.doc, c.params, names[0], stage, input_normalization=norm, sections=_sections(args))
             else:
+                from stm32ai.project.regen import record_files
+
                 prog.update(task, description="generating project")
                 _generate_project(args, paths, names, cs, stage)
+                record_files(stage)
             mark_generated(stage)
+            if args.update:
+                prog.stop()
+                return _update_project(stage, out, args.dry_run)
             publish_dir(stage, out)
     print(_generated_line(out, names, cs, getattr(args, "shared_activations", False)))
     return 0
+
+
+def _refuse_losing_edits(out: Path) -> None:
+    """--force replaces a project: not when the user edited files stm32ai recorded (regen.FILES)."""
+    from stm32ai.project.regen import edited_files
+
+    edited = edited_files(out)  # [] for projects of older versions (no record): replaced as before
+    if edited:
+        raise Stm32aiError(f"'{out}' has files you edited ({', '.join(edited[:5])}"
+                           f"{', ...' if len(edited) > 5 else ''}): --force would discard them; use --update "
+                           "(keeps your edits) or move them away")
+
+
+def _update_project(stage: Path, out: Path, dry_run: bool) -> int:
+    from stm32ai.project.regen import apply_update, plan_update
+
+    actions = plan_update(stage, out)
+    shown = [a for a in actions if a.what != "unchanged"]
+    for a in shown:
+        print(f"  {a.line()}")
+    conflicts = sum(a.what == "conflict" for a in actions)
+    if dry_run:
+        print(f"dry run: nothing written ({len(shown)} change(s), {conflicts} conflict(s))")
+        return 0
+    apply_update(stage, out, actions)
+    print(f"updated {out}: {sum(a.what in ('create', 'update', 'remove') for a in actions)} file(s) changed, "
+          f"{sum(a.what == 'kept' for a in actions)} kept with your edits, {conflicts} conflict(s)"
+          + (" (merge each <file>.stm32ai-new into <file>, then delete it)" if conflicts else ""))
+    return 0
+
+
+def _sections(args: argparse.Namespace) -> tuple[str, str]:
+    """--c-only and --into: the C goes into the user's project, whose linker script is a stock one
+    unless --named-sections says it places .nn_weights / .nn_activations itself (docs/into.md)."""
+    from stm32ai.emitter import NAMED_SECTIONS, STOCK_SECTIONS
+
+    return NAMED_SECTIONS if args.named_sections else STOCK_SECTIONS
+
+
+def _normalization(args: argparse.Namespace) -> Any:
+    from stm32ai.emitter.io_helpers import parse_normalization
+
+    return parse_normalization(args.input_normalization) if args.input_normalization else None
+
+
+def _generate_into(args: argparse.Namespace) -> int:
+    """`generate MODEL... --into PROJECT`: the model(s) as one component of the user's project
+    (stm32ai.project.into, docs/into.md)."""
+    import hashlib
+
+    from stm32ai.emitter import emit_c
+    from stm32ai.graphjson import activation_pools as pools_of
+    from stm32ai.project import into
+    from stm32ai.project.build import activations_total
+
+    for opt, val in (("--c-only", args.c_only), ("-o", args.output), ("--force", args.force),
+                     ("--validation", args.validation), ("--update", args.update)):
+        if val:
+            raise Stm32aiError(f"{opt} does not go with --into (the component goes to PROJECT/{into.COMPONENT}/)")
+    paths = [_model_path(m) for m in args.models]
+    names = model_names(args.name, args.models)
+    norm = _normalization(args)
+    if norm is not None and len(paths) > 1:
+        raise Stm32aiError("--input-normalization goes with one model")
+    lib = names[0] if len(names) == 1 else "models"   # the library: stm32ai::<name>, stm32ai::models
+    project = into.detect_project(Path(args.into))
+    if args.board:
+        from stm32ai.boards import load_board
+        from stm32ai.project.build import place_models
+
+        board = load_board(args.board)
+        target = f"board {args.board} ({board.mcu})"
+    else:
+        mcu = into.detect_mcu(project.root)
+        target = mcu.describe()
+    with _progress() as prog:
+        prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
+        cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
+    rs = [_report(c) for c in cs]
+    shared = bool(args.shared_activations) and len(cs) > 1
+    act = activations_total([r.activations_bytes for r in rs], shared)
+    wts = sum(r.weights_bytes for r in rs)
+    if args.board:
+        place_models(board, cs, _pools(args))
+        if any(len(pools_of(c.doc)) > 1 for c in cs):
+            raise Stm32aiError(f"the activations fit no single memory region of {args.board}: --into places "
+                               "one pool per model; reduce the model or choose a larger MCU")
+    else:
+        _fits_mcu(mcu, wts, act)
+    sections = _sections(args)
+    inputs = {"models": [{"name": n, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                         for n, p in zip(names, paths, strict=True)],
+              "input_normalization": norm, "shared_activations": shared,
+              "tool_version": __version__, "sections": list(sections), "target": target,
+              "options": {k: getattr(args, k, None) for k in ("optimization", "no_prune", "no_inputs_allocation",
+                                                              "no_outputs_allocation", "activations_pool",
+                                                              "weights_pool")}}
+    plan = into.plan_into(project, lib, inputs)
+    print(f"project: {project.root} ({_KIND_NAMES[project.kind]}, {project.build_file.name}); target: {target}")
+    for line in plan.describe():
+        print(f"  {line}")
+    if args.dry_run:
+        print("dry run: nothing written")
+        return 0
+    if not plan.changed:
+        print("up to date: nothing changed")
+        return 0
+
+    def emit(stage: Path) -> None:
+        for n, c in zip(names, cs, strict=True):
+            emit_c(c.doc, c.params, n, stage, builtin_pool=not shared, sections=sections, input_normalization=norm,
+                   with_runtime=n == names[0])
+        if len(cs) > 1:  # the descriptor table ai_models.c/.h (and the shared pool), as --c-only writes it
+            from stm32ai.project.generator import write_model_table
+
+            write_model_table(stage, names, shared, act, __version__, sections[1])
+        into.component_files(stage, lib, inputs)
+
+    into.apply_plan(plan, emit)
+    for n, r in zip(names, rs, strict=True):
+        print(f"added model '{n}' to {project.root}: {len(r.layers)} layers, weights {r.weights_bytes:,} B "
+              f"(section {sections[0]}), activations {r.activations_bytes:,} B (section {sections[1]})")
+    if len(cs) > 1:
+        print(f"library stm32ai::{lib}; activation RAM {act:,} B ({'one shared pool' if shared else 'one pool each'})")
+    return 0
+
+
+_KIND_NAMES = {"cmake": "CMake", "cubeide": "STM32CubeIDE", "make": "Makefile"}
+
+
+def _report(c: Any) -> Any:
+    from stm32ai.report import build_report
+
+    return build_report(c)
+
+
+def _fits_mcu(mcu: Any, weights: int, activations: int) -> None:
+    """--into without --board: the budget of the project's linker script (generator's reserves)."""
+    from stm32ai.project.generator import CODE_RESERVE, DATA_RESERVE
+
+    if mcu.flash_bytes is not None and weights > mcu.flash_bytes - CODE_RESERVE:
+        raise Stm32aiError(f"weights ({weights:,} B) do not fit the flash of {mcu.describe()} with "
+                           f"{CODE_RESERVE // 1024} KiB kept for code: reduce the model or choose a larger MCU")
+    if mcu.ram_bytes is not None and activations > mcu.ram_bytes - DATA_RESERVE:
+        raise Stm32aiError(f"activations ({activations:,} B) do not fit the RAM of {mcu.describe()} with "
+                           f"{DATA_RESERVE // 1024} KiB kept for data: reduce the model or choose a larger MCU")
 
 
 def _emit_several(args: argparse.Namespace, names: list[str], cs: list[Any], stage: Path) -> None:
@@ -160,11 +334,12 @@ def _emit_several(args: argparse.Namespace, names: list[str], cs: list[Any], sta
         from stm32ai.boards import load_board
 
         place_models(load_board(args.board), cs, pools)
+    sections = _sections(args)
     for n, c in zip(names, cs, strict=True):
-        emit_c(c.doc, c.params, n, stage, builtin_pool=not pools.shared)
+        emit_c(c.doc, c.params, n, stage, builtin_pool=not pools.shared, sections=sections)
         write_artifact(stage / "artifact" / n, c.doc, c.params)
     act = activations_total([build_report(c).activations_bytes for c in cs], pools.shared)
-    write_model_table(stage, names, pools.shared, act, __version__)
+    write_model_table(stage, names, pools.shared, act, __version__, sections[1])
 
 
 def _generate_project(args: argparse.Namespace, paths: list[Path], names: list[str], cs: list[Any],
@@ -179,7 +354,7 @@ def _generate_project(args: argparse.Namespace, paths: list[Path], names: list[s
     board = load_board(args.board)
     pools = _pools(args)
     place_models(board, cs, pools)  # refuse early, before running references (may split one model)
-    models = [ProjectModel(n, c, test_vector(p, c, expected=not args.no_test_vector), p.name)
+    models = [ProjectModel(n, c, test_vector(p, c, expected=not args.no_test_vector), p.name, _normalization(args))
               for n, p, c in zip(names, paths, cs, strict=True)]
     generate_firmware_project(stage, board, models, pools, validation=args.validation, profile=args.profile)
 
@@ -203,6 +378,25 @@ def _generated_line(out: Path, names: list[str], cs: list[Any], shared: bool) ->
     how = "one shared pool, the largest" if shared else "separate pools, the sum"
     return (f"generated {out}: {len(parts)} models; " + "; ".join(f"{n}: {t}" for n, t, _ in parts)
             + f"; activation RAM {total:,} B ({how})")
+
+
+def cmd_check_map(args: argparse.Namespace) -> int:
+    from stm32ai.project.mapcheck import check_placement, read_map
+
+    map_path = Path(args.map)
+    if not map_path.is_file():
+        raise Stm32aiError(f"map file '{args.map}' not found (link with -Wl,-Map=FILE)")
+    elf = Path(args.elf) if args.elf else map_path.with_suffix(".elf")
+    if args.elf and not elf.is_file():
+        raise Stm32aiError(f"ELF '{args.elf}' not found")
+    found = read_map(map_path, elf if elf.is_file() else None)
+    for p in found:
+        print(p.line())
+    problems = check_placement(found, args.weights_in_ram)
+    if problems:
+        raise CheckFailed("placement check failed: " + "; ".join(problems))
+    print("placement: ok")
+    return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -531,6 +725,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "them one after another) instead of one pool each")
     g.add_argument("--c-only", action="store_true", help="emit only the model C files and runtime")
     g.add_argument("--force", action="store_true", help="replace a non-empty output directory")
+    g.add_argument("--into", metavar="PROJECT_DIR",
+                   help="add the model as a component (PROJECT_DIR/stm32ai/) to your CubeMX CMake, STM32CubeIDE or "
+                        "Makefile project, wired in between markers; run again to update it (docs/into.md)")
+    g.add_argument("--update", action="store_true",
+                   help="regenerate the firmware project -o DIR (e.g. with a new model) keeping your edits: "
+                        "files you changed stay, a conflicting new version is written beside as "
+                        "<file>.stm32ai-new (docs/project.md, \"Regenerating\")")
+    g.add_argument("--dry-run", action="store_true", help="with --into or --update: show what would change, "
+                   "write nothing")
+    g.add_argument("--input-normalization", metavar="OFFSET:SCALE[,...]",
+                   help="one model: <name>_input_from_u8 maps a byte u to the real value "
+                        "(u - OFFSET) * SCALE (one pair, or one per channel = the input's last dimension), "
+                        "then quantises it as TFLite does; e.g. 127.5:0.0078125 for [-1, 1]")
+    g.add_argument("--named-sections", action="store_true",
+                   help="with --into or --c-only: weights in .nn_weights, the pool in .nn_activations (your linker "
+                        "script places them) instead of .rodata.nn_weights / .bss.nn_activations, which a stock "
+                        "linker script puts in flash and zero-initialised RAM")
     g.add_argument("--validation", action="store_true",
                    help="emulated boards: the demo serves the validation protocol after its self-test "
                         "(hardware boards always do)")
@@ -609,6 +820,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--baud", type=int, default=115200)
     m.add_argument("--timeout", type=_seconds(True), default=0.0, help="stop after this many seconds (0: never)")
     m.set_defaults(fn=cmd_monitor)
+
+    k = sub.add_parser("check-map", help="where the model's weights and pools landed in a linked firmware "
+                       "(a GNU ld map file); exit 1 if a pool has a load image or weights sit in RAM")
+    k.add_argument("map", help="the link's map file (-Wl,-Map=FILE); the ELF beside it is read too when present")
+    k.add_argument("--elf", help="the linked ELF (default: the map's name with .elf, if it exists)")
+    k.add_argument("--weights-in-ram", action="store_true", help="weights in RAM were asked for: not a failure")
+    k.set_defaults(fn=cmd_check_map)
 
     b = sub.add_parser("boards", help="list the supported boards")
     b.add_argument("--json", action="store_true")

@@ -188,13 +188,13 @@ def test_links_with_a_linker_that_rejects_the_rwx_flag(projects, tmp_path, monke
     if shutil.which("cmake") and shutil.which("ninja"):
         # CMake's probe with the same linker: the link line it generates must lack the option
         # (configuring is enough: the build itself is the Makefile's above, same flags)
-        c = subprocess.run(["cmake", "--preset", "release"], cwd=proj, capture_output=True, text=True)
+        c = subprocess.run(["cmake", "--preset", "Release"], cwd=proj, capture_output=True, text=True)
         assert c.returncode == 0, c.stderr[-2000:]
-        ninja = (proj / "build" / "cmake-release" / "build.ninja").read_text()
+        ninja = (proj / "build" / "Release" / "build.ninja").read_text()
         assert "firmware.elf" in ninja and "no-warn-rwx" not in ninja
         monkeypatch.undo()                                       # the real linker takes it
         ok = tmp_path / "new"
         shutil.copytree(proj, ok, ignore=shutil.ignore_patterns("build"))
-        c = subprocess.run(["cmake", "--preset", "release"], cwd=ok, capture_output=True, text=True)
+        c = subprocess.run(["cmake", "--preset", "Release"], cwd=ok, capture_output=True, text=True)
         assert c.returncode == 0
-        assert "no-warn-rwx-segments" in (ok / "build" / "cmake-release" / "build.ninja").read_text()
+        assert "no-warn-rwx-segments" in (ok / "build" / "Release" / "build.ninja").read_text()

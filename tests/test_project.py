@@ -418,12 +418,12 @@ def test_build_error_reports_the_first_compiler_error(tmp_path, fake_c):
                     reason="cmake/ninja not installed")
 def test_cmake_preset_builds(tmp_path, fake_c):
     p = gen(tmp_path / "p", "nucleo-h743zi", fake_c)
-    for cmd in (["cmake", "--preset", "release"], ["cmake", "--build", "--preset", "release"]):
+    for cmd in (["cmake", "--preset", "Release"], ["cmake", "--build", "--preset", "Release"]):
         r = subprocess.run(cmd, cwd=p, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "warning" not in (r.stdout + r.stderr).lower()
-    assert (p / "build/cmake-release/firmware.elf").is_file()
-    assert (p / "build/cmake-release/firmware.hex").is_file()
+    assert (p / "build/Release/firmware.elf").is_file()
+    assert (p / "build/Release/firmware.hex").is_file()
 
 
 # ---------------------------------------------------------------------------------------------

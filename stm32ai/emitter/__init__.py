@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from stm32ai.emitter.io_helpers import Normalization, io_context
 from stm32ai.errors import Stm32aiError
 from stm32ai.graphjson import WEIGHTS_ALIGN, activation_pools
 from stm32ai.ir import DTYPE_CODES
@@ -280,12 +281,27 @@ def _env() -> jinja2.Environment:
     ))
 
 
+# Sections of the weights array and built-in pool 0. NAMED: stm32ai's own linker script places
+# them (docs/project.md). STOCK: names a stock GCC/ST linker script already catches with its
+# `*(.rodata*)` / `*(.bss*)` patterns (flash; zero-initialised RAM, no load image): the default of
+# `generate --into`, which must not need a linker-script edit (docs/into.md).
+NAMED_SECTIONS = (".nn_weights", ".nn_activations")
+STOCK_SECTIONS = (".rodata.nn_weights", ".bss.nn_activations")
+
+
 def emit_model(doc: dict[str, Any], params: dict[str, np.ndarray], name: str,
-               builtin_pool: bool = True) -> dict[str, str]:
+               builtin_pool: bool = True, sections: tuple[str, str] = NAMED_SECTIONS,
+               input_normalization: Normalization | None = None) -> dict[str, str]:
     """The four model files, as {file name: text}. `builtin_pool=False` emits no activation
-    array: the application passes one to ai_create (a pool shared by several models)."""
+    array: the application passes one to ai_create (a pool shared by several models).
+    `sections`: (weights, activation pool 0) section names, NAMED_SECTIONS or STOCK_SECTIONS.
+    `input_normalization`: the (offset, scale) pairs of `<name>_input_from_u8` (io_helpers.py)."""
+    if sections not in (NAMED_SECTIONS, STOCK_SECTIONS):
+        raise ValueError(f"unknown sections {sections!r}")
     ctx = build_context(doc, params, name)
+    ctx.update(io_context(ctx["inputs"], ctx["outputs"], input_normalization, c_value))
     ctx["builtin_pool"] = builtin_pool
+    ctx["weights_section"], ctx["activations_section"] = sections
     env = _env()
     return {
         f"{name}.h": env.get_template("model.h.j2").render(ctx),
@@ -306,10 +322,11 @@ def copy_runtime(dest: Path) -> None:
 
 
 def emit_c(doc: dict[str, Any], params: dict[str, np.ndarray], name: str, dest: Path,
-           with_runtime: bool = True, builtin_pool: bool = True) -> list[Path]:
+           with_runtime: bool = True, builtin_pool: bool = True,
+           sections: tuple[str, str] = NAMED_SECTIONS, input_normalization: Normalization | None = None) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for fname, text in emit_model(doc, params, name, builtin_pool).items():
+    for fname, text in emit_model(doc, params, name, builtin_pool, sections, input_normalization).items():
         (dest / fname).write_text(text)
         written.append(dest / fname)
     if with_runtime:

@@ -115,7 +115,8 @@ def generate_firmware_project(stage: Path, board: Board, models: Sequence[Projec
     place_models(board, [m.compiled for m in models], pools)
     work = stage.parent / "c"
     for m in models:
-        emit_c(m.compiled.doc, m.compiled.params, m.name, work, builtin_pool=not (pools.shared and len(models) > 1))
+        emit_c(m.compiled.doc, m.compiled.params, m.name, work, builtin_pool=not (pools.shared and len(models) > 1),
+               input_normalization=m.input_normalization)
     specs = [_model_spec(m) for m in models]
     if len(models) == 1:
         m, spec = models[0], specs[0]

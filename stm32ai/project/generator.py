@@ -550,12 +550,12 @@ def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpe
 
 
 def write_model_table(dest: Path, names: list[str], shared: bool, activations_bytes: int,
-                      tool_version: str) -> None:
+                      tool_version: str, activations_section: str = ".nn_activations") -> None:
     """`ai_models.c/.h` in `dest`: the descriptor table of several models (and, with `shared`, the
-    one activation pool of `activations_bytes`, the largest model's; the models must then be
-    emitted without built-in pools)."""
+    one activation pool of `activations_bytes`, the largest model's, in `activations_section`; the
+    models must then be emitted without built-in pools)."""
     ctx = {"models": [{"name": n} for n in names], "shared": shared, "activations_bytes": activations_bytes,
-           "tool_version": tool_version}
+           "tool_version": tool_version, "activations_section": activations_section}
     env = _jinja(data_dir("demo"))
     dest.mkdir(parents=True, exist_ok=True)
     for tpl in ("ai_models.c", "ai_models.h"):

@@ -43,6 +43,7 @@ class ProjectModel:
     compiled: Any             # stm32ai.pipeline.Compiled (its plan may be split across regions)
     vector: TestVector
     model_file: str = ""      # the .tflite file name (untrusted: shown only through the sanitiser)
+    input_normalization: list[tuple[float, float]] | None = None  # <name>_input_from_u8's (offset, scale)
 
 
 @dataclass(frozen=True)

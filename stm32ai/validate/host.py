@@ -157,13 +157,16 @@ def _first_error(stderr: str) -> str:
 
 
 def build_host(c_dir: Path, name: str, exe: Path, extra_sources: list[Path] | None = None,
-               defines: list[str] | None = None, include_dirs: list[Path] | None = None) -> Path:
-    """Link c_dir's generated model `name` (+ extra sources) with the cached runtime objects."""
+               defines: list[str] | None = None, include_dirs: list[Path] | None = None,
+               opt: str = "-O2") -> Path:
+    """Link c_dir's generated model `name` (+ extra sources) with the cached runtime objects.
+    `opt` replaces CFLAGS' -O2 (the model and the runtime: tests/test_opt_levels.py)."""
     cc = host_cc()
+    flags = [opt if f == "-O2" else f for f in CFLAGS]
     dflags = [f"-D{d}" for d in defines or []]
-    objs = runtime_objects(c_dir / "runtime", cc, [*CFLAGS, *dflags], exe.parent)
+    objs = runtime_objects(c_dir / "runtime", cc, [*flags, *dflags], exe.parent)
     sources = [c_dir / f"{name}.c", c_dir / f"{name}_data.c", *(extra_sources or [])]
-    cmd = [cc, *CFLAGS, *dflags, f"-I{c_dir}", f"-I{c_dir / 'runtime' / 'include'}",
+    cmd = [cc, *flags, *dflags, f"-I{c_dir}", f"-I{c_dir / 'runtime' / 'include'}",
            *(f"-I{d}" for d in include_dirs or []), *map(str, sources), *map(str, objs), "-o", str(exe), "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -206,14 +209,14 @@ def run_exe(exe: Path, args: list[str], c: Compiled, samples: list[list[np.ndarr
 
 
 def run_compiled(c: Compiled, samples: list[list[np.ndarray]], name: str = "network",
-                 workdir: Path | None = None) -> list[list[np.ndarray]]:
-    """Emit, compile and run: one output list per sample."""
+                 workdir: Path | None = None, opt: str = "-O2") -> list[list[np.ndarray]]:
+    """Emit, compile (`opt`: the optimisation level) and run: one output list per sample."""
     with tempfile.TemporaryDirectory(prefix="stm32ai-host-") as tmp:
         d = Path(workdir or tmp)
         emit_c(c.doc, c.params, name, d / "c")
         harness = d / "host_main.c"
         harness.write_text(harness_source({name: f"{name}.h"}))
-        exe = build_host(d / "c", name, d / "model_host", [harness])
+        exe = build_host(d / "c", name, d / "model_host", [harness], opt=opt)
         return run_exe(exe, [], c, samples, "generated model")
 
 

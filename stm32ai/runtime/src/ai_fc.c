@@ -100,7 +100,12 @@ static inline int32_t add_wrap(int32_t a, int32_t b) {
   return (int32_t)((uint32_t)a + (uint32_t)b);
 }
 
-#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
+/* The asm needs 13 free core registers. GCC finds them when it optimises; at -O0 (CubeMX's
+ * Debug preset, -O0 -g3) it keeps r7 as the frame pointer and reports "'asm' operand has
+ * impossible constraints", so unoptimised builds take the C loop in fc_block4, the same
+ * arithmetic (bit-exact, slower). -DAI_NO_ASM forces the C loop, e.g. for -Og together with
+ * -fno-omit-frame-pointer, which GCC cannot announce to the preprocessor. */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
 #define AI_FC_ASM 1
 /* The block loop, two column groups per iteration: per group one LDR of 4 inputs (any
  * alignment), one LDM of the 4 weight words, 2 + 4 SXTB16 and 8 SMLAD (16 MACs in 17
