@@ -68,8 +68,6 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
             verify_graph(g, allow_unknown_dims=i == 0)
     check_supported(g, {t: s.check for t, s in registry().items()})
     warnings = verify_accumulators(g)
-    for w in warnings:  # not an error: the exit code is unaffected (docs/verifier.md)
-        print(f"stm32ai: warning: {w}", file=sys.stderr)
     pruned = prune_dead_channels(g) if prune else None
     if each and pruned is not None:
         verify_graph(g, allow_unknown_dims=False)
@@ -90,6 +88,9 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     doc, params = to_graph_json(g, plan, name)
     staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
                  for op in g.ops)
+    # Printed once the model compiled: a refused model gets its one error line alone.
+    for w in warnings:  # not an error: the exit code is unaffected (docs/verifier.md)
+        print(f"stm32ai: warning: {w}", file=sys.stderr)
     return Compiled(g, plan, doc, params, pruned, warnings, flash, unstaged if staged else None)
 
 

@@ -152,6 +152,22 @@ def test_accumulator_at_2_31_warns_not_refused(tmp_path: Path, capsys: pytest.Ca
     assert (out / "network.c").exists()
 
 
+def test_refused_model_gets_its_error_line_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A model whose accumulator would warn but which is then refused (fuzz seed 20261126,
+    mutant 5714: an extreme output scale) prints the one error line, not the warning too."""
+    def patch(fb: _Buf) -> None:
+        _set_bias0(fb, (1 << 31) - 1)
+        start, _ = _vector(_quant_of(fb, 3), Q_SCALE)
+        fb.put("<f", start, 1e-37)  # the requantisation shift leaves -31..31
+
+    model = _patched(tmp_path, "dense_int8", patch)
+    out = tmp_path / "out"
+    code = main(["generate", str(model), "--c-only", "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("stm32ai: error: "), err
+    assert not out.exists()
+
+
 def _set_bias0(fb: _Buf, value: int) -> None:
     """The first element of the first FULLY_CONNECTED's bias buffer, in place."""
     sg = fb.model.Subgraphs(0)

@@ -545,7 +545,8 @@ def lower_dequantize_s16(op: Op, g: Graph) -> None:
 
 # ---- RELU / RELU6 (int16) -----------------------------------------------------------------------
 
-def _check_relu_s16(op: Op, g: Graph) -> str | None:
+def _check_unary_s16(op: Op, g: Graph) -> str | None:
+    """One int16 input, one int16 output of the same shape (RELU, RELU6, LEAKY_RELU)."""
     if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
         return "expects one input and one output"
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
@@ -553,6 +554,14 @@ def _check_relu_s16(op: Op, g: Graph) -> str | None:
         return f"{x.dtype} -> {y.dtype} is not supported (int16 -> int16)"
     if x.shape != y.shape:
         return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
+    return None
+
+
+def _check_relu_s16(op: Op, g: Graph) -> str | None:
+    r = _check_unary_s16(op, g)
+    if r:
+        return r
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     # TFLM's int16 RELU wants zero points 0 (activations_common.cc); RELU6 reads no zero point
     zero = op.type == "RELU"
     r = _per_tensor(x, "input", zero=zero) or _per_tensor(y, "output", zero=zero)
@@ -595,13 +604,10 @@ def _leaky_multipliers(x: Tensor, y: Tensor, alpha: float) -> tuple[tuple[int, i
 
 
 def _check_leaky_relu_s16(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects one input and one output"
+    r = _check_unary_s16(op, g)
+    if r:
+        return r
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    if x.dtype != "int16" or y.dtype != "int16":
-        return f"{x.dtype} -> {y.dtype} is not supported (int16 -> int16)"
-    if x.shape != y.shape:
-        return f"input {list(x.shape)} and output {list(y.shape)} shapes differ"
     r = _per_tensor(x, "input", zero=False) or _per_tensor(y, "output", zero=False)
     if r:
         return r
