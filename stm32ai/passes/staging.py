@@ -273,10 +273,12 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
     staged: list[tuple[Op, dict]] = []
     for idx, op in enumerate(g.ops):
         at = live.get(idx, pool)
-        budget = max(min(staging_budget(mode, pool, at, flash), target - at), 0)
+        # the target binds the conv layers; the depthwise frames (80-160 B) and ADD tables
+        # (0.5-2 KiB) keep the mode's budget and their own gain-over-copy test
+        budget = staging_budget(mode, pool, at, flash)
         before = {"kernel": op.kernel, "inputs": list(op.inputs), "attrs": dict(op.attrs), "scratch": op.scratch}
         if op.kernel == "conv2d_s8":
-            best = _fastest(options[idx], budget)
+            best = _fastest(options[idx], max(min(budget, target - at), 0))
             if best.stage_oc:
                 _stage_conv(g, op, best)
                 staged.append((op, before))
