@@ -256,7 +256,7 @@ def _weights_in_ram(board_id: str, optimization: str, path: str | Path, name: st
             ok = spare and pays
             rule = (f"they take {'<=' if spare else 'more than'} 1/{BALANCED_SHARE} of the {room:,} B of RAM left "
                     f"free; {stalls / kib:,.0f} stall cycles saved per KiB added, {'>=' if pays else '<'} "
-                    f"{BALANCED_RATE:.0%} of the {ref:,.0f} modelled cycles")
+                    f"{BALANCED_RATE:.1%} of the {ref:,.0f} modelled cycles")
         if ok:
             return rn, f"weights ({w:,} B) copied to {rn} at boot ({optimization}): {saves}; {rule}"
         return None, f"weights ({w:,} B) stay in flash ({optimization}): in {rn} {rule}"
