@@ -39,27 +39,32 @@ def _model_path(p: str) -> Path:
 
 
 def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, model: str | None = None,
-             n_models: int = 1):
+             n_models: int = 1, auto_weights: bool = True):
     """n_models: models in the firmware; with separate pools each may stage weights in its share
-    of the board's activation RAM (docs/flash_staging.md)."""
-    import dataclasses
-
+    of the board's activation RAM (docs/flash_staging.md). auto_weights: one model's weights may
+    be placed in RAM (pipeline.compile_for_board); off where the user's linker script places them
+    (--into, --c-only)."""
     from stm32ai.emitter import check_name
-    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+    from stm32ai.pipeline import compile_for_board
     from stm32ai.project.build import pool_list
 
     check_name(name)
     board = getattr(args, "board", None)
-    flash = flash_model_for(board, pool_list(getattr(args, "weights_pool", None)),
-                            pool_list(getattr(args, "activations_pool", None)))
-    if flash is not None and n_models > 1 and not getattr(args, "shared_activations", False):
-        flash = dataclasses.replace(flash, ram_room=flash.ram_room // n_models)
-    return compile_model(_model_path(model or args.model), name, flash=flash,
-                         inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
-                         outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
-                         prune=not getattr(args, "no_prune", False) if prune is None else prune,
-                         optimization=getattr(args, "optimization", "balanced"),
-                         weights_budget=weights_budget_for(board))
+    shared = getattr(args, "shared_activations", False)
+    c = compile_for_board(_model_path(model or args.model), name, board,
+                          weights_pool=pool_list(getattr(args, "weights_pool", None)),
+                          activations_pool=pool_list(getattr(args, "activations_pool", None)),
+                          ram_room_div=n_models if n_models > 1 and not shared else 1,
+                          auto_weights=auto_weights and n_models == 1,
+                          inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
+                          outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
+                          prune=not getattr(args, "no_prune", False) if prune is None else prune,
+                          optimization=getattr(args, "optimization", "balanced"))
+    if c.weights_pool and hasattr(args, "weights_pool"):
+        # the automatic choice is the --weights-pool every later step of this command uses
+        # (placement, project, a recompile without pruning)
+        args.weights_pool = ",".join(c.weights_pool)
+    return c
 
 
 def model_names(names: str | None, models: list[str]) -> list[str]:
@@ -139,7 +144,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise Stm32aiError("--board is required to generate a firmware project (or use --c-only)")
     with _progress() as prog:
         task = prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
-        cs = [_compile(args, n, model=str(p), n_models=len(paths)) for n, p in zip(names, paths, strict=True)]
+        cs = [_compile(args, n, model=str(p), n_models=len(paths), auto_weights=not args.c_only)
+              for n, p in zip(names, paths, strict=True)]
         with staging_dir(out) as tmp:
             stage = tmp / "out"
             if args.c_only and len(cs) > 1:
@@ -248,7 +254,7 @@ def _generate_into(args: argparse.Namespace) -> int:
         target = mcu.describe()
     with _progress() as prog:
         prog.add_task("compiling model" + ("s" if len(paths) > 1 else ""), total=None)
-        cs = [_compile(args, n, model=str(p)) for n, p in zip(names, paths, strict=True)]
+        cs = [_compile(args, n, model=str(p), auto_weights=False) for n, p in zip(names, paths, strict=True)]
     rs = [_report(c) for c in cs]
     shared = bool(args.shared_activations) and len(cs) > 1
     act = activations_total([r.activations_bytes for r in rs], shared)

@@ -21,7 +21,7 @@ from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
 from stm32ai.passes.output_copies import add_output_copies
-from stm32ai.passes.staging import FlashModel, blocked, choose_staging, pool_limit, unstage
+from stm32ai.passes.staging import FlashModel, blocked, choose_staging, modelled_cycles, pool_limit, unstage
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -42,6 +42,9 @@ class Compiled:
     warnings: list[str] = field(default_factory=list)  # one line each, already printed
     flash: FlashModel | None = None  # the weights memory the staging choice saw (None: no wait states)
     unstaged_pool: int | None = None  # the pool before staging (None: nothing staged)
+    # --weights-pool chosen by compile_for_board (None: the user's or the board's) and why
+    weights_pool: list[str] | None = None
+    weights_choice: str | None = None
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
@@ -100,9 +103,11 @@ def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inp
     unstaged plan's free bytes per step, which the re-plan may not reproduce (a blocked layer
     splits an overlapped chain): above the mode's pool limit, the blocked layers go back to
     unstaged, then every layer."""
-    staged = choose_staging(g, plan, flash, optimization)
+    staged, _ = choose_staging(g, plan, flash, optimization)
     if not staged:
         return plan
+    # the mode's limit, not balanced's Pareto target: the re-plan may differ from the
+    # unstaged plan's free bytes by a few buffers either way
     limit = pool_limit(optimization, plan.pool_size, flash)
     for keep in (lambda op: True, lambda op: not blocked(op), lambda op: False):
         for op, before in staged:
@@ -160,3 +165,100 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:
     return compile_graph(load_tflite(path), name, **kw)
+
+
+# time: weights go to RAM only when 1/TIME_RESERVE of the board's RAM stays free after them,
+# the pools, data and stack (the application's share); balanced: only when they take at most
+# 1/BALANCED_SHARE of the RAM left free by the pool (docs/memory_regions.md, "weights in RAM")
+TIME_RESERVE = 8
+# ... and only when the stalls they save reach 2 % of the modelled cycles: below that the
+# estimator sees code-placement effects of the other kernel choice (ART I-cache) as large as
+# the gain (VWW on nucleo-l4r5zi: 1.3 % saved, +1.6 % estimated; docs/flash_staging.md)
+TIME_MIN_GAIN = 0.02
+
+
+def compile_for_board(path: str | Path, name: str, board_id: str | None, *, optimization: str = "balanced",
+                      weights_pool: list[str] | None = None, activations_pool: list[str] | None = None,
+                      ram_room_div: int = 1, auto_weights: bool = True, **kw: Any) -> Compiled:
+    """The model compiled for a board: weight layouts within its flash, staging for its flash
+    wait states, and (`auto_weights`, no --weights-pool) the weights copied to RAM at boot when
+    the flash reads cost stalls and the mode's RAM rule holds (`_weights_in_ram`), recorded in
+    `weights_pool` / `weights_choice`. ram_room_div: models sharing the activation region."""
+    import dataclasses
+
+    flash = flash_model_for(board_id, weights_pool, activations_pool)
+    if flash is not None and ram_room_div > 1:
+        flash = dataclasses.replace(flash, ram_room=flash.ram_room // ram_room_div)
+    budget = weights_budget_for(board_id)
+    c = compile_model(path, name, flash=flash, optimization=optimization, weights_budget=budget, **kw)
+    if not (auto_weights and board_id and flash is not None and not weights_pool and optimization != "ram"):
+        return c
+    from stm32ai.passes.staging import flash_reads
+
+    reads = sum(flash_reads(op, c.graph) for op in c.graph.ops)
+    w_bytes = next(p["size"] for p in c.doc["stm32ai"]["pools"] if p["name"] == "weights")
+    stalls = flash.stalls(reads) if w_bytes > flash.cache_bytes else 0.0
+    ref = modelled_cycles(c.graph, flash)
+    if stalls <= 0:
+        return c
+    if stalls < TIME_MIN_GAIN * ref:
+        c.weights_choice = (f"weights ({w_bytes:,} B) stay in flash ({optimization}): the ~{stalls:,.0f} stall cycles "
+                            f"left are < {TIME_MIN_GAIN:.0%} of the {ref:,.0f} modelled cycles")
+        return c
+    region, why = _weights_in_ram(board_id, optimization, path, name, activations_pool, budget, stalls, ref,
+                                  c.plan.pool_size, kw)
+    if region is None:
+        c.weights_choice = why
+        return c
+    c_ram = compile_model(path, name, flash=None, optimization=optimization, weights_budget=budget, **kw)
+    c_ram.weights_pool, c_ram.weights_choice = [region], why
+    return c_ram
+
+
+def _weights_in_ram(board_id: str, optimization: str, path: str | Path, name: str,
+                    activations_pool: list[str] | None, budget: int | None, stalls: float, ref: float,
+                    pool_now: int, kw: dict[str, Any]) -> tuple[str | None, str]:
+    """(RAM region for the weights or None, why): the model compiled for weights in RAM (no
+    staging: zero wait states), placed with its weights in each RAM region of the activation
+    list, slowest-listed first (the activations keep the fastest); the first placement that
+    fits and meets the mode's rule wins. time: the reserve stays free. balanced: RAM is spare
+    (the weights take at most 1/BALANCED_SHARE of the RAM left free) and it pays at staging's
+    exchange rate (the stalls saved per KiB of RAM added >= BALANCED_RATE of `ref`, the
+    modelled cycles with the weights in flash, staging.modelled_cycles)."""
+    from stm32ai.boards import load_board
+    from stm32ai.errors import Stm32aiError
+    from stm32ai.graphjson import activation_pools
+    from stm32ai.project.generator import plan_placement
+
+    b = load_board(board_id)
+    c = compile_model(path, name, flash=None, optimization=optimization, weights_budget=budget, **kw)
+    pools = c.doc["stm32ai"]["pools"]
+    w = next(p["size"] for p in pools if p["name"] == "weights")
+    act = sum(p["size"] for p in activation_pools(c.doc))
+    ram = [r for r in b.memory if r.writable and not r.needs_init and r.name != b.text_region]
+    total = sum(r.length for r in ram)
+    a_list = list(activations_pool) if activations_pool else list(b.activations_pool)
+    saves = f"saves ~{stalls:,.0f} flash stall cycles per inference (analytic reads x wait states)"
+    for rn in reversed([n for n in a_list if any(r.name == n for r in ram)]):
+        try:
+            pl = plan_placement(b, activations_bytes=act, weights_bytes=w, activations_pool=a_list,
+                                weights_pool=[rn])
+        except Stm32aiError:
+            continue
+        free = sum(pl.free.get(r.name, 0) for r in ram)
+        if optimization == "time":
+            ok = free >= total // TIME_RESERVE
+            rule = f"{free:,} B of RAM would stay free, {'>=' if ok else '<'} 1/{TIME_RESERVE} of its {total:,} B"
+        else:
+            from stm32ai.passes.staging import BALANCED_RATE, BALANCED_SHARE
+            room = free + w  # RAM left by the pool, data and stack
+            kib = max(w + act - pool_now, 1) / 1024
+            spare, pays = w <= room // BALANCED_SHARE, stalls / kib >= BALANCED_RATE * ref
+            ok = spare and pays
+            rule = (f"they take {'<=' if spare else 'more than'} 1/{BALANCED_SHARE} of the {room:,} B of RAM left "
+                    f"free; {stalls / kib:,.0f} stall cycles saved per KiB added, {'>=' if pays else '<'} "
+                    f"{BALANCED_RATE:.1%} of the {ref:,.0f} modelled cycles")
+        if ok:
+            return rn, f"weights ({w:,} B) copied to {rn} at boot ({optimization}): {saves}; {rule}"
+        return None, f"weights ({w:,} B) stay in flash ({optimization}): in {rn} {rule}"
+    return None, f"weights stay in flash: {w:,} B + the {act:,} B pool fit no RAM region of {','.join(a_list)}"

@@ -31,10 +31,15 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op
 
-__all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage",
-           "blocked", "pool_limit", "staging_budget", "staging_rows", "BALANCED_SHARE", "STAGED_LUT"]
+__all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage", "blocked",
+           "modelled_cycles", "pool_limit", "pool_target", "staging_budget", "staging_rows", "BALANCED_SHARE",
+           "BALANCED_RATE", "STAGED_LUT"]
 
-BALANCED_SHARE = 4  # balanced: staging may grow the pool by 1/BALANCED_SHARE of the room left
+BALANCED_SHARE = 4  # balanced: staging may grow the pool by at most 1/BALANCED_SHARE of the room left
+# balanced: a KiB of pool is worth BALANCED_RATE of the modelled cycles; the pool stops growing
+# where one more KiB would save less (docs/flash_staging.md, "balanced: the Pareto choice":
+# calibrated with the estimator, 1 % took IC's last 2.5 KB for +5 % of its estimated cycles)
+BALANCED_RATE = 0.005
 STAGED_LUT = {"add_lut_s8": "add_lut_staged_s8"}
 
 
@@ -162,26 +167,33 @@ def _conv_cycles(a: dict, flash: FlashModel, w16: int, blk: int, staged: bool, w
     return _Cand(0, w16, 0, loop + flash.stalls(reads), reads)
 
 
-def _conv_candidates(op: Op, g: Graph, flash: FlashModel, budget: int, lost: int) -> list[_Cand]:
+def _conv_options(op: Op, g: Graph, flash: FlashModel, lost: int) -> list[tuple[int, _Cand]]:
+    """Every candidate of the layer with the pool bytes it adds at its step: not staged (the
+    layout `choose_conv_layouts` chose, 0 bytes), and staged int16 / int8 in each block count
+    (a blocked candidate also pays the input/output overlap it loses, `lost`)."""
     a = op.attrs
     oc, kp = int(a["out_c"]), _kp(a)
     w8 = oc * kp
     rq = _nbytes(g, op.inputs[2])
     flash_w = _nbytes(g, op.inputs[1])
-    out = [_conv_cycles(a, flash, int(a.get("w16", 0)), oc, False, flash_w, rq)]
+    out = [(0, _conv_cycles(a, flash, int(a.get("w16", 0)), oc, False, flash_w, rq))]
     for w16 in (1, 0):
         per = 16 + kp * (1 + w16)
         for nblk in range(1, (oc + 1) // 2 + 1):
             blk = oc if nblk == 1 else min(oc, 2 * -(-oc // (2 * nblk)))
             if -(-oc // blk) != nblk and nblk > 1:
                 continue
-            need = blk * per + (lost if nblk > 1 else 0)
-            if need <= budget:
-                out.append(_conv_cycles(a, flash, w16, blk, True, w8, rq))
-                break
+            out.append((blk * per + (lost if nblk > 1 else 0), _conv_cycles(a, flash, w16, blk, True, w8, rq)))
     return out
 
 
+def _fastest(options: list[tuple[int, _Cand]], budget: int) -> _Cand:
+    """The candidate with the fewest estimated cycles among those adding at most `budget` bytes
+    (not staged always qualifies); ties: the one adding fewer bytes."""
+    return min((c for need, c in options if need <= budget), key=lambda c: (c.cycles, c.ram))
+
+
+# ---- the choice -------------------------------------------------------------------------------
 # ---- the choice -------------------------------------------------------------------------------
 
 def _step_live(plan, g: Graph) -> dict[int, int]:
@@ -205,9 +217,10 @@ def _lost_overlap(plan, g: Graph, op: Op) -> int:
 
 
 def staging_budget(mode: str, pool: int, live: int, flash: FlashModel) -> int:
-    """Staging bytes a layer may add at its step:
+    """Upper bound of the staging bytes a layer may add at its step:
     ram: the pool's bytes already free at that step (the pool does not grow);
-    balanced: those plus 1/BALANCED_SHARE of the region's room left after the pool;
+    balanced: those plus 1/BALANCED_SHARE of the region's room left after the pool (the Pareto
+    choice, `pool_target`, may stop below);
     time: whatever the activation region still holds."""
     free = max(pool - live, 0)
     room = max(flash.ram_room - live, 0)
@@ -219,26 +232,54 @@ def staging_budget(mode: str, pool: int, live: int, flash: FlashModel) -> int:
 
 
 def pool_limit(mode: str, pool: int, flash: FlashModel) -> int:
-    """The largest pool a mode accepts after staging (`staging_budget` at a step with no free
+    """The largest pool a mode allows after staging (`staging_budget` at a step with no free
     bytes): ram the unstaged pool, balanced that plus its share of the room, time the room."""
     return pool + staging_budget(mode, pool, pool, flash) if mode != "time" else max(flash.ram_room, pool)
 
 
-def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> list[tuple[Op, dict]]:
+def pool_target(options: dict[int, list[tuple[int, _Cand]]], live: dict[int, int], pool: int, limit: int,
+                rate: float = BALANCED_RATE) -> int:
+    """balanced: the pool size T in [pool, limit] on the Pareto front of (estimated cycles, pool
+    bytes) that minimises cycles(T) + rate * cycles(limit) * (T - pool) / 1024, where cycles(T)
+    sums over the conv2d_s8 layers the fastest candidate whose bytes fit under T at the layer's
+    step (options: per op index, `_conv_options`; live: bytes alive at its step). So a KiB of
+    pool is taken only when it saves more than `rate` of the modelled cycles; candidate sizes
+    are the steps' levels (live + a candidate's bytes), ties go to the smaller pool."""
+    if limit <= pool or not options:
+        return max(pool, min(limit, pool))
+
+    def cycles(t: int) -> float:
+        return sum(_fastest(o, t - live.get(i, pool)).cycles for i, o in options.items())
+
+    ref = cycles(limit)
+    levels = sorted({pool, limit} | {live.get(i, pool) + need for i, o in options.items() for need, _ in o
+                                     if pool < live.get(i, pool) + need < limit})
+    return min(levels, key=lambda t: (cycles(t) + rate * ref * (t - pool) / 1024, t))
+
+
+def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple[list[tuple[Op, dict]], int]:
     """Set conv2d_s8's `stage_oc` (and the staged table kernel) on the layers where staging
     saves estimated cycles on this board within the mode's RAM budget; `plan` is the plan made
-    without staging (its free bytes per step). Returns the staged ops, each with what
-    `unstage` needs to put it back (empty: nothing changed)."""
+    without staging (its free bytes per step). Returns the staged ops, each with what `unstage`
+    needs to put it back (empty: nothing changed), and the pool size the choice aimed at (the
+    re-plan's limit)."""
     if flash is None or flash.wait_states <= 0:
-        return []
+        return [], plan.pool_size
     live = _step_live(plan, g)
+    pool = plan.pool_size
+    limit = pool_limit(mode, pool, flash)
+    options = {idx: _conv_options(op, g, flash, _lost_overlap(plan, g, op))
+               for idx, op in enumerate(g.ops) if op.kernel == "conv2d_s8"}
+    target = pool_target(options, live, pool, limit) if mode == "balanced" else limit
     staged: list[tuple[Op, dict]] = []
     for idx, op in enumerate(g.ops):
-        budget = staging_budget(mode, plan.pool_size, live.get(idx, plan.pool_size), flash)
+        at = live.get(idx, pool)
+        # the target binds the conv layers; the depthwise frames (80-160 B) and ADD tables
+        # (0.5-2 KiB) keep the mode's budget and their own gain-over-copy test
+        budget = staging_budget(mode, pool, at, flash)
         before = {"kernel": op.kernel, "inputs": list(op.inputs), "attrs": dict(op.attrs), "scratch": op.scratch}
         if op.kernel == "conv2d_s8":
-            best = min(_conv_candidates(op, g, flash, budget, _lost_overlap(plan, g, op)),
-                       key=lambda c: c.cycles)
+            best = _fastest(options[idx], max(min(budget, target - at), 0))
             if best.stage_oc:
                 _stage_conv(g, op, best)
                 staged.append((op, before))
@@ -261,7 +302,24 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> list[
                 op.kernel = STAGED_LUT[op.kernel]
                 op.scratch = tables
                 staged.append((op, before))
-    return staged
+    return staged, target
+
+
+def modelled_cycles(g: Graph, flash: FlashModel) -> float:
+    """The estimated cycles this module models for the graph as it is: each conv2d_s8 layer's
+    MAC loop, columns, copy and stalls (`_conv_cycles` of its current choice) plus the flash
+    stalls of every other kernel's constant reads (their own instructions are not modelled: a
+    lower bound of the model's cycles, so a rate of it is a cautious price for RAM)."""
+    total = 0.0
+    for op in g.ops:
+        if op.kernel == "conv2d_s8":
+            a = op.attrs
+            s = int(a.get("stage_oc", 0))
+            rq, w = _nbytes(g, op.inputs[2]), _nbytes(g, op.inputs[1])
+            total += _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq).cycles
+        else:
+            total += flash.stalls(flash_reads(op, g))
+    return total
 
 
 def unstage(op: Op, before: dict) -> None:

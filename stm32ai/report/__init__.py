@@ -95,7 +95,9 @@ def flash_report(c: Compiled, weights_bytes: int) -> dict[str, Any]:
             "board": None if fm is None else {"id": fm.board, "wait_states": fm.wait_states,
                                                 "line_bytes": fm.line_bytes, "cache_bytes": fm.cache_bytes,
                                                 "ram_room": fm.ram_room},
-            "pool_before_staging": c.unstaged_pool, "layers": staging_rows(c.graph)}
+            "pool_before_staging": c.unstaged_pool, "layers": staging_rows(c.graph),
+            "weights_placement": {"region": c.weights_pool[0] if c.weights_pool else None,
+                                  "why": c.weights_choice} if c.weights_choice else None}
 
 
 def render_flash(r: Report) -> list[str]:
@@ -107,6 +109,12 @@ def render_flash(r: Report) -> list[str]:
     lines = [f"flash reads per inference (analytic, bytes loaded from the weights): {f['reads_bytes']:,} B"
              + (f" = {ratio}x the weights ({f['weights_bytes']:,} B)" if ratio is not None else "")]
     b = f["board"]
+    wp = f.get("weights_placement")
+    if wp:  # compile_for_board's automatic choice (pipeline._weights_in_ram)
+        lines.append(("weights in RAM (automatic): " if wp["region"] else "weights in flash: ") + wp["why"])
+    if b is None and wp and wp["region"]:
+        lines.append("weights staging: off (the weights are read from RAM: no wait states)")
+        return lines
     if b is None:
         lines.append("weights staging: off (no board with flash wait states; weights reads cost no wait states)")
         return lines

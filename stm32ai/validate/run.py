@@ -236,13 +236,12 @@ def collect(model: Path, *, inputs: str | None, n: int, seed: int,
             optimization: str = "balanced", board: str | None = None) -> ValidationResult:
     """`validate --mode host` without the printing: inputs from --inputs or -n random samples;
     `board`: compiled as for that board (weight layouts, staging), run on the host."""
-    from stm32ai.pipeline import flash_model_for, weights_budget_for
+    from stm32ai.pipeline import compile_for_board
 
     if not 1 <= n <= MAX_SAMPLES:
         raise Stm32aiError(f"-n {n}: give 1 to {MAX_SAMPLES:,} samples")
     (step or (lambda _d: None))("compiling the model")
-    c = compile_model(model, "network", prune=prune, optimization=optimization,
-                      weights_budget=weights_budget_for(board), flash=flash_model_for(board))
+    c = compile_for_board(model, "network", board, prune=prune, optimization=optimization)
     arrays = load_inputs(inputs, c) if inputs else None
     return validate_model(model, arrays, n, seed, compiled=c, step=step)
 

@@ -262,7 +262,8 @@ def emulated_target(model: Path, board_id: str, compiled: Any, workdir: Path | N
         print(f"building the validation firmware for {board_id} ...", file=sys.stderr, flush=True)
         vec = test_vector(model, compiled, expected=False)
         generate_firmware_project(stage, board, [ProjectModel("network", compiled, vec, model.name)],
-                                  Pools(pool_list(activations_pool)), validation=True, profile=profile)
+                                  Pools(pool_list(activations_pool), compiled.weights_pool),
+                                  validation=True, profile=profile)
         elf = build_project(stage)
         with qemu_serial_server(elf, board, icount=icount) as url:
             yield url
@@ -302,14 +303,12 @@ def _compiled_for_reported_board(model: Path, board_id: str, prune: bool, optimi
     that board is known; else (c, sig) unchanged."""
     from stm32ai.boards import boards_dir
     from stm32ai.graphjson import model_signature
-    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+    from stm32ai.pipeline import compile_for_board
 
     # the device's string is untrusted: only the id of a board shipped with stm32ai (never a path)
     if board_id not in {f.stem for f in boards_dir().glob("*.yaml")}:
         return c, sig
-    flash = flash_model_for(board_id)
-    c2 = compile_model(model, "network", prune=prune, optimization=optimization,
-                       weights_budget=weights_budget_for(board_id), flash=flash)
+    c2 = compile_for_board(model, "network", board_id, prune=prune, optimization=optimization)
     return c2, model_signature(c2.doc, c2.params)
 
 
@@ -318,7 +317,6 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
                     profile: bool = False, prune: bool = True, optimization: str = "balanced",
                     activations_pool: str | None = None, model_sel: str | None = None) -> int:
     from stm32ai.graphjson import model_signature
-    from stm32ai.pipeline import compile_model
     from stm32ai.validate.reference import random_inputs
     from stm32ai.validate.run import load_inputs, report, validate_model
 
@@ -333,12 +331,11 @@ def validate_target(model: Path, *, port: str | None, board: str | None, inputs:
     if activations_pool and (port or not board):
         raise Stm32aiError("--activations-pool needs --board (it shapes the firmware stm32ai builds; a board "
                            "behind --port runs the firmware it was flashed with)")
-    from stm32ai.pipeline import flash_model_for, weights_budget_for
+    from stm32ai.pipeline import compile_for_board
     from stm32ai.project.build import pool_list
 
-    c = compile_model(model, "network", prune=prune, optimization=optimization,
-                      weights_budget=weights_budget_for(board),
-                      flash=flash_model_for(board, None, pool_list(activations_pool)))
+    c = compile_for_board(model, "network", board, prune=prune, optimization=optimization,
+                          activations_pool=pool_list(activations_pool))
     sig = model_signature(c.doc, c.params)
     arrays = load_inputs(inputs, c) if inputs else random_inputs(model, n, seed)
     counts: list[int] = []
