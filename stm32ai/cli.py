@@ -191,8 +191,11 @@ def _refuse_losing_edits(out: Path) -> None:
 
 
 def _update_project(stage: Path, out: Path, dry_run: bool) -> int:
-    from stm32ai.project.regen import apply_update, plan_update
+    from stm32ai.project.regen import apply_update, has_record, plan_update
 
+    if not has_record(out):
+        print(f"  '{out}' has no record of the files stm32ai generated (an older version's project): every file "
+              "that differs is kept as yours, the new version written beside it")
     actions = plan_update(stage, out)
     shown = [a for a in actions if a.what != "unchanged"]
     for a in shown:

@@ -114,10 +114,10 @@ def _release_flags(proj: Path) -> dict[str, list[str]]:
     mk = (proj / "Makefile").read_text()
     opt = re.search(r"^OPT \?= (.+)$", mk, re.M).group(1).split()
     g = re.search(r"^CFLAGS := \$\(ARCH\) \$\(OPT\) (-g\S*)", mk, re.M).group(1)
-    cm = (proj / "CMakeLists.txt").read_text()
-    opts = cm[cm.index("target_compile_options("):]
-    cmake = re.search(r"\$<\$<CONFIG:Release>:([^>]+)>", opts).group(1).split()
-    assert re.search(r'set\(CMAKE_C_FLAGS_RELEASE ""\)', cm)      # no hidden -O3 from CMake
+    tc = (proj / "cmake" / "gcc-arm-none-eabi.cmake").read_text()   # CubeMX's layout: build types there
+    cmake = re.search(r'^set\(CMAKE_C_FLAGS_RELEASE "([^"]*)"\)', tc, re.M).group(1).split()
+    mx = (proj / "cmake" / "stm32cubemx" / "CMakeLists.txt").read_text()
+    assert not re.search(r"-O[0-3sg]\b", mx)                   # no second optimisation level
     root = ET.fromstring((proj / ".cproject").read_text())
     rel = [c for c in root.iter("cconfiguration") if c.get("id").startswith(f"{MB}.config.exe.release")][0]
     comp = rel.find(f".//tool[@superClass='{MB}.tool.c.compiler']")
@@ -141,7 +141,7 @@ def test_no_rwx_flag_only_behind_a_probe(projects):
     assert re.search(r"NO_RWX_WARNING := \$\(shell \$\(CC\) -Wl,--no-warn-rwx-segments -Wl,--version", mk)
     assert mk.count("--no-warn-rwx-segments") == 2      # the probe and its echo; LDFLAGS takes the result
     assert re.search(r"^LDFLAGS := .*\$\(NO_RWX_WARNING\)", mk, re.M)
-    cm = (proj / "CMakeLists.txt").read_text()
+    cm = (proj / "cmake" / "stm32cubemx" / "CMakeLists.txt").read_text()
     assert "execute_process(COMMAND ${CMAKE_C_COMPILER} -Wl,--no-warn-rwx-segments -Wl,--version" in cm
 
 

@@ -363,8 +363,9 @@ def hostile_project(tmp_path_factory) -> tuple[Path, Path]:
 def test_firmware_project_files_are_clean(hostile_project):
     proj, plain_proj = hostile_project
     assert not (proj / "pwned").exists() and not Path("pwned").exists()
-    for f in ("Makefile", "CMakeLists.txt", "README.md", ".project", ".cproject", "stm32ai_project.json",
-              "qemu-netduinoplus2.ld", "Core/Src/main.c", "Core/Src/demo_data.c", "Core/Inc/demo_data.h",
+    for f in ("Makefile", "CMakeLists.txt", "cmake/stm32cubemx/CMakeLists.txt", "cmake/gcc-arm-none-eabi.cmake",
+              "README.md", ".project", ".cproject", "stm32ai_project.json", "qemu-netduinoplus2.ld",
+              "Core/Src/main.c", "Core/Src/demo_data.c", "Core/Inc/demo_data.h",
               "Model/network.c", "Model/network.h"):
         text, plain_text = (proj / f).read_text(), (plain_proj / f).read_text()
 

@@ -118,3 +118,36 @@ def test_force_refuses_to_discard_edits_and_update_needs_a_project(generated, tm
     other.mkdir()
     (other / "x.c").write_text("int x;\n")
     assert_one_line_error(gen(other, MODEL_B, "--update"), "not a project stm32ai generated")
+
+
+def test_project_of_an_older_version_updates_without_losing_anything(generated, tmp_path):
+    """No record (stm32ai before FILES): nothing can be told unedited, so every file that differs
+    is a conflict with the new version beside it; identical files stay; the record written then
+    makes the next update a normal one."""
+    import shutil
+
+    out = tmp_path / "p"
+    shutil.copytree(generated / "a", out)
+    (out / FILES).unlink()
+    main = out / "Core/Src/main.c"
+    main.write_text(main.read_text() + "/* mine */\n")
+    before = {p.relative_to(out): sha(p) for p in out.rglob("*") if p.is_file()}
+    r = gen(out, MODEL_B, "--update")
+    assert r.returncode == 0, r.stderr
+    assert "no record of the files stm32ai generated" in r.stdout
+    for rel, h in before.items():                      # not one byte of the old project changed
+        assert sha(out / rel) == h, rel
+    assert "conflict  Core/Src/main.c" in r.stdout
+    assert same_but_time(out / ("Model/network_data.c" + NEW_SUFFIX), generated / "b" / "Model/network_data.c")
+    assert (out / FILES).is_file()
+    # the user takes stm32ai's versions of everything but main.c: the next update is a normal one
+    for side in out.rglob("*" + NEW_SUFFIX):
+        target = side.with_name(side.name[: -len(NEW_SUFFIX)])
+        if target != main:
+            side.replace(target)
+        else:
+            side.unlink()
+    r = gen(out, MODEL_A, "--update")
+    assert r.returncode == 0, r.stderr
+    assert "no record" not in r.stdout and "0 conflict(s)" in r.stdout
+    assert main.read_text().endswith("/* mine */\n")

@@ -659,7 +659,7 @@ def _flash_context(board: Board) -> list[dict[str, str]]:
 # The two build configurations, one definition for the Makefile (Release), CMake and the
 # STM32CubeIDE .cproject: gcc flags and CubeIDE's enumerated values for them.
 BUILD_CONFIGS: tuple[dict[str, Any], ...] = (
-    {"name": "Debug", "kind": "debug", "id": "1601", "opt": "-Og", "debuglevel": "-g3", "defines": ["DEBUG"]},
+    {"name": "Debug", "kind": "debug", "id": "1601", "opt": "-O0", "debuglevel": "-g3", "defines": ["DEBUG"]},
     {"name": "Release", "kind": "release", "id": "1602", "opt": "-O2", "debuglevel": "-g3",
      "defines": ["NDEBUG"]},
 )

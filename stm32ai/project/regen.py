@@ -11,6 +11,11 @@ file (docs/project.md, "Regenerating"):
 - a file stm32ai wrote that the new project no longer has: `remove` if unedited, else `kept`;
 - files stm32ai never wrote (the user's own): untouched, not listed.
 
+A project of an older stm32ai version has no record: every file that differs from the new
+version is then a `conflict` (nothing can be told unedited), identical ones are `unchanged`,
+missing ones `create`; nothing is removed. The record written afterwards makes the next update
+a normal one.
+
 Nothing is deleted that the user changed; every write goes through a temp file and a rename.
 """
 
@@ -28,7 +33,8 @@ from pathlib import Path
 from stm32ai.errors import Stm32aiError
 from stm32ai.outputs import MARKER
 
-__all__ = ["FILES", "NEW_SUFFIX", "Action", "apply_update", "edited_files", "plan_update", "record_files"]
+__all__ = ["FILES", "NEW_SUFFIX", "Action", "apply_update", "edited_files", "has_record", "plan_update",
+           "record_files"]
 
 FILES = ".stm32ai-files.json"
 NEW_SUFFIX = ".stm32ai-new"
@@ -61,18 +67,26 @@ class Action:
         return f"{self.what:9s} {self.path}{note}"
 
 
+def has_record(out: Path) -> bool:
+    """Projects of stm32ai versions before the record (FILES) have none."""
+    return (out / FILES).is_file()
+
+
 def _record(out: Path) -> dict[str, str]:
+    """The hashes stm32ai recorded; {} for a project without a record (an older version's): then
+    no file can be told unedited, so every file that differs from the new version is a conflict."""
+    if not has_record(out):
+        return {}
     try:
         return dict(json.loads((out / FILES).read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise Stm32aiError(f"'{out}' has no record of the files stm32ai generated ({FILES}; projects from older "
-                           "versions): --update cannot tell your edits from stm32ai's files; move your edits "
-                           "away and use --force") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise Stm32aiError(f"'{out}': {FILES} (stm32ai's record of the files it generated) is unreadable; "
+                           "restore it, or move your edits away and use --force") from None
 
 
 def edited_files(out: Path) -> list[str]:
     """Files stm32ai wrote in `out` that the user changed or deleted since ([] without a record)."""
-    if not (out / FILES).is_file():
+    if not has_record(out):
         return []
     return [rel for rel, h in _record(out).items()
             if not (out / rel).is_file() or (out / rel).is_symlink() or _sha(out / rel) != h]
