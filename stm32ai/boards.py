@@ -417,6 +417,8 @@ class Board:
     # the memory system as the cycle estimator sees it (flash accelerator, caches, TCMs, region
     # latencies): kept as written; stm32ai/estimate/memsys.py reads and checks it (docs/estimate.md)
     memsys: dict[str, Any] | None = None
+    # external memories stm32ai brings up (region name -> part: stm32ai/extmem.py)
+    external: dict[str, Any] = field(default_factory=dict)
 
     # ---- derived --------------------------------------------------------------------------
     # the clock tree's frequencies (Hz), read through: board.cpu_hz is board.clock.cpu_hz
@@ -470,6 +472,11 @@ class Board:
             flags.append(f"-mfpu={self.mfpu}")
         flags.append(f"-mfloat-abi={self.mfloat_abi}")
         return flags
+
+    def ready(self, name: str) -> bool:
+        """A region the firmware can use: no bring-up needed, or one stm32ai generates."""
+        r = self.region(name)
+        return r.needs_init is None or name in self.external
 
     def region(self, name: str) -> Region:
         for r in self.memory:
@@ -646,6 +653,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "irq_count": Field("int", True, lo=1, hi=496), "emulation": Field("section"),
         "cubeide": Field("section"), "openocd": Field("str"),
         "memsys": Field("map"),     # the estimator's memory-system description (stm32ai/estimate/memsys.py)
+        "external": Field("map"),   # external memory parts and their bring-up (stm32ai/extmem.py)
     },
     "clock": {
         "source": Field("str", True, CLOCK_SOURCES),
@@ -914,11 +922,22 @@ def _parse(src: str, data: Any, stem: str | None) -> Board:
         activations_pool=act_pool, weights_pool=w_pool, console=console, gpio=gpio,
         cycle_counter=v["cycle_counter"], cache=v["cache"], pre_init=tuple(pre), emulation=emu,
         irq_count=v["irq_count"], cubeide_mcu=ide["mcu"] or mcu, cubeide_board=ide["board"] or "",
-        openocd=v["openocd"], references=refs, memsys=v["memsys"])
+        openocd=v["openocd"], references=refs, memsys=v["memsys"],
+        external=_external(b, v["external"], regions, family))
     if board.cache and core != "cortex-m7":
         b.fail("cache: true needs a Cortex-M7 (L1 caches)", "cache")
     _check_console(v["console"], board)
     return board
+
+
+def _external(b: _Reader, data: Any, regions: list[Region], family: str) -> dict[str, Any]:
+    from stm32ai.extmem import ExternalError, parse_external
+
+    try:
+        return parse_external(data, {r.name: (r.origin, r.length, r.needs_init) for r in regions}, family)
+    except ExternalError as e:
+        b.fail(str(e))
+        raise  # unreachable: fail() raises
 
 
 def _check_clock(c: _Reader, ck: ClockTree, mcu: str) -> None:

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,15 @@ from stm32ai.boards import Board
 from stm32ai.errors import Stm32aiError
 
 __all__ = ["PROGRAMMERS", "Programmer", "flash_commands", "flash_project"]
+
+
+def external_loader(stldr: str) -> str:
+    """STM32CubeProgrammer's external loader file: in its bin/ExternalLoader folder when the
+    programmer is installed, else named with a placeholder for that folder."""
+    exe = shutil.which("STM32_Programmer_CLI")
+    if exe is not None:
+        return str(Path(exe).resolve().parent / "ExternalLoader" / stldr)
+    return f"<STM32CubeProgrammer>/bin/ExternalLoader/{stldr}"
 
 
 @dataclass(frozen=True)
@@ -36,16 +46,27 @@ class Programmer:
     image: str             # "elf" or "bin"
     no_board: re.Pattern   # its output when no probe/board is attached
 
-    def usable(self, board: Board) -> bool:
-        """OpenOCD needs the board file's config (`openocd:`); the others need nothing."""
-        return self.name != "openocd" or bool(board.openocd)
-
-    def command(self, board: Board, elf: str, bin_: str) -> list[str]:
+    def usable(self, board: Board, external: Sequence[str] = ()) -> bool:
+        """OpenOCD needs the board file's config (`openocd:`: for external flash one that
+        declares its QUADSPI bank); st-flash programs the internal flash only; STM32CubeProgrammer
+        needs the board's external loader for external flash."""
         if self.name == "openocd":
+            return bool(board.openocd)
+        if self.name == "st-flash":
+            return not external
+        return all(getattr(board.external[rn], "stldr", "") for rn in external)
+
+    def command(self, board: Board, elf: str, bin_: str, external: Sequence[str] = ()) -> list[str]:
+        if self.name == "openocd":
+            # `program` writes every loadable section, the QUADSPI one through the config's
+            # stmqspi bank (its reset-init handler maps the flash)
             return [self.exe, "-f", board.openocd or "", "-c", f"program {elf} verify reset exit"]
         if self.name == "st-flash":
             return [self.exe, "--reset", "write", bin_, f"0x{board.region(board.text_region).origin:08x}"]
-        return [self.exe, "-c", "port=SWD", "-w", elf, "-v", "-rst"]
+        loaders = []
+        for rn in external:
+            loaders += ["-el", str(external_loader(board.external[rn].stldr))]
+        return [self.exe, "-c", "port=SWD", *loaders, "-w", elf, "-v", "-rst"]
 
 
 PROGRAMMERS: tuple[Programmer, ...] = (
@@ -62,24 +83,31 @@ PROGRAMMERS: tuple[Programmer, ...] = (
 _BY_NAME = {p.name: p for p in PROGRAMMERS}
 
 
-def flash_commands(board: Board, elf: str, bin_: str) -> dict[str, list[str]]:
+def flash_commands(board: Board, elf: str, bin_: str, external: Sequence[str] = ()) -> dict[str, list[str]]:
     """Programmer name -> its command line (also what the Makefile's flash targets run), for
-    the programmers this board can use."""
-    return {p.name: p.command(board, elf, bin_) for p in PROGRAMMERS if p.usable(board)}
+    the programmers this board can use; `external`: the external flash regions the image has
+    sections in (programmed by the same command)."""
+    return {p.name: p.command(board, str(elf), bin_, external) for p in PROGRAMMERS if p.usable(board, external)}
 
 
-def _choose(name: str | None, board: Board) -> Programmer:
+def _choose(name: str | None, board: Board, external: Sequence[str] = ()) -> Programmer:
     if name is not None:
         if name not in _BY_NAME:
             raise Stm32aiError(f"unknown programmer '{name}' (one of {', '.join(_BY_NAME)})")
         p = _BY_NAME[name]
-        if not p.usable(board):
+        if not p.usable(board, external):
+            if p.name == "st-flash":
+                raise Stm32aiError(f"st-flash cannot program the external flash ({', '.join(external)}) this image "
+                                   "uses: use openocd or STM32CubeProgrammer")
+            if p.name == "cubeprog":
+                raise Stm32aiError(f"board {board.id} names no STM32CubeProgrammer external loader (`stldr:`) for "
+                                   f"{', '.join(external)}")
             raise Stm32aiError(f"board {board.id} names no OpenOCD config (add `openocd:` to its board "
                                "file, e.g. board/st_nucleo_f4.cfg)")
         if shutil.which(p.exe) is None:
             raise Stm32aiError(f"{p.exe} not found: install {p.package}")
         return p
-    usable = [p for p in PROGRAMMERS if p.usable(board)]
+    usable = [p for p in PROGRAMMERS if p.usable(board, external)]
     for p in usable:
         if shutil.which(p.exe) is not None:
             return p
@@ -103,17 +131,31 @@ def flash_project(project: Path, *, programmer: str | None = None, dry_run: bool
     if board.is_emulated:
         raise Stm32aiError(f"board {board.id} is emulated: there is nothing to flash; run it with "
                            f"`stm32ai run {project}`")
-    p = _choose(programmer, board)
+    external = [rn for rn in m.get("external_flash", []) if rn in board.external]
     elf = project / m.get("elf", "build/firmware.elf")
     bin_ = elf.with_suffix(".bin")
-    cmd = p.command(board, str(elf), str(bin_))
     if dry_run:
+        # the exact commands, also on a machine without a programmer: the chosen one when
+        # installed (or asked for), else every one the board can use
+        try:
+            chosen = [_choose(programmer, board, external)]
+        except Stm32aiError:
+            if programmer is not None:
+                raise
+            chosen = [p for p in PROGRAMMERS if p.usable(board, external)]
+            print(f"no programmer installed; the commands each would run ({len(chosen)}):")
         if not elf.is_file():
             print(f"would build: make -C {shlex.quote(str(project))}")
-        print(shlex.join(cmd))
+        if external:
+            print(f"external flash: {', '.join(f'{rn} (0x{board.region(rn).origin:08X})' for rn in external)}, "
+                  "programmed by the same command")
+        for p in chosen:
+            print(shlex.join(p.command(board, str(elf), str(bin_), external)))
         if monitor:
             print(f"then: stm32ai monitor --port {shlex.quote(port)}")
         return 0
+    p = _choose(programmer, board, external)
+    cmd = p.command(board, str(elf), str(bin_), external)
     if not elf.is_file() or not bin_.is_file():
         build_project(project)
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

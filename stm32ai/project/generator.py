@@ -162,8 +162,8 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
     a_region, notes = None, []
     for rn in a_pool:
         reg = board.region(rn)
-        if reg.needs_init:
-            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate yet")
+        if not board.ready(rn):
+            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate for {board.id}")
             continue
         if not reg.writable:
             notes.append(f"{rn} is not writable")
@@ -194,10 +194,16 @@ def _place_weights(board: Board, weights_bytes: int, w_pool: list[str], vectors_
     w_region, copied, notes = None, False, []
     for rn in w_pool:
         reg = board.region(rn)
-        if reg.needs_init:
-            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate yet")
+        if not board.ready(rn):
+            notes.append(f"{rn} needs {reg.needs_init} bring-up, which stm32ai does not generate for {board.id}")
             continue
-        cp = rn != board.text_region
+        external = rn in board.external
+        if external and reg.writable:
+            # the reset copy runs before SystemInit brings the memory up (startup.c)
+            notes.append(f"{rn} is external RAM, brought up after the reset-time copy: it holds activations, "
+                         "not weights")
+            continue
+        cp = rn != board.text_region and not external   # external flash: read in place, its own image
         if cp and not reg.writable:
             notes.append(f"{rn} is read-only and is not the program region")
             continue
@@ -238,7 +244,7 @@ def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: li
     out = []
     for rn in a_pool:
         reg = board.region(rn)
-        if reg.needs_init or not reg.writable:
+        if not board.ready(rn) or not reg.writable:
             continue
         room = min(reg.length - res[rn], caps.get(rn, 1 << 62)) // _ALIGN * _ALIGN
         if room > 0:
@@ -249,7 +255,7 @@ def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: li
 def _suggest(board: Board, need: int, tried: list[str], what: str, res: dict[str, int]) -> str:
     for r in sorted(board.memory, key=lambda r: -(r.length - res[r.name])):
         ok_kind = r.writable or (what == "weights" and r.name == board.text_region)
-        if r.name not in tried and not r.needs_init and ok_kind and r.length - res[r.name] >= need:
+        if r.name not in tried and board.ready(r.name) and ok_kind and r.length - res[r.name] >= need:
             return f"try --{what}-pool {r.name} (it has {r.length - res[r.name]:,} B free)"
     bigger = []
     try:
@@ -260,7 +266,7 @@ def _suggest(board: Board, need: int, tried: list[str], what: str, res: dict[str
     others.sort(key=lambda b: (b.is_emulated != board.is_emulated,
                                -max((r.length for r in b.memory if r.writable), default=0)))
     for b in others:
-        if any(r.writable and not r.needs_init and r.length >= need + 16 * 1024 for r in b.memory):
+        if any(r.writable and b.ready(r.name) and r.length >= need + 16 * 1024 for r in b.memory):
             bigger.append(b.id)
     hint = f"choose a board with more memory (e.g. {', '.join(bigger[:3])})" if bigger else \
         "reduce the model"
@@ -586,6 +592,10 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "profile": profile,
         # what the demo's `instructions:`/`cycles:` figure counts
         "counter_unit": "instructions" if emu else "cycles",
+        # external memories brought up, and the external flash regions the image writes
+        # (programmed with the internal flash: stm32ai flash, docs/external_memory.md)
+        "external": used_external(board, place),
+        "external_flash": _external_flash(board, place),
     }
     extra: dict[str, Any] = {}
     if models is not None:  # a multi-model project: its models, in the descriptor table's order
@@ -629,28 +639,95 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         # the demo's instruction conversion assumes it
         "icount_shift": board.emulation.icount_shift if board.emulation else 0,
         "openocd": board.openocd or "", "flash_origin": f"0x{text.origin:08x}",
-        "flash": _flash_context(board),
-        "flash_hint": "; ".join(p["package"] for p in _flash_context(board)),
+        "flash": _flash_context(board, _external_flash(board, place)),
+        "flash_hint": "; ".join(p["package"] for p in _flash_context(board, _external_flash(board, place))),
+        # weights in external flash: their own image, left out of the internal .bin
+        "external_images": [{"region": rn, "origin": f"0x{board.region(rn).origin:08X}", "section": ".nn_weights"}
+                            for rn in _external_flash(board, place)],
         "activations_bytes": activations_bytes, "weights_bytes": weights_bytes,
         "activations_region": (place.activations_region if len(place.activation_pools) < 2 else
                                " + ".join(f"{p['region']} ({p['bytes']:,} B)" for p in place.activation_pools)),
         "weights_region": place.weights_region,
         "stack_size": board.stack_size, "stack_region": board.stack_region,
         "manifest_json": json.dumps(manifest, indent=1),
+        "extmem": _extmem_context(board, place),
     }
     ctx["ide_configs"] = [_ide_config(board, cfg, ctx) for cfg in BUILD_CONFIGS]
     ctx.update(extra)
     return ctx
 
 
-def _flash_context(board: Board) -> list[dict[str, str]]:
+def used_external(board: Board, place: Placement) -> list[str]:
+    """The external memories (board.external) this placement puts weights or activations in."""
+    used = {place.weights_region, place.activations_region} | {p["region"] for p in place.activation_pools}
+    return [r.name for r in board.memory if r.name in used and r.name in board.external]
+
+
+def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
+    """extmem.c's values: the register words of stm32ai/extmem.py at the board's HCLK, for the
+    external memories the placement uses (none: extmem_init() does nothing)."""
+    from stm32ai.extmem import FAMILY_REGS, QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
+
+    out: dict[str, Any] = {"sdram": None, "qspi": None, "mpu": [],
+                           **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien"), "0u")}
+    used = {rn: board.external[rn] for rn in used_external(board, place)}
+    if not used:
+        return out
+    fam = FAMILY_REGS[board.family]
+    out.update({k: _hex(v) for k, v in fam.items()})
+
+    def pins(part: Any) -> list[dict[str, int]]:
+        ncs = getattr(part, "ncs", None)
+        return [{"port": ord(p.port) - ord("A"), "pin": p.pin, "af": p.af,
+                 "pull": 1 if ncs == f"P{p.port}{p.pin}" else 0} for p in part.pins]
+
+    for rn, part in used.items():
+        length = board.region(rn).length
+        if isinstance(part, SdramPart):
+            r = sdram_registers(part, board.hclk_hz)
+            out["sdram"] = {
+                "region": rn, "part": part.part, "origin": board.region(rn).origin, "bytes": length,
+                "pins": pins(part), "cas": r["CAS"], "sdclk_hz": r["SDCLK_HZ"], "powerup_us": r["POWERUP_US"],
+                "autorefresh": part.autorefresh, "refresh_count": r["SDRTR"] >> 1,
+                **{k: _hex(r[k]) for k in ("SDCR", "SDTR", "SDRTR", "CMD_CLK_ENABLE", "CMD_PALL",
+                                           "CMD_AUTOREFRESH", "CMD_LOAD_MODE")},
+                "sdcr_note": f"{part.col_bits} column / {part.row_bits} row bits, {part.data_bits}-bit bus, "
+                             f"{part.internal_banks} banks, CAS {r['CAS']}, SDCLK = HCLK / {part.sdclk_div}, "
+                             "read burst",
+                "sdtr_note": ", ".join(f"{k[2:]} {r[k]}" for k in r if k.startswith("T_")) + " SDCLK cycles",
+            }
+        elif isinstance(part, QspiFlash):
+            r = qspi_registers(part, board.hclk_hz)
+            out["qspi"] = {
+                "region": rn, "part": part.part, "bytes": length, "pins": pins(part), "hz": r["QSPI_HZ"],
+                "read_cmd": part.read_cmd, "dummy": part.dummy, "quad_enable": part.quad_enable,
+                "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id),
+                "id_hex": "".join(f"{b:02X}" for b in part.jedec_id),
+                "PRESCALER": r["PRESCALER"], "FSIZE": r["FSIZE"], "CSHT_plus1": r["CSHT"] + 1,
+                **{k: _hex(r[k]) for k in ("CR", "DCR", "CCR_RESET_ENABLE_QPI", "CCR_RESET_QPI", "CCR_RESET_ENABLE",
+                                           "CCR_RESET", "CCR_READ_ID", "CCR_READ_SR", "CCR_WRITE_ENABLE",
+                                           "CCR_WRITE_SR", "CCR_MEMORY_MAPPED")},
+            }
+    if board.core == "cortex-m7":
+        out["mpu"] = [{"rbar": _hex(b), "rasr": _hex(a), "note": n}
+                      for b, a, n in mpu_regions(used, {rn: board.region(rn).length for rn in used})]
+    return out
+
+
+def _external_flash(board: Board, place: Placement) -> list[str]:
+    """External read-only regions with a load image (the weights placed there)."""
+    rn = place.weights_region
+    return [rn] if rn in board.external and not board.region(rn).writable else []
+
+
+def _flash_context(board: Board, external: list[str]) -> list[dict[str, str]]:
     """The Makefile's flash targets: the command lines of stm32ai.project.flash, with make's
     variables for the image (so `make flash` runs what `stm32ai flash` runs)."""
     import shlex
 
     from stm32ai.project.flash import PROGRAMMERS, flash_commands
 
-    cmds = flash_commands(board, "$(BUILD_DIR)/$(TARGET).elf", "$(BUILD_DIR)/$(TARGET).bin")
+    cmds = flash_commands(board, "$(BUILD_DIR)/$(TARGET).elf", "$(BUILD_DIR)/$(TARGET).bin", external)
     target = {"openocd": "flash-openocd", "st-flash": "flash-stlink", "cubeprog": "flash-cubeprog"}
     return [{"name": p.name, "exe": p.exe, "target": target[p.name], "package": p.package,
              "cmd": shlex.join(cmds[p.name])} for p in PROGRAMMERS if p.name in cmds]

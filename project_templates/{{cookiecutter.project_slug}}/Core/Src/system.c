@@ -10,6 +10,7 @@
 
 #include "board.h"
 #include "console.h"
+#include "extmem.h"
 #include "system.h"
 
 #define CLOCK_WAIT_LOOPS 1000000u /* > 60 ms at the slowest reset clock (4 MHz MSI) */
@@ -306,7 +307,8 @@ void SystemInit(void) {
 #endif
 {% for w in c.pre_init %}  REG32({{ w.reg }}) |= {{ w.set }}; /* {{ w.note }} */
   (void)REG32({{ w.reg }});
-{% endfor %}#if BOARD_CACHE
+{% endfor %}  extmem_init(); /* external memories the model uses (extmem.c), before the caches */
+#if BOARD_CACHE
   cache_enable();
 #endif
 }

@@ -1,0 +1,373 @@
+"""External memories a board carries: an SDRAM on the FMC and a NOR flash on the QUADSPI.
+
+The board file gives each part's datasheet figures under `external:` (keyed by the memory
+region they back); this module checks them and derives the controller register values at the
+clock the firmware reaches, so the generated C only writes constants (docs/external_memory.md).
+
+Register layouts (bit positions) are those of the STM32 reference manuals:
+- FMC SDRAM controller: RM0385 (STM32F74x/75x) §13.7.5 "SDRAM controller registers" (FMC_SDCRx,
+  FMC_SDTRx, FMC_SDCMR, FMC_SDRTR, FMC_SDSR); RM0410 (F76x/77x) has the same block.
+- QUADSPI: RM0385 §14.5 "QUADSPI registers", RM0351 (STM32L4x5/L4x6) §15.5, identical layout:
+  CR (PRESCALER 31:24, FTHRES 11:8, SSHIFT 4, EN 0), DCR (FSIZE 20:16, CSHT 10:8), SR (BUSY 5,
+  TCF 1, TEF 0), CCR (FMODE 27:26, DMODE 25:24, DCYC 22:18, ADSIZE 13:12, ADMODE 11:10,
+  IMODE 9:8, INSTRUCTION 7:0).
+- Cortex-M7 MPU: Armv7-M ARM B3.5 (MPU_RBAR/MPU_RASR: XN 28, AP 26:24, TEX 21:19, S 18, C 17,
+  B 16, SIZE 5:1, ENABLE 0); the attributes follow ST's AN4838 / AN4839 guidance for external
+  memories (see `mpu_regions`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FAMILY_REGS", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions", "parse_external",
+           "qspi_registers", "sdram_registers", "supported_controllers"]
+
+
+class ExternalError(ValueError):
+    """A board file's `external:` entry that cannot be used (one line, names the key)."""
+
+
+# Per family: where the controllers and their clock enables are.
+#   F7: RM0385 §2.2.2 memory map (FMC control registers 0xA000 0000, QUADSPI 0xA000 1000) and
+#       RCC_AHB3ENR at RCC + 0x38 (FMCEN bit 0, QSPIEN bit 1), RM0385 §5.3.12.
+#   L4: RM0351 §2.2.2 memory map (same addresses) and RCC_AHB3ENR at RCC + 0x50 (FMCEN bit 0,
+#       QSPIEN bit 8), RM0351 §6.4.19.
+FAMILY_REGS: dict[str, dict[str, int]] = {
+    "stm32f7": {"fmc": 0xA0000000, "quadspi": 0xA0001000, "ahb3enr": 0x40023838,
+                "fmcen": 1 << 0, "qspien": 1 << 1},
+    "stm32l4": {"fmc": 0xA0000000, "quadspi": 0xA0001000, "ahb3enr": 0x40021050,
+                "fmcen": 1 << 0, "qspien": 1 << 8},
+}
+
+
+def supported_controllers(family: str) -> set[str]:
+    """The `needs_init` kinds stm32ai brings up on this family."""
+    if family == "stm32f7":
+        return {"fmc_sdram", "quadspi"}
+    if family == "stm32l4":
+        return {"quadspi"}
+    return set()
+
+
+@dataclass(frozen=True)
+class ExtPin:
+    port: str        # "A".."K"
+    pin: int
+    af: int
+
+
+@dataclass(frozen=True)
+class SdramPart:
+    region: str
+    part: str
+    bank: int                    # FMC SDRAM bank 1 (SDNE0/SDCKE0, 0xC0000000)
+    data_bits: int               # 8, 16, 32: the bus as the board wires it
+    row_bits: int
+    col_bits: int
+    internal_banks: int          # 2 or 4
+    sdclk_div: int               # SDCLK = HCLK / 2 or / 3
+    cas_tck_min_ns: dict[int, float]   # CAS latency -> the part's minimum clock period for it
+    tmrd_clk: int                # load-mode-register to active, in clocks
+    txsr_ns: float
+    tras_ns: float
+    trc_ns: float
+    twr_ns: float
+    trp_ns: float
+    trcd_ns: float
+    refresh_ms: float
+    refresh_rows: int
+    powerup_us: float
+    autorefresh: int             # auto-refresh commands of the init sequence
+    pins: tuple[ExtPin, ...]
+    datasheet: str
+
+
+@dataclass(frozen=True)
+class QspiFlash:
+    region: str
+    part: str
+    size: int                    # bytes
+    jedec_id: tuple[int, int, int]
+    max_hz: int                  # fastest clock of the read command used
+    cs_high_ns: float            # the part's minimum chip-select high time (tSHSL)
+    read_cmd: int
+    addr_bytes: int              # 3 or 4
+    dummy: int                   # dummy clocks of read_cmd
+    quad_enable: str             # "none" or "sr_bit6" (Macronix: QE in the status register)
+    pins: tuple[ExtPin, ...]
+    ncs: str                     # the chip-select pin (pulled up while idle)
+    stldr: str                   # STM32CubeProgrammer's external loader for this board
+    datasheet: str
+
+
+_PIN = re.compile(r"P([A-K])(1[0-5]|[0-9])")
+
+
+def _pins(v: Any, where: str) -> tuple[ExtPin, ...]:
+    if not isinstance(v, list) or not v:
+        raise ExternalError(f"{where}.pins: expected a list of {{pin: PXn, af: N}}")
+    out = []
+    for i, p in enumerate(v):
+        if not isinstance(p, dict) or set(p) != {"pin", "af"}:
+            raise ExternalError(f"{where}.pins[{i}]: expected {{pin: PXn, af: N}}")
+        m = _PIN.fullmatch(str(p["pin"]))
+        af = p["af"]
+        if m is None or not isinstance(af, int) or isinstance(af, bool) or not 0 <= af <= 15:
+            raise ExternalError(f"{where}.pins[{i}]: '{p['pin']}' / af {af!r} is not a GPIO pin PA0..PK15 "
+                                "with af 0..15")
+        out.append(ExtPin(m.group(1), int(m.group(2)), af))
+    if len({(p.port, p.pin) for p in out}) != len(out):
+        raise ExternalError(f"{where}.pins: a pin is listed twice")
+    return tuple(out)
+
+
+def _size(v: Any, where: str) -> int:
+    """An int or "16M" / "512K" (the board files' notation)."""
+    m = re.fullmatch(r"(\d+)([KM]?)", str(v).strip().upper()) if not isinstance(v, bool) else None
+    n = int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20}[m.group(2)] if m else 0
+    if not (1 << 16) <= n <= (1 << 32):
+        raise ExternalError(f"{where}: expected a size of 64K..4096M, got {v!r}")
+    return n
+
+
+def _num(d: dict, key: str, where: str, lo: float, hi: float, kind: type = float) -> Any:
+    v = d.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
+        raise ExternalError(f"{where}.{key}: expected {'a number' if kind is float else 'an integer'}")
+    if not lo <= v <= hi:
+        raise ExternalError(f"{where}.{key}: {v} is outside {lo}..{hi}")
+    return kind(v)
+
+
+_SDRAM_KEYS = {"controller", "part", "bank", "data_bits", "row_bits", "col_bits", "internal_banks", "sdclk_div",
+               "cas_tck_min_ns", "tmrd_clk", "txsr_ns", "tras_ns", "trc_ns", "twr_ns", "trp_ns", "trcd_ns",
+               "refresh_ms", "refresh_rows", "powerup_us", "autorefresh", "pins", "datasheet"}
+_QSPI_KEYS = {"controller", "part", "size", "jedec_id", "max_hz", "cs_high_ns", "read_cmd", "addr_bytes", "dummy",
+              "quad_enable", "pins", "ncs", "stldr", "datasheet"}
+
+
+def _sdram(name: str, d: dict, where: str) -> SdramPart:
+    if set(d) - _SDRAM_KEYS:
+        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _SDRAM_KEYS))}")
+    missing = _SDRAM_KEYS - set(d)
+    if missing:
+        raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
+    cas = d["cas_tck_min_ns"]
+    if (not isinstance(cas, dict) or not cas
+            or not all(isinstance(k, int) and k in (1, 2, 3) and isinstance(x, (int, float)) and x > 0
+                       for k, x in cas.items())):
+        raise ExternalError(f"{where}.cas_tck_min_ns: expected {{CAS latency 1..3: minimum tCK in ns}}")
+    data_bits = _num(d, "data_bits", where, 8, 32, int)
+    if data_bits not in (8, 16, 32):
+        raise ExternalError(f"{where}.data_bits: {data_bits} is not 8, 16 or 32")
+    banks = _num(d, "internal_banks", where, 2, 4, int)
+    if banks not in (2, 4):
+        raise ExternalError(f"{where}.internal_banks: {banks} is not 2 or 4")
+    return SdramPart(
+        region=name, part=str(d["part"]), bank=_num(d, "bank", where, 1, 1, int), data_bits=data_bits,
+        row_bits=_num(d, "row_bits", where, 11, 13, int), col_bits=_num(d, "col_bits", where, 8, 11, int),
+        internal_banks=banks, sdclk_div=_num(d, "sdclk_div", where, 2, 3, int),
+        cas_tck_min_ns={int(k): float(x) for k, x in cas.items()},
+        tmrd_clk=_num(d, "tmrd_clk", where, 1, 16, int),
+        **{k: _num(d, k, where, 0.1, 1000.0) for k in ("txsr_ns", "tras_ns", "trc_ns", "twr_ns", "trp_ns",
+                                                        "trcd_ns")},
+        refresh_ms=_num(d, "refresh_ms", where, 1, 1000), refresh_rows=_num(d, "refresh_rows", where, 1024, 16384, int),
+        powerup_us=_num(d, "powerup_us", where, 1, 10000), autorefresh=_num(d, "autorefresh", where, 1, 16, int),
+        pins=_pins(d["pins"], where), datasheet=str(d["datasheet"]))
+
+
+def _qspi(name: str, d: dict, where: str) -> QspiFlash:
+    if set(d) - _QSPI_KEYS:
+        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _QSPI_KEYS))}")
+    missing = _QSPI_KEYS - set(d)
+    if missing:
+        raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
+    size = _size(d["size"], f"{where}.size")
+    if size & (size - 1):
+        raise ExternalError(f"{where}.size: {size} is not a power of two")
+    jid = d["jedec_id"]
+    if not (isinstance(jid, list) and len(jid) == 3 and all(isinstance(x, int) and 0 <= x <= 255 for x in jid)):
+        raise ExternalError(f"{where}.jedec_id: expected three bytes (manufacturer, type, capacity)")
+    qe = str(d["quad_enable"])
+    if qe not in ("none", "sr_bit6"):
+        raise ExternalError(f"{where}.quad_enable: '{qe}' is not none or sr_bit6")
+    pins = _pins(d["pins"], where)
+    m = _PIN.fullmatch(str(d["ncs"]))
+    if m is None or (m.group(1), int(m.group(2))) not in {(p.port, p.pin) for p in pins}:
+        raise ExternalError(f"{where}.ncs: '{d['ncs']}' is not one of the pins")
+    addr = _num(d, "addr_bytes", where, 3, 4, int)
+    if size > (1 << 24) and addr != 4:
+        raise ExternalError(f"{where}.addr_bytes: a {size >> 20} MiB flash needs 4-byte addresses")
+    return QspiFlash(
+        region=name, part=str(d["part"]), size=size, jedec_id=(jid[0], jid[1], jid[2]),
+        max_hz=_num(d, "max_hz", where, 1_000_000, 200_000_000, int), cs_high_ns=_num(d, "cs_high_ns", where, 1, 1000),
+        read_cmd=_num(d, "read_cmd", where, 0, 255, int), addr_bytes=addr, dummy=_num(d, "dummy", where, 0, 31, int),
+        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=str(d["stldr"]), datasheet=str(d["datasheet"]))
+
+
+def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], family: str
+                   ) -> dict[str, SdramPart | QspiFlash]:
+    """The board file's `external:` mapping, checked against its memory regions
+    (name -> (origin, length, needs_init)) and the family's controllers."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ExternalError("external: expected a mapping of region name -> memory part")
+    out: dict[str, SdramPart | QspiFlash] = {}
+    for name, d in data.items():
+        where = f"external.{name}"
+        if name not in regions:
+            raise ExternalError(f"{where}: no memory region named '{name}'")
+        if not isinstance(d, dict):
+            raise ExternalError(f"{where}: expected a mapping")
+        origin, length, needs = regions[name]
+        kind = d.get("controller")
+        if kind != needs:
+            raise ExternalError(f"{where}.controller: '{kind}' but region '{name}' needs '{needs}'")
+        if kind not in supported_controllers(family):
+            raise ExternalError(f"{where}.controller: stm32ai does not bring up '{kind}' on {family}")
+        if kind == "fmc_sdram":
+            part: SdramPart | QspiFlash = _sdram(name, d, where)
+            if origin != 0xC0000000:
+                raise ExternalError(f"{where}: FMC SDRAM bank 1 is at 0xC0000000, the region at 0x{origin:08X}")
+            capacity = (1 << (part.row_bits + part.col_bits)) * part.internal_banks * part.data_bits // 8
+            if length > capacity:
+                raise ExternalError(f"{where}: region is {length} B, the part on a {part.data_bits}-bit bus "
+                                    f"has {capacity}")
+        else:
+            part = _qspi(name, d, where)
+            if origin != 0x90000000:
+                raise ExternalError(f"{where}: QUADSPI memory-mapped space is at 0x90000000, the region "
+                                    f"at 0x{origin:08X}")
+            if length > part.size:
+                raise ExternalError(f"{where}: region is {length} B, the flash has {part.size}")
+        out[name] = part
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Register values
+# ---------------------------------------------------------------------------------------------
+def _cycles(ns: float, tck_ns: float) -> int:
+    """Clock cycles covering `ns` (rounded up; a hair of float slack so 18.0/9.0 stays 2)."""
+    return max(1, math.ceil(ns / tck_ns - 1e-9))
+
+
+def sdram_registers(p: SdramPart, hclk_hz: int) -> dict[str, int]:
+    """FMC SDRAM bank-1 register values and the init sequence's SDCMR words at this HCLK.
+
+    RM0385 §13.7.3 "SDRAM initialization": clock configuration enable, wait the power-up delay,
+    precharge all, auto-refresh (NRFS+1 commands), load mode register, then the refresh rate."""
+    sdclk = hclk_hz / p.sdclk_div
+    tck = 1e9 / sdclk
+    fits = sorted(cl for cl, tmin in p.cas_tck_min_ns.items() if tck + 1e-9 >= tmin)
+    if not fits:
+        raise ExternalError(f"{p.part}: SDCLK {sdclk / 1e6:g} MHz is faster than any CAS latency allows "
+                            f"({p.cas_tck_min_ns})")
+    cl = fits[0]
+    trcd, trp = _cycles(p.trcd_ns, tck), _cycles(p.trp_ns, tck)
+    tras, trc = _cycles(p.tras_ns, tck), _cycles(p.trc_ns, tck)
+    # FMC_SDTR TWR note (RM0385 §13.7.5): TWR >= TRAS - TRCD and TWR >= TRC - TRCD - TRP
+    twr = max(_cycles(p.twr_ns, tck), tras - trcd, trc - trcd - trp)
+    txsr = _cycles(p.txsr_ns, tck)
+    fields = {"TMRD": p.tmrd_clk, "TXSR": txsr, "TRAS": tras, "TRC": trc, "TWR": twr, "TRP": trp, "TRCD": trcd}
+    for k, v in fields.items():
+        if not 1 <= v <= 16:
+            raise ExternalError(f"{p.part}: {k} = {v} cycles at SDCLK {sdclk / 1e6:g} MHz does not fit "
+                                "FMC_SDTR (1..16)")
+    sdcr = ((p.col_bits - 8) | (p.row_bits - 11) << 2 | {8: 0, 16: 1, 32: 2}[p.data_bits] << 4
+            | (1 if p.internal_banks == 4 else 0) << 6 | cl << 7 | p.sdclk_div << 10
+            | 1 << 12)                                    # RBURST: read bursts for the cache lines
+    sdtr = ((fields["TMRD"] - 1) | (txsr - 1) << 4 | (tras - 1) << 8 | (trc - 1) << 12 | (twr - 1) << 16
+            | (trp - 1) << 20 | (trcd - 1) << 24)
+    # FMC_SDRTR COUNT = refresh period / rows in SDCLK cycles, minus the 20-cycle margin RM0385
+    # §13.7.5 asks for; it must stay above 41 and fit 13 bits.
+    count = int(p.refresh_ms * 1e-3 / p.refresh_rows * sdclk) - 20
+    if not 41 < count < (1 << 13):
+        raise ExternalError(f"{p.part}: refresh count {count} at SDCLK {sdclk / 1e6:g} MHz is outside 42..8191")
+    ctb = 1 << 4                                          # CTB1: the command targets bank 1
+    # mode register (the part's datasheet, JEDEC SDR): burst length 1, sequential, CAS latency,
+    # standard operation, single-location write bursts (bit 9)
+    mrd = cl << 4 | 1 << 9
+    return {
+        "SDCR": sdcr, "SDTR": sdtr, "SDRTR": count << 1,
+        "CMD_CLK_ENABLE": 1 | ctb, "CMD_PALL": 2 | ctb,
+        "CMD_AUTOREFRESH": 3 | ctb | (p.autorefresh - 1) << 5, "CMD_LOAD_MODE": 4 | ctb | mrd << 9,
+        "CAS": cl, "SDCLK_HZ": int(sdclk), "POWERUP_US": math.ceil(p.powerup_us),
+        **{f"T_{k}": v for k, v in fields.items()},
+    }
+
+
+def qspi_registers(q: QspiFlash, hclk_hz: int) -> dict[str, int]:
+    """QUADSPI register values: the clock (PRESCALER: QUADSPI clock = HCLK / (PRESCALER + 1)),
+    the device configuration, and the CCR words of the commands the bring-up sends."""
+    presc = max(0, math.ceil(hclk_hz / q.max_hz) - 1)
+    if presc > 255:
+        raise ExternalError(f"{q.part}: no prescaler brings HCLK {hclk_hz / 1e6:g} MHz down to {q.max_hz / 1e6:g} MHz")
+    f = hclk_hz / (presc + 1)
+    csht = min(7, max(0, math.ceil(q.cs_high_ns * f / 1e9) - 1))   # CS high for CSHT + 1 cycles
+    fsize = q.size.bit_length() - 2                                  # 2^(FSIZE + 1) bytes
+    single, quad = 1, 3
+    indirect_write, indirect_read, memory_mapped = 0, 1, 3
+
+    def ccr(cmd: int, fmode: int, dmode: int = 0, admode: int = 0, dcyc: int = 0, imode: int = single) -> int:
+        return (fmode << 26 | dmode << 24 | dcyc << 18 | (q.addr_bytes - 1) << 12 | admode << 10
+                | imode << 8 | cmd)
+
+    return {
+        "CR": presc << 24 | 3 << 8 | 1 << 4,    # FTHRES 4 bytes, SSHIFT half a cycle later; EN set last
+        "DCR": fsize << 16 | csht << 8,
+        # RESET ENABLE + RESET MEMORY (0x66, 0x99), first on four lines (a part left in QPI mode
+        # by an earlier program), then on one: the flash starts from its power-on state
+        "CCR_RESET_ENABLE_QPI": ccr(0x66, indirect_write, imode=quad),
+        "CCR_RESET_QPI": ccr(0x99, indirect_write, imode=quad),
+        "CCR_RESET_ENABLE": ccr(0x66, indirect_write), "CCR_RESET": ccr(0x99, indirect_write),
+        "CCR_READ_ID": ccr(0x9F, indirect_read, single),            # JEDEC READ ID, 3 bytes
+        "CCR_READ_SR": ccr(0x05, indirect_read, single),            # READ STATUS REGISTER, 1 byte
+        "CCR_WRITE_ENABLE": ccr(0x06, indirect_write),
+        "CCR_WRITE_SR": ccr(0x01, indirect_write, single),          # WRITE STATUS REGISTER, 1 byte
+        "CCR_MEMORY_MAPPED": ccr(q.read_cmd, memory_mapped, quad, single, q.dummy),
+        "QSPI_HZ": int(f), "PRESCALER": presc, "CSHT": csht, "FSIZE": fsize,
+    }
+
+
+# MPU_RASR attribute fields (Armv7-M ARM B3.5.9): TEX 21:19, C 17, B 16; AP 26:24; XN 28.
+_STRONGLY_ORDERED = 0
+_NORMAL_WT = 1 << 17                      # TEX 000, C 1, B 0: write-through, no write-allocate
+_NORMAL_WBWA = 1 << 19 | 1 << 17 | 1 << 16   # TEX 001, C 1, B 1: write-back, write/read-allocate
+_AP_NONE, _AP_RW, _AP_RO = 0, 3 << 24, 6 << 24
+_XN = 1 << 28
+
+
+def _rasr(size: int, attrs: int) -> int:
+    if size < 32 or size & (size - 1):
+        raise ExternalError(f"MPU region of {size} B is not a power of two >= 32")
+    return attrs | (size.bit_length() - 2) << 1 | 1
+
+
+def mpu_regions(parts: dict[str, SdramPart | QspiFlash], lengths: dict[str, int]) -> list[tuple[int, int, str]]:
+    """(RBAR, RASR, note) per Cortex-M7 MPU region, lowest number first (a higher one wins
+    where they overlap). The default memory map makes 0x60000000-0x9FFFFFFF Normal memory the
+    core may read speculatively, and 0xA0000000-0xDFFFFFFF Device memory (no cache, no unaligned
+    access): so, as ST's AN4838 / AN4839 recommend, the external banks are first closed as
+    strongly-ordered no-access regions and then the populated part is opened as Normal memory:
+    the flash read-only and write-through, the SDRAM write-back."""
+    out: list[tuple[int, int, str]] = []
+    sdram = [p for p in parts.values() if isinstance(p, SdramPart)]
+    qspi = [p for p in parts.values() if isinstance(p, QspiFlash)]
+    if sdram:
+        out.append((0x60000000, _rasr(256 << 20, _STRONGLY_ORDERED | _AP_NONE | _XN),
+                    "FMC bank 1 (NOR/PSRAM, unpopulated): no speculative reads"))
+    if qspi:
+        out.append((0x90000000, _rasr(256 << 20, _STRONGLY_ORDERED | _AP_NONE | _XN),
+                    "QUADSPI space beyond the flash: no speculative reads"))
+        q = qspi[0]
+        out.append((0x90000000, _rasr(q.size, _NORMAL_WT | _AP_RO), f"{q.part}: cacheable, read-only"))
+    for p in sdram:
+        size = 1 << (lengths[p.region] - 1).bit_length()
+        out.append((0xC0000000, _rasr(size, _NORMAL_WBWA | _AP_RW | _XN), f"{p.part}: Normal memory, write-back"))
+    return out
