@@ -58,7 +58,20 @@ def place_model(board: Any, c: Compiled, activations_pool: list[str] | None, wei
                           "vectors_bytes": vectors_bytes}
     if c.plan.pools:
         return plan_placement(board, activations_bytes=act, weights_bytes=wts, split=c.plan.pools, **kw)
+    a_list = list(activations_pool) if activations_pool else list(board.activations_pool)
+    internal = [e for e in a_list if e.partition(":")[0].strip() not in board.external]
     try:
+        if internal and len(internal) < len(a_list):
+            # external RAM takes only what the internal RAMs cannot hold: the whole pool in an
+            # internal region, else split (the hottest buffers in the first, internal, regions)
+            try:
+                return plan_placement(board, activations_bytes=act, weights_bytes=wts,
+                                      **{**kw, "activations_pool": internal})
+            except ActivationsDoNotFit:
+                pass
+            if len(activation_budgets(board, weights_bytes=wts, **kw)) < 2:
+                return plan_placement(board, activations_bytes=act, weights_bytes=wts, **kw)
+            raise ActivationsDoNotFit("split across internal and external RAM")
         return plan_placement(board, activations_bytes=act, weights_bytes=wts, **kw)
     except ActivationsDoNotFit:
         budgets = activation_budgets(board, weights_bytes=wts, **kw)
@@ -128,7 +141,9 @@ def generate_firmware_project(stage: Path, board: Board, models: Sequence[Projec
                          activations_bytes=act, weights_bytes=wts, tool_version=__version__,
                          reference=spec.reference, model_signature=spec.signature,
                          validation=validation, model_file=m.model_file, profile=profile,
-                         activation_split=c.plan.pools or None)
+                         activation_split=c.plan.pools or None,
+                         io_in_pool=(bool(c.doc["stm32ai"]["inputs_in_pool"]),
+                                     bool(c.doc["stm32ai"]["outputs_in_pool"])))
         write_artifact(stage / "Model" / "artifact", c.doc, c.params)
     else:
         generate_multi_project(stage, board=board, models=specs, c_dir=work, shared=pools.shared,

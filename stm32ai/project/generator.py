@@ -416,7 +416,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                      force: bool = False, reference: str = "the reference",
                      model_signature: int = 0, validation: bool = False, model_file: str = "",
                      profile: bool = False, embed_expected: bool = True,
-                     activation_split: list[tuple[str, int]] | None = None) -> Path:
+                     activation_split: list[tuple[str, int]] | None = None,
+                     io_in_pool: tuple[bool, bool] = (False, False)) -> Path:
     """Write a complete firmware project for `board` running model `name` into `out_dir`.
 
     `c_dir` is the emitter's C-only output (`<name>.c/.h`, `<name>_data.c/.h`, `runtime/`).
@@ -469,6 +470,8 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
                 "model_file": untrusted(model_file),
                 "inputs": ins, "outputs": outs, "rtol": "1e-5f", "reference": reference,
                 "has_expected": embed_expected,
+                # the demo's own I/O buffers only for tensors the model leaves to the application
+                "inputs_in_pool": io_in_pool[0], "outputs_in_pool": io_in_pool[1],
                 "signature": f"0x{model_signature & 0xFFFFFFFF:08X}u"}
         _finish_demo(proj, denv, dctx, ("main.c.j2", "demo_data.c.j2", "demo_data.h.j2"), c_dir, work, out_dir)
     return out_dir
