@@ -4,7 +4,7 @@ MODEL ?= $(firstword $(wildcard ../shared/models/mlperf_tiny/pretrainedResnet_qu
 BOARD ?= qemu-netduinoplus2
 DEMO_DIR ?= build/demo
 
-.PHONY: setup demo test bench lint fixtures fuzz clean
+.PHONY: setup demo test bench fits lint fixtures fuzz clean
 
 setup: .setup-done
 .setup-done: pyproject.toml scripts/setup.sh
@@ -24,6 +24,10 @@ test: setup
 # All models (slow; not part of `make test`/CI). A subset: make bench ONLY=kws,vww
 bench: setup
 	$(PYTHON) -m bench $(if $(ONLY),--only $(ONLY))
+
+# Which shared model fits which board, internal / with external memory / not (docs/external_memory.md)
+fits: setup
+	$(PYTHON) -m bench.fits
 
 # Long fuzz campaign of `generate --c-only` (docs/verifier.md): N mutants, table kind x outcome.
 N ?= 10000

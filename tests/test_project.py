@@ -155,11 +155,20 @@ def test_placement_bad_region_names_and_bring_up():
     b = load_board("disco-f746")
     with pytest.raises(Stm32aiError, match="no memory region 'ccm'"):
         plan_placement(b, activations_bytes=1, weights_bytes=1, activations_pool=["ccm"])
-    with pytest.raises(Stm32aiError, match="sdram needs fmc_sdram bring-up"):
-        plan_placement(b, activations_bytes=1, weights_bytes=1, activations_pool=["sdram"])
-    # a region needing bring-up is skipped when a later one fits
-    p = plan_placement(b, activations_bytes=1, weights_bytes=1, weights_pool=["qspi", "flash"])
-    assert p.weights_region == "flash"
+    # a region whose bring-up stm32ai does not generate (the F769 kit's SDRAM) is refused ...
+    f769 = load_board("disco-f769")
+    with pytest.raises(Stm32aiError, match="sdram needs fmc_sdram bring-up, which stm32ai does not generate"):
+        plan_placement(f769, activations_bytes=1, weights_bytes=1, activations_pool=["sdram"])
+    # ... and skipped when a later one fits
+    p = plan_placement(f769, activations_bytes=1, weights_bytes=1, activations_pool=["sdram", "sram1"])
+    assert p.activations_region == "sram1"
+    # external memories it brings up hold pools: weights read in place from the QSPI flash
+    p = plan_placement(b, activations_bytes=1, weights_bytes=1, weights_pool=["qspi", "flash"],
+                       activations_pool=["sdram"])
+    assert (p.weights_region, p.weights_copied, p.activations_region) == ("qspi", False, "sdram")
+    # not weights in external RAM: the reset-time copy runs before SystemInit brings it up
+    with pytest.raises(Stm32aiError, match="sdram is external RAM, brought up after the reset-time copy"):
+        plan_placement(b, activations_bytes=1, weights_bytes=1, weights_pool=["sdram"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -253,7 +253,8 @@ def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: li
 
 
 def _suggest(board: Board, need: int, tried: list[str], what: str, res: dict[str, int]) -> str:
-    for r in sorted(board.memory, key=lambda r: -(r.length - res[r.name])):
+    # internal memories first (faster), then the most free bytes
+    for r in sorted(board.memory, key=lambda r: (r.name in board.external, -(r.length - res[r.name]))):
         ok_kind = r.writable or (what == "weights" and r.name == board.text_region)
         if r.name not in tried and board.ready(r.name) and ok_kind and r.length - res[r.name] >= need:
             return f"try --{what}-pool {r.name} (it has {r.length - res[r.name]:,} B free)"
