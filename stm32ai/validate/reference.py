@@ -435,7 +435,7 @@ def _join_samples(per_sample: list[list[np.ndarray]]) -> list[np.ndarray]:
 def _calls_once(model_path: str) -> bool:
     """Whether the model runs a CALL_ONCE init subgraph (resource variables' initial values).
     Both references' reset zeroes resource variables without running it again, where the
-    generated model's ai_reset restores the initial values (docs/kernels_state.md): such a
+    generated model's ai_reset restores the initial values (docs/kernels_resource.md): such a
     model gets a fresh interpreter for each sample instead of a reset."""
     import tflite
     from tflite.utils import BUILTIN_OPCODE2NAME

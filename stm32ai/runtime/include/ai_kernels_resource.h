@@ -4,7 +4,7 @@
  * Calling convention (stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>[, void *scratch]);
  * READ_VARIABLE and ASSIGN_VARIABLE are plain byte copies (ai_copy, ai_kernels_reshape.h).
- * Details: docs/kernels_state.md.
+ * Details: docs/kernels_resource.md.
  */
 #ifndef AI_KERNELS_RESOURCE_H
 #define AI_KERNELS_RESOURCE_H

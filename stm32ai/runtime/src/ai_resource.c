@@ -1,4 +1,4 @@
-/* CALL_ONCE of resource variables. See docs/kernels_state.md. */
+/* CALL_ONCE of resource variables. See docs/kernels_resource.md. */
 #include <string.h>
 
 #include "ai_kernels_resource.h"
