@@ -26,7 +26,7 @@ from stm32ai.errors import UnsupportedModelError
 from stm32ai.pipeline import compile_model
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
-SOURCE = RUNTIME / "src" / "ai_signal_stream.c"
+SOURCES = [RUNTIME / "src" / f for f in ("ai_signal_stream.c", "ai_signal_fft_f32.c", "ai_signal_rfft.c")]
 WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion", "-Wconversion"]
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 RNG = np.random.default_rng(21)
@@ -135,9 +135,43 @@ def test_kernels_compile_clean(tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no host C compiler")
-    subprocess.run([cc, *WARN, f"-I{RUNTIME / 'include'}", "-c", str(SOURCE), "-o", str(tmp_path / "h.o")],
-                   check=True)
+    for src in SOURCES:
+        subprocess.run([cc, *WARN, f"-I{RUNTIME / 'include'}", "-c", str(src), "-o", str(tmp_path / "h.o")],
+                       check=True)
     if shutil.which("arm-none-eabi-gcc") is None:
         pytest.skip("arm-none-eabi-gcc not installed")
-    subprocess.run(["arm-none-eabi-gcc", *M4, "-std=gnu11", *WARN[1:], f"-I{RUNTIME / 'include'}", "-c",
-                    str(SOURCE), "-o", str(tmp_path / "m4.o")], check=True)
+    for src in SOURCES:
+        obj = tmp_path / "m4.o"
+        subprocess.run(["arm-none-eabi-gcc", *M4, "-std=gnu11", *WARN[1:], f"-I{RUNTIME / 'include'}", "-c",
+                        str(src), "-o", str(obj)], check=True)
+        dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(obj)], capture_output=True, text=True,
+                             check=True).stdout
+        assert not any(i in dis for i in ("vfma", "vfms", "vmla", "vmls", "vfnm")), src.name
+
+
+# ---- SignalIrfft (not a streaming op; its tests live here to keep test_ops_signal.py as is) ----
+
+@pytest.mark.parametrize("dtype,fft_length,batch", [("int16", 512, 1), ("int16", 48, 3), ("int16", 20, 2),
+                                                    ("float32", 512, 2), ("float32", 60, 1),
+                                                    ("float32", 8, 1)])
+def test_irfft(dtype, fft_length, batch, tmp_path):
+    bins = 2 * (fft_length // 2 + 1)
+    sm = _model("SignalIrfft", [batch, bins], dtype, [([batch, fft_length], dtype)],
+                {"T": 7 if dtype == "int16" else 0, "fft_length": fft_length})
+    if dtype == "int16":
+        frames = [_i16(batch, bins), _i16(batch, bins, lo=-300, hi=300), np.full((batch, bins), 32767, np.int16),
+                  np.full((batch, bins), -32768, np.int16)]
+    else:
+        frames = [RNG.uniform(-100, 100, (batch, bins)).astype(np.float32) for _ in range(3)]
+    _stream(sm, frames, tmp_path, len(frames))
+
+
+def test_irfft_refusals(tmp_path):
+    for opts, shape, out, words in [({"T": 2, "fft_length": 8}, [10], [8], "not int32"),
+                                    ({"T": 7, "fft_length": 14}, [16], [14], "generic radix 7"),
+                                    ({"T": 7, "fft_length": 8}, [10], [9], "of 8 samples out")]:
+        sm = _model("SignalIrfft", shape, "int16", [(out, "int16")], opts)
+        (tmp_path / "m.tflite").write_bytes(sm.build())
+        with pytest.raises(UnsupportedModelError) as e:
+            compile_model(tmp_path / "m.tflite")
+        assert words in str(e.value), str(e.value)

@@ -29,7 +29,7 @@ import numpy as np
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
 
-__all__ = ["kiss_factors", "rfft_plan", "log_lut", "MAX_FFT_STAGES", "PCAN_LUT_SIZE", "LOG_LUT_SIZE"]
+__all__ = ["kiss_factors", "rfft_plan", "irfft_plan", "log_lut", "MAX_FFT_STAGES", "PCAN_LUT_SIZE", "LOG_LUT_SIZE"]
 
 MAX_FFT_STAGES = 16  # AI_SIGNAL_MAX_FFT_STAGES in ai_kernels_signal.h
 PCAN_LUT_SIZE = 125  # TFLM indexes up to 4 * 32 - 6 + 2
@@ -440,3 +440,76 @@ def lower_log(op: Op, g: Graph) -> None:
                 "input_correction_bits": int(_int_opt(op, "input_correction_bits") or 0),
                 "output_scale": int(_int_opt(op, "output_scale") or 0)}
     op.macc = 8 * x.size
+
+
+# ---- SignalIrfft -------------------------------------------------------------------------
+
+_TFL_FLOAT32 = 0
+
+
+def irfft_plan(fft_length: int, dtype: str) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """(factors, twiddles, super_twiddles) of KISS FFT's inverse real FFT (kiss_fftr_alloc with
+    inverse_fft = 1): the forward phases negated (the doubles KISS FFT computes, then * -1);
+    int16 rounded as floor(0.5 + 32767 * v), float32 as (float)cos / (float)sin."""
+    n = fft_length // 2
+    ph_tw = [-(-2 * math.pi * i / n) for i in range(n)]
+    ph_st = [-(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)]
+    if dtype == "int16":
+        def conv(ph: list[float]) -> np.ndarray:
+            return np.array([(_q15(math.cos(p)), _q15(math.sin(p))) for p in ph], np.int16).reshape(-1)
+    else:
+        def conv(ph: list[float]) -> np.ndarray:
+            return np.array([(math.cos(p), math.sin(p)) for p in ph], np.float64).astype(np.float32).reshape(-1)
+    st = conv(ph_st) if ph_st else np.zeros(2, np.int16 if dtype == "int16" else np.float32)
+    return kiss_factors(n), conv(ph_tw), st
+
+
+def _check_irfft(op: Op, g: Graph) -> str | None:
+    io = _io(op, g, 1, 1)
+    if isinstance(io, str):
+        return io
+    (x,), (y,) = io
+    r = _missing(op, ("T", "fft_length"))
+    if r:
+        return r
+    t = _int_opt(op, "T")
+    want = {_TFL_INT16: "int16", _TFL_FLOAT32: "float32"}.get(t or 0) if t in (_TFL_INT16, _TFL_FLOAT32) else None
+    if want is None:
+        return f"T = {t}: only the int16 (7) and float32 (0) inverse FFTs are supported (not int32)"
+    r = _types([x, y], [want, want], ["input", "output"])
+    if r:
+        return r
+    n = int(_int_opt(op, "fft_length") or 0)
+    if n < 4 or n % 2:
+        return f"fft_length {n} must be even and at least 4"
+    if not x.shape or len(x.shape) != len(y.shape):
+        return "input and output must have the same rank (>= 1)"
+    if x.shape[-1] != 2 * (n // 2 + 1) or y.shape[-1] != n or x.size // x.shape[-1] != y.size // n:
+        return (f"expects frames of {n // 2 + 1} complex bins in ([..., {2 * (n // 2 + 1)}]) and "
+                f"of {n} samples out ([..., {n}]), as many of each")
+    factors = kiss_factors(n // 2)
+    odd = sorted({p for p, _ in factors if p > 5})
+    if odd:
+        return (f"fft_length {n} needs KISS FFT's generic radix {odd[0]} (fft_length / 2 must factor "
+                "into 2, 3, 4 and 5)")
+    if len(factors) > MAX_FFT_STAGES:
+        return f"fft_length {n} needs {len(factors)} FFT stages, at most {MAX_FFT_STAGES} supported"
+    return None
+
+
+@register("CUSTOM:SignalIrfft", "int16 (T=INT16, KISS fixed point) or float32 (T=FLOAT32, / fft_length); "
+          "fft_length = 2 * (product of 2, 3, 4, 5) >= 4", _check_irfft)
+def lower_irfft(op: Op, g: Graph) -> None:
+    x = g.tensors[op.inputs[0]]
+    n = int(_int_opt(op, "fft_length") or 0)
+    factors, tw, st = irfft_plan(n, x.dtype)
+    base = _base(op, g)
+    tw_id = g.add_const(f"{base}/twiddles", tw)
+    st_id = g.add_const(f"{base}/super_twiddles", st)
+    batches = x.size // x.shape[-1]
+    op.kernel = "signal_irfft_s16" if x.dtype == "int16" else "signal_irfft_f32"
+    op.inputs = [op.inputs[0], tw_id, st_id]
+    op.attrs = {"batches": batches, "fft_length": n, "n_stages": len(factors),
+                "factors": [v for pm in factors for v in pm]}
+    op.scratch = (n // 2) * 2 * (2 if x.dtype == "int16" else 4)
+    op.macc = batches * (n // 2) * (sum(p for p, _ in factors) + 2)
