@@ -175,3 +175,32 @@ def test_irfft_refusals(tmp_path):
         with pytest.raises(UnsupportedModelError) as e:
             compile_model(tmp_path / "m.tflite")
         assert words in str(e.value), str(e.value)
+
+
+# ---- CIRCULAR_BUFFER --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("slots,h,d", [(3, 1, 4), (5, 2, 6)])
+def test_circular_buffer(slots, h, d, tmp_path):
+    """TFLM keeps the slots in the output tensor, uninitialised (arena content) until `slots`
+    runs filled them; ours start from zeros: compared once every slot holds an input."""
+    sm = _model("CIRCULAR_BUFFER", [1, 1, h, d], "int8", [([1, slots, h, d], "int8")], {"cycles_max": 1})
+    data = sm.build()
+    (tmp_path / "m.tflite").write_bytes(data)
+    c = compile_model(tmp_path / "m.tflite")
+    frames = [RNG.integers(-128, 128, (1, 1, h, d)).astype(np.int8) for _ in range(slots + 4)]
+    got = run_frames(c, frames, len(frames), tmp_path)
+    ref = tflm_frames(data, [[f] for f in frames], 1)
+    assert not got[0][0][0, :slots - 1].any()  # ours: zeros before the first inputs
+    for k in range(slots - 1, len(frames)):
+        assert np.array_equal(got[k][0], ref[k][0].reshape(got[k][0].shape)), f"run {k}"
+    for k in range(len(frames)):  # the newest input is always in the last slot
+        assert np.array_equal(got[k][0][0, -1], frames[k][0, 0])
+
+
+@pytest.mark.parametrize("opts", [{"cycles_max": 2}, {}], ids=["period2", "heuristic"])
+def test_circular_buffer_refuses_other_periods(opts, tmp_path):
+    sm = _model("CIRCULAR_BUFFER", [1, 1, 1, 4], "int8", [([1, 3, 1, 4], "int8")], opts)
+    (tmp_path / "m.tflite").write_bytes(sm.build())
+    with pytest.raises(UnsupportedModelError) as e:
+        compile_model(tmp_path / "m.tflite")
+    assert "only 1 is supported" in str(e.value)

@@ -232,3 +232,33 @@ def _lower_overlap_add(op: Op, g: Graph) -> None:
     op.attrs = {"rows": rows, "n_frames": n_frames, "frame_size": size,
                 "frame_step": int((_opts(op) or {})["frame_step"])}
     op.macc = x.size
+
+
+# ---- CIRCULAR_BUFFER (TFLM's streaming-convolution custom op) --------------------------------
+
+def _check_circular_buffer(op: Op, g: Graph) -> str | None:
+    io = _io(op, g, 1, 1)
+    if isinstance(io, str):
+        return io
+    (x,), (y,) = io
+    c = _opts(op)
+    cycles = c.get("cycles_max") if c is not None else None
+    if isinstance(cycles, bool) or not isinstance(cycles, (int, np.integer)) or int(cycles) != 1:
+        return (f"cycles_max = {cycles!r}: only 1 is supported (with another period, or none, TFLM "
+                "ends the invoke early on skipped cycles with kTfLiteAbort, which ai_run cannot express)")
+    r = _types([x, y], ["int8", "int8"], ["input", "output"])
+    if r:
+        return r
+    if (len(x.shape) != 4 or len(y.shape) != 4 or x.shape[0] != 1 or y.shape[0] != 1 or x.shape[1] != 1
+            or x.shape[2:] != y.shape[2:]):
+        return f"expects an input [1, 1, h, d] and an output [1, slots, h, d] (got {list(x.shape)}, {list(y.shape)})"
+    return None
+
+
+@register("CUSTOM:CIRCULAR_BUFFER", "int8 [1,1,h,d] -> [1,slots,h,d], cycles_max 1; the slots persist "
+          "from run to run (zeroed by ai_create/ai_reset)", _check_circular_buffer)
+def _lower_circular_buffer(op: Op, g: Graph) -> None:
+    y = g.tensors[op.outputs[0]]
+    op.kernel = "circular_buffer_s8"
+    op.inputs = [op.inputs[0], _state(op, g, "slots", (y.size,), "int8")]
+    op.attrs = {"num_slots": y.shape[1], "depth": y.shape[2] * y.shape[3]}

@@ -56,6 +56,14 @@ void ai_signal_overlap_add_s16(const ai_signal_overlap_add_s16_params *p, const 
 void ai_signal_overlap_add_f32(const ai_signal_overlap_add_f32_params *p, const float *input,
                                float *sums, float *output);
 
+/* ---- CIRCULAR_BUFFER (TFLM's custom op, cycles_max 1): the last num_slots inputs, oldest
+ * first. TFLM keeps them in the output tensor itself; here they are state, copied out. */
+typedef struct {
+  int32_t num_slots, depth;
+} ai_circular_buffer_s8_params;
+void ai_circular_buffer_s8(const ai_circular_buffer_s8_params *p, const int8_t *input, int8_t *slots,
+                           int8_t *output);
+
 #ifdef __cplusplus
 }
 #endif

@@ -122,3 +122,11 @@ void ai_signal_overlap_add_f32(const ai_signal_overlap_add_f32_params *p, const 
     }
   }
 }
+
+void ai_circular_buffer_s8(const ai_circular_buffer_s8_params *p, const int8_t *input, int8_t *slots,
+                           int8_t *output) {
+  const size_t depth = (size_t)p->depth, keep = (size_t)(p->num_slots - 1) * depth;
+  memmove(slots, slots + depth, keep);
+  memcpy(slots + keep, input, depth);
+  memcpy(output, slots, keep + depth);
+}
