@@ -23,6 +23,7 @@ import tflite
 from tflite.utils import BUILTIN_OPCODE2NAME
 
 from stm32ai.errors import Stm32aiError, UnsupportedModelError
+from stm32ai.frontend.control_flow import CONTROL_FLOW_OPS, inline_control_flow
 from stm32ai.frontend.resource_vars import RESOURCE_OPS, resolve_resource_variables
 from stm32ai.ir import Graph, Op, Quant, Tensor
 
@@ -227,16 +228,24 @@ class _Reader:
         if n_sub == 0:
             raise _Corrupt("the model has no subgraph")
         opnames = self._opcode_names()
-        if n_sub > 1 and self._control_flow(n_sub, opnames) - {"CALL_ONCE"}:
+        if n_sub > 1 and self._control_flow(n_sub, opnames) - {"CALL_ONCE"} - CONTROL_FLOW_OPS:
             self._reject_subgraphs(n_sub, opnames)
         desc = m.Description()
         g = self._subgraph(0, opnames, name or self.path.stem)
         g.description = desc.decode("utf-8", errors="replace") if desc else ""
-        if any(op.type in RESOURCE_OPS for op in g.ops):
-            # CALL_ONCE's init subgraphs are folded into state tensors of subgraph 0
-            # (frontend/resource_vars.py); subgraphs nothing calls are ignored, as TFLM does
+        subs: dict[int, Graph] = {}
+        if any(op.type in CONTROL_FLOW_OPS or op.type in RESOURCE_OPS for op in g.ops):
+            # the called subgraphs become ops and state tensors of subgraph 0 (IF/WHILE:
+            # frontend/control_flow.py, CALL_ONCE: frontend/resource_vars.py); subgraphs
+            # nothing calls are ignored, as TFLM does
             subs = {s: self._subgraph(s, opnames, f"subgraph{s}") for s in range(1, n_sub)}
-            resolve_resource_variables(g, subs)
+        try:
+            if any(op.type in CONTROL_FLOW_OPS for op in g.ops):
+                inline_control_flow(g, subs)
+            if any(op.type in RESOURCE_OPS for op in g.ops):
+                resolve_resource_variables(g, subs)
+        except UnsupportedModelError as e:
+            raise self._unsupported(str(e)) from None
         return g
 
     def _subgraph(self, s: int, opnames: list[str], name: str) -> Graph:
@@ -312,8 +321,8 @@ class _Reader:
                     found.append(f"{opnames[idx]} (subgraph {s}, op #{i})")
         why = f" (control flow: {', '.join(found[:5])})" if found else ""
         raise self._unsupported(
-            f"model has {n_sub} subgraphs{why}; only single-subgraph models are supported — "
-            "re-export without control flow (unrolled loops, no tf.cond/tf.while_loop)")
+            f"model has {n_sub} subgraphs{why}; of the control-flow ops only IF, WHILE and CALL_ONCE "
+            "are supported — re-export without CALL / STABLEHLO_WHILE")
 
     # -- tensors --------------------------------------------------------------------------
 
