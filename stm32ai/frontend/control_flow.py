@@ -227,8 +227,10 @@ class _Inliner:
                 break
             vals = self.call(bi, body_g, vals, f"{prefix}/it{it}", pure, op, where)
             if len(vals) != len(op.outputs):
-                raise self._err(op, where, "its body returns a different number of values than it has loop variables")
-        raise self._err(op, where, f"the loop runs more than {MAX_UNROLL} iterations; at most {MAX_UNROLL} are unrolled")
+                raise self._err(op, where, "its body returns a different number of values than it has "
+                                           "loop variables")
+        raise self._err(op, where, f"the loop runs more than {MAX_UNROLL} iterations; at most "
+                                   f"{MAX_UNROLL} are unrolled")
 
 
 def inline_control_flow(g: Graph, subgraphs: dict[int, Graph]) -> None:
