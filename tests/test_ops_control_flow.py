@@ -116,9 +116,21 @@ def test_constant_condition_keeps_one_branch(value, tmp_path):
     assert verdict and verdict[0].reference == "tflm" and all(verdict[0].ok)
 
 
+def _counter_from_input(m) -> None:
+    """The loop counter's initial value becomes a second (int32) graph input."""
+    sg = m.subgraphs[0]
+    t = schema.TensorT()
+    t.shape, t.type, t.buffer, t.name = [], schema.TensorType.INT32, 0, b"n0"
+    sg.tensors.append(t)
+    sg.inputs = [*sg.inputs, len(sg.tensors) - 1]
+    (op,) = sg.operators
+    op.inputs[0] = len(sg.tensors) - 1
+
+
 def test_refusals(tmp_path):
+    p = _edit("cf_while_float32.tflite", tmp_path / "dyn.tflite", _counter_from_input)
     with pytest.raises(UnsupportedModelError) as e:
-        load_tflite(FIXTURES / "cf_while_dynamic_float32.tflite")
+        load_tflite(p)
     assert "depends on run-time data" in str(e.value) and "\n" not in str(e.value)
     p = _edit("cf_while_float32.tflite", tmp_path / "long.tflite", _loop_bound(MAX_UNROLL + 5))
     with pytest.raises(UnsupportedModelError) as e:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from stm32ai.errors import UnsupportedModelError
-from stm32ai.ir import Graph, Op, Tensor
+from stm32ai.ir import DTYPE_SIZES, Graph, Op, Tensor
 
 __all__ = ["CONTROL_FLOW_OPS", "MAX_UNROLL", "inline_control_flow"]
 
@@ -88,17 +88,25 @@ class _Inliner:
             raise self._err(op, where, f"{key} {idx!r} names no subgraph of the model (other than the main one)")
         return idx, self.subs[idx]
 
+    @staticmethod
+    def _fit(v: np.ndarray, like: Tensor) -> np.ndarray:
+        """v as a constant of like's type and shape (the same number of elements)."""
+        if v.size != like.size or like.dtype not in DTYPE_SIZES or like.dtype == "float16":
+            raise UnsupportedModelError(f"a value known at generate time ({v.dtype.name}{list(v.shape)}) "
+                                        f"does not fit tensor '{like.name}' {like.dtype}{list(like.shape)}")
+        return np.asarray(v, dtype=like.dtype).reshape(like.shape)
+
     def _tensor_of(self, v: Val, like: Tensor, name: str) -> int:
         """A tensor id of subgraph 0 holding v (a constant gets one of like's type)."""
         if isinstance(v, int):
             return v
-        return self.g.add_const(name, np.asarray(v, dtype=like.dtype).reshape(like.shape), like.quant)
+        return self.g.add_const(name, self._fit(v, like), like.quant)
 
     def _bind(self, out_tid: int, v: Val) -> None:
         """Make tensor out_tid of subgraph 0 hold v: a constant, or a RESHAPE alias of v."""
         t = self.g.tensors[out_tid]
         if isinstance(v, np.ndarray):
-            t.data = np.asarray(v, dtype=t.dtype).reshape(t.shape)
+            t.data = self._fit(v, t)
             return
         self.ops.append(Op("RESHAPE", [v], [out_tid], {"new_shape": list(t.shape)}, -1))
 
