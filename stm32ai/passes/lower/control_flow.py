@@ -7,7 +7,7 @@ Details: docs/kernels_control_flow.md.
 
 from __future__ import annotations
 
-from stm32ai.ir import Graph, Op
+from stm32ai.ir import DTYPE_CODES, Graph, Op
 from stm32ai.passes.lower import register
 
 
@@ -18,6 +18,8 @@ def _check_if(op: Op, g: Graph) -> str | None:
     y = g.tensors[op.outputs[0]]
     if c.dtype != "bool" or c.size != 1:
         return f"condition '{c.name}' is {c.dtype}{list(c.shape)}; a bool scalar is supported"
+    if y.dtype not in DTYPE_CODES:
+        return f"output '{y.name}' is {y.dtype}, a type the runtime has no code for"
     for t in (a, b):
         if t.dtype != y.dtype or t.nbytes != y.nbytes:
             return f"branch value '{t.name}' {t.dtype}{list(t.shape)} does not match output {y.dtype}{list(y.shape)}"

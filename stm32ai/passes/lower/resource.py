@@ -12,7 +12,7 @@ is bit-exact whatever the tensors' quantisation. Details: docs/kernels_resource.
 
 from __future__ import annotations
 
-from stm32ai.ir import Graph, Op
+from stm32ai.ir import DTYPE_CODES, Graph, Op
 from stm32ai.passes.lower import register
 
 
@@ -22,6 +22,8 @@ def _state(g: Graph, tid: int) -> bool:
 
 def _same_bytes(g: Graph, a: int, b: int) -> str | None:
     x, y = g.tensors[a], g.tensors[b]
+    if x.dtype not in DTYPE_CODES:
+        return f"'{x.name}' is {x.dtype}, a type the runtime has no code for"
     if x.dtype != y.dtype or x.nbytes != y.nbytes:
         return (f"'{x.name}' {x.dtype}{list(x.shape)} and '{y.name}' {y.dtype}{list(y.shape)} "
                 "differ in type or size")
