@@ -26,7 +26,8 @@ from stm32ai.errors import UnsupportedModelError
 from stm32ai.pipeline import compile_model
 
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
-SOURCES = [RUNTIME / "src" / f for f in ("ai_signal_stream.c", "ai_signal_fft_f32.c", "ai_signal_rfft.c")]
+SOURCES = [RUNTIME / "src" / f for f in ("ai_signal_stream.c", "ai_signal_fft_f32.c", "ai_signal_fft_s32.c",
+                                         "ai_signal_rfft.c")]
 WARN = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wdouble-promotion", "-Wconversion"]
 M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 RNG = np.random.default_rng(21)
@@ -152,22 +153,28 @@ def test_kernels_compile_clean(tmp_path):
 # ---- SignalIrfft (not a streaming op; its tests live here to keep test_ops_signal.py as is) ----
 
 @pytest.mark.parametrize("dtype,fft_length,batch", [("int16", 512, 1), ("int16", 48, 3), ("int16", 20, 2),
+                                                    ("int32", 512, 1), ("int32", 120, 2), ("int32", 6, 1),
                                                     ("float32", 512, 2), ("float32", 60, 1),
                                                     ("float32", 8, 1)])
 def test_irfft(dtype, fft_length, batch, tmp_path):
     bins = 2 * (fft_length // 2 + 1)
     sm = _model("SignalIrfft", [batch, bins], dtype, [([batch, fft_length], dtype)],
-                {"T": 7 if dtype == "int16" else 0, "fft_length": fft_length})
+                {"T": {"int16": 7, "int32": 2}.get(dtype, 0), "fft_length": fft_length})
     if dtype == "int16":
         frames = [_i16(batch, bins), _i16(batch, bins, lo=-300, hi=300), np.full((batch, bins), 32767, np.int16),
                   np.full((batch, bins), -32768, np.int16)]
+    elif dtype == "int32":
+        info = np.iinfo(np.int32)
+        frames = [RNG.integers(info.min, info.max, (batch, bins), endpoint=True).astype(np.int32),
+                  RNG.integers(-5000, 5000, (batch, bins)).astype(np.int32),
+                  np.full((batch, bins), info.max, np.int32), np.full((batch, bins), info.min, np.int32)]
     else:
         frames = [RNG.uniform(-100, 100, (batch, bins)).astype(np.float32) for _ in range(3)]
     _stream(sm, frames, tmp_path, len(frames))
 
 
 def test_irfft_refusals(tmp_path):
-    for opts, shape, out, words in [({"T": 2, "fft_length": 8}, [10], [8], "not int32"),
+    for opts, shape, out, words in [({"T": 9, "fft_length": 8}, [10], [8], "int16 (7), int32 (2) or float32"),
                                     ({"T": 7, "fft_length": 14}, [16], [14], "generic radix 7"),
                                     ({"T": 7, "fft_length": 8}, [10], [9], "of 8 samples out")]:
         sm = _model("SignalIrfft", shape, "int16", [(out, "int16")], opts)

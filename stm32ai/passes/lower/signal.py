@@ -445,22 +445,28 @@ def lower_log(op: Op, g: Graph) -> None:
 # ---- SignalIrfft -------------------------------------------------------------------------
 
 _TFL_FLOAT32 = 0
+_TFL_INT32 = 2
+_IRFFT_TYPES = {_TFL_INT16: "int16", _TFL_INT32: "int32", _TFL_FLOAT32: "float32"}
 
 
 def irfft_plan(fft_length: int, dtype: str) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """(factors, twiddles, super_twiddles) of KISS FFT's inverse real FFT (kiss_fftr_alloc with
     inverse_fft = 1): the forward phases negated (the doubles KISS FFT computes, then * -1);
-    int16 rounded as floor(0.5 + 32767 * v), float32 as (float)cos / (float)sin."""
+    int16 / int32 rounded as floor(0.5 + SAMP_MAX * v) (SAMP_MAX 32767 / 2147483647), float32
+    as (float)cos / (float)sin."""
     n = fft_length // 2
     ph_tw = [-(-2 * math.pi * i / n) for i in range(n)]
     ph_st = [-(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)]
-    if dtype == "int16":
+    if dtype in ("int16", "int32"):
+        top = 32767.0 if dtype == "int16" else 2147483647.0
+
         def conv(ph: list[float]) -> np.ndarray:
-            return np.array([(_q15(math.cos(p)), _q15(math.sin(p))) for p in ph], np.int16).reshape(-1)
+            return np.array([(math.floor(0.5 + top * math.cos(p)), math.floor(0.5 + top * math.sin(p)))
+                             for p in ph], dtype).reshape(-1)
     else:
         def conv(ph: list[float]) -> np.ndarray:
             return np.array([(math.cos(p), math.sin(p)) for p in ph], np.float64).astype(np.float32).reshape(-1)
-    st = conv(ph_st) if ph_st else np.zeros(2, np.int16 if dtype == "int16" else np.float32)
+    st = conv(ph_st) if ph_st else np.zeros(2, dtype)
     return kiss_factors(n), conv(ph_tw), st
 
 
@@ -473,9 +479,9 @@ def _check_irfft(op: Op, g: Graph) -> str | None:
     if r:
         return r
     t = _int_opt(op, "T")
-    want = {_TFL_INT16: "int16", _TFL_FLOAT32: "float32"}.get(t or 0) if t in (_TFL_INT16, _TFL_FLOAT32) else None
+    want = _IRFFT_TYPES.get(t) if t is not None else None
     if want is None:
-        return f"T = {t}: only the int16 (7) and float32 (0) inverse FFTs are supported (not int32)"
+        return f"T = {t}: the inverse FFT is int16 (7), int32 (2) or float32 (0)"
     r = _types([x, y], [want, want], ["input", "output"])
     if r:
         return r
@@ -497,7 +503,7 @@ def _check_irfft(op: Op, g: Graph) -> str | None:
     return None
 
 
-@register("CUSTOM:SignalIrfft", "int16 (T=INT16, KISS fixed point) or float32 (T=FLOAT32, / fft_length); "
+@register("CUSTOM:SignalIrfft", "int16 / int32 (KISS fixed point) or float32 (/ fft_length); "
           "fft_length = 2 * (product of 2, 3, 4, 5) >= 4", _check_irfft)
 def lower_irfft(op: Op, g: Graph) -> None:
     x = g.tensors[op.inputs[0]]
@@ -507,9 +513,9 @@ def lower_irfft(op: Op, g: Graph) -> None:
     tw_id = g.add_const(f"{base}/twiddles", tw)
     st_id = g.add_const(f"{base}/super_twiddles", st)
     batches = x.size // x.shape[-1]
-    op.kernel = "signal_irfft_s16" if x.dtype == "int16" else "signal_irfft_f32"
+    op.kernel = {"int16": "signal_irfft_s16", "int32": "signal_irfft_s32"}.get(x.dtype, "signal_irfft_f32")
     op.inputs = [op.inputs[0], tw_id, st_id]
     op.attrs = {"batches": batches, "fft_length": n, "n_stages": len(factors),
                 "factors": [v for pm in factors for v in pm]}
-    op.scratch = (n // 2) * 2 * (2 if x.dtype == "int16" else 4)
+    op.scratch = (n // 2) * 2 * (2 if x.dtype == "int16" else 4)  # n/2 complex values
     op.macc = batches * (n // 2) * (sum(p for p, _ in factors) + 2)

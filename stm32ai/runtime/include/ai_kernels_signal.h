@@ -112,7 +112,7 @@ void ai_signal_filter_bank_log_u32(const ai_signal_filter_bank_log_u32_params *p
 
 /* ---- SignalIrfft: KISS FFT's inverse real FFT of each frame of fft_length/2 + 1 complex
  * bins -> fft_length real samples. `twiddles`/`super_twiddles` are the inverse transform's
- * (phases negated); int16: fixed point as SignalRfft, unscaled (KISS FFT's 1/2 per stage);
+ * (phases negated); int16 / int32: KISS FFT's 16- / 32-bit fixed point (1/radix per stage);
  * float32: float arithmetic in KISS FFT's order, then each sample / fft_length, as TFLM.
  * Scratch: fft_length/2 complex values. */
 typedef struct {
@@ -121,11 +121,14 @@ typedef struct {
 } ai_signal_irfft_params;
 typedef ai_signal_irfft_params ai_signal_irfft_s16_params;
 typedef ai_signal_irfft_params ai_signal_irfft_f32_params;
+typedef ai_signal_irfft_params ai_signal_irfft_s32_params;
 void ai_signal_irfft_s16(const ai_signal_irfft_s16_params *p, const int16_t *input,
                          const int16_t *twiddles, const int16_t *super_twiddles, int16_t *output,
                          void *scratch);
 void ai_signal_irfft_f32(const ai_signal_irfft_f32_params *p, const float *input, const float *twiddles,
                          const float *super_twiddles, float *output, void *scratch);
+void ai_signal_irfft_s32(const ai_signal_irfft_s32_params *p, const int32_t *input, const int32_t *twiddles,
+                         const int32_t *super_twiddles, int32_t *output, void *scratch);
 
 #ifdef __cplusplus
 }
