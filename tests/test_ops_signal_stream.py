@@ -173,6 +173,32 @@ def test_irfft(dtype, fft_length, batch, tmp_path):
     _stream(sm, frames, tmp_path, len(frames))
 
 
+@pytest.mark.parametrize("dtype,fft_length,frame,batch", [("int32", 512, 400, 1), ("int32", 48, 48, 2),
+                                                          ("int32", 40, 33, 1), ("float32", 512, 480, 2),
+                                                          ("float32", 60, 60, 1), ("float32", 24, 20, 1)])
+def test_rfft_int32_float(dtype, fft_length, frame, batch, tmp_path):
+    """SignalRfft's int32 and float32 variants (int16: test_ops_signal.py)."""
+    bins = 2 * (fft_length // 2 + 1)
+    sm = _model("SignalRfft", [batch, frame], dtype, [([batch, bins], dtype)],
+                {"T": 2 if dtype == "int32" else 0, "fft_length": fft_length})
+    if dtype == "int32":
+        info = np.iinfo(np.int32)
+        frames = [RNG.integers(info.min, info.max, (batch, frame), endpoint=True).astype(np.int32),
+                  RNG.integers(-3000, 3000, (batch, frame)).astype(np.int32),
+                  np.full((batch, frame), info.max, np.int32), np.full((batch, frame), info.min, np.int32)]
+    else:
+        frames = [RNG.uniform(-1000, 1000, (batch, frame)).astype(np.float32) for _ in range(3)]
+    _stream(sm, frames, tmp_path, len(frames))
+
+
+def test_forward_int16_plan_is_rfft_plan():
+    from stm32ai.passes.lower.signal import irfft_plan, rfft_plan
+
+    for n in (8, 48, 512):
+        a, b = rfft_plan(n), irfft_plan(n, "int16", inverse=False)
+        assert a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+
+
 def test_irfft_refusals(tmp_path):
     for opts, shape, out, words in [({"T": 9, "fft_length": 8}, [10], [8], "int16 (7), int32 (2) or float32"),
                                     ({"T": 7, "fft_length": 14}, [16], [14], "generic radix 7"),

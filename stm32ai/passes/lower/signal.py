@@ -203,6 +203,7 @@ register("CUSTOM:SignalFftAutoScale", "1-D int16 input; int16 output and int32 s
 # ---- SignalRfft --------------------------------------------------------------------------
 
 _TFL_INT16 = 7
+_FFT_TYPES = {7: "int16", 2: "int32", 0: "float32"}  # TFLite TensorType codes the FFTs take as T
 
 
 def _check_rfft(op: Op, g: Graph) -> str | None:
@@ -213,11 +214,13 @@ def _check_rfft(op: Op, g: Graph) -> str | None:
     r = _missing(op, ("T", "fft_length"))
     if r:
         return r
-    if _int_opt(op, "T") != _TFL_INT16 or x.dtype != "int16":
-        return (f"only the int16 FFT is supported (T={_int_opt(op, 'T')}, input {x.dtype}); "
-                "the int32 and float variants are not implemented")
-    if y.dtype != "int16":
-        return f"output '{y.name}' is {y.dtype}, expected int16"
+    t = _int_opt(op, "T")
+    want = _FFT_TYPES.get(t) if t is not None else None
+    if want is None:
+        return f"T = {t}: the FFT is int16 (7), int32 (2) or float32 (0)"
+    r = _types([x, y], [want, want], ["input", "output"])
+    if r:
+        return r
     n = _int_opt(op, "fft_length")
     assert n is not None
     if n < 4 or n % 2:
@@ -245,23 +248,23 @@ def rfft_scratch_bytes(fft_length: int) -> int:
     return 2 * fft_length + 4 * (fft_length // 2)
 
 
-@register("CUSTOM:SignalRfft", "int16 (T=INT16) only; fft_length = 2 * (product of 2, 3, 4, 5) >= 4; "
-          "frames zero-padded", _check_rfft)
+@register("CUSTOM:SignalRfft", "int16 / int32 (KISS fixed point) or float32; fft_length = 2 * (product "
+          "of 2, 3, 4, 5) >= 4; frames zero-padded", _check_rfft)
 def lower_rfft(op: Op, g: Graph) -> None:
     x = g.tensors[op.inputs[0]]
     n = int(_int_opt(op, "fft_length") or 0)
     in_len = x.shape[-1]
     batches = x.size // in_len
-    factors, tw, st = rfft_plan(n)
+    factors, tw, st = rfft_plan(n) if x.dtype == "int16" else irfft_plan(n, x.dtype, inverse=False)
     base = _base(op, g)
     tw_id = g.add_const(f"{base}/twiddles", tw)
     st_id = g.add_const(f"{base}/super_twiddles", st)
     flat = [v for pm in factors for v in pm]
-    op.kernel = "signal_rfft_s16"
+    op.kernel = {"int16": "signal_rfft_s16", "int32": "signal_rfft_s32"}.get(x.dtype, "signal_rfft_f32")
     op.inputs = [op.inputs[0], tw_id, st_id]
     op.attrs = {"batches": batches, "input_length": in_len, "fft_length": n, "n_stages": len(factors),
                 "factors": flat}
-    op.scratch = rfft_scratch_bytes(n)
+    op.scratch = rfft_scratch_bytes(n) * (1 if x.dtype == "int16" else 2)
     op.macc = batches * (n // 2) * (sum(p for p, _ in factors) + 2)
 
 
@@ -444,19 +447,18 @@ def lower_log(op: Op, g: Graph) -> None:
 
 # ---- SignalIrfft -------------------------------------------------------------------------
 
-_TFL_FLOAT32 = 0
-_TFL_INT32 = 2
-_IRFFT_TYPES = {_TFL_INT16: "int16", _TFL_INT32: "int32", _TFL_FLOAT32: "float32"}
 
 
-def irfft_plan(fft_length: int, dtype: str) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
-    """(factors, twiddles, super_twiddles) of KISS FFT's inverse real FFT (kiss_fftr_alloc with
-    inverse_fft = 1): the forward phases negated (the doubles KISS FFT computes, then * -1);
+def irfft_plan(fft_length: int, dtype: str, inverse: bool = True) -> tuple[list[tuple[int, int]], np.ndarray,
+                                                                          np.ndarray]:
+    """(factors, twiddles, super_twiddles) of KISS FFT's real FFT (kiss_fftr_alloc), inverse by
+    default (inverse_fft = 1: the forward phases negated, the doubles KISS FFT computes * -1);
     int16 / int32 rounded as floor(0.5 + SAMP_MAX * v) (SAMP_MAX 32767 / 2147483647), float32
     as (float)cos / (float)sin."""
     n = fft_length // 2
-    ph_tw = [-(-2 * math.pi * i / n) for i in range(n)]
-    ph_st = [-(-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)]
+    sign = -1.0 if inverse else 1.0
+    ph_tw = [sign * (-2 * math.pi * i / n) for i in range(n)]
+    ph_st = [sign * (-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)]
     if dtype in ("int16", "int32"):
         top = 32767.0 if dtype == "int16" else 2147483647.0
 
@@ -479,7 +481,7 @@ def _check_irfft(op: Op, g: Graph) -> str | None:
     if r:
         return r
     t = _int_opt(op, "T")
-    want = _IRFFT_TYPES.get(t) if t is not None else None
+    want = _FFT_TYPES.get(t) if t is not None else None
     if want is None:
         return f"T = {t}: the inverse FFT is int16 (7), int32 (2) or float32 (0)"
     r = _types([x, y], [want, want], ["input", "output"])

@@ -53,6 +53,14 @@ typedef struct {
 void ai_signal_rfft_s16(const ai_signal_rfft_s16_params *p, const int16_t *input,
                         const int16_t *twiddles, const int16_t *super_twiddles, int16_t *output,
                         void *scratch);
+/* int32 (KISS FFT 32-bit fixed point) and float32 (unscaled) variants, same layout; scratch:
+ * fft_length + fft_length/2 complex values of the type. */
+typedef ai_signal_rfft_s16_params ai_signal_rfft_s32_params;
+typedef ai_signal_rfft_s16_params ai_signal_rfft_f32_params;
+void ai_signal_rfft_s32(const ai_signal_rfft_s32_params *p, const int32_t *input, const int32_t *twiddles,
+                        const int32_t *super_twiddles, int32_t *output, void *scratch);
+void ai_signal_rfft_f32(const ai_signal_rfft_f32_params *p, const float *input, const float *twiddles,
+                        const float *super_twiddles, float *output, void *scratch);
 
 /* ---- SignalEnergy: y[i] = re^2 + im^2 (uint32) for start_index <= i < end_index,
  * y[i] = 0 elsewhere (TFLM leaves those untouched). */

@@ -1,6 +1,6 @@
-/* SignalIrfft (float32): KISS FFT's kiss_fftri in float, operation for operation (the same
- * products and sums in the same order, no fused multiply-add), then each sample divided by
- * fft_length as TFLM's IrfftFloatApply does. See docs/kernels_signal.md. Contraction into
+/* SignalRfft / SignalIrfft (float32): KISS FFT's kiss_fftr / kiss_fftri in float, operation
+ * for operation (the same products and sums in the same order, no fused multiply-add); the
+ * inverse then divides each sample by fft_length as TFLM's IrfftFloatApply does. See docs/kernels_signal.md. Contraction into
  * fused multiply-adds is off (as in ai_svdf.c): one rounding instead of two would differ. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -16,7 +16,8 @@
 #define IM(a, k) ((a)[2 * (k) + 1])
 
 typedef struct {
-  const float *tw; /* n complex twiddles of the inverse transform */
+  const float *tw; /* n complex twiddles */
+  int32_t inverse; /* radix 4 rotates by +i (inverse) or -i (forward) */
 } fft_ctx;
 
 /* (ar + i ai) * (br + i bi) as KISS FFT's C_MUL: re = ar*br - ai*bi, im = ar*bi + ai*br */
@@ -78,11 +79,17 @@ static void bfly4(float *f, int32_t fstride, const fft_ctx *c, int32_t m) {
     f2[1] = f0[1] - s3i;
     f0[0] += s3r;
     f0[1] += s3i;
-    /* the inverse transform's rotation by +i */
-    f1[0] = s5r - s4i;
-    f1[1] = s5i + s4r;
-    f3[0] = s5r + s4i;
-    f3[1] = s5i - s4r;
+    if (c->inverse) { /* rotation by +i */
+      f1[0] = s5r - s4i;
+      f1[1] = s5i + s4r;
+      f3[0] = s5r + s4i;
+      f3[1] = s5i - s4r;
+    } else {
+      f1[0] = s5r + s4i;
+      f1[1] = s5i - s4r;
+      f3[0] = s5r - s4i;
+      f3[1] = s5i + s4r;
+    }
   }
 }
 
@@ -153,6 +160,7 @@ void ai_signal_irfft_f32(const ai_signal_irfft_f32_params *p, const float *input
   float *tmp = (float *)scratch; /* n complex */
   fft_ctx c;
   c.tw = twiddles;
+  c.inverse = 1;
   for (int32_t b = 0; b < p->batches; b++) {
     const float *x = input + b * 2 * (n + 1);
     float *y = output + b * p->fft_length;
@@ -172,6 +180,38 @@ void ai_signal_irfft_f32(const ai_signal_irfft_f32_params *p, const float *input
     fft_work(y, tmp, 1, p->factors, &c);
     for (int32_t i = 0; i < p->fft_length; i++) {
       y[i] /= len;
+    }
+  }
+}
+
+void ai_signal_rfft_f32(const ai_signal_rfft_f32_params *p, const float *input, const float *twiddles,
+                        const float *super_twiddles, float *output, void *scratch) {
+  const int32_t n = p->fft_length / 2;
+  float *work = (float *)scratch;     /* fft_length: the zero-padded frame */
+  float *spec = work + p->fft_length; /* n complex: the complex FFT */
+  fft_ctx c;
+  c.tw = twiddles;
+  c.inverse = 0;
+  for (int32_t b = 0; b < p->batches; b++) {
+    float *y = output + b * 2 * (n + 1);
+    memcpy(work, input + b * p->input_length, (size_t)p->input_length * sizeof(float));
+    memset(work + p->input_length, 0, (size_t)(p->fft_length - p->input_length) * sizeof(float));
+    fft_work(spec, work, 1, p->factors, &c);
+    const float dcr = RE(spec, 0), dci = IM(spec, 0);
+    RE(y, 0) = dcr + dci;
+    RE(y, n) = dcr - dci;
+    IM(y, 0) = 0.0f;
+    IM(y, n) = 0.0f;
+    for (int32_t k = 1; k <= n / 2; k++) {
+      const float pkr = RE(spec, k), pki = IM(spec, k);
+      const float nkr = RE(spec, n - k), nki = -IM(spec, n - k);
+      const float f1r = pkr + nkr, f1i = pki + nki;
+      float tr, ti;
+      cmul(&tr, &ti, pkr - nkr, pki - nki, RE(super_twiddles, k - 1), IM(super_twiddles, k - 1));
+      RE(y, k) = (f1r + tr) * 0.5f;
+      IM(y, k) = (f1i + ti) * 0.5f;
+      RE(y, n - k) = (f1r - tr) * 0.5f;
+      IM(y, n - k) = (ti - f1i) * 0.5f;
     }
   }
 }

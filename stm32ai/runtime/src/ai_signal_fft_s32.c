@@ -1,4 +1,4 @@
-/* SignalIrfft (int32): KISS FFT's kiss_fftri with 32-bit fixed point (FIXED_POINT = 32, as
+/* SignalRfft / SignalIrfft (int32): KISS FFT's kiss_fftr / kiss_fftri with 32-bit fixed point (FIXED_POINT = 32, as
  * TFLM's kiss_fft_int32 wrapper builds it), bit-exact. See docs/kernels_signal.md.
  *   mul(a, b)  = (int32)(((int64)a * b + 2^30) >> 31), a complex product's two terms summed
  *                in int64 before the rounding shift;
@@ -39,7 +39,8 @@ static inline void cmul32(int32_t *out_r, int32_t *out_i, int32_t ar, int32_t ai
 }
 
 typedef struct {
-  const int32_t *tw; /* n complex twiddles of the inverse transform */
+  const int32_t *tw; /* n complex twiddles */
+  int32_t inverse;   /* radix 4 rotates by +i (inverse) or -i (forward) */
 } fft32_ctx;
 
 static void bfly2(int32_t *f, int32_t fstride, const fft32_ctx *c, int32_t m) {
@@ -103,11 +104,17 @@ static void bfly4(int32_t *f, int32_t fstride, const fft32_ctx *c, int32_t m) {
     f2[1] = sub32(ai, s3i);
     f0[0] = add32(ar, s3r);
     f0[1] = add32(ai, s3i);
-    /* the inverse transform's rotation by +i */
-    f1[0] = sub32(s5r, s4i);
-    f1[1] = add32(s5i, s4r);
-    f3[0] = add32(s5r, s4i);
-    f3[1] = sub32(s5i, s4r);
+    if (c->inverse) { /* rotation by +i */
+      f1[0] = sub32(s5r, s4i);
+      f1[1] = add32(s5i, s4r);
+      f3[0] = add32(s5r, s4i);
+      f3[1] = sub32(s5i, s4r);
+    } else {
+      f1[0] = add32(s5r, s4i);
+      f1[1] = sub32(s5i, s4r);
+      f3[0] = sub32(s5r, s4i);
+      f3[1] = add32(s5i, s4r);
+    }
   }
 }
 
@@ -180,6 +187,7 @@ void ai_signal_irfft_s32(const ai_signal_irfft_s32_params *p, const int32_t *inp
   int32_t *tmp = (int32_t *)scratch; /* n complex */
   fft32_ctx c;
   c.tw = twiddles;
+  c.inverse = 1;
   for (int32_t b = 0; b < p->batches; b++) {
     const int32_t *x = input + b * 2 * (n + 1);
     int32_t *y = output + b * p->fft_length;
@@ -198,5 +206,38 @@ void ai_signal_irfft_s32(const ai_signal_irfft_s32_params *p, const int32_t *inp
       IM(tmp, n - k) = neg32(sub32(eki, oki));
     }
     fft32_work(y, tmp, 1, p->factors, &c);
+  }
+}
+
+void ai_signal_rfft_s32(const ai_signal_rfft_s32_params *p, const int32_t *input, const int32_t *twiddles,
+                        const int32_t *super_twiddles, int32_t *output, void *scratch) {
+  const int32_t n = p->fft_length / 2;
+  int32_t *work = (int32_t *)scratch;   /* fft_length: the zero-padded frame */
+  int32_t *spec = work + p->fft_length; /* n complex: the complex FFT */
+  fft32_ctx c;
+  c.tw = twiddles;
+  c.inverse = 0;
+  for (int32_t b = 0; b < p->batches; b++) {
+    int32_t *y = output + b * 2 * (n + 1);
+    memcpy(work, input + b * p->input_length, (size_t)p->input_length * sizeof(int32_t));
+    memset(work + p->input_length, 0, (size_t)(p->fft_length - p->input_length) * sizeof(int32_t));
+    fft32_work(spec, work, 1, p->factors, &c);
+    const int32_t dcr = smul32(RE(spec, 0), 1073741823), dci = smul32(IM(spec, 0), 1073741823);
+    RE(y, 0) = add32(dcr, dci);
+    RE(y, n) = sub32(dcr, dci);
+    IM(y, 0) = 0;
+    IM(y, n) = 0;
+    for (int32_t k = 1; k <= n / 2; k++) {
+      int32_t pkr = smul32(RE(spec, k), 1073741823), pki = smul32(IM(spec, k), 1073741823);
+      int32_t nkr = smul32(RE(spec, n - k), 1073741823);
+      int32_t nki = smul32(neg32(IM(spec, n - k)), 1073741823);
+      int32_t f1r = add32(pkr, nkr), f1i = add32(pki, nki);
+      int32_t tr, ti;
+      cmul32(&tr, &ti, sub32(pkr, nkr), sub32(pki, nki), RE(super_twiddles, k - 1), IM(super_twiddles, k - 1));
+      RE(y, k) = add32(f1r, tr) >> 1;
+      IM(y, k) = add32(f1i, ti) >> 1;
+      RE(y, n - k) = sub32(f1r, tr) >> 1;
+      IM(y, n - k) = sub32(ti, f1i) >> 1;
+    }
   }
 }
