@@ -136,3 +136,17 @@ def test_refusals(tmp_path):
     with pytest.raises(UnsupportedModelError) as e:
         load_tflite(p)
     assert f"more than {MAX_UNROLL} iterations" in str(e.value)
+
+
+def test_kernel_compiles_clean(tmp_path):
+    import shutil
+    import subprocess
+
+    runtime = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
+    src = runtime / "src" / "ai_control_flow.c"
+    warn = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wconversion"]
+    for cc, extra in (("cc", []), ("arm-none-eabi-gcc", ["-mcpu=cortex-m4", "-mthumb"])):
+        if shutil.which(cc) is None:
+            continue
+        subprocess.run([cc, *extra, *warn, f"-I{runtime / 'include'}", "-c", str(src), "-o",
+                        str(tmp_path / "o.o")], check=True)

@@ -7,8 +7,8 @@ SignalOverlapAdd): the generated C against TFLM's interpreter over consecutive r
   against one TFLM interpreter invoked on the same frames (reset where ours is): every output
   bit for bit, Framer/Stacker frames wherever TFLM says `valid` (TFLM leaves an invalid frame's
   output untouched, ours are zeros);
-* edge configurations: delay longer than a frame, delay 0, frame_step = frame_size, prefill on
-  and off, several rows, stacker steps > 1 and step = left + right + 1, int16 saturation;
+* edge configurations: delay longer than a frame, prefill on and off, several rows, a frame
+  size that is no multiple of the step, stacker step = left + right + 1, int16 saturation;
 * refusals with a reason; the kernels compile warning-free for the host and a Cortex-M4.
 """
 
@@ -67,16 +67,14 @@ def _i16(*shape, lo=-32768, hi=32767) -> np.ndarray:
     return RNG.integers(lo, hi + 1, size=shape).astype(np.int16)
 
 
-@pytest.mark.parametrize("shape,delay", [([2, 5], 3), ([8], 20), ([3, 1, 4], 4), ([6], 0)],
-                         ids=["rows_short_delay", "delay_beyond_frame", "delay_eq_frame", "no_delay"])
+@pytest.mark.parametrize("shape,delay", [([2, 5], 3), ([8], 20)], ids=["rows_short_delay", "delay_beyond_frame"])
 def test_delay(shape, delay, tmp_path):
     sm = _model("SignalDelay", shape, "int16", [(shape, "int16")], {"delay_length": delay})
     _stream(sm, [_i16(*shape) for _ in range(7)], tmp_path, 4)
 
 
 @pytest.mark.parametrize("shape,size,step,prefill", [
-    ([8], 6, 2, False), ([8], 6, 2, True), ([2, 6], 5, 3, True), ([4], 4, 4, False),
-    ([9], 7, 3, False)], ids=["no_prefill", "prefill", "rows", "step_eq_size", "size_not_multiple"])
+    ([8], 6, 2, True), ([2, 6], 5, 3, True), ([9], 7, 3, False)], ids=["prefill", "rows", "no_prefill"])
 def test_framer(shape, size, step, prefill, tmp_path):
     n = shape[-1] // step
     sm = _model("SignalFramer", shape, "int16", [([*shape[:-1], n, size], "int16"), ([], "bool")],
@@ -84,8 +82,7 @@ def test_framer(shape, size, step, prefill, tmp_path):
     _stream(sm, [_i16(*shape) for _ in range(8)], tmp_path, 5)
 
 
-@pytest.mark.parametrize("ch,left,right,step", [(3, 2, 1, 1), (2, 0, 2, 2), (4, 1, 1, 3), (1, 3, 0, 1)],
-                         ids=["step1", "no_left", "step_eq_frames", "one_channel"])
+@pytest.mark.parametrize("ch,left,right,step", [(3, 2, 1, 1), (4, 1, 1, 3)], ids=["step1", "step_eq_frames"])
 def test_stacker(ch, left, right, step, tmp_path):
     size = ch * (left + right + 1)
     sm = _model("SignalStacker", [ch], "int16", [([size], "int16"), ([], "bool")],
@@ -94,9 +91,8 @@ def test_stacker(ch, left, right, step, tmp_path):
     _stream(sm, [_i16(ch) for _ in range(12)], tmp_path, 7)
 
 
-@pytest.mark.parametrize("dtype,shape,step", [("int16", [2, 3, 8], 4), ("int16", [1, 6], 2),
-                                              ("float32", [3, 5], 5), ("float32", [2, 2, 6], 1)],
-                         ids=["s16_rows", "s16_one_frame", "f32_no_overlap", "f32_step1"])
+@pytest.mark.parametrize("dtype,shape,step", [("int16", [2, 3, 8], 4), ("float32", [2, 2, 6], 1)],
+                         ids=["s16_rows", "f32_step1"])
 def test_overlap_add(dtype, shape, step, tmp_path):
     out = [*shape[:-2], shape[-2] * step]
     sm = _model("SignalOverlapAdd", shape, dtype, [(out, dtype)],
@@ -152,10 +148,8 @@ def test_kernels_compile_clean(tmp_path):
 
 # ---- SignalIrfft (not a streaming op; its tests live here to keep test_ops_signal.py as is) ----
 
-@pytest.mark.parametrize("dtype,fft_length,batch", [("int16", 512, 1), ("int16", 48, 3), ("int16", 20, 2),
-                                                    ("int32", 512, 1), ("int32", 120, 2), ("int32", 6, 1),
-                                                    ("float32", 512, 2), ("float32", 60, 1),
-                                                    ("float32", 8, 1)])
+@pytest.mark.parametrize("dtype,fft_length,batch", [("int16", 512, 1), ("int16", 20, 2), ("int32", 512, 1),
+                                                    ("int32", 120, 2), ("float32", 512, 2), ("float32", 60, 1)])
 def test_irfft(dtype, fft_length, batch, tmp_path):
     bins = 2 * (fft_length // 2 + 1)
     sm = _model("SignalIrfft", [batch, bins], dtype, [([batch, fft_length], dtype)],
@@ -173,8 +167,7 @@ def test_irfft(dtype, fft_length, batch, tmp_path):
     _stream(sm, frames, tmp_path, len(frames))
 
 
-@pytest.mark.parametrize("dtype,fft_length,frame,batch", [("int32", 512, 400, 1), ("int32", 48, 48, 2),
-                                                          ("int32", 40, 33, 1), ("float32", 512, 480, 2),
+@pytest.mark.parametrize("dtype,fft_length,frame,batch", [("int32", 512, 400, 1), ("int32", 40, 33, 2),
                                                           ("float32", 60, 60, 1), ("float32", 24, 20, 1)])
 def test_rfft_int32_float(dtype, fft_length, frame, batch, tmp_path):
     """SignalRfft's int32 and float32 variants (int16: test_ops_signal.py)."""
@@ -212,7 +205,7 @@ def test_irfft_refusals(tmp_path):
 
 # ---- CIRCULAR_BUFFER --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("slots,h,d", [(3, 1, 4), (5, 2, 6)])
+@pytest.mark.parametrize("slots,h,d", [(5, 2, 6)])
 def test_circular_buffer(slots, h, d, tmp_path):
     """TFLM keeps the slots in the output tensor, uninitialised (arena content) until `slots`
     runs filled them; ours start from zeros: compared once every slot holds an input."""
