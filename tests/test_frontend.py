@@ -286,7 +286,8 @@ def test_rank1_bias_with_stray_quantized_dimension_gets_axis_0(tmp_path):
 @pytest.mark.parametrize("case, exc, words", [
     ("dynamic_input", UnsupportedModelError, ["dynamic dimension 1", "'input'", "fixed input shape"]),
     ("string_tensor", UnsupportedModelError, ["STRING", "'input'"]),
-    ("while_subgraphs", UnsupportedModelError, ["2 subgraphs", "WHILE", "control flow"]),
+    ("call_subgraphs", UnsupportedModelError, ["2 subgraphs", "CALL", "control flow"]),
+    ("while_no_subgraph", UnsupportedModelError, ["WHILE", "names no subgraph"]),
     ("bad_buffer_index", Stm32aiError, ["corrupt", "buffer 99"]),
     ("bad_tensor_index", Stm32aiError, ["corrupt", "tensor 42"]),
     ("bad_opcode_index", Stm32aiError, ["corrupt", "opcode 7"]),
@@ -299,7 +300,10 @@ def test_handbuilt_bad_models(tmp_path, case, exc, words):
         spec["tensors"][0]["sig"] = [1, -1, 5, 2]
     elif case == "string_tensor":
         spec["tensors"][0]["type"] = TT.STRING
-    elif case == "while_subgraphs":
+    elif case == "call_subgraphs":
+        spec["opcodes"][1] = (31, 31, None)
+        spec["n_subgraphs"] = 2
+    elif case == "while_no_subgraph":  # WHILE without options: subgraph indices 0
         spec["opcodes"][1] = (119, 119, None)
         spec["n_subgraphs"] = 2
     elif case == "bad_buffer_index":

@@ -429,9 +429,9 @@ def test_refuses_generic_fft_radix(tmp_path):
     assert "generic radix 7" in _refusal(sm, tmp_path)
 
 
-def test_refuses_float_rfft_and_missing_options(tmp_path):
-    sm = one_op("SignalRfft", (16,), "float32", (18,), "float32", {"T": 0, "fft_length": 16})
-    assert "only the int16 FFT" in _refusal(sm, tmp_path)
+def test_refuses_int8_rfft_and_missing_options(tmp_path):
+    sm = one_op("SignalRfft", (16,), "int8", (18,), "int8", {"T": 9, "fft_length": 16})
+    assert "int16 (7), int32 (2) or float32 (0)" in _refusal(sm, tmp_path)
 
     sm = SignalModel()
     x = sm.input((16,), "int16")

@@ -23,6 +23,8 @@ import tflite
 from tflite.utils import BUILTIN_OPCODE2NAME
 
 from stm32ai.errors import Stm32aiError, UnsupportedModelError
+from stm32ai.frontend.control_flow import CONTROL_FLOW_OPS, inline_control_flow
+from stm32ai.frontend.resource_vars import RESOURCE_OPS, resolve_resource_variables
 from stm32ai.ir import Graph, Op, Quant, Tensor
 
 __all__ = ["load_tflite"]
@@ -226,24 +228,45 @@ class _Reader:
         if n_sub == 0:
             raise _Corrupt("the model has no subgraph")
         opnames = self._opcode_names()
-        if n_sub > 1:
+        if n_sub > 1 and self._control_flow(n_sub, opnames) - {"CALL_ONCE"} - CONTROL_FLOW_OPS:
             self._reject_subgraphs(n_sub, opnames)
-        sg = m.Subgraphs(0)
+        desc = m.Description()
+        g = self._subgraph(0, opnames, name or self.path.stem)
+        g.description = desc.decode("utf-8", errors="replace") if desc else ""
+        subs: dict[int, Graph] = {}
+        if any(op.type in CONTROL_FLOW_OPS or op.type in RESOURCE_OPS for op in g.ops):
+            # the called subgraphs become ops and state tensors of subgraph 0 (IF/WHILE:
+            # frontend/control_flow.py, CALL_ONCE: frontend/resource_vars.py); subgraphs
+            # nothing calls are ignored, as TFLM does
+            subs = {s: self._subgraph(s, opnames, f"subgraph{s}") for s in range(1, n_sub)}
+        try:
+            if any(op.type in CONTROL_FLOW_OPS for op in g.ops):
+                inline_control_flow(g, subs)
+            if any(op.type in RESOURCE_OPS for op in g.ops):
+                resolve_resource_variables(g, subs)
+        except UnsupportedModelError as e:
+            raise self._unsupported(str(e)) from None
+        return g
+
+    def _subgraph(self, s: int, opnames: list[str], name: str) -> Graph:
+        sg = self.model.Subgraphs(s)
         n_tensors = sg.TensorsLength()
         inputs = self._index_list(sg.InputsAsNumpy(), n_tensors, "subgraph inputs", allow_omitted=False)
         outputs = self._index_list(sg.OutputsAsNumpy(), n_tensors, "subgraph outputs", allow_omitted=False)
         input_set = set(inputs)
         tensors = [self._tensor(sg.Tensors(i), i, i in input_set) for i in range(n_tensors)]
         ops = [self._op(sg.Operators(i), i, opnames, n_tensors) for i in range(sg.OperatorsLength())]
-        desc = m.Description()
-        return Graph(
-            name=name or self.path.stem,
-            tensors=tensors,
-            ops=ops,
-            inputs=inputs,
-            outputs=outputs,
-            description=desc.decode("utf-8", errors="replace") if desc else "",
-        )
+        return Graph(name=name, tensors=tensors, ops=ops, inputs=inputs, outputs=outputs)
+
+    def _control_flow(self, n_sub: int, opnames: list[str]) -> set[str]:
+        found = set()
+        for s in range(n_sub):
+            sg = self.model.Subgraphs(s)
+            for i in range(sg.OperatorsLength()):
+                idx = sg.Operators(i).OpcodeIndex()
+                if idx < len(opnames) and opnames[idx] in _CONTROL_FLOW_OPS:
+                    found.add(opnames[idx])
+        return found
 
     def _check_buffers(self) -> None:
         """Every buffer (weights and metadata alike) must lie inside the file.
@@ -298,8 +321,8 @@ class _Reader:
                     found.append(f"{opnames[idx]} (subgraph {s}, op #{i})")
         why = f" (control flow: {', '.join(found[:5])})" if found else ""
         raise self._unsupported(
-            f"model has {n_sub} subgraphs{why}; only single-subgraph models are supported — "
-            "re-export without control flow (unrolled loops, no tf.cond/tf.while_loop)")
+            f"model has {n_sub} subgraphs{why}; of the control-flow ops only IF, WHILE and CALL_ONCE "
+            "are supported — re-export without CALL / STABLEHLO_WHILE")
 
     # -- tensors --------------------------------------------------------------------------
 
@@ -317,6 +340,10 @@ class _Reader:
         name = (t.Name() or b"").decode("utf-8", errors="replace") or f"tensor_{tid}"
         ttype = t.Type()
         int4 = ttype == tflite.TensorType.INT4
+        if ttype == tflite.TensorType.RESOURCE:
+            # a VAR_HANDLE's output: TFLM stores the resource id as an int32 scalar
+            # (frontend/resource_vars.py replaces every use by the variable's state tensor)
+            return Tensor(tid, name, (), "int32")
         dtype = "int8" if int4 else _TENSOR_TYPES.get(ttype)
         if dtype is None:
             tname = _TENSOR_TYPE_NAMES.get(ttype, str(ttype))

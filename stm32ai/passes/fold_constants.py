@@ -354,7 +354,7 @@ def _resolve_shapes(g: Graph) -> bool:
     """
     changed = False
     for op in g.ops:
-        if not op.inputs or op.inputs[0] < 0:
+        if not op.inputs or op.inputs[0] < 0 or not op.outputs:
             continue
         src = g.tensors[op.inputs[0]]
         if any(d < 0 for d in src.shape):
@@ -385,7 +385,7 @@ def _remove_dead_ops(g: Graph) -> None:
     needed = set(g.outputs)
     kept: list[Op] = []
     for op in reversed(g.ops):
-        if any(t in needed for t in op.outputs):
+        if any(t in needed for t in op.outputs) or not op.outputs:  # no outputs: writes state
             kept.append(op)
             needed.update(t for t in op.inputs if t >= 0)
     kept.reverse()

@@ -189,7 +189,8 @@ def _check_dataflow(g: Graph) -> None:
     for op in g.ops:
         for tid in op.inputs:
             _check_index(tid, n, f"{op.where} input", True)
-        if not op.outputs:
+        if not op.outputs and not any(t >= 0 and t < n and g.tensors[t].variable for t in op.inputs):
+            # (an op without outputs must write state: ASSIGN_VARIABLE, CALL_ONCE)
             raise _err(f"{op.where} has no outputs — {_FIX}")
         for tid in op.outputs:
             _check_index(tid, n, f"{op.where} output", False)

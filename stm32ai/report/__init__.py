@@ -55,7 +55,8 @@ def build_report(c: Compiled) -> Report:
         op = g.ops[op_idx]
         acts = [g.tensors[t] for t in op.inputs if t >= 0 and not g.tensors[t].is_const]
         consts = [g.tensors[t] for t in op.inputs if t >= 0 and g.tensors[t].is_const]
-        out = g.tensors[op.outputs[0]]
+        # an op without outputs writes a state input in place (ASSIGN_VARIABLE, CALL_ONCE)
+        out = g.tensors[op.outputs[0] if op.outputs else op.inputs[-1]]
         layers.append(Layer(
             # passes/output_copies.py's copies have no source op (index -1)
             index=op.index, op="output copy" if op.options.get("output_copy") else op.type,

@@ -432,14 +432,31 @@ def _join_samples(per_sample: list[list[np.ndarray]]) -> list[np.ndarray]:
 # Child process side
 # --------------------------------------------------------------------------------------------
 
+def _calls_once(model_path: str) -> bool:
+    """Whether the model runs a CALL_ONCE init subgraph (resource variables' initial values).
+    Both references' reset zeroes resource variables without running it again, where the
+    generated model's ai_reset restores the initial values (docs/kernels_resource.md): such a
+    model gets a fresh interpreter for each sample instead of a reset."""
+    import tflite
+    from tflite.utils import BUILTIN_OPCODE2NAME
+
+    with open(model_path, "rb") as fh:
+        m = tflite.Model.GetRootAsModel(fh.read(), 0)
+    return any(BUILTIN_OPCODE2NAME.get(max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())) == "CALL_ONCE"
+               for oc in (m.OperatorCodes(i) for i in range(m.OperatorCodesLength())))
+
+
 def _child_tflm(model_path: str, samples: list[list[np.ndarray]], n_out: int, arena: int,
                 log_path: str) -> tuple[list[list[np.ndarray]], dict[str, Any]]:
     from tflite_micro.python.tflite_micro import runtime
 
     interp = runtime.Interpreter.from_file(model_path, arena_size=arena)
+    fresh = _calls_once(model_path)
     results = []
     for j, sample in enumerate(samples):
-        if j:
+        if j and fresh:
+            interp = runtime.Interpreter.from_file(model_path, arena_size=arena)
+        elif j:
             interp.reset()  # stateful kernels (LSTM, variables) start fresh for each sample
         for i, x in enumerate(sample):
             interp.set_input(np.ascontiguousarray(x), i)
@@ -471,10 +488,15 @@ def _child_litert(model_path: str, samples: list[list[np.ndarray]], n_out: int,
     interp.allocate_tensors()
     in_det = interp.get_input_details()
     out_det = interp.get_output_details()
+    fresh = _calls_once(model_path)
     results = []
     counts: list[list[Any]] = [[d["name"], 0, 0] for d in divs]
     for j, sample in enumerate(samples):
-        if j:
+        if j and fresh:
+            interp = Interpreter(model_path=model_path, experimental_preserve_all_tensors=bool(divs),
+                                 experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+            interp.allocate_tensors()
+        elif j:
             interp.reset_all_variables()
         for det, x in zip(in_det, sample, strict=True):
             interp.set_tensor(det["index"], np.ascontiguousarray(x))

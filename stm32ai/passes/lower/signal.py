@@ -29,7 +29,7 @@ import numpy as np
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
 
-__all__ = ["kiss_factors", "rfft_plan", "log_lut", "MAX_FFT_STAGES", "PCAN_LUT_SIZE", "LOG_LUT_SIZE"]
+__all__ = ["kiss_factors", "rfft_plan", "irfft_plan", "log_lut", "MAX_FFT_STAGES", "PCAN_LUT_SIZE", "LOG_LUT_SIZE"]
 
 MAX_FFT_STAGES = 16  # AI_SIGNAL_MAX_FFT_STAGES in ai_kernels_signal.h
 PCAN_LUT_SIZE = 125  # TFLM indexes up to 4 * 32 - 6 + 2
@@ -203,6 +203,7 @@ register("CUSTOM:SignalFftAutoScale", "1-D int16 input; int16 output and int32 s
 # ---- SignalRfft --------------------------------------------------------------------------
 
 _TFL_INT16 = 7
+_FFT_TYPES = {7: "int16", 2: "int32", 0: "float32"}  # TFLite TensorType codes the FFTs take as T
 
 
 def _check_rfft(op: Op, g: Graph) -> str | None:
@@ -213,11 +214,13 @@ def _check_rfft(op: Op, g: Graph) -> str | None:
     r = _missing(op, ("T", "fft_length"))
     if r:
         return r
-    if _int_opt(op, "T") != _TFL_INT16 or x.dtype != "int16":
-        return (f"only the int16 FFT is supported (T={_int_opt(op, 'T')}, input {x.dtype}); "
-                "the int32 and float variants are not implemented")
-    if y.dtype != "int16":
-        return f"output '{y.name}' is {y.dtype}, expected int16"
+    t = _int_opt(op, "T")
+    want = _FFT_TYPES.get(t) if t is not None else None
+    if want is None:
+        return f"T = {t}: the FFT is int16 (7), int32 (2) or float32 (0)"
+    r = _types([x, y], [want, want], ["input", "output"])
+    if r:
+        return r
     n = _int_opt(op, "fft_length")
     assert n is not None
     if n < 4 or n % 2:
@@ -245,23 +248,23 @@ def rfft_scratch_bytes(fft_length: int) -> int:
     return 2 * fft_length + 4 * (fft_length // 2)
 
 
-@register("CUSTOM:SignalRfft", "int16 (T=INT16) only; fft_length = 2 * (product of 2, 3, 4, 5) >= 4; "
-          "frames zero-padded", _check_rfft)
+@register("CUSTOM:SignalRfft", "int16 / int32 (KISS fixed point) or float32; fft_length = 2 * (product "
+          "of 2, 3, 4, 5) >= 4; frames zero-padded", _check_rfft)
 def lower_rfft(op: Op, g: Graph) -> None:
     x = g.tensors[op.inputs[0]]
     n = int(_int_opt(op, "fft_length") or 0)
     in_len = x.shape[-1]
     batches = x.size // in_len
-    factors, tw, st = rfft_plan(n)
+    factors, tw, st = rfft_plan(n) if x.dtype == "int16" else irfft_plan(n, x.dtype, inverse=False)
     base = _base(op, g)
     tw_id = g.add_const(f"{base}/twiddles", tw)
     st_id = g.add_const(f"{base}/super_twiddles", st)
     flat = [v for pm in factors for v in pm]
-    op.kernel = "signal_rfft_s16"
+    op.kernel = {"int16": "signal_rfft_s16", "int32": "signal_rfft_s32"}.get(x.dtype, "signal_rfft_f32")
     op.inputs = [op.inputs[0], tw_id, st_id]
     op.attrs = {"batches": batches, "input_length": in_len, "fft_length": n, "n_stages": len(factors),
                 "factors": flat}
-    op.scratch = rfft_scratch_bytes(n)
+    op.scratch = rfft_scratch_bytes(n) * (1 if x.dtype == "int16" else 2)
     op.macc = batches * (n // 2) * (sum(p for p, _ in factors) + 2)
 
 
@@ -440,3 +443,81 @@ def lower_log(op: Op, g: Graph) -> None:
                 "input_correction_bits": int(_int_opt(op, "input_correction_bits") or 0),
                 "output_scale": int(_int_opt(op, "output_scale") or 0)}
     op.macc = 8 * x.size
+
+
+# ---- SignalIrfft -------------------------------------------------------------------------
+
+
+
+def irfft_plan(fft_length: int, dtype: str, inverse: bool = True) -> tuple[list[tuple[int, int]], np.ndarray,
+                                                                          np.ndarray]:
+    """(factors, twiddles, super_twiddles) of KISS FFT's real FFT (kiss_fftr_alloc), inverse by
+    default (inverse_fft = 1: the forward phases negated, the doubles KISS FFT computes * -1);
+    int16 / int32 rounded as floor(0.5 + SAMP_MAX * v) (SAMP_MAX 32767 / 2147483647), float32
+    as (float)cos / (float)sin."""
+    n = fft_length // 2
+    sign = -1.0 if inverse else 1.0
+    ph_tw = [sign * (-2 * math.pi * i / n) for i in range(n)]
+    ph_st = [sign * (-math.pi * ((i + 1) / n + 0.5)) for i in range(n // 2)]
+    if dtype in ("int16", "int32"):
+        top = 32767.0 if dtype == "int16" else 2147483647.0
+
+        def conv(ph: list[float]) -> np.ndarray:
+            return np.array([(math.floor(0.5 + top * math.cos(p)), math.floor(0.5 + top * math.sin(p)))
+                             for p in ph], dtype).reshape(-1)
+    else:
+        def conv(ph: list[float]) -> np.ndarray:
+            return np.array([(math.cos(p), math.sin(p)) for p in ph], np.float64).astype(np.float32).reshape(-1)
+    st = conv(ph_st) if ph_st else np.zeros(2, dtype)
+    return kiss_factors(n), conv(ph_tw), st
+
+
+def _check_irfft(op: Op, g: Graph) -> str | None:
+    io = _io(op, g, 1, 1)
+    if isinstance(io, str):
+        return io
+    (x,), (y,) = io
+    r = _missing(op, ("T", "fft_length"))
+    if r:
+        return r
+    t = _int_opt(op, "T")
+    want = _FFT_TYPES.get(t) if t is not None else None
+    if want is None:
+        return f"T = {t}: the inverse FFT is int16 (7), int32 (2) or float32 (0)"
+    r = _types([x, y], [want, want], ["input", "output"])
+    if r:
+        return r
+    n = int(_int_opt(op, "fft_length") or 0)
+    if n < 4 or n % 2:
+        return f"fft_length {n} must be even and at least 4"
+    if not x.shape or len(x.shape) != len(y.shape):
+        return "input and output must have the same rank (>= 1)"
+    if x.shape[-1] != 2 * (n // 2 + 1) or y.shape[-1] != n or x.size // x.shape[-1] != y.size // n:
+        return (f"expects frames of {n // 2 + 1} complex bins in ([..., {2 * (n // 2 + 1)}]) and "
+                f"of {n} samples out ([..., {n}]), as many of each")
+    factors = kiss_factors(n // 2)
+    odd = sorted({p for p, _ in factors if p > 5})
+    if odd:
+        return (f"fft_length {n} needs KISS FFT's generic radix {odd[0]} (fft_length / 2 must factor "
+                "into 2, 3, 4 and 5)")
+    if len(factors) > MAX_FFT_STAGES:
+        return f"fft_length {n} needs {len(factors)} FFT stages, at most {MAX_FFT_STAGES} supported"
+    return None
+
+
+@register("CUSTOM:SignalIrfft", "int16 / int32 (KISS fixed point) or float32 (/ fft_length); "
+          "fft_length = 2 * (product of 2, 3, 4, 5) >= 4", _check_irfft)
+def lower_irfft(op: Op, g: Graph) -> None:
+    x = g.tensors[op.inputs[0]]
+    n = int(_int_opt(op, "fft_length") or 0)
+    factors, tw, st = irfft_plan(n, x.dtype)
+    base = _base(op, g)
+    tw_id = g.add_const(f"{base}/twiddles", tw)
+    st_id = g.add_const(f"{base}/super_twiddles", st)
+    batches = x.size // x.shape[-1]
+    op.kernel = {"int16": "signal_irfft_s16", "int32": "signal_irfft_s32"}.get(x.dtype, "signal_irfft_f32")
+    op.inputs = [op.inputs[0], tw_id, st_id]
+    op.attrs = {"batches": batches, "fft_length": n, "n_stages": len(factors),
+                "factors": [v for pm in factors for v in pm]}
+    op.scratch = (n // 2) * 2 * (2 if x.dtype == "int16" else 4)  # n/2 complex values
+    op.macc = batches * (n // 2) * (sum(p for p, _ in factors) + 2)

@@ -53,6 +53,14 @@ typedef struct {
 void ai_signal_rfft_s16(const ai_signal_rfft_s16_params *p, const int16_t *input,
                         const int16_t *twiddles, const int16_t *super_twiddles, int16_t *output,
                         void *scratch);
+/* int32 (KISS FFT 32-bit fixed point) and float32 (unscaled) variants, same layout; scratch:
+ * fft_length + fft_length/2 complex values of the type. */
+typedef ai_signal_rfft_s16_params ai_signal_rfft_s32_params;
+typedef ai_signal_rfft_s16_params ai_signal_rfft_f32_params;
+void ai_signal_rfft_s32(const ai_signal_rfft_s32_params *p, const int32_t *input, const int32_t *twiddles,
+                        const int32_t *super_twiddles, int32_t *output, void *scratch);
+void ai_signal_rfft_f32(const ai_signal_rfft_f32_params *p, const float *input, const float *twiddles,
+                        const float *super_twiddles, float *output, void *scratch);
 
 /* ---- SignalEnergy: y[i] = re^2 + im^2 (uint32) for start_index <= i < end_index,
  * y[i] = 0 elsewhere (TFLM leaves those untouched). */
@@ -109,6 +117,26 @@ typedef struct {
 } ai_signal_filter_bank_log_u32_params;
 void ai_signal_filter_bank_log_u32(const ai_signal_filter_bank_log_u32_params *p, const uint32_t *input,
                                    const uint16_t *log_lut, int16_t *output);
+
+/* ---- SignalIrfft: KISS FFT's inverse real FFT of each frame of fft_length/2 + 1 complex
+ * bins -> fft_length real samples. `twiddles`/`super_twiddles` are the inverse transform's
+ * (phases negated); int16 / int32: KISS FFT's 16- / 32-bit fixed point (1/radix per stage);
+ * float32: float arithmetic in KISS FFT's order, then each sample / fft_length, as TFLM.
+ * Scratch: fft_length/2 complex values. */
+typedef struct {
+  int32_t batches, fft_length, n_stages;
+  int32_t factors[2 * AI_SIGNAL_MAX_FFT_STAGES];
+} ai_signal_irfft_params;
+typedef ai_signal_irfft_params ai_signal_irfft_s16_params;
+typedef ai_signal_irfft_params ai_signal_irfft_f32_params;
+typedef ai_signal_irfft_params ai_signal_irfft_s32_params;
+void ai_signal_irfft_s16(const ai_signal_irfft_s16_params *p, const int16_t *input,
+                         const int16_t *twiddles, const int16_t *super_twiddles, int16_t *output,
+                         void *scratch);
+void ai_signal_irfft_f32(const ai_signal_irfft_f32_params *p, const float *input, const float *twiddles,
+                         const float *super_twiddles, float *output, void *scratch);
+void ai_signal_irfft_s32(const ai_signal_irfft_s32_params *p, const int32_t *input, const int32_t *twiddles,
+                         const int32_t *super_twiddles, int32_t *output, void *scratch);
 
 #ifdef __cplusplus
 }

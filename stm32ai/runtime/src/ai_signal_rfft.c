@@ -39,6 +39,7 @@ static inline void rfft_cmul(int16_t *out_r, int16_t *out_i, int16_t ar, int16_t
 typedef struct {
   const int16_t *tw; /* n complex twiddles */
   int32_t n;         /* complex FFT length */
+  int32_t inverse;   /* KISS FFT's inverse transform (SignalIrfft): radix 4 rotates by +i */
 } rfft_ctx;
 
 static void bfly2(int16_t *f, int32_t fstride, const rfft_ctx *c, int32_t m) {
@@ -102,6 +103,11 @@ static void bfly4(int16_t *f, int32_t fstride, const rfft_ctx *c, int32_t m) {
     f2[1] = (int16_t)(ai - s3i);
     f0[0] = (int16_t)(ar + s3r);
     f0[1] = (int16_t)(ai + s3i);
+    if (c->inverse) {
+      int16_t *t = f1;
+      f1 = f3;
+      f3 = t;
+    }
     f1[0] = (int16_t)(s5r + s4i);
     f1[1] = (int16_t)(s5i - s4r);
     f3[0] = (int16_t)(s5r - s4i);
@@ -186,6 +192,7 @@ void ai_signal_rfft_s16(const ai_signal_rfft_s16_params *p, const int16_t *input
   rfft_ctx c;
   c.tw = twiddles;
   c.n = n;
+  c.inverse = 0;
   for (int32_t b = 0; b < p->batches; b++) {
     const int16_t *x = input + b * p->input_length;
     int16_t *y = output + b * 2 * (n + 1);
@@ -211,5 +218,39 @@ void ai_signal_rfft_s16(const ai_signal_rfft_s16_params *p, const int16_t *input
       RE(y, n - k) = (int16_t)((f1r - tr) >> 1);
       IM(y, n - k) = (int16_t)((ti - f1i) >> 1);
     }
+  }
+}
+
+/* SignalIrfft (int16): KISS FFT's kiss_fftri in fixed point. The N/2 + 1 bins of each frame
+ * are merged into N/2 complex values (each halved with the rounding multiply by 16383, the
+ * odd part rotated by the inverse super twiddles), then the inverse complex FFT of N/2 points
+ * (the same butterflies with the inverse twiddles) writes the N real samples. */
+void ai_signal_irfft_s16(const ai_signal_irfft_s16_params *p, const int16_t *input, const int16_t *twiddles,
+                         const int16_t *super_twiddles, int16_t *output, void *scratch) {
+  const int32_t n = p->fft_length / 2;
+  int16_t *tmp = (int16_t *)scratch; /* n complex */
+  rfft_ctx c;
+  c.tw = twiddles;
+  c.n = n;
+  c.inverse = 1;
+  for (int32_t b = 0; b < p->batches; b++) {
+    const int16_t *x = input + b * 2 * (n + 1);
+    int16_t *y = output + b * p->fft_length;
+    RE(tmp, 0) = rfft_scale((int16_t)(RE(x, 0) + RE(x, n)), 16383);
+    IM(tmp, 0) = rfft_scale((int16_t)(RE(x, 0) - RE(x, n)), 16383);
+    for (int32_t k = 1; k <= n / 2; k++) {
+      int16_t fkr = rfft_scale(RE(x, k), 16383), fki = rfft_scale(IM(x, k), 16383);
+      int16_t nkr = rfft_scale(RE(x, n - k), 16383);
+      int16_t nki = rfft_scale((int16_t)(-IM(x, n - k)), 16383);
+      int16_t ekr = (int16_t)(fkr + nkr), eki = (int16_t)(fki + nki);
+      int16_t dr = (int16_t)(fkr - nkr), di = (int16_t)(fki - nki);
+      int16_t okr, oki;
+      rfft_cmul(&okr, &oki, dr, di, RE(super_twiddles, k - 1), IM(super_twiddles, k - 1));
+      RE(tmp, k) = (int16_t)(ekr + okr);
+      IM(tmp, k) = (int16_t)(eki + oki);
+      RE(tmp, n - k) = (int16_t)(ekr - okr);
+      IM(tmp, n - k) = (int16_t)(-(int16_t)(eki - oki));
+    }
+    rfft_work(y, tmp, 1, p->factors, &c);
   }
 }
