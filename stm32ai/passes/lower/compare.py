@@ -1,10 +1,13 @@
 """EQUAL, NOT_EQUAL, GREATER, GREATER_EQUAL, LESS, LESS_EQUAL, LOGICAL_AND, LOGICAL_OR,
-LOGICAL_NOT, SELECT_V2 (docs/kernels_elementwise.md).
+LOGICAL_NOT, SELECT_V2 (docs/kernels_compare.md).
 
 Types are TFLite Micro's (comparisons.cc, logical.cc, elementwise.cc, select.cc): EQUAL and
 NOT_EQUAL take bool, float32, int32, int64 and int8; the ordering comparisons float32, int32,
-int64, int8 and int16; logical ops bool; SELECT_V2 float32, int8 and int16 (plus int32 and bool,
-LiteRT's). Quantised comparisons rescale each input as TFLite's ComparisonsPrepare does:
+int64 and int8; logical ops bool; SELECT_V2 float32, int8 and int16 (plus int32 and bool,
+LiteRT's). int16 comparisons are refused: TFLite Micro's GREATER accepts int16 but its Prepare
+leaves the int16 rescaling parameters at zero (every GREATER is false), LiteRT compares the raw
+int16 values whatever their quantisation, and the converter emits none (docs/kernels_compare.md).
+Quantised comparisons rescale each input as TFLite's ComparisonsPrepare does:
 ((x - zp) << 8) times the input scale as a Q31 multiplier with a right shift (scales must be
 below 1, as TFLite's QuantizeMultiplierSmallerThanOneExp asserts).
 """
@@ -22,7 +25,7 @@ from stm32ai.passes.quant import quantize_multiplier
 
 COMPARISONS = ("EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL")
 _EQUALITY_TYPES = ("bool", "float32", "int32", "int64", "int8")
-_ORDER_TYPES = ("float32", "int32", "int64", "int8", "int16")
+_ORDER_TYPES = ("float32", "int32", "int64", "int8")
 _SUFFIX = {"float32": "f32", "int32": "s32", "int64": "s64", "int8": "s8", "int16": "s16", "bool": "b"}
 LEFT_SHIFT = 8
 
@@ -37,7 +40,7 @@ def _broadcast_check(ins: list[Tensor], y: Tensor) -> str | None:
 
 
 def _check_cmp_quant(t: Tensor) -> str | None:
-    reason = check_quant(t, ZP_S8 if t.dtype == "int8" else (-32768, 32767))
+    reason = check_quant(t, ZP_S8)
     if reason:
         return reason
     if not scale_of(t) < 1.0:
@@ -54,12 +57,15 @@ def _check_compare(op: Op, g: Graph) -> str | None:
     if y.dtype != "bool":
         return f"output is {y.dtype}, bool is required"
     types = _EQUALITY_TYPES if op.type in ("EQUAL", "NOT_EQUAL") else _ORDER_TYPES
+    if a.dtype == "int16":
+        return ("int16 is not supported: TFLite Micro's int16 comparison runs with zero rescaling "
+                "parameters and LiteRT compares raw values, so no reference defines it")
     if a.dtype != b.dtype or a.dtype not in types:
         return f"inputs {a.dtype}, {b.dtype} are not supported (both one of {', '.join(types)}, as TFLite Micro)"
     reason = _broadcast_check([a, b], y)
     if reason:
         return reason
-    if a.dtype in ("int8", "int16"):
+    if a.dtype == "int8":
         return _check_cmp_quant(a) or _check_cmp_quant(b)
     if a.dtype == "int32":
         return check_s32(op, g) if a.quant is not None or b.quant is not None else None
@@ -79,14 +85,14 @@ def _lower_compare(op: Op, g: Graph) -> None:
     y = g.tensors[op.outputs[0]]
     op.kernel = f"{op.type.lower()}_{_SUFFIX[a.dtype]}"
     op.attrs = loop_attrs(a.shape, b.shape, y.shape)
-    if a.dtype in ("int8", "int16"):
+    if a.dtype == "int8":
         op.attrs.update(compare_params(a, b))
     op.macc = int(y.size)
 
 
 for _name in COMPARISONS:
     register(_name, ("bool, float32, int32, int64, int8 (rescaled as TFLM)" if _name in ("EQUAL", "NOT_EQUAL")
-                     else "float32, int32, int64, int8 / int16 (rescaled as TFLM)")
+                     else "float32, int32, int64, int8 (rescaled as TFLM)")
              + "; bool output, broadcasting up to 6-D", _check_compare)(_lower_compare)
 
 

@@ -5,10 +5,10 @@
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>);
  * Parameters are the attrs of stm32ai/passes/lower/compare.py. bool is one byte, 0 or 1 (as
  * TFLite's bool); an input byte other than 0 reads as true.
- * Comparisons of float32, int32, int64 and bool compare raw values; int8 and int16 compare
- * TFLite's rescaled values: ((x - zero_point) << 8) times the input's scale as a Q31
+ * Comparisons of float32, int32, int64 and bool compare raw values; int8 compares TFLite's
+ * rescaled values: ((x - zero_point) << 8) times the input's scale as a Q31
  * multiplier with a right shift (each input by its own, so inputs of different quantisation
- * compare as TFLite Micro does). Details: docs/kernels_elementwise.md.
+ * compare as TFLite Micro does). Details: docs/kernels_compare.md.
  */
 #ifndef AI_KERNELS_COMPARE_H
 #define AI_KERNELS_COMPARE_H
@@ -43,8 +43,7 @@ typedef struct {
   AI_CMP_DECL(OP, s32, int32_t, ai_cmp_params);                                                \
   AI_CMP_DECL(OP, s64, int64_t, ai_cmp_params);                                                \
   AI_CMP_DECL(OP, b, uint8_t, ai_cmp_params);                                                  \
-  AI_CMP_DECL(OP, s8, int8_t, ai_cmp_q_params);                                                \
-  AI_CMP_DECL(OP, s16, int16_t, ai_cmp_q_params)
+  AI_CMP_DECL(OP, s8, int8_t, ai_cmp_q_params)
 
 AI_CMP_DECL_ALL(equal);
 AI_CMP_DECL_ALL(not_equal);

@@ -1,11 +1,11 @@
-/* Comparison, logical and SELECT_V2 kernels (ai_kernels_compare.h, docs/kernels_elementwise.md). */
+/* Comparison, logical and SELECT_V2 kernels (ai_kernels_compare.h, docs/kernels_compare.md). */
 #include "ai_ew_walk.h"
 #include "ai_kernels_compare.h"
 #include "ai_qmath.h"
 
 /* TFLite's rescaling of a quantised comparison operand: ((x + offset) << left_shift), times
  * the Q31 multiplier, rounded right shift (MultiplyByQuantizedMultiplierSmallerThanOneExp).
- * |x + offset| <= 65535 << 8 fits int32. */
+ * |x + offset| <= 255 << 8 fits int32. */
 static inline int32_t cmp_scale(int32_t v, int32_t left_shift, int32_t multiplier, int32_t shift) {
   return ai_rdbypot(ai_srdhm((int32_t)((uint32_t)v << left_shift), multiplier), -shift);
 }
@@ -21,8 +21,7 @@ static inline int32_t cmp_scale(int32_t v, int32_t left_shift, int32_t multiplie
   AI_EW_BINARY(OP##_s32, int32_t, uint8_t, , x OPR z)                                          \
   AI_EW_BINARY(OP##_s64, int64_t, uint8_t, , x OPR z)                                          \
   AI_EW_BINARY(OP##_b, uint8_t, uint8_t, , (x != 0) OPR (z != 0))                              \
-  AI_EW_BINARY(OP##_s8, int8_t, uint8_t, CMP_Q_LOCALS, CMP_Q(OPR))                             \
-  AI_EW_BINARY(OP##_s16, int16_t, uint8_t, CMP_Q_LOCALS, CMP_Q(OPR))
+  AI_EW_BINARY(OP##_s8, int8_t, uint8_t, CMP_Q_LOCALS, CMP_Q(OPR))
 
 CMP_ALL(equal, ==)
 CMP_ALL(not_equal, !=)
