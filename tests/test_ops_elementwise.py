@@ -144,6 +144,21 @@ def test_int16_and_scaled_int8_against_tflm(tmp_path):
         _assert_matches(validate_model(m, data, seed=0), "tflm")
 
 
+@pytest.mark.parametrize("zp", [-5, 0, 40])
+def test_add_n_int8_against_tflm(tmp_path, zp):
+    """The converter keeps ADD_N in float in int8 models: int8 ADD_N by hand (TFLM's Prepare
+    wants one quantisation on every input)."""
+    rng = np.random.default_rng(9)
+    xs = [rng.integers(-128, 128, (1, 3, 70)).astype(np.int8) for _ in range(3)]
+    b = TfliteBuilder()
+    ts = [b.tensor((1, 3, 70), "int8", 0.05, zp) for _ in xs]
+    to = b.tensor((1, 3, 70), "int8", 0.11, 3)
+    b.op(OPS.ADD_N, ts, [to])
+    b.inputs, b.outputs = ts, [to]
+    (tmp_path / "addn.tflite").write_bytes(b.build())
+    _assert_matches(validate_model(tmp_path / "addn.tflite", xs, seed=0), "tflm")
+
+
 def test_select_bool_int64_against_tflm(tmp_path):
     rng = np.random.default_rng(8)
     c = rng.integers(0, 2, (1, 1, 5, 1)).astype(np.bool_)

@@ -1,8 +1,8 @@
 """Elementwise math: ABS, NEG, CEIL, FLOOR, ROUND, SQRT, RSQRT, EXP, LOG, SIN, COS, SQUARE, ELU,
-SQUARED_DIFFERENCE, FLOOR_MOD, POW, ZEROS_LIKE, FILL (docs/kernels_elementwise.md).
+SQUARED_DIFFERENCE, FLOOR_MOD, POW, ADD_N, ZEROS_LIKE, FILL (docs/kernels_elementwise.md).
 
 Types follow TFLite Micro's kernels (elementwise.cc, exp.cc, neg.cc, ceil/floor/round.cc,
-elu.cc, squared_difference.cc, floor_mod.cc, zeros_like.cc, fill.cc): most are float32 only;
+elu.cc, squared_difference.cc, floor_mod.cc, add_n.cc, zeros_like.cc, fill.cc): most are float32 only;
 ABS also int8 and int16, RSQRT and ELU also int8, SQUARED_DIFFERENCE also int32/int8/int16.
 POW is LiteRT's (TFLite Micro has no kernel), float32; so is int8 EXP (the converter quantises
 EXP to int8 in models that mix int8 and float).
@@ -300,6 +300,55 @@ register("SQUARED_DIFFERENCE", "float32, int32 (wrapping), int8 / int16 per-tens
 register("FLOOR_MOD", "float32 (TFLM), int32 (LiteRT-ref), broadcasting up to 6-D",
          _check_binary)(_lower_binary)
 register("POW", "float32 (LiteRT-ref: TFLM has no POW), broadcasting up to 6-D", _check_binary)(_lower_binary)
+
+
+# ---------------------------------------------------------------------------------------------
+# ADD_N
+# ---------------------------------------------------------------------------------------------
+
+ADD_N_MAX = 8        # the kernels' input slots (AI_ADD_N_MAX)
+ADD_N_LEFT_SHIFT = 20
+
+
+def _check_add_n(op: Op, g: Graph) -> str | None:
+    if not 2 <= len(op.inputs) <= ADD_N_MAX or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return f"expects 2 to {ADD_N_MAX} inputs and one output"
+    ins = [g.tensors[t] for t in op.inputs]
+    y = g.tensors[op.outputs[0]]
+    if any(t.dtype != y.dtype for t in ins) or y.dtype not in ("float32", "int8"):
+        return f"{ins[0].dtype} -> {y.dtype} is not supported (all float32 or all int8, as TFLite Micro)"
+    if any(tuple(t.shape) != tuple(y.shape) for t in ins):
+        return "inputs and output must have one shape (ADD_N does not broadcast)"
+    if y.dtype == "int8":
+        reason = next((r for t in (*ins, y) if (r := check_quant(t, ZP_S8))), None)
+        if reason:
+            return reason
+        if len({(_sf(t), zp_of(t)) for t in ins}) != 1:
+            return "int8 inputs must share one quantisation (TFLite Micro requires it)"
+        if not _add_n_output_real(ins[0], y) < 1.0:
+            return "output scale too small for the input scale (TFLite's multiplier must stay below 1)"
+    return None
+
+
+def _add_n_output_real(x: Tensor, y: Tensor) -> float:
+    return 2.0 * _sf(x) / ((1 << ADD_N_LEFT_SHIFT) * _sf(y))
+
+
+@register("ADD_N", f"float32, int8 (inputs one quantisation); 2 to {ADD_N_MAX} same-shape inputs", _check_add_n)
+def _lower_add_n(op: Op, g: Graph) -> None:
+    x = g.tensors[op.inputs[0]]
+    y = g.tensors[op.outputs[0]]
+    n = len(op.inputs)
+    op.attrs = {"size": int(y.size), "n": n}
+    op.kernel = "add_n_f32" if y.dtype == "float32" else "add_n_s8"
+    if y.dtype == "int8":
+        mi, si = quantize_multiplier(0.5)  # x_scale / (2 * x_scale)
+        mo, so = quantize_multiplier(_add_n_output_real(x, y))
+        op.attrs.update({"input_offset": -zp_of(x), "left_shift": ADD_N_LEFT_SHIFT, "input_multiplier": mi,
+                         "input_shift": si, "output_multiplier": mo, "output_shift": so,
+                         "output_offset": zp_of(y)})
+    op.inputs = list(op.inputs) + [-1] * (ADD_N_MAX - n)
+    op.macc = int(y.size) * n
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /* Elementwise math: unary float32 math (ABS, NEG, CEIL, FLOOR, ROUND, SQRT, RSQRT, EXP, LOG,
  * SIN, COS, SQUARE, ELU), int16 ABS, SQUARED_DIFFERENCE (float32, int32, int8, int16),
- * FLOOR_MOD (float32, int32), POW (float32), ZEROS_LIKE, FILL.
+ * FLOOR_MOD (float32, int32), POW (float32), ADD_N (float32, int8), ZEROS_LIKE, FILL.
  * (int8 ABS, RSQRT and ELU are 256-entry tables run by ai_lut8, ai_kernels_activations.h.)
  *
  * Calling convention (see stm32ai/passes/lower/__init__.py):
@@ -94,6 +94,27 @@ void ai_floor_mod_s32(const ai_floor_mod_s32_params *p, const int32_t *input1,
 typedef ai_ew_loop_params ai_pow_f32_params;
 void ai_pow_f32(const ai_pow_f32_params *p, const float *input1, const float *input2,
                 float *output);
+
+/* ---- ADD_N: y = sum of n (2..AI_ADD_N_MAX) same-shape inputs; unused input slots are NULL.
+ * float32: 0 + x0 + x1 + ... in float, in input order (TFLite's AddN). int8 (one quantisation
+ * for all inputs): each (x + input_offset) << 20 rescaled by input_multiplier / input_shift
+ * (0.5), summed in int32 starting from the rescaled input_offset itself (TFLM's reference
+ * AddN starts its sum there), requantised to the output, clamped. ---- */
+#define AI_ADD_N_MAX 8
+typedef struct {
+  int32_t size, n;
+} ai_add_n_f32_params;
+typedef struct {
+  int32_t size, n;
+  int32_t input_offset, left_shift, input_multiplier, input_shift;
+  int32_t output_multiplier, output_shift, output_offset;
+} ai_add_n_s8_params;
+void ai_add_n_f32(const ai_add_n_f32_params *p, const float *in0, const float *in1,
+                  const float *in2, const float *in3, const float *in4, const float *in5,
+                  const float *in6, const float *in7, float *output);
+void ai_add_n_s8(const ai_add_n_s8_params *p, const int8_t *in0, const int8_t *in1,
+                 const int8_t *in2, const int8_t *in3, const int8_t *in4, const int8_t *in5,
+                 const int8_t *in6, const int8_t *in7, int8_t *output);
 
 /* ---- ZEROS_LIKE: `bytes` zero bytes (the input is only read for its shape) ---- */
 typedef struct {

@@ -110,6 +110,42 @@ AI_EW_BINARY(floor_mod_s32, int32_t, int32_t, , floor_mod_i(x, z))
 
 AI_EW_BINARY(pow_f32, float, float, , powf(x, z))
 
+/* ---- ADD_N ---- */
+
+void ai_add_n_f32(const ai_add_n_f32_params *p, const float *in0, const float *in1,
+                  const float *in2, const float *in3, const float *in4, const float *in5,
+                  const float *in6, const float *in7, float *output) {
+  const float *in[AI_ADD_N_MAX] = {in0, in1, in2, in3, in4, in5, in6, in7};
+  for (int32_t i = 0; i < p->size; i++) {
+    float x = 0.0f;
+    for (int32_t j = 0; j < p->n; j++) {
+      x += in[j][i];
+    }
+    output[i] = x;
+  }
+}
+
+static inline int32_t add_n_scale(const ai_add_n_s8_params *p, int32_t v) {
+  return ai_rdbypot(ai_srdhm((int32_t)((uint32_t)v << p->left_shift), p->input_multiplier),
+                    -p->input_shift);
+}
+
+void ai_add_n_s8(const ai_add_n_s8_params *p, const int8_t *in0, const int8_t *in1,
+                 const int8_t *in2, const int8_t *in3, const int8_t *in4, const int8_t *in5,
+                 const int8_t *in6, const int8_t *in7, int8_t *output) {
+  const int8_t *in[AI_ADD_N_MAX] = {in0, in1, in2, in3, in4, in5, in6, in7};
+  const int32_t start = add_n_scale(p, p->input_offset);
+  for (int32_t i = 0; i < p->size; i++) {
+    int32_t acc = start; /* |each term| <= 255 << 19: 9 terms fit int32 */
+    for (int32_t j = 0; j < p->n; j++) {
+      acc += add_n_scale(p, in[j][i] + p->input_offset);
+    }
+    const int32_t r = ai_rdbypot(ai_srdhm(acc, p->output_multiplier), -p->output_shift) +
+                      p->output_offset;
+    output[i] = (int8_t)AI_CLAMP(r, -128, 127);
+  }
+}
+
 /* ---- ZEROS_LIKE, FILL ---- */
 
 void ai_zeros_like(const ai_zeros_like_params *p, const void *input, void *output) {
