@@ -124,12 +124,16 @@ def test_int16_and_scaled_int8_against_tflm(tmp_path):
     x = rng.integers(-32768, 32768, (1, 6, 50)).astype(np.int16)
     x.flat[:3] = [-32768, 32767, 0]
     y = rng.integers(-32768, 32768, (1, 1, 50)).astype(np.int16)
+    xp = np.abs(x.astype(np.int32)).clip(0, 32767).astype(np.int16)  # RSQRT: TFLM fails on x < 0
+    xp.flat[:4] = [0, 1, 2, 32767]
     x8 = rng.integers(-128, 128, (1, 6, 50)).astype(np.int8)
     y8 = rng.integers(-128, 128, (1, 1, 50)).astype(np.int8)
     cases = [
         (OPS.ABS, [((1, 6, 50), "int16", None, None)], ((1, 6, 50), "int16", None, None), [x]),
         (OPS.ABS, [((1, 6, 50), "int16", 0.001, 0)], ((1, 6, 50), "int16", 0.001, 0), [x]),
         (OPS.ABS, [((1, 6, 50), "int16", 0.001, 0)], ((1, 6, 50), "int16", 0.0007, 0), [x]),
+        (OPS.RSQRT, [((1, 6, 50), "int16", 0.001, 0)], ((1, 6, 50), "int16", 0.0007, 0), [xp]),
+        (OPS.RSQRT, [((1, 6, 50), "int16", 3e-5, 0)], ((1, 6, 50), "int16", 0.02, 0), [xp]),
         (OPS.GREATER, [((1, 6, 50), "int8", 0.01, 3), ((1, 1, 50), "int8", 0.023, -7)],
          ((1, 6, 50), "bool", None, None), [x8, y8]),
         (OPS.LESS_EQUAL, [((1, 6, 50), "int8", 0.01, 3), ((1, 1, 50), "int8", 0.01, -2)],
@@ -157,6 +161,17 @@ def test_add_n_int8_against_tflm(tmp_path, zp):
     b.inputs, b.outputs = ts, [to]
     (tmp_path / "addn.tflite").write_bytes(b.build())
     _assert_matches(validate_model(tmp_path / "addn.tflite", xs, seed=0), "tflm")
+
+
+def test_tflm_int16_greater_is_always_false(tmp_path):
+    """Why int16 comparisons are refused (op_types_probe.EXCLUSIONS): TFLite Micro runs them with
+    zero rescaling parameters, so GREATER is false even for 30000 > -30000."""
+    from stm32ai.validate.reference import run_tflm
+
+    m = _single_op(tmp_path, OPS.GREATER, [((1, 4), "int16", 0.001, 0)] * 2, ((1, 4), "bool", None, None), "g16")
+    x = np.int16([[30000, 5, -7, 100]])
+    y = np.int16([[-30000, -5, -9, 0]])
+    assert not run_tflm(m, [x, y])[0].any()
 
 
 def test_select_bool_int64_against_tflm(tmp_path):
@@ -265,7 +280,7 @@ def _q(s: float, zp: int) -> Quant:
 
 @pytest.mark.parametrize("typ,dtype,quant,words", [
     ("NEG", "int8", _q(0.1, 0), ("NEG", "int8", "float32")),
-    ("RSQRT", "int16", _q(0.001, 0), ("RSQRT", "int16")),
+    ("RSQRT", "int16", _q(0.001, 3), ("RSQRT", "zero point 3")),
     ("EXP", "int16", _q(0.001, 0), ("EXP", "int16")),
     ("ABS", "int8", Quant(np.full(8, 0.1, np.float32), np.zeros(8, np.int64), 1), ("ABS", "per-channel")),
     ("ABS", "int16", _q(0.001, 5), ("ABS", "zero point 5")),

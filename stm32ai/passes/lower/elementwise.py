@@ -3,7 +3,7 @@ SQUARED_DIFFERENCE, FLOOR_MOD, POW, ADD_N, ZEROS_LIKE, FILL (docs/kernels_elemen
 
 Types follow TFLite Micro's kernels (elementwise.cc, exp.cc, neg.cc, ceil/floor/round.cc,
 elu.cc, squared_difference.cc, floor_mod.cc, add_n.cc, zeros_like.cc, fill.cc): most are float32 only;
-ABS also int8 and int16, RSQRT and ELU also int8, SQUARED_DIFFERENCE also int32/int8/int16.
+ABS also int8 and int16, RSQRT also int8 and int16, ELU also int8, SQUARED_DIFFERENCE also int32/int8/int16.
 POW is LiteRT's (TFLite Micro has no kernel), float32; so is int8 EXP (the converter quantises
 EXP to int8 in models that mix int8 and float).
 
@@ -174,14 +174,15 @@ def exp_table(zi: int, si: float, zo: int, so: float) -> list[int]:
 _UNARY = {
     "ABS": ("abs", ("int8", "int16")), "NEG": ("neg", ()), "CEIL": ("ceil", ()),
     "FLOOR": ("floor", ()), "ROUND": ("round", ()), "SQRT": ("sqrt", ()),
-    "RSQRT": ("rsqrt", ("int8",)), "EXP": ("exp", ("int8",)), "LOG": ("log", ()), "SIN": ("sin", ()),
+    "RSQRT": ("rsqrt", ("int8", "int16")), "EXP": ("exp", ("int8",)), "LOG": ("log", ()), "SIN": ("sin", ()),
     "COS": ("cos", ()), "SQUARE": ("square", ()), "ELU": ("elu", ("int8",)),
 }
 
 _UNARY_DOC = {
     "ABS": "float32, int8 per-tensor (requantising, as TFLM), int16 (quantised with zero point 0, "
            "or raw); in place",
-    "RSQRT": "float32, int8 per-tensor (TFLM's integer Newton-Raphson, as a 256-entry table); in place",
+    "RSQRT": "float32, int8 per-tensor (TFLM's integer Newton-Raphson, as a 256-entry table), int16 "
+             "(zero points 0, the same arithmetic per element); in place",
     "ELU": "float32, int8 per-tensor (TFLM's 256-entry table); in place",
     "ROUND": "float32 (to nearest, ties to even, as TFLite); in place",
     "EXP": "float32; int8 per-tensor (LiteRT's 256-entry table: TFLM has float32 only); in place",
@@ -198,9 +199,18 @@ def _check_unary(op: Op, g: Graph) -> str | None:
         return f"{x.dtype} is not supported ({', '.join(types)}, as TFLite Micro)"
     if x.dtype == "int8":
         return check_quant(x, ZP_S8) or check_quant(y, ZP_S8)
-    if x.dtype == "int16" and (x.quant is not None or y.quant is not None):
-        return check_quant(x, ZP_0) or check_quant(y, ZP_0)
+    if x.dtype == "int16" and (op.type == "RSQRT" or x.quant is not None or y.quant is not None):
+        reason = check_quant(x, ZP_0) or check_quant(y, ZP_0)
+        if reason or op.type != "RSQRT":
+            return reason
+        if not -31 <= rsqrt_multiplier(x, y)[1] - 20 <= 30:
+            return "input and output scales too far apart for TFLite's int16 RSQRT requantisation"
     return None
+
+
+def rsqrt_multiplier(x: Tensor, y: Tensor) -> tuple[int, int]:
+    """TFLM SetRsqrtOutputMultiplier: 1 / (sqrt(input scale) * output scale)."""
+    return quantize_multiplier(1.0 / (math.sqrt(_sf(x)) * _sf(y)))
 
 
 def _lower_unary(op: Op, g: Graph) -> None:
@@ -211,6 +221,11 @@ def _lower_unary(op: Op, g: Graph) -> None:
     if x.dtype == "float32":
         op.kernel = f"{_UNARY[op.type][0]}_f32"
         op.attrs = {"size": n}
+        return
+    if x.dtype == "int16" and op.type == "RSQRT":
+        m, s = rsqrt_multiplier(x, y)
+        op.kernel = "rsqrt_s16"
+        op.attrs = {"size": n, "multiplier": m, "shift": s}
         return
     if x.dtype == "int16":
         mode, m, s = 0, 0, 0
@@ -359,12 +374,13 @@ def _check_zeros_like(op: Op, g: Graph) -> str | None:
     io = _unary_io(op, g)
     if isinstance(io, str):
         return io
-    if io[0].dtype not in ("float32", "int32", "int64"):
-        return f"{io[0].dtype} is not supported (float32, int32, int64, as TFLite Micro)"
+    if io[0].dtype not in ("float32", "int32", "int64", "int8"):
+        return f"{io[0].dtype} is not supported (float32, int32, int64, int8, as TFLite Micro)"
     return None
 
 
-@register("ZEROS_LIKE", "float32, int32, int64", _check_zeros_like)
+@register("ZEROS_LIKE", "float32, int32, int64, int8 (raw zeros, as TFLM, not the zero point)",
+          _check_zeros_like)
 def _lower_zeros_like(op: Op, g: Graph) -> None:
     y = g.tensors[op.outputs[0]]
     op.kernel = "zeros_like"

@@ -54,6 +54,16 @@ typedef struct {
 } ai_abs_s16_params;
 void ai_abs_s16(const ai_abs_s16_params *p, const int16_t *input, int16_t *output);
 
+/* ---- RSQRT int16 (zero points 0): TFLite Micro's RsqrtEvalQuantized per element: 1/sqrt(x)
+ * by gemmlowp Newton-Raphson (GetInvSqrtQuantizedMultiplierExp), requantised by
+ * (multiplier, shift) = 1 / (sqrt(input scale) * output scale); x <= 0 gives 32767 (TFLite
+ * fails the inference on x < 0). ---- */
+typedef struct {
+  int32_t size;
+  int32_t multiplier, shift;
+} ai_rsqrt_s16_params;
+void ai_rsqrt_s16(const ai_rsqrt_s16_params *p, const int16_t *input, int16_t *output);
+
 /* ---- SQUARED_DIFFERENCE ---- */
 typedef struct {
   AI_BINARY_LOOP_FIELDS;

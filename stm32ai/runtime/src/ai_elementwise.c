@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ai_ew_walk.h"
+#include "ai_fixedpoint.h"
 #include "ai_kernels_elementwise.h"
 #include "ai_qmath.h"
 
@@ -61,6 +62,54 @@ void ai_abs_s16(const ai_abs_s16_params *p, const int16_t *input, int16_t *outpu
       y = AI_CLAMP(y, -32768, 32767);
     }
     output[i] = (int16_t)y;
+  }
+}
+
+/* TFLite's GetInvSqrtQuantizedMultiplierExp(x, kReverseShift = -1) for 1 < x < 2^31: x
+ * normalised into [2^27, 2^29) by pairs of bits, 5 Newton-Raphson steps of r = r * (3 - x r^2)
+ * / 2 in gemmlowp Q3.28 (products in Q6 / Q9 rescaled with saturating shifts), times
+ * sqrt(2)/2. Returns the Q31 multiplier; *shift gets the left shift to apply. */
+static int32_t inv_sqrt_exp(int32_t x, int32_t *shift) {
+  if (x <= 1) {
+    *shift = 0;
+    return INT32_MAX;
+  }
+  int32_t sh = 11;
+  while (x >= (1 << 29)) {
+    x /= 4;
+    sh++;
+  }
+  const int32_t pairs = (ai_fp_clz((uint32_t)x) - 1) / 2 - 1;
+  sh -= pairs;
+  x = (int32_t)((uint32_t)x << (2 * pairs));
+  const int32_t half_input = ai_rdbypot(x >> 1, 1);
+  const int32_t half_three = (1 << 28) + (1 << 27);
+  int32_t r = 1 << 28;
+  for (int i = 0; i < 5; i++) {
+    const int32_t r3 = ai_fp_sat_shl(ai_srdhm(ai_srdhm(r, r), r), 6);
+    r = ai_fp_sat_shl(ai_fp_sub(ai_srdhm(half_three, r), ai_srdhm(half_input, r3)), 3);
+  }
+  r = ai_srdhm(r, 1518500250); /* sqrt(2) / 2 in Q0.31 */
+  if (sh < 0) {
+    r = (int32_t)((uint32_t)r << -sh);
+    sh = 0;
+  }
+  *shift = -sh;
+  return r;
+}
+
+void ai_rsqrt_s16(const ai_rsqrt_s16_params *p, const int16_t *input, int16_t *output) {
+  for (int32_t i = 0; i < p->size; i++) {
+    const int32_t v = input[i];
+    if (v <= 0) {
+      output[i] = 32767;
+      continue;
+    }
+    int32_t ish;
+    const int32_t im = inv_sqrt_exp(v, &ish);
+    const int32_t data = ai_requant(1, im, ish + 20);
+    const int32_t r = ai_requant(data, p->multiplier, p->shift - 20);
+    output[i] = (int16_t)AI_CLAMP(r, -32768, 32767);
   }
 }
 
