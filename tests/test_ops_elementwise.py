@@ -329,3 +329,87 @@ def test_registry_lists_the_family():
                "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT_V2"):
         assert op in reg, op
     assert "int16" in reg["ABS"].constraints and "int8" in reg["RSQRT"].constraints
+
+
+# ---------------------------------------------------------------------------------------------
+# No undefined behaviour at the extremes (UBSan), and the Cortex-M4 build on QEMU
+# ---------------------------------------------------------------------------------------------
+
+def test_extremes_are_ubsan_clean(tmp_path):
+    """The kernels at the edges of their integer ranges, built with UBSan (aborting on a report):
+    int32 SQUARED_DIFFERENCE and FLOOR_MOD at INT32_MIN/MAX and divisors 0 / -1, raw int16 ABS of
+    -32768, int16 RSQRT of every non-negative value, int8 SQUARED_DIFFERENCE / comparisons / ADD_N
+    (8 inputs) with extreme zero points. Results equal the normal build's; the int32 ones numpy's."""
+    import os
+    import subprocess
+
+    from stm32ai.emitter import emit_c
+    from stm32ai.validate.host import CFLAGS, harness_source, run_exe, runtime_objects
+
+    g = Graph("x", [], [], [], [])
+    e32 = np.int32([-2147483648, 2147483647, -2147483648, 0, -1, 7, -2147483648, 5])
+    d32 = np.int32([2147483647, -2147483648, -1, 0, 0, -1, 0, -2147483648])
+    s16 = np.arange(-32768, 32768, 8, dtype=np.int16).reshape(1, -1)
+    p16 = np.arange(0, 32768, dtype=np.int16).reshape(1, -1)
+    q = _q(0.9, 127), _q(0.0001, -128)
+    x8 = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    ins = [g.add_tensor("e", e32.shape, "int32"), g.add_tensor("d", d32.shape, "int32"),
+           g.add_tensor("s", s16.shape, "int16"), g.add_tensor("p", p16.shape, "int16", _q(3e-5, 0)),
+           g.add_tensor("a", x8.shape, "int8", q[0]), g.add_tensor("b", x8.shape, "int8", q[1])]
+    g.inputs = ins
+    outs = [g.add_tensor(f"y{k}", sh, dt, qq) for k, (sh, dt, qq) in enumerate([
+        (e32.shape, "int32", None), (e32.shape, "int32", None), (s16.shape, "int16", None),
+        (p16.shape, "int16", _q(0.02, 0)), (x8.shape, "int8", _q(0.0001, -128)), (x8.shape, "bool", None),
+        (x8.shape, "int8", _q(0.002, 127))])]
+    for k, (typ, i) in enumerate([("SQUARED_DIFFERENCE", [0, 1]), ("FLOOR_MOD", [0, 1]), ("ABS", [2]),
+                                  ("RSQRT", [3]), ("SQUARED_DIFFERENCE", [4, 5]), ("GREATER_EQUAL", [4, 5]),
+                                  ("ADD_N", [4] * 8)]):
+        g.ops.append(Op(typ, [ins[j] for j in i], [outs[k]], {}, index=k))
+    g.outputs = outs
+    c = compile_graph(g)
+    sample = [e32, d32, s16, p16, x8, x8[:, ::-1].copy()]
+    plain = run_compiled(c, [sample])[0]
+    d = tmp_path / "c"
+    emit_c(c.doc, c.params, "network", d)
+    for f in (d / "runtime" / "src").glob("*.c"):   # only the kernels this model calls
+        if f.name not in ("ai_runtime.c", "ai_elementwise.c", "ai_compare.c", "ai_activations.c"):
+            f.unlink()
+    (tmp_path / "host_main.c").write_text(harness_source({"network": "network.h"}))
+    cc = os.environ.get("CC", "cc")
+    flags = [*CFLAGS, "-fsanitize=undefined", "-fno-sanitize-recover=all", "-g"]
+    objs = runtime_objects(d / "runtime", cc, flags, tmp_path)
+    exe = tmp_path / "model_ubsan"
+    subprocess.run([cc, *flags, f"-I{d}", f"-I{d / 'runtime' / 'include'}", str(d / "network.c"),
+                    str(d / "network_data.c"), str(tmp_path / "host_main.c"), *map(str, objs), "-o", str(exe),
+                    "-lm"], check=True, capture_output=True)
+    san = run_exe(exe, [], c, [sample], "UBSan build")[0]
+    for a, b in zip(plain, san, strict=True):
+        assert np.array_equal(a, b)
+    dd = e32.astype(np.int64) - d32.astype(np.int64)
+    assert np.array_equal(san[0], ((dd * dd) & 0xFFFFFFFF).astype(np.uint32).view(np.int32))
+    safe = np.where(d32 == 0, 1, d32).astype(np.int64)
+    assert np.array_equal(san[1], np.where(d32 == 0, 0, np.mod(e32.astype(np.int64), safe)))  # x mod 0 = 0
+    assert san[1].tolist()[:2] == [2147483646, -1]
+    assert san[2].ravel()[0] == -32768 and np.array_equal(san[2][0, 1:], np.abs(s16[0, 1:]))
+
+
+@pytest.mark.slow
+def test_cortex_m4_on_qemu_within_tolerance(tmp_path, capsys):
+    """ew_unary_b_float32 (newlib's expf/logf/sinf/cosf/sqrtf) and the int8 LayerNorm, built for
+    Cortex-M4 and run on QEMU mps2-an386 (`validate --mode target`): within 1e-5 / bit-exact
+    against TFLite Micro."""
+    import json
+    import shutil
+
+    from stm32ai.cli import main
+
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    for name in ("ew_unary_b_float32", "ew_layernorm_int8"):
+        report = tmp_path / f"{name}.json"
+        code = main(["validate", str(FIXTURES / f"{name}.tflite"), "--mode", "target", "--board",
+                     "qemu-mps2-an386", "-n", "2", "--timeout", "300", "--json", str(report)])
+        cap = capsys.readouterr()
+        assert code == 0, cap.out + cap.err
+        doc = json.loads(report.read_text())
+        assert doc["passed"] and doc["verdict"] == "tflm", doc
