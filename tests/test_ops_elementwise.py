@@ -321,6 +321,18 @@ def test_binary_refusals():
         compile_graph(g)
 
 
+def test_tables_survive_extreme_scales():
+    """Scales at the verifier's limits (float32 tiny .. 1e30): every table is 256 int8 values,
+    no Python exception (an inf or NaN product saturates instead of reaching int())."""
+    from stm32ai.passes.lower.elementwise import abs_table, elu_table, exp_table, rsqrt_table
+
+    tiny = float(np.finfo(np.float32).tiny)
+    for table in (abs_table, elu_table, exp_table, rsqrt_table):
+        for si, so in ((1e30, tiny), (tiny, 1e30), (1e30, 1e30), (tiny, tiny)):
+            t = table(-128, si, 127, so)
+            assert len(t) == 256 and all(-128 <= v <= 127 for v in t)
+
+
 def test_registry_lists_the_family():
     reg = registry()
     for op in ("ABS", "NEG", "CEIL", "FLOOR", "ROUND", "SQRT", "RSQRT", "EXP", "LOG", "SIN", "COS",

@@ -143,10 +143,16 @@ def lut_populate(zi: int, si: float, zo: int, so: float, fn: Callable[[np.float3
     away from zero."""
     inv = F32(1) / F32(so)
     out = []
-    for v in INT8_VALUES:
-        r = F32(fn(F32(si) * F32(v - zi)) * inv)
-        rounded = F32(math.floor(abs(float(r)) + 0.5) * (1 if r >= 0 else -1))
-        out.append(_clamp(int(F32(rounded + F32(zo))), -128, 127))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for v in INT8_VALUES:
+            r = F32(fn(F32(si) * F32(v - zi)) * inv)
+            if not np.isfinite(r) or abs(float(r)) >= 2.0 ** 31:
+                # extreme scales: C's float -> int32 conversion is undefined there; saturate
+                # (NaN, from 0 * inf, as 0)
+                out.append(_clamp(zo, -128, 127) if np.isnan(r) else (127 if r > 0 else -128))
+                continue
+            rounded = F32(math.floor(abs(float(r)) + 0.5) * (1 if r >= 0 else -1))
+            out.append(_clamp(int(F32(rounded + F32(zo))), -128, 127))
     return out
 
 
