@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from builders import TfliteBuilder
 from builders import schema as S
-from conftest import FIXTURES
+from conftest import FIXTURES, refused_by_generate
 
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
@@ -307,6 +307,14 @@ def test_binary_refusals():
     g.inputs, g.outputs = [a, b], [y]
     with pytest.raises(UnsupportedModelError, match="GREATER.*int16 is not supported"):
         compile_graph(g)
+
+
+def test_generate_refuses_in_one_line(tmp_path):
+    """`stm32ai generate` on a model with an int16 comparison: exit 2, one line naming the op and
+    the reason, nothing written."""
+    q = ((1, 4), "int16", 0.001, 0)
+    m = _model(tmp_path, "g16", [q, q], [(OPS.GREATER_EQUAL, [0, 1], ((1, 4), "bool", None, None))])
+    refused_by_generate(m, tmp_path / "out", "GREATER_EQUAL", "int16")
 
 
 def test_tables_survive_extreme_scales():
