@@ -4,8 +4,9 @@ SQUARED_DIFFERENCE, FLOOR_MOD, POW, ADD_N, ZEROS_LIKE, FILL (docs/kernels_elemen
 Types follow TFLite Micro's kernels (elementwise.cc, exp.cc, neg.cc, ceil/floor/round.cc,
 elu.cc, squared_difference.cc, floor_mod.cc, add_n.cc, zeros_like.cc, fill.cc): most are float32 only;
 ABS also int8 and int16, RSQRT also int8 and int16, ELU also int8, SQUARED_DIFFERENCE also int32/int8/int16.
-POW is LiteRT's (TFLite Micro has no kernel), float32; so is int8 EXP (the converter quantises
-EXP to int8 in models that mix int8 and float).
+POW is LiteRT's (TFLite Micro has no kernel), float32; so are int8 EXP, LOG and SQRT (the
+converter's full-integer quantisation makes them int8; TFLite Micro refuses such models, LiteRT-ref
+runs them: LUTPopulate tables for EXP and LOG, a per-element float computation for SQRT).
 
 int8 unary ops are a function of one int8 value: the table of all 256 outputs is computed here
 with TFLite Micro's own arithmetic and run by ``lut8`` (activations.py). For ELU this IS what
@@ -147,9 +148,10 @@ def lut_populate(zi: int, si: float, zo: int, so: float, fn: Callable[[np.float3
         for v in INT8_VALUES:
             r = F32(fn(F32(si) * F32(v - zi)) * inv)
             if not np.isfinite(r) or abs(float(r)) >= 2.0 ** 31:
-                # extreme scales: C's float -> int32 conversion is undefined there; saturate
-                # (NaN, from 0 * inf, as 0)
-                out.append(_clamp(zo, -128, 127) if np.isnan(r) else (127 if r > 0 else -128))
+                # C's float -> int32 conversion is undefined there (extreme scales, log(0),
+                # log/sqrt of a negative): saturate; NaN gives -128, as x86's conversion
+                # (INT32_MIN) then the clamp do in LiteRT-ref
+                out.append(127 if r > 0 else -128)
                 continue
             rounded = F32(math.floor(abs(float(r)) + 0.5) * (1 if r >= 0 else -1))
             out.append(_clamp(int(F32(rounded + F32(zo))), -128, 127))
@@ -172,6 +174,28 @@ def exp_table(zi: int, si: float, zo: int, so: float) -> list[int]:
     return lut_populate(zi, si, zo, so, expf)
 
 
+def log_table(zi: int, si: float, zo: int, so: float) -> list[int]:
+    """LiteRT's int8 LOG (elementwise.cc LogLUTPrepare: LUTPopulate of logf, with the output's
+    lowest real value for inputs <= 0); TFLite Micro has float32 only."""
+    out_min = F32(F32(-128 - zo) * F32(so))
+    return lut_populate(zi, si, zo, so, lambda x: out_min if x <= 0 else F32(math.log(float(x))))
+
+
+def sqrt_table(zi: int, si: float, zo: int, so: float) -> list[int]:
+    """LiteRT's int8 SQRT (elementwise.cc SqrtEvalQuantized, per element but a function of the
+    element alone): clamp(int(sqrtf(s_in * (v - zp_in)) / s_out) + zp_out), the quotient
+    TRUNCATED toward zero (LiteRT casts, it does not round). A negative real makes LiteRT fail
+    the inference: it gives sqrt(0) here. sqrtf is correctly rounded, as the double sqrt rounded
+    to float32 is. TFLite Micro has float32 only."""
+    out = []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for v in INT8_VALUES:
+            x = F32(si) * F32(v - zi)
+            q = F32(F32(math.sqrt(float(x)) if x > 0 else 0.0) / F32(so))
+            out.append(127 if not abs(float(q)) < 2.0 ** 31 else _clamp(int(q) + zo, -128, 127))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Unary ops
 # ---------------------------------------------------------------------------------------------
@@ -179,8 +203,8 @@ def exp_table(zi: int, si: float, zo: int, so: float) -> list[int]:
 # op -> (float32 kernel, int types TFLite Micro accepts besides float32)
 _UNARY = {
     "ABS": ("abs", ("int8", "int16")), "NEG": ("neg", ()), "CEIL": ("ceil", ()),
-    "FLOOR": ("floor", ()), "ROUND": ("round", ()), "SQRT": ("sqrt", ()),
-    "RSQRT": ("rsqrt", ("int8", "int16")), "EXP": ("exp", ("int8",)), "LOG": ("log", ()), "SIN": ("sin", ()),
+    "FLOOR": ("floor", ()), "ROUND": ("round", ()), "SQRT": ("sqrt", ("int8",)),
+    "RSQRT": ("rsqrt", ("int8", "int16")), "EXP": ("exp", ("int8",)), "LOG": ("log", ("int8",)), "SIN": ("sin", ()),
     "COS": ("cos", ()), "SQUARE": ("square", ()), "ELU": ("elu", ("int8",)),
 }
 
@@ -192,6 +216,9 @@ _UNARY_DOC = {
     "ELU": "float32, int8 per-tensor (TFLM's 256-entry table); in place",
     "ROUND": "float32 (to nearest, ties to even, as TFLite); in place",
     "EXP": "float32; int8 per-tensor (LiteRT's 256-entry table: TFLM has float32 only); in place",
+    "LOG": "float32; int8 per-tensor (LiteRT's 256-entry table: TFLM has float32 only); in place",
+    "SQRT": "float32; int8 per-tensor (LiteRT's arithmetic as a 256-entry table: TFLM has float32 only); "
+            "in place",
 }
 
 
@@ -243,7 +270,8 @@ def _lower_unary(op: Op, g: Graph) -> None:
         op.attrs = {"size": n, "mode": mode, "multiplier": m, "shift": s}
         return
     args = (zp_of(x), _sf(x), zp_of(y), _sf(y))
-    table = {"ABS": abs_table, "RSQRT": rsqrt_table, "ELU": elu_table, "EXP": exp_table}[op.type](*args)
+    table = {"ABS": abs_table, "RSQRT": rsqrt_table, "ELU": elu_table, "EXP": exp_table, "LOG": log_table,
+             "SQRT": sqrt_table}[op.type](*args)
     lower_as_table(op, g, table, what=op.type.lower())
 
 
