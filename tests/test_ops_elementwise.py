@@ -82,7 +82,7 @@ def test_fixture_matches_reference(model):
 def test_fixtures_present():
     names = {p.stem for p in EW_FIXTURES}
     assert {"ew_sigmoid_tail_mixed", "ew_layernorm_int8", "ew_unary_a_float32", "ew_unary_b_float32",
-            "ew_q_int8", "ew_cmpq_int8", "ew_cmp_float32", "ew_sqdiff_int16"} <= names
+            "ew_q_int8", "ew_qlite_int8", "ew_cmpq_int8", "ew_cmp_float32", "ew_sqdiff_int16"} <= names
 
 
 # ---------------------------------------------------------------------------------------------
