@@ -35,7 +35,7 @@ from stm32ai.passes.lower.common import check_activation, check_filter_quant, ch
 from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
-from stm32ai.passes.lower.conv_geometry import ConvGeometry, conv_geometry, same_padding
+from stm32ai.passes.lower.conv_geometry import ConvGeometry, conv_geometry, out_size, same_padding
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
 from stm32ai.passes.quant import (
     activation_range_f32,
@@ -45,7 +45,7 @@ from stm32ai.passes.quant import (
 )
 
 __all__ = [
-    "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "same_padding", "fold_bias",
+    "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
     "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref",
     "conv_scratch_size", "conv_krow", "conv_kp", "conv_rows_for_kernel", "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
