@@ -343,11 +343,10 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
 
 #if defined(__ARM_FEATURE_DSP)
 /* The rows in assembly: gcc's register allocation spills the six weight words and the
- * requantisation constants (45-50 instructions per pair); here 39 (stride 1) / 42 per
- * pair, ~13 per row. r0 data words, r1 outputs, r2 output column pitch, r3 the frame
- * f = {w0a,w0b,w1a,w1b,w2a,w2b, bias,bias, m,khi, rs,2^30, o_end, rows, o_delta, q_delta,
- * span, odd}. The weights are reloaded by one LDM per pair so that the requantisation can
- * use their registers; lr streams the data words. */
+ * requantisation constants (45-50 instructions per pair). r0 data words, r1 outputs, r2
+ * output column pitch, r3 the frame f (below DW3_ROWS_ASM); the weights are reloaded by
+ * one LDM per 4 (or 2) outputs so that the requantisation can use their registers; lr
+ * streams the data words. Cycle reasoning: docs/kernels_conv.md, "3x3 depthwise". */
 #define DW3_MAC_S1(G, K, WA, WB)                           \
   "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
   "smlad r11, lr, " WA ", r11\n\t"                      \
@@ -399,64 +398,155 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"                               \
   "strb r10, " DST "\n\t"
-#define DW3_ROWS_ASM(G, MAC, LAST, SGN)                                                    \
+/* Four adjacent outputs (two pairs) per kernel row, accumulators r1, r2, r11, r12: the words
+ * of a row are loaded once for all four (stride 1: l, h, n = 3 loads instead of 2 x 2;
+ * stride 2: 5 words instead of 2 x 3), and the weights, bias and requantisation constants
+ * are reloaded once per 4 outputs instead of once per 2. */
+#define DW3_QMAC_S1(G, K, WA, WB)                          \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                     \
+  "smlad r1, lr, " WA ", r1\n\t"                           \
+  "smlatb r2, lr, " WA ", r2\n\t"                          \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"           \
+  "smlabt r1, lr, " WB ", r1\n\t"                          \
+  "smlad r2, lr, " WB ", r2\n\t"                           \
+  "smlad r11, lr, " WA ", r11\n\t"                         \
+  "smlatb r12, lr, " WA ", r12\n\t"                        \
+  "ldr lr, [r0, #64*" #G "+" #K "*4*" #G "]\n\t"           \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WB ", r12\n\t"
+/* Kernel row 0 last: its loads post-increment r0 by one word column each (2 at stride 1,
+ * 4 at stride 2: the next quad; LDR's post-index reaches 255, 64*G would not encode). */
+#define DW3_QMAC_S1_LAST(G, WA, WB)                        \
+  "ldr lr, [r0], #32*" #G "\n\t"                           \
+  "smlad r1, lr, " WA ", r1\n\t"                           \
+  "smlatb r2, lr, " WA ", r2\n\t"                          \
+  "ldr lr, [r0], #32*" #G "\n\t"                           \
+  "smlabt r1, lr, " WB ", r1\n\t"                          \
+  "smlad r2, lr, " WB ", r2\n\t"                           \
+  "smlad r11, lr, " WA ", r11\n\t"                         \
+  "smlatb r12, lr, " WA ", r12\n\t"                        \
+  "ldr lr, [r0]\n\t"                                       \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WB ", r12\n\t"
+#define DW3_QMAC_S2_BODY(LD0, LD1, LD2, LD3, LD4, WA, WB)  \
+  LD0                                                      \
+  "smlad r1, lr, " WA ", r1\n\t"                           \
+  LD1                                                      \
+  "smlabt r1, lr, " WB ", r1\n\t"                          \
+  "smlad r2, lr, " WA ", r2\n\t"                           \
+  LD2                                                      \
+  "smlabt r2, lr, " WB ", r2\n\t"                          \
+  "smlad r11, lr, " WA ", r11\n\t"                         \
+  LD3                                                      \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WA ", r12\n\t"                         \
+  LD4                                                      \
+  "smlabt r12, lr, " WB ", r12\n\t"
+#define DW3_QMAC_S2(G, K, WA, WB)                                                      \
+  DW3_QMAC_S2_BODY("ldr lr, [r0, #" #K "*4*" #G "]\n\t",                              \
+                   "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t",                    \
+                   "ldr lr, [r0, #64*" #G "+" #K "*4*" #G "]\n\t",                    \
+                   "ldr lr, [r0, #96*" #G "+" #K "*4*" #G "]\n\t",                    \
+                   "ldr lr, [r0, #128*" #G "+" #K "*4*" #G "]\n\t", WA, WB)
+#define DW3_QMAC_S2_LAST(G, WA, WB)                                                    \
+  DW3_QMAC_S2_BODY("ldr lr, [r0], #32*" #G "\n\t", "ldr lr, [r0], #32*" #G "\n\t",    \
+                   "ldr lr, [r0], #32*" #G "\n\t", "ldr lr, [r0], #32*" #G "\n\t",    \
+                   "ldr lr, [r0]\n\t", WA, WB)
+/* Per output row: quads (r1, r2 become accumulators; the output pointer and pitch live in
+ * the frame meanwhile), then at most one pair and one single output. The loop top is
+ * word-aligned: a taken branch to a 32-bit instruction at a halfword address costs a cycle
+ * more (Cortex-M4 TRM §3.3.1, branch "P" depends on the target's alignment and width). */
+#define DW3_ROWS_ASM(G, QMAC, QLAST, MAC, LAST, SGN)                                 \
   "2:\n\t"                                                                         \
-  "ldr r4, [r3, #64]\n\t"                                                          \
-  "cmp r4, #0\n\tbeq 3f\n\t"                                                               \
-  "add lr, r1, r4\n\t"                                                             \
-  "str lr, [r3, #48]\n\t"                                                          \
+  "str r1, [r3, #56]\n\t"                                                          \
+  "ldr r4, [r3, #80]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 5f\n\t"                                                       \
+  "add lr, r0, r4\n\t"                                                             \
+  "str lr, [r3, #64]\n\t"                                                          \
+  ".p2align 2\n"                                                                   \
   "1:\n\t"                                                                         \
-  "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
-  MAC(G, 2, "r9", "r10") MAC(G, 1, "r6", "r8") LAST(G, "r4", "r5")                          \
-  "ldrd r4, r5, [r3, #32]\n\t"                                                     \
-  "ldrd r6, r8, [r3, #40]\n\t"                                                     \
+  "ldm r3, {r1, r2, r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                        \
+  QMAC(G, 2, "r9", "r10") QMAC(G, 1, "r6", "r8") QLAST(G, "r4", "r5")              \
+  "ldrd r4, r5, [r3, #40]\n\t"                                                     \
+  "ldrd r6, r8, [r3, #48]\n\t"                                                     \
+  "ldr lr, [r3, #56]\n\t"                                                          \
+  DW3_RQ(SGN, "r1", "[lr]")                                                        \
+  "ldr r1, [r3, #60]\n\t"                                                          \
+  DW3_RQ(SGN, "r2", "[lr, r1]")                                                    \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  DW3_RQ(SGN, "r11", "[lr]")                                                       \
+  DW3_RQ(SGN, "r12", "[lr, r1]")                                                   \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  "str lr, [r3, #56]\n\t"                                                          \
+  "ldr r1, [r3, #64]\n\t"                                                          \
+  "cmp r0, r1\n\t"                                                                 \
+  "bne 1b\n\t"                                                                     \
+  "5:\n\t"                                                                         \
+  "ldr r1, [r3, #56]\n\t"                                                          \
+  "ldr r2, [r3, #60]\n\t"                                                          \
+  "ldr r4, [r3, #84]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 3f\n\t"                                                       \
+  "add lr, r3, #8\n\t"                                                             \
+  "ldm lr, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
+  MAC(G, 2, "r9", "r10") MAC(G, 1, "r6", "r8") LAST(G, "r4", "r5")                 \
+  "ldrd r4, r5, [r3, #40]\n\t"                                                     \
+  "ldrd r6, r8, [r3, #48]\n\t"                                                     \
   DW3_RQ(SGN, "r11", "[r1]") DW3_RQ(SGN, "r12", "[r1, r2]")                        \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
-  "ldr lr, [r3, #48]\n\t"                                                          \
-  "cmp r1, lr\n\t"                                                                 \
-  "bne 1b\n\t"                                                                     \
   "3:\n\t"                                                                         \
-  "ldr r4, [r3, #68]\n\t"                                                          \
-  "cmp r4, #0\n\tbeq 4f\n\t"                                                               \
-  "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
+  "ldr r4, [r3, #88]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
+  "add lr, r3, #8\n\t"                                                             \
+  "ldm lr, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
   DW3_MAC_ONE(G, 0, "r4", "r5") DW3_MAC_ONE(G, 1, "r6", "r8") DW3_MAC_ONE(G, 2, "r9", "r10") \
-  "ldrd r4, r5, [r3, #32]\n\t"                                                     \
-  "ldrd r6, r8, [r3, #40]\n\t"                                                     \
+  "ldrd r4, r5, [r3, #40]\n\t"                                                     \
+  "ldrd r6, r8, [r3, #48]\n\t"                                                     \
   DW3_RQ(SGN, "r11", "[r1]")                                                       \
   "4:\n\t"                                                                         \
-  "ldrd r4, r5, [r3, #56]\n\t"                                                     \
+  "ldrd r4, r5, [r3, #72]\n\t"                                                     \
   "add r1, r1, r4\n\t"                                                             \
   "add r0, r0, r5\n\t"                                                             \
-  "ldr lr, [r3, #52]\n\t"                                                          \
+  "ldr lr, [r3, #68]\n\t"                                                          \
   "subs lr, lr, #1\n\t"                                                            \
-  "str lr, [r3, #52]\n\t"                                                          \
+  "str lr, [r3, #68]\n\t"                                                          \
   "bne 2b\n\t"
 
-#define DW3_ROWS_FN(NAME, G, S, MAC, LAST, SGN)                                              \
+/* The frame f (byte offsets in the assembly): 0 bias, bias, 8 {w0a, w0b, w1a, w1b, w2a,
+ * w2b}, 32 bias, bias (the quad's LDM fills r1, r2, the weights, r11, r12 from 0; the
+ * pair's from 8), 40 m, khi, 48 rs, klo, 56 output pointer, 60 output pitch, 64 end of the
+ * row's quads (r0), 68 rows left, 72 output / data pointer deltas to the next row, 80 data
+ * bytes the quads advance, 84 a pair left (ow & 2), 88 a single output left (ow & 1). */
+#define DW3_ROWS_FN(NAME, G, S, QMAC, QLAST, MAC, LAST, SGN)                                   \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
-    const int32_t span = (ow >> 1) * 2 * C;                                                    \
-    int32_t f[18] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[6], k[7], k[8], k[9],       \
-                     DW3_KLO(k[9]), 0, nrows, out_pitch - span, 4 * (G) * (S) - (ow >> 1) * (32 * (G) * (S)), \
-                     span, ow & 1};                                                            \
+    const int32_t step = 32 * (G) * (S); /* data bytes per output pair */                     \
+    int32_t f[23] = {k[6], k[6], k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[6], k[7], k[8],   \
+                     k[9], DW3_KLO(k[9]), 0, C, 0, nrows, out_pitch - (ow >> 1) * 2 * C,       \
+                     4 * (G) * (S) - (ow >> 1) * step, (ow >> 2) * 2 * step, ow & 2, ow & 1};  \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = C;                                                     \
     register int32_t *f_ __asm__("r3") = f;                                                    \
-    __asm__ volatile(DW3_ROWS_ASM(G, MAC, LAST, SGN)                                                   \
-                     : "+r"(q_), "+r"(o_)                                                      \
-                     : "r"(c_), "r"(f_)                                                        \
+    __asm__ volatile(DW3_ROWS_ASM(G, QMAC, QLAST, MAC, LAST, SGN)                              \
+                     : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
+                     : "r"(f_)                                                                 \
                      : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
                        "memory");                                                              \
   }
-DW3_ROWS_FN(dw3_rows_s1, 4, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s2, 4, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s1x, 4, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_s2x, 4, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s1, 4, 1, DW3_QMAC_S1, DW3_QMAC_S1_LAST, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s2, 4, 2, DW3_QMAC_S2, DW3_QMAC_S2_LAST, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s1x, 4, 1, DW3_QMAC_S1, DW3_QMAC_S1_LAST, DW3_MAC_S1, DW3_MAC_S1_LAST,
+            DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s2x, 4, 2, DW3_QMAC_S2, DW3_QMAC_S2_LAST, DW3_MAC_S2, DW3_MAC_S2_LAST,
+            DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, DW3_QMAC_S1, DW3_QMAC_S1_LAST, DW3_MAC_S1, DW3_MAC_S1_LAST,
+            DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, DW3_QMAC_S2, DW3_QMAC_S2_LAST, DW3_MAC_S2, DW3_MAC_S2_LAST,
+            DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_QMAC_S1, DW3_QMAC_S1_LAST, DW3_MAC_S1, DW3_MAC_S1_LAST,
+            DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_QMAC_S2, DW3_QMAC_S2_LAST, DW3_MAC_S2, DW3_MAC_S2_LAST,
+            DW3_SGN_EXACT)
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, G, S, ROW, X)                                                            \
