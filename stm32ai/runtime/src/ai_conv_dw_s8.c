@@ -227,9 +227,19 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t r
       ix += 2;
       d += 16 * AI_DW3_HB;
     }
-    for (; ix + 1 < W; ix += 2, s += 2 * C, d += 16 * AI_DW3_HB) {
+    /* two words per iteration: the four loads issue back to back (pipelined, Cortex-M4
+     * TRM §3.3.2) and the loop's branch is taken half as often */
+    for (; ix + 3 < W; ix += 4, s += 4 * C, d += 32 * AI_DW3_HB) {
+      const uint32_t x = rd32(s), y = rd32(s + C), x2 = rd32(s + 2 * C), y2 = rd32(s + 3 * C);
+      dw3_put(d, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
+      dw3_put(d + 16 * AI_DW3_HB, sxtb16(x2), sxtb16_r8(x2), sxtb16(y2), sxtb16_r8(y2));
+    }
+    if (ix + 1 < W) {
       const uint32_t x = rd32(s), y = rd32(s + C);
       dw3_put(d, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
+      ix += 2;
+      s += 2 * C;
+      d += 16 * AI_DW3_HB;
     }
     if (ix < W) { /* {pixel W-1, pad} */
       const uint32_t x = rd32(s);
@@ -273,10 +283,21 @@ static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t 
       ix += 2;
       d += 2 * AI_DW3_HB;
     }
-    for (; ix + 1 < W; ix += 2, s += 2 * C, d += 2 * AI_DW3_HB) {
+    for (; ix + 3 < W; ix += 4, s += 4 * C, d += 4 * AI_DW3_HB) { /* as dw3_fill: 2 words */
+      const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
+      const uint32_t t2 = dw3_rd16(s + 2 * C) | (dw3_rd16(s + 3 * C) << 16);
+      d[0] = sxtb16(t);
+      d[1] = sxtb16_r8(t);
+      d[2 * AI_DW3_HB] = sxtb16(t2);
+      d[2 * AI_DW3_HB + 1] = sxtb16_r8(t2);
+    }
+    if (ix + 1 < W) {
       const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
       d[0] = sxtb16(t);
       d[1] = sxtb16_r8(t);
+      ix += 2;
+      s += 2 * C;
+      d += 2 * AI_DW3_HB;
     }
     if (ix < W) { /* {pixel W-1, pad} */
       const uint32_t t = dw3_rd16(s) | (pp << 16);
