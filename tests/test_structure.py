@@ -146,7 +146,7 @@ def test_dtype_codes_match_the_c_enum():
 
 # Lowering modules that belong to another module's family (their kernels, docs and sources are
 # that family's), and kernel headers that serve several families.
-SUB_FAMILY = {"dwconv3x3": "conv", "overlap": "conv", "tile": "movement"}
+SUB_FAMILY = {"dwconv3x3": "conv", "conv_geometry": "conv", "overlap": "conv", "tile": "movement"}
 SHARED_HEADERS = {"hybrid": ("conv", "fc")}
 # A variant module re-implements several families for one data type (s16.py: int16x8). Its
 # kernels keep the family's name with the variant as suffix: ai_kernels_<family>[_<sub>]_s16.h,

@@ -20,16 +20,12 @@ output; anything else stays on the general kernels.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.common import scale_of, zp_of
+from stm32ai.passes.lower.conv_geometry import ConvGeometry
 from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
-
-if TYPE_CHECKING:
-    from stm32ai.passes.lower.conv import ConvGeometry
 
 DW3_HB = 8  # AI_DW3_HB in ai_conv_dw_s8.c: input rows per band
 DW3_K = 10  # AI_DW3_K: int32 constants per channel

@@ -39,7 +39,7 @@ from stm32ai.passes.lower.common import check_filter_quant, per_tensor_quant
 from stm32ai.passes.lower.common import fused_activation as _act
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
-from stm32ai.passes.lower.conv import conv_geometry
+from stm32ai.passes.lower.conv_geometry import conv_geometry
 from stm32ai.passes.lower.pool import pool_geometry
 from stm32ai.passes.lower.quantize import check_requantize_range, lower_requantize_int
 from stm32ai.passes.lower.reduce import MAX_DIMS as REDUCE_DIMS

@@ -193,6 +193,17 @@ static inline void dw3_put(uint8_t *d, uint32_t xe, uint32_t xo, uint32_t ye, ui
   w[3] = pk_hi(xo, yo);
 }
 
+/* The same from the raw pixel words x, y: pack first ({x.c0, x.c1, y.c0, y.c1} and
+ * {x.c2, x.c3, y.c2, y.c3}), then sign-extend: 2 PKH + 4 SXTB16 instead of 4 + 4. */
+static inline void dw3_put_xy(uint8_t *d, uint32_t x, uint32_t y) {
+  uint32_t *w = (uint32_t *)(void *)d;
+  const uint32_t t = pk_lo(x, y), u = pk_hi(x, y);
+  w[0] = sxtb16(t);
+  w[1] = sxtb16_r8(t);
+  w[2] = sxtb16(u);
+  w[3] = sxtb16_r8(u);
+}
+
 /* The image as the kernel walks it: rows of `w` pixels, `in_col` bytes apart (the input's
  * columns, or its rows when the layer is processed transposed). */
 typedef struct {
@@ -227,9 +238,18 @@ static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t r
       ix += 2;
       d += 16 * AI_DW3_HB;
     }
-    for (; ix + 1 < W; ix += 2, s += 2 * C, d += 16 * AI_DW3_HB) {
-      const uint32_t x = rd32(s), y = rd32(s + C);
-      dw3_put(d, sxtb16(x), sxtb16_r8(x), sxtb16(y), sxtb16_r8(y));
+    /* two words per iteration: the four loads issue back to back (pipelined, Cortex-M4
+     * TRM §3.3.2) and the loop's branch is taken half as often */
+    for (; ix + 3 < W; ix += 4, s += 4 * C, d += 32 * AI_DW3_HB) {
+      const uint32_t x = rd32(s), y = rd32(s + C), x2 = rd32(s + 2 * C), y2 = rd32(s + 3 * C);
+      dw3_put_xy(d, x, y);
+      dw3_put_xy(d + 16 * AI_DW3_HB, x2, y2);
+    }
+    if (ix + 1 < W) {
+      dw3_put_xy(d, rd32(s), rd32(s + C));
+      ix += 2;
+      s += 2 * C;
+      d += 16 * AI_DW3_HB;
     }
     if (ix < W) { /* {pixel W-1, pad} */
       const uint32_t x = rd32(s);
@@ -273,10 +293,21 @@ static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t 
       ix += 2;
       d += 2 * AI_DW3_HB;
     }
-    for (; ix + 1 < W; ix += 2, s += 2 * C, d += 2 * AI_DW3_HB) {
+    for (; ix + 3 < W; ix += 4, s += 4 * C, d += 4 * AI_DW3_HB) { /* as dw3_fill: 2 words */
+      const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
+      const uint32_t t2 = dw3_rd16(s + 2 * C) | (dw3_rd16(s + 3 * C) << 16);
+      d[0] = sxtb16(t);
+      d[1] = sxtb16_r8(t);
+      d[2 * AI_DW3_HB] = sxtb16(t2);
+      d[2 * AI_DW3_HB + 1] = sxtb16_r8(t2);
+    }
+    if (ix + 1 < W) {
       const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
       d[0] = sxtb16(t);
       d[1] = sxtb16_r8(t);
+      ix += 2;
+      s += 2 * C;
+      d += 2 * AI_DW3_HB;
     }
     if (ix < W) { /* {pixel W-1, pad} */
       const uint32_t t = dw3_rd16(s) | (pp << 16);
@@ -343,46 +374,48 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
 
 #if defined(__ARM_FEATURE_DSP)
 /* The rows in assembly: gcc's register allocation spills the six weight words and the
- * requantisation constants (45-50 instructions per pair); here 39 (stride 1) / 42 per
- * pair, ~13 per row. r0 data words, r1 outputs, r2 output column pitch, r3 the frame
- * f = {w0a,w0b,w1a,w1b,w2a,w2b, bias,bias, m,khi, rs,2^30, o_end, rows, o_delta, q_delta,
- * span, odd}. The weights are reloaded by one LDM per pair so that the requantisation can
- * use their registers; lr streams the data words. */
-#define DW3_MAC_S1(G, K, WA, WB)                           \
-  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
-  "smlad r11, lr, " WA ", r11\n\t"                      \
-  "smlatb r12, lr, " WA ", r12\n\t"                     \
-  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"                    \
-  "smlabt r11, lr, " WB ", r11\n\t"                     \
+ * requantisation constants (45-50 instructions per pair). r0 data words, r1 outputs, r2
+ * output column pitch, r3 the frame f (below DW3_ROWS_ASM); the weights are reloaded by
+ * one LDM per 4 (or 2) outputs so that the requantisation can use their registers; lr
+ * streams the data words. Cycle reasoning: docs/kernels_conv.md, "3x3 depthwise". */
+/* One output pair (accumulators r11, r12) per kernel row K. A = the accumulator r11 starts
+ * from: r11, or r12 (holding the bias) on the first row, which spares loading the bias
+ * twice. */
+#define DW3_MAC_S1(G, K, WA, WB, A)                        \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                     \
+  "smlad r11, lr, " WA ", " A "\n\t"                       \
+  "smlatb r12, lr, " WA ", r12\n\t"                        \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"           \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
   "smlad r12, lr, " WB ", r12\n\t"
-#define DW3_MAC_S2(G, K, WA, WB)                           \
-  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
-  "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"                    \
-  "smlabt r11, lr, " WB ", r11\n\t"                     \
-  "smlad r12, lr, " WA ", r12\n\t"                      \
-  "ldr lr, [r0, #64*" #G "+" #K "*4*" #G "]\n\t"                    \
+#define DW3_MAC_S2(G, K, WA, WB, A)                        \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                     \
+  "smlad r11, lr, " WA ", " A "\n\t"                       \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"           \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WA ", r12\n\t"                         \
+  "ldr lr, [r0, #64*" #G "+" #K "*4*" #G "]\n\t"           \
   "smlabt r12, lr, " WB ", r12\n\t"
 /* Kernel row 0 last, its loads post-incrementing r0 to the next pair (no separate add). */
 #define DW3_MAC_S1_LAST(G, WA, WB)                         \
-  "ldr lr, [r0, #32*" #G "]\n\t"                              \
-  "smlabt r11, lr, " WB ", r11\n\t"                     \
-  "smlad r12, lr, " WB ", r12\n\t"                      \
-  "ldr lr, [r0], #32*" #G "\n\t"                              \
-  "smlad r11, lr, " WA ", r11\n\t"                      \
+  "ldr lr, [r0, #32*" #G "]\n\t"                           \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WB ", r12\n\t"                         \
+  "ldr lr, [r0], #32*" #G "\n\t"                           \
+  "smlad r11, lr, " WA ", r11\n\t"                         \
   "smlatb r12, lr, " WA ", r12\n\t"
 #define DW3_MAC_S2_LAST(G, WA, WB)                         \
-  "ldr lr, [r0, #64*" #G "]\n\t"                              \
-  "smlabt r12, lr, " WB ", r12\n\t"                     \
-  "ldr lr, [r0], #32*" #G "\n\t"                              \
-  "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0], #32*" #G "\n\t"                              \
-  "smlabt r11, lr, " WB ", r11\n\t"                     \
+  "ldr lr, [r0, #64*" #G "]\n\t"                           \
+  "smlabt r12, lr, " WB ", r12\n\t"                        \
+  "ldr lr, [r0], #32*" #G "\n\t"                           \
+  "smlad r11, lr, " WA ", r11\n\t"                         \
+  "ldr lr, [r0], #32*" #G "\n\t"                           \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
   "smlad r12, lr, " WA ", r12\n\t"
 #define DW3_MAC_ONE(G, K, WA, WB)                          \
-  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                        \
-  "smlad r11, lr, " WA ", r11\n\t"                      \
-  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"                    \
+  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                     \
+  "smlad r11, lr, " WA ", r11\n\t"                         \
+  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"           \
   "smlabt r11, lr, " WB ", r11\n\t"
 /* lo = klo ^ s, hi = khi + s (s = acc >> 31): 2 instructions, exactness proved per layer */
 #define DW3_SGN_EOR(ACC)                                \
@@ -399,64 +432,145 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"                               \
   "strb r10, " DST "\n\t"
-#define DW3_ROWS_ASM(G, MAC, LAST, SGN)                                                    \
+/* Four adjacent outputs (two pairs) per kernel row, accumulators r1, r2, r11, r12: the words
+ * of a row are loaded once for all four (stride 1: l, h, n = 3 loads instead of 2 x 2;
+ * stride 2: 5 words instead of 2 x 3), and the weights and requantisation constants are
+ * reloaded once per 4 outputs instead of once per 2. A0..A3: the registers the four
+ * accumulators start from (themselves, or r12 = the bias on the first kernel row). */
+#define DW3_QMAC_S1_BODY(LDL, LDH, LDN, WA, WB, A0, A1, A2, A3) \
+  LDL                                                      \
+  "smlad r1, lr, " WA ", " A0 "\n\t"                       \
+  "smlatb r2, lr, " WA ", " A1 "\n\t"                      \
+  LDH                                                      \
+  "smlabt r1, lr, " WB ", r1\n\t"                          \
+  "smlad r2, lr, " WB ", r2\n\t"                           \
+  "smlad r11, lr, " WA ", " A2 "\n\t"                      \
+  "smlatb r12, lr, " WA ", " A3 "\n\t"                     \
+  LDN                                                      \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WB ", r12\n\t"
+#define DW3_QMAC_S2_BODY(LD0, LD1, LD2, LD3, LD4, WA, WB, A0, A1, A2, A3) \
+  LD0                                                      \
+  "smlad r1, lr, " WA ", " A0 "\n\t"                       \
+  LD1                                                      \
+  "smlabt r1, lr, " WB ", r1\n\t"                          \
+  "smlad r2, lr, " WA ", " A1 "\n\t"                       \
+  LD2                                                      \
+  "smlabt r2, lr, " WB ", r2\n\t"                          \
+  "smlad r11, lr, " WA ", " A2 "\n\t"                      \
+  LD3                                                      \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WA ", " A3 "\n\t"                      \
+  LD4                                                      \
+  "smlabt r12, lr, " WB ", r12\n\t"
+#define DW3_LDW(G, I, K) "ldr lr, [r0, #" #I "*32*" #G "+" #K "*4*" #G "]\n\t"
+/* Kernel row 0 last: its loads post-increment r0 by one word column each (2 at stride 1,
+ * 4 at stride 2: the next quad; LDR's post-index reaches 255, 64*G would not encode). */
+#define DW3_LDP(G) "ldr lr, [r0], #32*" #G "\n\t"
+#define DW3_QMAC_S1_FIRST(G, WA, WB)                                                          \
+  DW3_QMAC_S1_BODY(DW3_LDW(G, 0, 2), DW3_LDW(G, 1, 2), DW3_LDW(G, 2, 2), WA, WB, "r12", "r12", \
+                   "r12", "r12")
+#define DW3_QMAC_S1(G, K, WA, WB)                                                             \
+  DW3_QMAC_S1_BODY(DW3_LDW(G, 0, K), DW3_LDW(G, 1, K), DW3_LDW(G, 2, K), WA, WB, "r1", "r2",   \
+                   "r11", "r12")
+#define DW3_QMAC_S1_LAST(G, WA, WB) \
+  DW3_QMAC_S1_BODY(DW3_LDP(G), DW3_LDP(G), "ldr lr, [r0]\n\t", WA, WB, "r1", "r2", "r11", "r12")
+#define DW3_QMAC_S2_FIRST(G, WA, WB)                                                          \
+  DW3_QMAC_S2_BODY(DW3_LDW(G, 0, 2), DW3_LDW(G, 1, 2), DW3_LDW(G, 2, 2), DW3_LDW(G, 3, 2),     \
+                   DW3_LDW(G, 4, 2), WA, WB, "r12", "r12", "r12", "r12")
+#define DW3_QMAC_S2(G, K, WA, WB)                                                             \
+  DW3_QMAC_S2_BODY(DW3_LDW(G, 0, K), DW3_LDW(G, 1, K), DW3_LDW(G, 2, K), DW3_LDW(G, 3, K),     \
+                   DW3_LDW(G, 4, K), WA, WB, "r1", "r2", "r11", "r12")
+#define DW3_QMAC_S2_LAST(G, WA, WB)                                                           \
+  DW3_QMAC_S2_BODY(DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), "ldr lr, [r0]\n\t", WA, WB, \
+                   "r1", "r2", "r11", "r12")
+/* Per output row: quads (r1, r2 become accumulators; the output pointer and pitch live in
+ * the frame meanwhile), then at most one pair and one single output. r3 points into the
+ * frame: LDM r3 = weights + bias, LDMDB r3 = the requantisation constants + the output
+ * pointer (one LDM of 5 words, 6 cycles, instead of 2 LDRD + LDR, 8). The loop top is
+ * word-aligned: a taken branch to a 32-bit instruction at a halfword address costs a cycle
+ * more (Cortex-M4 TRM §3.3.1, branch "P" depends on the target's alignment and width). */
+#define DW3_ROWS_ASM(G, QFIRST, QMAC, QLAST, MAC, LAST, SGN)                          \
   "2:\n\t"                                                                         \
-  "ldr r4, [r3, #64]\n\t"                                                          \
-  "cmp r4, #0\n\tbeq 3f\n\t"                                                               \
-  "add lr, r1, r4\n\t"                                                             \
-  "str lr, [r3, #48]\n\t"                                                          \
+  "str r1, [r3, #-4]\n\t"                                                          \
+  "ldr r4, [r3, #52]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 5f\n\t"                                                       \
+  "add lr, r0, r4\n\t"                                                             \
+  "str lr, [r3, #36]\n\t"                                                          \
+  ".p2align 2\n"                                                                   \
   "1:\n\t"                                                                         \
-  "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
-  MAC(G, 2, "r9", "r10") MAC(G, 1, "r6", "r8") LAST(G, "r4", "r5")                          \
-  "ldrd r4, r5, [r3, #32]\n\t"                                                     \
-  "ldrd r6, r8, [r3, #40]\n\t"                                                     \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
+  QFIRST(G, "r9", "r10") QMAC(G, 1, "r6", "r8") QLAST(G, "r4", "r5")               \
+  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
+  DW3_RQ(SGN, "r1", "[lr]")                                                        \
+  "ldr r1, [r3, #32]\n\t"                                                          \
+  DW3_RQ(SGN, "r2", "[lr, r1]")                                                    \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  DW3_RQ(SGN, "r11", "[lr]")                                                       \
+  DW3_RQ(SGN, "r12", "[lr, r1]")                                                   \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  "str lr, [r3, #-4]\n\t"                                                          \
+  "ldr r1, [r3, #36]\n\t"                                                          \
+  "cmp r0, r1\n\t"                                                                 \
+  "bne 1b\n\t"                                                                     \
+  "5:\n\t"                                                                         \
+  "ldr r1, [r3, #-4]\n\t"                                                          \
+  "ldr r2, [r3, #32]\n\t"                                                          \
+  "ldr r4, [r3, #56]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 3f\n\t"                                                       \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
+  MAC(G, 2, "r9", "r10", "r12") MAC(G, 1, "r6", "r8", "r11") LAST(G, "r4", "r5")   \
+  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
   DW3_RQ(SGN, "r11", "[r1]") DW3_RQ(SGN, "r12", "[r1, r2]")                        \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
-  "ldr lr, [r3, #48]\n\t"                                                          \
-  "cmp r1, lr\n\t"                                                                 \
-  "bne 1b\n\t"                                                                     \
   "3:\n\t"                                                                         \
-  "ldr r4, [r3, #68]\n\t"                                                          \
-  "cmp r4, #0\n\tbeq 4f\n\t"                                                               \
-  "ldm r3, {r4, r5, r6, r8, r9, r10, r11, r12}\n\t"                                \
+  "ldr r4, [r3, #60]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r11}\n\t"                                     \
   DW3_MAC_ONE(G, 0, "r4", "r5") DW3_MAC_ONE(G, 1, "r6", "r8") DW3_MAC_ONE(G, 2, "r9", "r10") \
-  "ldrd r4, r5, [r3, #32]\n\t"                                                     \
-  "ldrd r6, r8, [r3, #40]\n\t"                                                     \
+  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
   DW3_RQ(SGN, "r11", "[r1]")                                                       \
   "4:\n\t"                                                                         \
-  "ldrd r4, r5, [r3, #56]\n\t"                                                     \
+  "ldrd r4, r5, [r3, #44]\n\t"                                                     \
   "add r1, r1, r4\n\t"                                                             \
   "add r0, r0, r5\n\t"                                                             \
-  "ldr lr, [r3, #52]\n\t"                                                          \
+  "ldr lr, [r3, #40]\n\t"                                                          \
   "subs lr, lr, #1\n\t"                                                            \
-  "str lr, [r3, #52]\n\t"                                                          \
+  "str lr, [r3, #40]\n\t"                                                          \
   "bne 2b\n\t"
 
-#define DW3_ROWS_FN(NAME, G, S, MAC, LAST, SGN)                                              \
+/* The frame f; r3 = f + 5 (byte offsets from r3 in the assembly): -20 m, khi, rs, klo,
+ * -4 output pointer; 0 {w0a, w0b, w1a, w1b, w2a, w2b}, 24 bias, 28 bias (the quad's and
+ * the pair's LDM take the weights and one bias, the single output's the other), 32 output
+ * pitch, 36 end of the row's quads (r0), 40 rows left, 44 output / data pointer deltas to
+ * the next row, 52 data bytes the quads advance, 56 a pair left (ow & 2), 60 a single
+ * output left (ow & 1). */
+#define DW3_ROWS_FN(NAME, G, S, SV, SGN)                                                       \
   static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
                    int8_t *out, int32_t out_pitch, int32_t C) {                                \
-    const int32_t span = (ow >> 1) * 2 * C;                                                    \
-    int32_t f[18] = {k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[6], k[7], k[8], k[9],       \
-                     DW3_KLO(k[9]), 0, nrows, out_pitch - span, 4 * (G) * (S) - (ow >> 1) * (32 * (G) * (S)), \
-                     span, ow & 1};                                                            \
+    const int32_t step = 32 * (G) * (S); /* data bytes per output pair */                     \
+    int32_t f[21] = {k[7], k[8], k[9], DW3_KLO(k[9]), 0, k[0], k[1], k[2], k[3], k[4], k[5],   \
+                     k[6], k[6], C, 0, nrows, out_pitch - (ow >> 1) * 2 * C,                   \
+                     4 * (G) * (S) - (ow >> 1) * step, (ow >> 2) * 2 * step, ow & 2, ow & 1};  \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = C;                                                     \
-    register int32_t *f_ __asm__("r3") = f;                                                    \
-    __asm__ volatile(DW3_ROWS_ASM(G, MAC, LAST, SGN)                                                   \
-                     : "+r"(q_), "+r"(o_)                                                      \
-                     : "r"(c_), "r"(f_)                                                        \
+    register int32_t *f_ __asm__("r3") = f + 5;                                                \
+    __asm__ volatile(DW3_ROWS_ASM(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV, DW3_QMAC_##SV##_LAST, \
+                                  DW3_MAC_##SV, DW3_MAC_##SV##_LAST, SGN)                      \
+                     : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
+                     : "r"(f_)                                                                 \
                      : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
                        "memory");                                                              \
   }
-DW3_ROWS_FN(dw3_rows_s1, 4, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s2, 4, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s1x, 4, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_s2x, 4, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_MAC_S1, DW3_MAC_S1_LAST, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_MAC_S2, DW3_MAC_S2_LAST, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s1, 4, 1, S1, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s2, 4, 2, S2, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_s1x, 4, 1, S1, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s2x, 4, 2, S2, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, S1, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, S2, DW3_SGN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, S1, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_SGN_EXACT)
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, G, S, ROW, X)                                                            \
