@@ -545,6 +545,11 @@ class Board:
             "qemu_machine": self.qemu_machine,
             # what the demo's counter measures: instructions under QEMU -icount, else core cycles
             "counter_unit": "instructions" if self.is_emulated else "cycles",
+            # program memory (the text region) and on-chip RAM (every other writable region that
+            # needs no bring-up: external SDRAM/QSPI are not counted)
+            "flash_bytes": self.region(self.text_region).length,
+            "ram_bytes": sum(r.length for r in self.memory
+                             if r.writable and not r.needs_init and r.name != self.text_region),
         }
 
 

@@ -242,6 +242,20 @@ def test_summary_for_the_cli():
     for k in ("id", "name", "mcu", "core", "sysclk_hz", "memory", "console"):
         assert k in s
     assert s["sysclk_hz"] == 216 * MHZ
+    # flash = the program region, RAM = the other on-chip writable regions (SDRAM/QSPI excluded)
+    assert (s["flash_bytes"], s["ram_bytes"]) == (1 * M, 336 * K)
+    u5 = load_board("nucleo-u575zi-q").summary()
+    assert (u5["core"], u5["cpu_hz"], u5["flash_bytes"], u5["ram_bytes"]) == ("cortex-m33", 160 * MHZ, 2 * M, 784 * K)
+    assert load_board("disco-h747i").summary()["flash_bytes"] == 1 * M     # the CM7's bank 1
+
+
+def test_boards_cli_lists_core_clock_flash_ram(capsys):
+    from stm32ai.cli import main
+
+    assert main(["boards"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("nucleo-h563zi "))
+    assert line.split()[:9] == ["nucleo-h563zi", "STM32H563ZIT6", "cortex-m33", "250.0", "MHz", "flash", "2",
+                                "MiB", "RAM"] and "640 KiB" in line
 
 
 # ---- register values of the clock bring-up (field encodings, cited in clockregs.py) ----
