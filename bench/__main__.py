@@ -48,8 +48,8 @@ M33_SILICON = "nucleo-u575zi-q"   # the published M33 figures the emulated M33's
 
 # Boards the estimator runs on (`analyze --estimate`), by the row label of BASELINES.md's third
 # table (published MLPerf Tiny cycles per board). A board is estimated when the estimator has a
-# model of its core (stm32ai.estimate.estimate.CORE_MODELS: M4 and M7); NUCLEO-H7A3ZI-Q has no
-# board file yet.
+# model of its core (stm32ai.estimate.estimate.CORE_MODELS: M4, M7, M33). B-U585I-IOT02A is left
+# out: the same SoC, clock and memory system as NUCLEO-U575ZI-Q, so the same estimate.
 ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7, 216)": "disco-f746",
                    "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q",
                    "NUCLEO-U575ZI-Q (M33, 160)": "nucleo-u575zi-q"}
