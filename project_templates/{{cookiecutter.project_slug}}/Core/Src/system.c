@@ -402,7 +402,8 @@ static void cache_enable(void) {
  * the AXI SRAM target to 1 (AXI_TARG7_FN_MOD at 0x51008108, READ_ISS_OVERRIDE = bit 0), as
  * ST's SystemInit does. Activations larger than DTCM live in AXI SRAM. The revision comes from
  * DBGMCU_IDCODE (0x5C001000): DEV_ID[11:0] 0x450 for these parts, REV_ID[31:16] 0x1003 = Y,
- * 0x2003 = V (fixed in V: nothing to do there). */
+ * 0x2003 = V (fixed in V: nothing to do there). The H745/H747 (disco-h747i) report the same
+ * DEV_ID and get the same setting on revision Y; the H7A3 (DEV_ID 0x480) does not. */
 static void axi_sram_erratum(void) {
   uint32_t idcode = REG32(0x5C001000u);
   if ((idcode & 0xFFFu) == 0x450u && (idcode >> 16) < 0x2000u) {
