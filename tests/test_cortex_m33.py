@@ -99,3 +99,27 @@ def test_validate_target_on_emulated_cortex_m33(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "result: match" in out and f"target: {AN505}" in out
+
+
+def test_bench_m33_table_beside_the_published_u575_cycles():
+    """bench's emulated-M33 table: instructions, X-CUBE-AI's and the best published NUCLEO-U575ZI-Q
+    cycles (BASELINES.md's third table) with their ratios, and the estimated U575 cycles."""
+    from bench.__main__ import M33_SILICON, m33_table, published_per_board
+
+    text = """| board (core, MHz) | submitter, round | IC | KWS | VWW | AD |
+|---|---|---|---|---|---|
+| NUCLEO-U575ZI-Q (M33, 160) | STMicroelectronics (X-CUBE-AI), v1.3 | 17.52 M | 4.64 M | 9.48 M | 0.51 M |
+| NUCLEO-U575ZI-Q (M33, 160) | Plumerai, v1.1 | 16.69 M | 4.81 M | 9.52 M | 0.59 M |
+"""
+    pub = published_per_board(text)[M33_SILICON]
+    assert pub["pretrainedResnet_quant"] == {
+        "xcube_cycles": 17_520_000, "xcube_by": "STMicroelectronics (X-CUBE-AI), v1.3",
+        "best_cycles": 16_690_000, "best_by": "Plumerai, v1.1"}
+    assert pub["ad01_int8"]["best_cycles"] == 510_000 and pub["kws_ref_model"]["best_cycles"] == 4_640_000
+    row = {"stem": "kws_ref_model", "m33_result": "match", "m33_instructions": 3_403_550,
+           "m33_published": {**pub["kws_ref_model"], "board": M33_SILICON}, "m33_instr_vs_xcube": 0.734,
+           "m33_instr_vs_best": 0.734, "estimates": [{"board": M33_SILICON, "estimated_cycles": 5_033_563}]}
+    md = m33_table([row])
+    assert ("| kws_ref_model | match | 3,403,550 | 4,640,000 | 0.734 | 4,640,000 (STMicroelectronics (X-CUBE-AI), "
+            "v1.3) | 0.734 | 5,033,563 |") in md
+    assert "not cycles" in md and m33_table([{"stem": "x"}]) == ""
