@@ -11,6 +11,8 @@ For every model in ../shared/models (when present) and a few project fixtures:
     best published Cortex-M4 cycles (second table: X-CUBE-AI 9.0, Plumerai for AD), where a
     model has them;
   * instructions on the emulated Cortex-M7 (QEMU mps2-an500, kernels built for cortex-m7);
+  * instructions on the emulated Cortex-M33 (QEMU mps2-an505, kernels built for cortex-m33 with
+    DSP) beside the published NUCLEO-U575ZI-Q cycles (BASELINES.md's third table);
   * a per-layer table per model (kernel, shapes, MACC, instructions, instr/MAC, share), from a
     second firmware built with --profile; the headline figure comes from the plain firmware, so
     it carries no profiling overhead;
@@ -40,14 +42,17 @@ SHARED = ROOT.parent / "shared"
 FIXTURES = ["conv_stride2_same_int8", "dwconv_dm2_valid_int8", "dense_relu_int8", "add_residual_int8"]
 EMULATED = ["qemu-netduinoplus2", "qemu-mps2-an386"]
 M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built for -mcpu=cortex-m7
+M33_BOARD = "qemu-mps2-an505"     # emulated Cortex-M33 (Armv8-M Mainline + DSP): -mcpu=cortex-m33
+M33_SILICON = "nucleo-u575zi-q"   # the published M33 figures the emulated M33's instructions stand beside
 
 
 # Boards the estimator runs on (`analyze --estimate`), by the row label of BASELINES.md's third
 # table (published MLPerf Tiny cycles per board). A board is estimated when the estimator has a
-# model of its core (stm32ai.estimate.estimate.CORE_MODELS: M4 and M7); NUCLEO-H7A3ZI-Q has no
-# board file yet.
+# model of its core (stm32ai.estimate.estimate.CORE_MODELS: M4, M7, M33). B-U585I-IOT02A is left
+# out: the same SoC, clock and memory system as NUCLEO-U575ZI-Q, so the same estimate.
 ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7, 216)": "disco-f746",
-                   "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q"}
+                   "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q",
+                   "NUCLEO-U575ZI-Q (M33, 160)": "nucleo-u575zi-q"}
 MLPERF_COLUMNS = ["pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8"]   # IC KWS VWW AD
 
 
@@ -224,7 +229,7 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
 
 
 def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
-                boards: list[str] | None = None, m7: bool = True,
+                boards: list[str] | None = None, m7: bool = True, m33: bool = True,
                 published: dict[str, dict[str, dict[str, Any]]] | None = None,
                 memory_of: str | None = None) -> dict[str, Any]:
     """memory_of: compile as for that board's flash (staging choices, weights budget)."""
@@ -292,6 +297,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     row["status"] = {"match": "ok", "no-reference": "no reference"}.get(row["result"], "mismatch")
     if m7:
         bench_m7(row, args, c, workdir / "m7")
+    if m33:
+        bench_m33(row, args, c, workdir / "m33", published_per_board() if published is None else published)
     if published:
         bench_estimates(row, path, c, workdir, published)
     if profile and row["status"] == "ok":
@@ -324,6 +331,64 @@ def bench_m7(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path) -> 
     row["m7_result"] = out.result
     if out.unit == "instructions" and out.count:
         row["m7_instructions"] = out.count
+
+
+def bench_m33(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path,
+              published: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """The plain firmware on the emulated Cortex-M33 (QEMU mps2-an505): verdict, instructions, and
+    the published NUCLEO-U575ZI-Q cycles for the model (X-CUBE-AI's latest round, the best) with
+    the ratios instructions / cycles (QEMU counts instructions; an M33 retires at most about one
+    per cycle, its dual issue being limited to pairs of 16-bit instructions)."""
+    from stm32ai.boards import load_board
+    from stm32ai.errors import Stm32aiError
+
+    board = load_board(M33_BOARD)
+    try:
+        _, out = _build_run(SimpleNamespace(**{**vars(args), "board": board.id}), c, proj, board)
+    except Stm32aiError as e:
+        row["m33_result"] = f"build failed: {e}"
+        return
+    row["m33_result"] = out.result
+    if out.unit != "instructions" or not out.count:
+        return
+    row["m33_instructions"] = n = out.count
+    pub = published.get(M33_SILICON, {}).get(row.get("stem", ""))
+    if pub:
+        row["m33_published"] = {**pub, "board": M33_SILICON}
+        if pub.get("xcube_cycles"):
+            row["m33_instr_vs_xcube"] = round(n / pub["xcube_cycles"], 3)
+        row["m33_instr_vs_best"] = round(n / pub["best_cycles"], 3)
+
+
+def m33_table(rows: list[dict[str, Any]]) -> str:
+    """Emulated Cortex-M33 instructions beside the published NUCLEO-U575ZI-Q cycles, and the
+    estimated U575 cycles where the estimator ran (estimate_table has the details)."""
+    got = [r for r in rows if r.get("m33_instructions") is not None or r.get("m33_result")]
+    if not got:
+        return ""
+    out = [f"\n### Emulated Cortex-M33 ({M33_BOARD}) vs published NUCLEO-U575ZI-Q cycles\n",
+           "| model | result | M33 instructions | X-CUBE-AI cycles | instr / X-CUBE-AI | best published (by) "
+           "| instr / best | estimated U575 cycles |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in got:
+        pub = r.get("m33_published") or {}
+        est = next((e for e in r.get("estimates", []) if e.get("board") == M33_SILICON
+                    and "estimated_cycles" in e), None)
+        n = r.get("m33_instructions")
+        best = f"{pub['best_cycles']:,} ({pub['best_by']})" if pub else "—"
+        out.append(
+            f"| {r['stem']} | {r.get('m33_result', '—')} | {f'{n:,}' if n else '—'} "
+            f"| {format(pub['xcube_cycles'], ',') if pub.get('xcube_cycles') else '—'} "
+            f"| {format(r['m33_instr_vs_xcube'], '.3f') if r.get('m33_instr_vs_xcube') else '—'} "
+            f"| {best} "
+            f"| {format(r['m33_instr_vs_best'], '.3f') if r.get('m33_instr_vs_best') else '—'} "
+            f"| {format(est['estimated_cycles'], ',') if est else '—'} |")
+    out.append(f"\nM33 instructions: the plain firmware on QEMU {M33_BOARD} (Cortex-M33 with DSP and FPv5-SP, "
+               "`-mcpu=cortex-m33`), `-icount shift=0`, output checked against the reference. Instructions, "
+               "not cycles: QEMU has no timing model. Published: NUCLEO-U575ZI-Q silicon (160 MHz, MLPerf Tiny, "
+               "../shared/BASELINES.md third table). Estimated U575 cycles: `analyze --estimate` on "
+               f"{M33_SILICON} (Cortex-M33 core model + ICACHE/flash model, see the estimated-cycles table).\n")
+    return "\n".join(out) + "\n"
 
 
 def add_ratios(row: dict[str, Any], instr: int, base: dict[str, Any] | None) -> None:
@@ -371,7 +436,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "instructions than their cycles. M7 instructions: the plain firmware for QEMU mps2-an500 "
              "(Cortex-M7, -mcpu=cortex-m7), output checked against the reference; QEMU models neither "
              "dual issue nor caches, so this is not an M7 cycle count.\n")
-    return (head + "\n".join(lines) + "\n" + notes + estimate_table(rows)
+    return (head + "\n".join(lines) + "\n" + notes + m33_table(rows) + estimate_table(rows)
             + "".join(layer_table(r) for r in rows if r.get("layers")))
 
 
@@ -442,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-profile", action="store_true",
                     help="skip the per-layer (--profile) firmware: headline figures only")
     ap.add_argument("--no-m7", action="store_true", help="skip the Cortex-M7 (qemu-mps2-an500) run")
+    ap.add_argument("--no-m33", action="store_true", help="skip the Cortex-M33 (qemu-mps2-an505) run")
     ap.add_argument("--no-estimate", action="store_true",
                     help="skip the estimated cycles (analyze --estimate) on the boards with published figures")
     ap.add_argument("--memory-of", metavar="BOARD",
@@ -467,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="stm32ai-bench-") as tmp:
             try:
                 row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
-                                  m7=not args.no_m7, published=published, memory_of=args.memory_of)
+                                  m7=not args.no_m7, m33=not args.no_m33, published=published, memory_of=args.memory_of)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

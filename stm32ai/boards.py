@@ -29,9 +29,12 @@ __all__ = [
 
 CORES = ("cortex-m4", "cortex-m7", "cortex-m33")
 FPUS = ("none", "fpv4-sp-d16", "fpv5-d16", "fpv5-sp-d16")
-FAMILIES = ("stm32f4", "stm32f7", "stm32h7", "stm32l4", "stm32l4plus", "mps2")
+FAMILIES = ("stm32f4", "stm32f7", "stm32h7", "stm32l4", "stm32l4plus", "mps2", "stm32u5", "stm32h5")
 CLOCK_SOURCES = ("hse", "hsi", "msi", "fixed")
 UART_DRIVERS = ("stm32_usart", "cmsdk_uart")
+# Core supply of the STM32H7 parts with an SMPS (H7A3/H7B3 RM0455 §6.4, H745/H747 RM0399 §7.4):
+# how the board is wired decides, and a wrong choice locks the part until it is recovered.
+SUPPLIES = ("ldo", "smps_direct")
 CYCLE_COUNTERS = ("dwt", "systick")
 ACCESS = re.compile(r"^r?w?x?$")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -120,6 +123,49 @@ _LIMITS: dict[str, _Limits] = {
          1: tuple(x * _MHZ for x in (20, 40, 60, 80)),
          2: tuple(x * _MHZ for x in (8, 16, 26))},
         sys_from="r"),
+    # STM32H7A3/B3 (RM0455): §8.7 RCC PLL (DIVM1 1..63, input 1..16 MHz, wide VCO 192..836 MHz),
+    # DS13195 §6.3.1 (280 MHz core and AXI at VOS0, APB 140 MHz), RM0455 §4.3.8 Table 16
+    # (flash wait states by AXI clock and VOS). Voltage scale 0 is VOS0 (PWR_SRDCR.VOS = 11).
+    "stm32h7a3": _Limits(
+        "RM0455 §8.7, Table 16", (1 * _MHZ, 16 * _MHZ), (192 * _MHZ, 836 * _MHZ),
+        (1, 63), (4, 512), (1, *range(2, 129, 2)), tuple(range(1, 129)), tuple(range(1, 129)),
+        280 * _MHZ, 280 * _MHZ, 140 * _MHZ, 140 * _MHZ,
+        {0: tuple(x * _MHZ for x in (42, 84, 126, 168, 210, 252, 280)),
+         1: tuple(x * _MHZ for x in (38, 76, 114, 152, 190, 225)),
+         2: tuple(x * _MHZ for x in (34, 68, 102, 136, 160)),
+         3: tuple(x * _MHZ for x in (22, 44, 66, 88))}),
+    # STM32H745/H747 (RM0399): the CM7 as the H743 (§8.7 RCC, 400 MHz at VOS1, AXI 200 MHz),
+    # §4.3.8 Table 13 (flash wait states, VOS1: 70/140/185/210/225 MHz).
+    "stm32h747": _Limits(
+        "RM0399 §8.7, Table 13", (2 * _MHZ, 16 * _MHZ), (192 * _MHZ, 836 * _MHZ),
+        (1, 63), (4, 512), tuple(range(2, 129, 2)), tuple(range(1, 129)), tuple(range(1, 129)),
+        400 * _MHZ, 200 * _MHZ, 100 * _MHZ, 100 * _MHZ,
+        {1: tuple(x * _MHZ for x in (70, 140, 185, 210, 225)),
+         2: tuple(x * _MHZ for x in (55, 110, 165, 225)),
+         3: tuple(x * _MHZ for x in (45, 90, 135, 180, 225))}),
+    # STM32U5 (RM0456): §11.8.x RCC_PLL1CFGR/PLL1DIVR (PLL1M 1..16, input 4..16 MHz, VCO
+    # 128..544 MHz, N 4..512, P/Q/R 1..128), §7.3.3 Table 54 (flash wait states per range:
+    # range 1 up to 160 MHz, 32 MHz per wait state), DS13737 (160 MHz, APB 160 MHz).
+    "stm32u5": _Limits(
+        "RM0456 §11.8, §7.3.3", (4 * _MHZ, 16 * _MHZ), (128 * _MHZ, 544 * _MHZ),
+        (1, 16), (4, 512), tuple(range(1, 129)), tuple(range(1, 129)), tuple(range(1, 129)),
+        160 * _MHZ, 160 * _MHZ, 160 * _MHZ, 160 * _MHZ,
+        {1: tuple(x * _MHZ for x in (32, 64, 96, 128, 160)),
+         2: tuple(x * _MHZ for x in (30, 60, 90, 110)),
+         3: tuple(x * _MHZ for x in (24, 48, 55)),
+         4: tuple(x * _MHZ for x in (12, 25))},
+        sys_from="r"),
+    # STM32H5 (RM0481): §11.8 RCC_PLL1CFGR/PLL1DIVR (PLL1M 1..63, input 1..16 MHz, wide VCO
+    # 192..836 MHz, P even), §7.3.4 Table 37 (flash wait states by HCLK and VOS; VOS0 up to
+    # 250 MHz), DS14258 (250 MHz core, AHB and APB).
+    "stm32h5": _Limits(
+        "RM0481 §11.8, Table 37", (1 * _MHZ, 16 * _MHZ), (192 * _MHZ, 836 * _MHZ),
+        (1, 63), (4, 512), tuple(range(2, 129, 2)), tuple(range(1, 129)), tuple(range(1, 129)),
+        250 * _MHZ, 250 * _MHZ, 250 * _MHZ, 250 * _MHZ,
+        {0: tuple(x * _MHZ for x in (42, 84, 126, 168, 210, 250)),
+         1: tuple(x * _MHZ for x in (34, 68, 102, 136, 170, 200)),
+         2: tuple(x * _MHZ for x in (30, 60, 90, 120, 150)),
+         3: tuple(x * _MHZ for x in (20, 40, 60, 80, 100))}),
 }
 
 # Reset clock of each family: what the core runs on before (or after a failed) bring-up.
@@ -130,9 +176,13 @@ RESET_CLOCK = {
     "stm32l4": ("msi", 4_000_000),    # RM0351 §6.2.3: MSI range 6 = 4 MHz
     "stm32l4plus": ("msi", 4_000_000),  # RM0432 §6.2.3
     "mps2": ("fixed", 25_000_000),
+    "stm32u5": ("msi", 4_000_000),    # RM0456 §11.4.4: MSIS 4 MHz after reset
+    "stm32h5": ("hsi", 32_000_000),   # RM0481 §11.4.2: HSI 64 MHz, HSIDIV = /2 at reset
 }
 HSI_HZ = {"stm32f4": 16_000_000, "stm32f7": 16_000_000, "stm32h7": 64_000_000,
-          "stm32l4": 16_000_000, "stm32l4plus": 16_000_000}
+          "stm32l4": 16_000_000, "stm32l4plus": 16_000_000,
+          "stm32u5": 16_000_000,       # HSI16 (RM0456 §11.4.3)
+          "stm32h5": 32_000_000}       # hsi_ck = HSI 64 MHz / HSIDIV, reset /2, left as is (RM0481 §11.4.2)
 
 
 def parse_size(v: Any, where: str = "size") -> int:
@@ -226,6 +276,7 @@ class ClockTree:
     flash_latency: int
     voltage_scale: int | None   # 1, 2, 3 (L4+: 0 = range 1 boost)
     overdrive: bool             # F7 over-drive (above 180 MHz)
+    supply: str = "ldo"         # H7 core supply as the board is wired: ldo | smps_direct
 
     @property
     def oscillator_hz(self) -> int:
@@ -501,6 +552,11 @@ class Board:
             "qemu_machine": self.qemu_machine,
             # what the demo's counter measures: instructions under QEMU -icount, else core cycles
             "counter_unit": "instructions" if self.is_emulated else "cycles",
+            # program memory (the text region) and on-chip RAM (every other writable region that
+            # needs no bring-up: external SDRAM/QSPI are not counted)
+            "flash_bytes": self.region(self.text_region).length,
+            "ram_bytes": sum(r.length for r in self.memory
+                             if r.writable and not r.needs_init and r.name != self.text_region),
         }
 
 
@@ -528,6 +584,10 @@ def uart_baud(kind: str, clock_hz: int, div: int) -> float:
 def _limits_key(family: str, mcu: str) -> str:
     if family == "stm32f4":
         return "stm32f401" if mcu.upper().startswith("STM32F401") else "stm32f405"
+    if family == "stm32h7" and mcu.upper().startswith(("STM32H7A3", "STM32H7B3", "STM32H7B0")):
+        return "stm32h7a3"
+    if family == "stm32h7" and mcu.upper().startswith(("STM32H745", "STM32H747", "STM32H755", "STM32H757")):
+        return "stm32h747"
     return family
 
 
@@ -664,6 +724,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
                                                  "apb4_div")},
         "flash_latency": Field("int", lo=0, hi=15, default=0), "voltage_scale": Field("int", lo=0, hi=3),
         "overdrive": Field("bool", default=False),
+        "supply": Field("str", choices=SUPPLIES, default="ldo"),
     },
     "pll": {"m": Field("int", True), "n": Field("int", True), "p": Field("int"), "q": Field("int"),
             "r": Field("int")},
@@ -774,6 +835,8 @@ def _parse_clock(c: _Reader, family: str, mcu: str) -> ClockTree:
         c.fail("an mps2 board has no RCC: use source: fixed", "source")
     if source == "msi" and family not in ("stm32l4", "stm32l4plus"):
         c.fail(f"MSI exists only on STM32L4 parts, not {family}", "source")
+    if v["supply"] != "ldo" and _limits_key(family, mcu) not in ("stm32h7a3", "stm32h747"):
+        c.fail(f"supply {v['supply']} needs an STM32H7 with an SMPS (H7A3/B3, H745/H747)", "supply")
     pll = None
     if v["pll"] is not None:
         pv = _read(v["pll"], "pll")
@@ -791,7 +854,7 @@ def _parse_clock(c: _Reader, family: str, mcu: str) -> ClockTree:
         c.fail("cpu_div/apb3_div/apb4_div exist only on STM32H7")
     clock = ClockTree(family=family, source=source, hse_hz=v["hse_hz"], hse_bypass=v["hse_bypass"],
                       fixed_hz=v["fixed_hz"], msi_hz=v["msi_hz"], pll=pll, flash_latency=v["flash_latency"],
-                      voltage_scale=v["voltage_scale"], overdrive=v["overdrive"], **divs)
+                      voltage_scale=v["voltage_scale"], overdrive=v["overdrive"], supply=v["supply"], **divs)
     _check_clock(c, clock, mcu)
     return clock
 
@@ -974,6 +1037,9 @@ def _check_clock(c: _Reader, ck: ClockTree, mcu: str) -> None:
                    f"({lim.ref})")
     if ck.family == "stm32f7" and ck.hclk_hz > 180 * _MHZ and not ck.overdrive:
         c.fail("HCLK above 180 MHz needs over-drive (overdrive: true, RM0385 §4.1.4)", "overdrive")
+    if (_limits_key(ck.family, mcu) == "stm32h747" and ck.supply == "smps_direct"
+            and ck.voltage_scale is not None and ck.voltage_scale < 1):
+        c.fail("VOS0 is not available with the SMPS supplying the core directly (RM0399 §7.4)", "voltage_scale")
     if ck.family == "stm32l4plus" and ck.cpu_hz > 80 * _MHZ and ck.voltage_scale != 0:
         c.fail("above 80 MHz the L4+ needs Range 1 boost mode (voltage_scale: 0, RM0432 §5.1.8)",
                "voltage_scale")

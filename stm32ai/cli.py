@@ -616,7 +616,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def cmd_boards(args: argparse.Namespace) -> int:
-    from stm32ai.boards import list_boards
+    from stm32ai.boards import describe_size, list_boards
 
     boards = list_boards()
     if args.json:
@@ -624,7 +624,8 @@ def cmd_boards(args: argparse.Namespace) -> int:
         return 0
     for b in boards:
         s = b.summary()
-        print(f"{s['id']:<22} {s['mcu']:<14} {s['core']:<11} {s['sysclk_hz'] / 1e6:6.1f} MHz  {s['name']}")
+        print(f"{s['id']:<22} {s['mcu']:<14} {s['core']:<11} {s['sysclk_hz'] / 1e6:6.1f} MHz  "
+              f"flash {describe_size(s['flash_bytes']):>8}  RAM {describe_size(s['ram_bytes']):>8}  {s['name']}")
     return 0
 
 

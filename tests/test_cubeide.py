@@ -83,7 +83,8 @@ def test_cproject_structure(projects, bid):
         for want in TOOLCHAIN_OPTIONS:
             assert want in opts, (bid, name, want)
         assert opts[f"{MB}.option.target_mcu"].get("value") == board.cubeide_mcu
-        assert re.fullmatch(r"STM32[A-Z0-9]+x", board.cubeide_mcu)
+        # CubeIDE's part names end in x, plus Q for the SMPS packages (STM32U575ZITxQ, STM32H7A3ZITxQ)
+        assert re.fullmatch(r"STM32[A-Z0-9]+xQ?", board.cubeide_mcu)
         fpu = "None" if board.fpu == "none" else board.fpu
         assert opts[f"{MB}.option.fpu"].get("value") == f"{MB}.option.fpu.value.{fpu}"
         d = _defaults(opts["com.st.stm32cube.ide.mcu.option.defaults"])

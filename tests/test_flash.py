@@ -178,3 +178,21 @@ def test_board_without_openocd_config(tmp_path, path_only, capsys):
     capsys.readouterr()
     assert main(["flash", str(out), "--programmer", "openocd"]) == 2
     assert "names no OpenOCD config" in _one_line_error(capsys)
+
+
+def test_programmer_commands_of_the_new_boards():
+    """issue 22: OpenOCD config files (several for the parts OpenOCD 0.12 has no board file for),
+    st-flash at each part's flash origin (RM0456 / RM0481 / RM0455 / RM0399: 0x08000000)."""
+    from stm32ai.boards import load_board
+    from stm32ai.project.flash import flash_commands
+
+    for bid, cfgs in (("nucleo-u575zi-q", ["interface/stlink.cfg", "target/stm32u5x.cfg"]),
+                      ("b-u585i-iot02a", ["interface/stlink.cfg", "target/stm32u5x.cfg"]),
+                      ("nucleo-h563zi", ["interface/stlink.cfg", "target/stm32h5x.cfg"]),
+                      ("nucleo-h7a3zi-q", ["interface/stlink.cfg", "target/stm32h7x.cfg"]),
+                      ("disco-h747i", ["board/stm32h747i-disco.cfg"])):
+        c = flash_commands(load_board(bid), "f.elf", "f.bin")
+        args = [x for f in cfgs for x in ("-f", f)]
+        assert c["openocd"] == ["openocd", *args, "-c", "program f.elf verify reset exit"]
+        assert c["st-flash"] == ["st-flash", "--reset", "write", "f.bin", "0x08000000"]
+        assert c["cubeprog"][-4:] == ["-w", "f.elf", "-v", "-rst"]

@@ -425,8 +425,9 @@ def test_build_error_reports_the_first_compiler_error(tmp_path, fake_c):
 @needs_tools
 @pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None,
                     reason="cmake/ninja not installed")
-def test_cmake_preset_builds(tmp_path, fake_c):
-    p = gen(tmp_path / "p", "nucleo-h743zi", fake_c)
+@pytest.mark.parametrize("board", ["nucleo-h743zi", "nucleo-u575zi-q"])
+def test_cmake_preset_builds(tmp_path, fake_c, board):
+    p = gen(tmp_path / "p", board, fake_c)
     for cmd in (["cmake", "--preset", "Release"], ["cmake", "--build", "--preset", "Release"]):
         r = subprocess.run(cmd, cwd=p, capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -490,10 +491,10 @@ def test_real_mlperf_tiny_matches_on_netduinoplus2(tmp_path, rel):
 
 @pytest.mark.slow
 @needs_tools
-@pytest.mark.parametrize("board", ["nucleo-h743zi"])
+@pytest.mark.parametrize("board", ["nucleo-h743zi", "nucleo-u575zi-q"])
 def test_real_model_builds_without_warnings(tmp_path, board):
-    # The whole runtime and kernel library under the Cortex-M7 (FPv5-D16) flags (the Cortex-M4
-    # build is covered by the netduinoplus2 runs).
+    # The whole runtime and kernel library under the Cortex-M7 (FPv5-D16) and Cortex-M33 (DSP,
+    # FPv5-SP) flags (the Cortex-M4 build is covered by the netduinoplus2 runs).
     pytest.importorskip("tflite_micro")
     p = _real_project(tmp_path, FIXTURES / "classifier_softmax_int8.tflite", board)
     log = _make(p)

@@ -106,7 +106,12 @@ def check_estimable(board: Board) -> None:
 
 
 def model_name(board: Board) -> str:
-    return f"{board.core} + {board.soc or board.id} {load_spec(board).describe()}"
+    spec = load_spec(board)
+    f = spec.flash
+    if board.core == "cortex-m33" and f is not None:   # one ICACHE on the code bus (memsys.CodeBusCacheMemory)
+        cache = f"{f.icache.lines * f.icache.line_bytes // 1024} KB ICACHE (fetch + data)" if f.icache else "no cache"
+        return f"{board.core} + {board.soc or board.id} flash {f.wait_states} WS + {cache}"
+    return f"{board.core} + {board.soc or board.id} {spec.describe()}"
 
 
 def estimate_elf(elf: Path, board: Board, model_c: Path | None = None, name: str = "network",

@@ -10,7 +10,8 @@ to FLASH_ACR.LATENCY at the board's clock).
 Implemented here: the STM32F4/L4/L4+ embedded flash behind the ART accelerator (instruction
 cache, data cache, sequential prefetch) and zero-wait SRAMs, i.e. every Cortex-M4 board. The
 Cortex-M7 parts' L1 caches and TCMs are described by the same schema (`l1:`, `tcm:`) and are
-implemented in cache.py, registered below for cortex-m7.
+implemented in cache.py, registered below for cortex-m7; the Cortex-M33 parts (STM32U5/H5)
+have one ICACHE on the code bus for fetches and flash data reads (CodeBusCacheMemory).
 """
 
 from __future__ import annotations
@@ -332,8 +333,26 @@ def _cortex_m7(board: Board, spec: MemsysSpec) -> Any:
     return build(board, spec)
 
 
+class CodeBusCacheMemory(FlashArtMemory):
+    """STM32U5 / H5 memory system (Cortex-M33): the embedded flash behind the ICACHE, every other
+    region at its `wait_states`.
+
+    The ICACHE sits on the Cortex-M33's C-AHB code bus (RM0456 §8.3, RM0481 §8.3), which carries
+    the core's instruction fetches *and* its data reads from the code region (Cortex-M33 TRM §2.1,
+    the Harvard code interface): so one cache (`flash.icache`) serves both, and weights read
+    from flash compete with the code for its lines. A miss costs the flash wait states (one
+    128-bit read refills a 16-byte line). No DCACHE: the parts' DCACHE1 is on the S-AHB for
+    external memories only. Approximations as FlashArtMemory: fully associative, LRU."""
+
+    def __init__(self, board: Board, spec: MemsysSpec):
+        super().__init__(board, spec)
+        if spec.flash is not None and spec.flash.dcache is None:
+            self._dc = self._ic
+
+
 MEMORY_SYSTEMS: dict[str, Callable[[Board, MemsysSpec], Any]] = {"cortex-m4": FlashArtMemory,
-                                                                 "cortex-m7": _cortex_m7}
+                                                                 "cortex-m7": _cortex_m7,
+                                                                 "cortex-m33": CodeBusCacheMemory}
 
 
 def build_memory_system(board: Board) -> Any:

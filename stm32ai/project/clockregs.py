@@ -9,8 +9,9 @@ keeps the C free of per-board arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from stm32ai.boards import Board
+from stm32ai.boards import Board, _limits_key
 
 # AHB prescaler field encoding (HPRE, H7 D1CPRE): RM0090 §7.3.3, RM0385 §5.3.3, RM0433 §8.7.7,
 # RM0351 §6.4.3: 0xxx = /1, 1000 = /2, 1001 = /4 ... 1111 = /512 (no /32).
@@ -52,6 +53,40 @@ def _vos_f4(board: Board) -> tuple[int, int]:
 def _vos_3level(vs: int) -> int:
     # RM0385 §4.4.1 PWR_CR1.VOS / RM0433 §6.8.6 PWR_D3CR.VOS: 01 scale 3, 10 scale 2, 11 scale 1
     return {1: 3, 2: 2, 3: 1}[vs]
+
+
+def _vos_4level(vs: int) -> int:
+    # RM0455 §6.8.6 PWR_SRDCR.VOS / RM0481 §10.11.4 PWR_VOSCR.VOS: 00 scale 3, 01 scale 2,
+    # 10 scale 1, 11 scale 0
+    return {0: 3, 1: 2, 2: 1, 3: 0}[vs]
+
+
+def _pll_rge(fin: float) -> int:
+    # RM0433 §8.7.12 / RM0455 / RM0481 §11.8.x PLL1RGE: 00 1-2 MHz, 01 2-4, 10 4-8, 11 8-16
+    return 0 if fin < 2e6 else 1 if fin < 4e6 else 2 if fin < 8e6 else 3
+
+
+def _pll1divr(p: Any) -> tuple[int, str]:
+    # RCC_PLL1DIVR (RM0433 §8.7.13, RM0455, RM0456 §11.8.x, RM0481 §11.8.x, one layout):
+    # PLL1N[8:0] = N-1, PLL1P[15:9] = P-1, PLL1Q[22:16] = Q-1, PLL1R[30:24] = R-1
+    n, pp, q, r = (getattr(p, k) for k in "npqr")
+    return ((n - 1) | (((pp or 2) - 1) << 9) | (((q or 2) - 1) << 16) | (((r or 2) - 1) << 24),
+            f"N={n} P={pp} Q={q} R={r}")
+
+
+# RM0456 §11.8.x RCC_PLL1CFGR.PLL1MBOOST: EPOD booster clock prescaler, 0000 /1, 0001 /2,
+# 0010 /4 ... 1000 /16 (divide by 2 x code above 1)
+_MBOOST = {1: 0, 2: 1, 4: 2, 6: 3, 8: 4, 10: 5, 12: 6, 14: 7, 16: 8}
+
+
+def _u5_mboost(source_hz: int) -> int:
+    """The PLL1MBOOST divider: the PLL1 source brought into the EPOD booster's input range
+    (RM0456 §10.5.4 / §11.4.x "EPOD booster": 4 to 16 MHz), at 8 MHz or below when that stays
+    >= 4 MHz (margin on both sides)."""
+    for d in sorted(_MBOOST):
+        if 4e6 <= source_hz / d <= 8e6:
+            return d
+    return next(d for d in sorted(_MBOOST) if source_hz / d <= 16e6)
 
 
 def clock_registers(board: Board) -> ClockRegs:
@@ -115,8 +150,19 @@ def clock_registers(board: Board) -> ClockRegs:
         r.add("CLK_D2CFGR_VAL", (_APB[ck.apb2_div] << 8) | (_APB[ck.apb1_div] << 4),
               f"D2PPRE2 /{ck.apb2_div}, D2PPRE1 /{ck.apb1_div}")
         r.add("CLK_D3CFGR_VAL", _APB[ck.apb4_div] << 4, f"D3PPRE /{ck.apb4_div}")
-        r.add("CLK_VOS_VAL", _vos_3level(ck.voltage_scale or 1) << 14,
-              f"PWR_D3CR.VOS: scale {ck.voltage_scale or 1}")
+        vs = ck.voltage_scale if ck.voltage_scale is not None else 1
+        if _limits_key(fam, board.mcu) == "stm32h7a3":
+            r.add("CLK_VOS_VAL", _vos_4level(vs) << 14, f"PWR_SRDCR.VOS: scale {vs} (RM0455 §6.8.6)")
+        else:
+            r.add("CLK_VOS_VAL", _vos_3level(vs) << 14, f"PWR_D3CR.VOS: scale {vs}")
+        # PWR_CR3 supply configuration, written once after power-on (RM0433 §6.8.4; RM0399 §7.8.4 and
+        # RM0455 §6.8.4 for the SMPS parts: BYPASS 0, LDOEN 1, SDEN/SMPSEN 2, SDEXTHP 3, SDLEVEL[5:4]).
+        if ck.supply == "smps_direct":
+            r.add("CLK_PWR_CR3_MASK", 0x3F, "SDLEVEL, SDEXTHP, SDEN, LDOEN, BYPASS")
+            r.add("CLK_PWR_CR3_VAL", 1 << 2, "direct SMPS supply: SDEN=1, LDOEN=0, BYPASS=0")
+        else:
+            r.add("CLK_PWR_CR3_MASK", 0x7, "SCUEN/SDEN, LDOEN, BYPASS")
+            r.add("CLK_PWR_CR3_VAL", 1 << 1, "LDO supply: LDOEN=1, BYPASS=0")
         # RM0433 §4.9.1 FLASH_ACR: LATENCY[3:0], WRHIGHFREQ[5:4] (Table 17)
         mhz = ck.hclk_hz / 1e6
         wrh = 0 if mhz <= 70 else 1 if mhz <= 185 else 2
@@ -147,4 +193,59 @@ def clock_registers(board: Board) -> ClockRegs:
         r.add("CLK_FLASH_ACR_VAL", ck.flash_latency | (1 << 8) | (1 << 9) | (1 << 10),
               f"{ck.flash_latency} WS, prefetch, I-cache, D-cache")
         r.add("CLK_FLASH_LATENCY_MASK", 0xF, "FLASH_ACR.LATENCY")
+    elif fam == "stm32u5":
+        src = {"msi": 1, "hsi": 2, "hse": 3}[ck.source]
+        fin = ck.pll_input_hz or 0
+        boost = _u5_mboost(ck.oscillator_hz)
+        # RM0456 §11.8.x RCC_PLL1CFGR: PLL1SRC[1:0] (01 MSIS, 10 HSI16, 11 HSE), PLL1RGE[3:2]
+        # (00 4-8 MHz, 11 8-16 MHz), PLL1FRACEN 4, PLL1M[11:8] = M-1, PLL1MBOOST[15:12],
+        # PLL1PEN 16, PLL1QEN 17, PLL1REN 18
+        rge = 0 if fin <= 8e6 else 3
+        en = ((1 if p.p else 0) << 16) | ((1 if p.q else 0) << 17) | (1 << 18)
+        r.add("CLK_PLL1CFGR_MASK", 3 | (3 << 2) | (1 << 4) | (0xF << 8) | (0xF << 12) | (7 << 16),
+              "PLL1SRC, PLL1RGE, PLL1FRACEN, PLL1M, PLL1MBOOST, PLL1xEN")
+        r.add("CLK_PLL1CFGR_VAL", src | (rge << 2) | ((p.m - 1) << 8) | (_MBOOST[boost] << 12) | en,
+              f"src={ck.source.upper()} M={p.m} input range {rge} MBOOST /{boost}")
+        r.add("CLK_PLL1DIVR_VAL", *_pll1divr(p))
+        # RM0456 §11.8.x RCC_CFGR2: HPRE[3:0], PPRE1[6:4], PPRE2[10:8]
+        r.add("CLK_CFGR2_MASK", 0xF | (7 << 4) | (7 << 8), "HPRE, PPRE1, PPRE2")
+        r.add("CLK_CFGR2_VAL", _AHB[ck.ahb_div] | (_APB[ck.apb1_div] << 4) | (_APB[ck.apb2_div] << 8),
+              f"AHB /{ck.ahb_div}, APB1 /{ck.apb1_div}, APB2 /{ck.apb2_div}")
+        # RM0456 §10.10.4 PWR_VOSR.VOS[17:16]: 00 range 4, 01 range 3, 10 range 2, 11 range 1
+        vs = ck.voltage_scale if ck.voltage_scale is not None else 1
+        r.add("CLK_VOS_VAL", (4 - vs) << 16, f"PWR_VOSR.VOS: range {vs}")
+        # RM0456 §10.5.4: the EPOD booster (BOOSTEN) must be on in range 1 and 2 before SYSCLK
+        # goes above 55 MHz
+        r.add("CLK_BOOST", 1 if vs in (1, 2) and ck.sysclk_hz > 55_000_000 else 0, "EPOD booster")
+        # RM0456 §7.9.1 FLASH_ACR: LATENCY[3:0], PRFTEN 8 (off: the ICACHE serves the core)
+        r.add("CLK_FLASH_ACR_VAL", ck.flash_latency, f"{ck.flash_latency} WS")
+        r.add("CLK_FLASH_LATENCY_MASK", 0xF, "FLASH_ACR.LATENCY")
+        # HCLK /2 while SYSCLK switches to a PLL above 80 MHz, >= 1 us, then the target
+        # (RM0456 §11.4.x, "clock switch": the transition ST's HAL makes)
+        r.add("CLK_AHB_STEP", 1 if ck.sysclk_hz > 80_000_000 and ck.ahb_div == 1 else 0,
+              "HPRE /2 during the switch")
+    elif fam == "stm32h5":
+        src = {"hsi": 1, "hse": 3}[ck.source]
+        # RM0481 §11.8.x RCC_PLL1CFGR: PLL1SRC[1:0] (01 HSI, 10 CSI, 11 HSE), PLL1RGE[3:2],
+        # PLL1FRACEN 4, PLL1VCOSEL 5 (0 = wide 192-836 MHz), PLL1M[13:8], PLL1PEN 16, PLL1QEN 17,
+        # PLL1REN 18
+        rge = _pll_rge(ck.pll_input_hz or 0)
+        en = (1 << 16) | ((1 if p.q else 0) << 17) | ((1 if p.r else 0) << 18)
+        r.add("CLK_PLL1CFGR_MASK", 3 | (3 << 2) | (3 << 4) | (0x3F << 8) | (7 << 16),
+              "PLL1SRC, PLL1RGE, PLL1FRACEN, PLL1VCOSEL, PLL1M, PLL1xEN")
+        r.add("CLK_PLL1CFGR_VAL", src | (rge << 2) | (p.m << 8) | en,
+              f"src={ck.source.upper()} M={p.m} input range {rge}, wide VCO")
+        r.add("CLK_PLL1DIVR_VAL", *_pll1divr(p))
+        # RM0481 §11.8.x RCC_CFGR2: HPRE[3:0], PPRE1[6:4], PPRE2[10:8], PPRE3[14:12] (APB3 = APB2's)
+        r.add("CLK_CFGR2_MASK", 0xF | (7 << 4) | (7 << 8) | (7 << 12), "HPRE, PPRE1, PPRE2, PPRE3")
+        r.add("CLK_CFGR2_VAL", _AHB[ck.ahb_div] | (_APB[ck.apb1_div] << 4) | (_APB[ck.apb2_div] << 8)
+              | (_APB[ck.apb2_div] << 12), f"AHB /{ck.ahb_div}, APB1 /{ck.apb1_div}, APB2/3 /{ck.apb2_div}")
+        vs = ck.voltage_scale if ck.voltage_scale is not None else 0
+        r.add("CLK_VOS_VAL", _vos_4level(vs) << 4, f"PWR_VOSCR.VOS: VOS{vs}")
+        # RM0481 §7.11.1 FLASH_ACR: LATENCY[3:0], WRHIGHFREQ[5:4] (Table 37: 2 above 168 MHz at VOS0),
+        # PRFTEN 8 (off: the ICACHE serves the core)
+        mhz = ck.hclk_hz / 1e6
+        wrh = 0 if mhz <= 84 else 1 if mhz <= 168 else 2
+        r.add("CLK_FLASH_ACR_VAL", ck.flash_latency | (wrh << 4), f"{ck.flash_latency} WS, WRHIGHFREQ {wrh}")
+        r.add("CLK_FLASH_LATENCY_MASK", 0x3F, "FLASH_ACR.LATENCY, WRHIGHFREQ")
     return r

@@ -58,9 +58,12 @@ class Programmer:
 
     def command(self, board: Board, elf: str, bin_: str, external: Sequence[str] = ()) -> list[str]:
         if self.name == "openocd":
-            # `program` writes every loadable section, the QUADSPI one through the config's
+            # `openocd:` is one config file (board/...cfg) or several separated by spaces, e.g.
+            # "interface/stlink.cfg target/stm32u5x.cfg" for a part OpenOCD has no board file for.
+            # `program` writes every loadable section, an external flash one through the config's
             # stmqspi bank (its reset-init handler maps the flash)
-            return [self.exe, "-f", board.openocd or "", "-c", f"program {elf} verify reset exit"]
+            cfgs = [x for f in (board.openocd or "").split() for x in ("-f", f)] or ["-f", ""]
+            return [self.exe, *cfgs, "-c", f"program {elf} verify reset exit"]
         if self.name == "st-flash":
             return [self.exe, "--reset", "write", bin_, f"0x{board.region(board.text_region).origin:08x}"]
         loaders = []

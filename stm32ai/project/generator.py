@@ -308,6 +308,7 @@ def _board_lines(board: Board) -> list[str]:
         f"#define BOARD_IRQ_COUNT {board.irq_count}",
         f"#define BOARD_HAS_FPU {0 if board.fpu == 'none' else 1} /* {board.fpu} */",
         f"#define BOARD_CACHE {1 if board.cache else 0} /* Cortex-M7 L1 I/D caches enabled by SystemInit */",
+        f"#define BOARD_ICACHE {1 if board.family in ('stm32u5', 'stm32h5') else 0} /* STM32U5/H5 ICACHE */",
         "",
         "/* Clocks: targets derived from the board file's factors (stm32ai/boards.py). */",
         f"#define BOARD_CLOCK_FIXED {1 if fixed else 0}",

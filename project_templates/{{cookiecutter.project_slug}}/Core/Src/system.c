@@ -149,8 +149,9 @@ static void clock_fallback(void) {
 #define FLASH_ACR 0x52002000u          /* LATENCY[3:0], WRHIGHFREQ[5:4] */
 
 static const char *clock_try(void) {
-  /* Supply from the LDO (written once after reset; SCUEN cleared locks it), RM0433 §6.8.4. */
-  set_bits(PWR_CR3, 0x7u, 1u << 1);
+  /* Supply as the board is wired (written once after reset; the write locks it), RM0433 §6.8.4;
+   * SMPS parts RM0399 §7.8.4 / RM0455 §6.8.4: a wrong setting locks the chip until recovered. */
+  set_bits(PWR_CR3, CLK_PWR_CR3_MASK, CLK_PWR_CR3_VAL);
   if (!wait_bits(PWR_CSR1, 1u << 13, 1u << 13)) {
     return "supply not ready (ACTVOSRDY)";
   }
@@ -241,7 +242,135 @@ static void clock_fallback(void) {
   (void)wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, 0u);
   REG32(RCC_CR) &= ~RCC_CR_PLLON;
 }
+{%- elif c.clock_family == "stm32u5" %}
+/* ---- STM32U5 RCC/PWR/FLASH (RM0456 §7, §10, §11), non-secure addresses (TZEN = 0) ---- */
+#define RCC_BASE 0x46020C00u
+#define RCC_CR (RCC_BASE + 0x00u)
+#define RCC_CFGR1 (RCC_BASE + 0x1Cu)
+#define RCC_CFGR2 (RCC_BASE + 0x20u)
+#define RCC_PLL1CFGR (RCC_BASE + 0x28u)
+#define RCC_PLL1DIVR (RCC_BASE + 0x34u)
+#define RCC_AHB3ENR (RCC_BASE + 0x94u)   /* PWREN bit 2 */
+#define RCC_CR_HSION (1u << 8)
+#define RCC_CR_HSIRDY (1u << 10)
+#define RCC_CR_HSEON (1u << 16)
+#define RCC_CR_HSERDY (1u << 17)
+#define RCC_CR_HSEBYP (1u << 18)
+#define RCC_CR_PLL1ON (1u << 24)
+#define RCC_CR_PLL1RDY (1u << 25)
+#define RCC_CFGR_SW_MASK 0x3u          /* RCC_CFGR1.SW[1:0]: 00 MSIS, 01 HSI16, 10 HSE, 11 PLL1 */
+#define RCC_CFGR_SWS_MASK (0x3u << 2)
+#define RCC_CFGR_SW_PLL 0x3u
+#define PWR_VOSR 0x4602080Cu           /* VOS[17:16], BOOSTEN 18, VOSRDY 15, BOOSTRDY 14 */
+#define FLASH_ACR 0x40022000u
+
+static const char *clock_try(void) {
+  REG32(RCC_AHB3ENR) |= 1u << 2; /* PWREN */
+  (void)REG32(RCC_AHB3ENR);
+  /* Voltage range first (RM0456 §10.5.4): VOS, wait VOSRDY. */
+  set_bits(PWR_VOSR, 0x3u << 16, CLK_VOS_VAL);
+  if (!wait_bits(PWR_VOSR, 1u << 15, 1u << 15)) {
+    return "voltage scaling not ready (VOSRDY)";
+  }
+{% if c.clock_source == "hse" %}{% if c.hse_bypass %}  REG32(RCC_CR) |= RCC_CR_HSEBYP;
+{% endif %}{{ rcc_on("RCC_CR_HSEON", "RCC_CR_HSERDY", "HSE not ready") | indent(2, true) }}
+{% elif c.clock_source == "hsi" %}{{ rcc_on("RCC_CR_HSION", "RCC_CR_HSIRDY", "HSI16 not ready") | indent(2, true) }}
+{% endif %}{{ rcc_off("RCC_CR_PLL1ON", "RCC_CR_PLL1RDY", "PLL1 did not stop") | indent(2, true) }}
+  set_bits(RCC_PLL1CFGR, CLK_PLL1CFGR_MASK, CLK_PLL1CFGR_VAL);
+  REG32(RCC_PLL1DIVR) = CLK_PLL1DIVR_VAL;
+#if CLK_BOOST
+  /* EPOD booster (RM0456 §10.5.4): its clock (PLL1 source / PLL1MBOOST) is set above; on, wait BOOSTRDY. */
+  REG32(PWR_VOSR) |= 1u << 18;
+  if (!wait_bits(PWR_VOSR, 1u << 14, 1u << 14)) {
+    return "EPOD booster not ready (BOOSTRDY)";
+  }
+#endif
+{{ rcc_on("RCC_CR_PLL1ON", "RCC_CR_PLL1RDY", "PLL1 did not lock") | indent(2, true) }}
+  /* Wait states before the frequency goes up, read back (RM0456 §7.3.3). */
+{{ flash_latency() | indent(2, true) }}
+#if CLK_AHB_STEP
+  set_bits(RCC_CFGR2, CLK_CFGR2_MASK, (CLK_CFGR2_VAL & ~0xFu) | 0x8u); /* HCLK /2 during the switch */
+#else
+  set_bits(RCC_CFGR2, CLK_CFGR2_MASK, CLK_CFGR2_VAL);
+#endif
+  set_bits(RCC_CFGR1, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL);
+  if (!wait_bits(RCC_CFGR1, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL << 2)) {
+    return "PLL1 not selected as SYSCLK";
+  }
+#if CLK_AHB_STEP
+  short_delay(200u); /* >= 1 us at HCLK /2 */
+  set_bits(RCC_CFGR2, CLK_CFGR2_MASK, CLK_CFGR2_VAL);
+#endif
+  return 0;
+}
+
+static void clock_fallback(void) {
+  set_bits(RCC_CFGR1, RCC_CFGR_SW_MASK, 0u); /* MSIS (on since reset) */
+  (void)wait_bits(RCC_CFGR1, RCC_CFGR_SWS_MASK, 0u);
+  set_bits(RCC_CFGR2, 0xFu | (0x7u << 4) | (0x7u << 8), 0u);
+  REG32(RCC_CR) &= ~RCC_CR_PLL1ON; /* flash wait states and voltage range stay: safe */
+}
+{%- elif c.clock_family == "stm32h5" %}
+/* ---- STM32H5 RCC/PWR/FLASH (RM0481 §7, §10, §11), non-secure addresses (TZEN = 0) ---- */
+#define RCC_BASE 0x44020C00u
+#define RCC_CR (RCC_BASE + 0x00u)
+#define RCC_CFGR1 (RCC_BASE + 0x1Cu)
+#define RCC_CFGR2 (RCC_BASE + 0x20u)
+#define RCC_PLL1CFGR (RCC_BASE + 0x28u)
+#define RCC_PLL1DIVR (RCC_BASE + 0x34u)
+#define RCC_CR_HSION (1u << 0)
+#define RCC_CR_HSIRDY (1u << 1)
+#define RCC_CR_HSEON (1u << 16)
+#define RCC_CR_HSERDY (1u << 17)
+#define RCC_CR_HSEBYP (1u << 18)
+#define RCC_CR_PLL1ON (1u << 24)
+#define RCC_CR_PLL1RDY (1u << 25)
+#define RCC_CFGR_SW_MASK 0x3u          /* RCC_CFGR1.SW[1:0]: 00 HSI, 01 CSI, 10 HSE, 11 PLL1 */
+#define RCC_CFGR_SWS_MASK (0x3u << 3)
+#define RCC_CFGR_SW_PLL 0x3u
+#define PWR_VOSCR 0x44020810u          /* VOS[5:4] */
+#define PWR_VOSSR 0x44020814u          /* VOSRDY 3, ACTVOSRDY 13 */
+#define FLASH_ACR 0x40022000u
+
+static const char *clock_try(void) {
+  /* Voltage scaling first (RM0481 §10.4.x): VOS, wait VOSRDY. */
+  set_bits(PWR_VOSCR, 0x3u << 4, CLK_VOS_VAL);
+  if (!wait_bits(PWR_VOSSR, 1u << 3, 1u << 3)) {
+    return "voltage scaling not ready (VOSRDY)";
+  }
+{% if c.clock_source == "hse" %}{% if c.hse_bypass %}  REG32(RCC_CR) |= RCC_CR_HSEBYP;
+{% endif %}{{ rcc_on("RCC_CR_HSEON", "RCC_CR_HSERDY", "HSE not ready") | indent(2, true) }}
+{% endif %}{{ rcc_off("RCC_CR_PLL1ON", "RCC_CR_PLL1RDY", "PLL1 did not stop") | indent(2, true) }}
+  set_bits(RCC_PLL1CFGR, CLK_PLL1CFGR_MASK, CLK_PLL1CFGR_VAL);
+  REG32(RCC_PLL1DIVR) = CLK_PLL1DIVR_VAL;
+{{ rcc_on("RCC_CR_PLL1ON", "RCC_CR_PLL1RDY", "PLL1 did not lock") | indent(2, true) }}
+  /* Wait states (and WRHIGHFREQ) before the frequency goes up, read back (RM0481 §7.3.4). */
+{{ flash_latency() | indent(2, true) }}
+  set_bits(RCC_CFGR2, CLK_CFGR2_MASK, CLK_CFGR2_VAL);
+  set_bits(RCC_CFGR1, RCC_CFGR_SW_MASK, RCC_CFGR_SW_PLL);
+  if (!wait_bits(RCC_CFGR1, RCC_CFGR_SWS_MASK, RCC_CFGR_SW_PLL << 3)) {
+    return "PLL1 not selected as SYSCLK";
+  }
+  return 0;
+}
+
+static void clock_fallback(void) {
+  set_bits(RCC_CFGR1, RCC_CFGR_SW_MASK, 0u); /* HSI (on since reset) */
+  (void)wait_bits(RCC_CFGR1, RCC_CFGR_SWS_MASK, 0u);
+  set_bits(RCC_CFGR2, 0xFu | (0x7u << 4) | (0x7u << 8) | (0x7u << 12), 0u);
+  REG32(RCC_CR) &= ~RCC_CR_PLL1ON;
+}
 {%- endif %}
+
+#if BOARD_ICACHE
+/* STM32U5/H5 instruction cache on the C-AHB code bus (RM0456 §8 / RM0481 §8 ICACHE): 2-way
+ * (WAYSEL reset 1), enabled once its reset invalidation is over (ICACHE_SR.BUSYF 0). */
+static void icache_enable(void) {
+  for (uint32_t i = 0; i < 100000u && (REG32(0x40030404u) & 1u) != 0u; i++) {
+  }
+  REG32(0x40030400u) |= 1u; /* ICACHE_CR.EN */
+}
+#endif
 
 #if BOARD_CACHE
 /* Cortex-M7 L1 caches (ARMv7-M ARM B2.2.7, Cortex-M7 TRM §4.6): invalidate, then enable. */
@@ -274,7 +403,8 @@ static void cache_enable(void) {
  * the AXI SRAM target to 1 (AXI_TARG7_FN_MOD at 0x51008108, READ_ISS_OVERRIDE = bit 0), as
  * ST's SystemInit does. Activations larger than DTCM live in AXI SRAM. The revision comes from
  * DBGMCU_IDCODE (0x5C001000): DEV_ID[11:0] 0x450 for these parts, REV_ID[31:16] 0x1003 = Y,
- * 0x2003 = V (fixed in V: nothing to do there). */
+ * 0x2003 = V (fixed in V: nothing to do there). The H745/H747 (disco-h747i) report the same
+ * DEV_ID and get the same setting on revision Y; the H7A3 (DEV_ID 0x480) does not. */
 static void axi_sram_erratum(void) {
   uint32_t idcode = REG32(0x5C001000u);
   if ((idcode & 0xFFFu) == 0x450u && (idcode >> 16) < 0x2000u) {
@@ -310,6 +440,9 @@ void SystemInit(void) {
 {% endfor %}  extmem_init(); /* external memories the model uses (extmem.c), before the caches */
 #if BOARD_CACHE
   cache_enable();
+#endif
+#if BOARD_ICACHE
+  icache_enable();
 #endif
 }
 
