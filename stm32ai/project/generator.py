@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards, parse_size
+from stm32ai.boards import ARMV6M_CORES, RESET_CLOCK, Board, describe_size, list_boards, parse_size
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_CODES
 from stm32ai.outputs import check_output_dir, mark_generated, publish_dir
@@ -66,10 +66,29 @@ class Placement:
         return asdict(self)
 
 
+def data_reserve(board: Board) -> int:
+    """The .data/.bss kept in the data region: DATA_RESERVE, but at most an eighth of a small
+    region (16 KiB qemu-microbit, 12 KiB NUCLEO-C031C6), where the demo's own .data/.bss is
+    ~1.3 KiB (measured: docs/boards.md, Armv6-M). The linker script checks the real figure."""
+    return min(DATA_RESERVE, _round8(board.region(board.data_region).length // 8))
+
+
+SMALL_RAM = 64 * 1024
+
+
+def _small_ram_defines(board: Board, models: dict[str, Any] | None) -> list[str]:
+    """On a board whose data region is small (qemu-microbit 16 KiB, NUCLEO-C031C6 12 KiB,
+    NUCLEO-G071RB 36 KiB) the runtime's static instance table (~1.2 KiB per instance) holds just
+    the demo's models: one instance each, as the demo creates."""
+    if board.region(board.data_region).length > SMALL_RAM:
+        return []
+    return [f"AI_MAX_INSTANCES={len(models['names']) if models else 1}"]
+
+
 def _reserved(board: Board, vectors_bytes: int) -> dict[str, int]:
     res = {r.name: 0 for r in board.memory}
     res[board.text_region] += CODE_RESERVE + _round8(vectors_bytes)
-    res[board.data_region] += DATA_RESERVE + board.heap_size
+    res[board.data_region] += data_reserve(board) + board.heap_size
     res[board.stack_region] += board.stack_size
     return res
 
@@ -79,7 +98,7 @@ def _why_reserved(board: Board, rn: str, vectors_bytes: int) -> str:
     if rn == board.text_region:
         parts.append(f"{describe_size(CODE_RESERVE)} code + {vectors_bytes:,} B test vectors")
     if rn == board.data_region:
-        parts.append(f"{describe_size(DATA_RESERVE)} data/bss"
+        parts.append(f"{describe_size(data_reserve(board))} data/bss"
                      + (f" + {board.heap_size:,} B heap" if board.heap_size else ""))
     if rn == board.stack_region:
         parts.append(f"{describe_size(board.stack_size)} stack")
@@ -340,6 +359,24 @@ def _board_lines(board: Board) -> list[str]:
         lines += [f"#define BOARD_GPIO_BASE {_hex(board.gpio.base)} /* GPIOA */",
                   f"#define BOARD_GPIO_STRIDE {_hex(board.gpio.stride)}",
                   f"#define BOARD_GPIO_EN_REG {_hex(board.gpio.enable_reg)} /* bit n enables port n */"]
+    return lines + _armv6m_board_lines(board)
+
+
+def _armv6m_board_lines(board: Board) -> list[str]:
+    """What the Armv6-M boards add to board.h: the core's missing system registers (no VTOR on a
+    Cortex-M0, no CFSR/HFSR/BFAR on Armv6-M) and the nRF51 UART (qemu-microbit)."""
+    con = board.console
+    lines = [
+        "",
+        "/* Armv6-M (Cortex-M0/M0+): no CFSR/HFSR/BFAR (ARMv6-M ARM B3.2); VTOR only on the M0+ */",
+        f"#define BOARD_ARMV6M {1 if board.core in ARMV6M_CORES else 0}",
+        f"#define BOARD_HAS_VTOR {0 if board.core == 'cortex-m0' else 1}",
+        f"#define CONSOLE_DRIVER_NRF51 {1 if con.driver == 'nrf51_uart' else 0}",
+    ]
+    if con.driver == "nrf51_uart":
+        lines += [f"#define CONSOLE_NRF51_BAUDRATE {_hex(board.uart_divisor)} /* BAUDRATE for {con.baud} baud */",
+                  f"#define CONSOLE_NRF51_PSELTXD {con.psel_txd if con.psel_txd is not None else 0xFFFFFFFF}u",
+                  f"#define CONSOLE_NRF51_PSELRXD {con.psel_rxd if con.psel_rxd is not None else 0xFFFFFFFF}u"]
     return lines
 
 
@@ -606,7 +643,7 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "debug_defines": BUILD_CONFIGS[0]["defines"],
         "ide_source_folders": ["Core", "Model"],
         "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else []),
-                    *(["AI_PROFILE=1"] if profile else [])],
+                    *(["AI_PROFILE=1"] if profile else []), *_small_ram_defines(board, models)],
         "include_dirs": ["Core/Inc", "Model", "Model/runtime/include"],
         "source_dirs": ["Core/Src", "Model", "Model/runtime/src"],
         "linker_script": f"{board.id}.ld",
