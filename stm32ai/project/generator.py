@@ -76,13 +76,14 @@ def data_reserve(board: Board) -> int:
 SMALL_RAM = 64 * 1024
 
 
-def _small_ram_defines(board: Board, models: dict[str, Any] | None) -> list[str]:
+def _small_ram_defines(board: Board, n_models: int, max_io: int) -> list[str]:
     """On a board whose data region is small (qemu-microbit 16 KiB, NUCLEO-C031C6 12 KiB,
-    NUCLEO-G071RB 36 KiB) the runtime's static instance table (~1.2 KiB per instance) holds just
-    the demo's models: one instance each, as the demo creates."""
+    NUCLEO-G071RB 36 KiB) the runtime's static instance table (~1.2 KiB per instance with the
+    default 8 inputs and 8 outputs) holds just what the demo needs: one instance per model, as
+    many I/O tensors as its models have (ai_create refuses a model with more)."""
     if board.region(board.data_region).length > SMALL_RAM:
         return []
-    return [f"AI_MAX_INSTANCES={len(models['names']) if models else 1}"]
+    return [f"AI_MAX_INSTANCES={n_models}", f"AI_MAX_IO={max(1, max_io)}"]
 
 
 def _reserved(board: Board, vectors_bytes: int) -> dict[str, int]:
@@ -483,6 +484,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     slug = out_dir.name or "project"
     ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation,
                            profile)
+    ctx["defines"] += _small_ram_defines(board, 1, max(len(test_inputs), len(expected_outputs)))
     ctx["reference"] = reference if embed_expected else ""
     ctx["model_file"] = untrusted(model_file)
     lds_name = ctx["linker_script"]
@@ -569,6 +571,8 @@ def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpe
                            models={"names": [m.name for m in models], "shared_activations": shared,
                                    "activations_bytes": [m.activations_bytes for m in models],
                                    "weights_bytes": [m.weights_bytes for m in models]})
+    ctx["defines"] += _small_ram_defines(board, len(models), max(max(len(e["inputs"]), len(e["outputs"]))
+                                                                 for e in entries))
     ctx["reference"] = ", ".join(sorted({e["reference"] for e in entries if e["has_expected"]}))
     ctx["model_file"] = untrusted(", ".join(m.model_file for m in models))
     dctx = {"models": entries, "shared": shared, "board_name": board.name, "tool_version": tool_version,
@@ -643,7 +647,7 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "debug_defines": BUILD_CONFIGS[0]["defines"],
         "ide_source_folders": ["Core", "Model"],
         "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else []),
-                    *(["AI_PROFILE=1"] if profile else []), *_small_ram_defines(board, models)],
+                    *(["AI_PROFILE=1"] if profile else [])],
         "include_dirs": ["Core/Inc", "Model", "Model/runtime/include"],
         "source_dirs": ["Core/Src", "Model", "Model/runtime/src"],
         "linker_script": f"{board.id}.ld",
