@@ -1,0 +1,153 @@
+"""Armv6-M (Cortex-M0/M0+): QEMU's microbit faults unaligned accesses (so CI catches one), and
+the runtime and generated kernels run there bit-exact with TFLite Micro.
+
+Armv6-M has no unaligned LDR/LDRH/STR (ARMv6-M ARM A3.2: an unaligned access is a HardFault;
+CCR.UNALIGN_TRP is RES1). The probe below proves QEMU enforces it, with a Cortex-M3 control
+where the same load is legal; then whole firmwares (MLPerf Tiny KWS and two multi-model
+firmwares over the fixture models: conv, depthwise, FC, pooling, transpose conv, SVDF, int16
+kernels, LUT activations, resize, concat, residual ADD) run on the emulated Cortex-M0 and must
+report `result: match` against TFLite Micro (the reference computed at generate time)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stm32ai.boards import load_board, uart_divisor
+from tests.conftest import shared_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "models"
+TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm", "make")
+needs_tools = pytest.mark.skipif(not all(shutil.which(t) for t in TOOLS),
+                                 reason="arm-none-eabi-gcc, make and qemu-system-arm are needed")
+
+# A load/store of WIDTH bits at buf + OFFSET; the offset comes through a volatile so the compiler
+# cannot see the misalignment (it would split a visibly unaligned access into byte loads).
+# Semihosting SYS_EXIT: ApplicationExit (QEMU exits 0) for the expected outcome, else 1.
+PROBE = r"""
+#include <stdint.h>
+static void semi_exit(uint32_t reason) {
+  register uint32_t r0 __asm("r0") = 0x18u;
+  register uint32_t r1 __asm("r1") = reason;
+  __asm volatile("bkpt 0xAB" : : "r"(r0), "r"(r1) : "memory");
+  for (;;) {}
+}
+#define OK 0x20026u
+#define BAD 0x20023u
+static uint8_t buf[16] __attribute__((aligned(4)));
+static volatile uint32_t off = OFFSET;
+void HardFault_Handler(void) { semi_exit(EXPECT_FAULT ? OK : BAD); }
+void Reset_Handler(void) {
+  for (int i = 0; i < 16; i++) buf[i] = (uint8_t)i;
+#if STORE
+  *(volatile UINT *)(void *)(buf + off) = 0;
+#else
+  volatile UINT v = *(volatile const UINT *)(const void *)(buf + off);
+  (void)v;
+#endif
+  semi_exit(EXPECT_FAULT ? BAD : OK);
+}
+extern uint32_t _estack;
+__attribute__((section(".vectors"), used)) const void *const vectors[16] = {
+  &_estack, (const void *)Reset_Handler, 0, (const void *)HardFault_Handler,
+};
+"""
+PROBE_LD = """
+MEMORY { FLASH (rx) : ORIGIN = 0, LENGTH = 256K  RAM (rwx) : ORIGIN = 0x20000000, LENGTH = 16K }
+SECTIONS { .text : { KEEP(*(.vectors)) *(.text*) *(.rodata*) } > FLASH
+  .bss (NOLOAD) : { *(.bss*) *(COMMON) } > RAM
+  _estack = ORIGIN(RAM) + LENGTH(RAM); }
+"""
+
+
+def _probe(tmp: Path, cpu: str, machine: str, width: int, offset: int, store: bool, fault: bool) -> int:
+    (tmp / "p.c").write_text(PROBE)
+    (tmp / "p.ld").write_text(PROBE_LD)
+    elf = tmp / f"p_{cpu}_{width}_{offset}_{int(store)}.elf"
+    subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", "-O1", "-nostdlib", "-ffreestanding",
+                    f"-DOFFSET={offset}", f"-DEXPECT_FAULT={int(fault)}", f"-DSTORE={int(store)}",
+                    f"-DUINT=uint{width}_t", "-T", str(tmp / "p.ld"), str(tmp / "p.c"), "-o", str(elf)],
+                   check=True, capture_output=True)
+    r = subprocess.run(["qemu-system-arm", "-M", machine, "-nographic", "-monitor", "none", "-serial", "null",
+                        "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                       capture_output=True, timeout=30)
+    return r.returncode
+
+
+@needs_tools
+@pytest.mark.parametrize("width,offset,store,fault", [
+    (32, 0, False, False), (32, 1, False, True), (32, 2, False, True), (32, 3, True, True),
+    (16, 2, False, False), (16, 1, False, True), (16, 3, True, True),
+])
+def test_qemu_microbit_faults_unaligned_accesses(tmp_path, width, offset, store, fault):
+    assert _probe(tmp_path, "cortex-m0", "microbit", width, offset, store, fault) == 0, (
+        f"{'STR' if store else 'LDR'} of {width} bits at offset {offset}: expected "
+        f"{'a HardFault' if fault else 'no fault'} on the emulated Cortex-M0")
+
+
+@needs_tools
+def test_control_cortex_m3_allows_the_same_unaligned_load(tmp_path):
+    # Armv7-M allows unaligned LDR (CCR.UNALIGN_TRP = 0 at reset): the probe itself is sound.
+    assert _probe(tmp_path, "cortex-m3", "mps2-an385", 32, 1, False, False) == 0
+
+
+def test_microbit_board():
+    b = load_board("qemu-microbit")
+    assert (b.core, b.fpu, b.family, b.cpu_hz) == ("cortex-m0", "none", "nrf51", 16_000_000)
+    assert b.arch_flags == ["-mcpu=cortex-m0", "-mthumb", "-mfloat-abi=soft"]
+    assert b.region("flash").length == 256 * 1024 and b.region("sram").length == 16 * 1024
+    assert (b.console.driver, b.console.base, b.console.psel_txd, b.console.psel_rxd) == \
+        ("nrf51_uart", 0x40002000, 24, 25)
+    assert b.emulation.qemu_machine == "microbit" and b.cycle_counter == "systick"
+
+
+# nRF51 Series Reference Manual v3.0 §29.10.8, BAUDRATE register values (16 MHz HFCLK)
+@pytest.mark.parametrize("baud,value", [(1200, 0x0004F000), (9600, 0x00275000), (19200, 0x004EA000),
+                                        (38400, 0x009D5000), (57600, 0x00EBF000), (115200, 0x01D7E000),
+                                        (230400, 0x03AFB000), (460800, 0x075F7000), (1_000_000, 0x10000000)])
+def test_nrf51_baudrate_register(baud, value):
+    assert uart_divisor("nrf51", 16_000_000, baud) == value
+
+
+def _generate_and_run(tmp: Path, models: list[Path], *extra: str) -> str:
+    from stm32ai.cli import main
+    from stm32ai.project.run import build_project, run_qemu
+
+    out = tmp / "fw"
+    assert main(["generate", *map(str, models), "--board", "qemu-microbit", "-o", str(out), *extra]) == 0
+    build_project(out)
+    code, text = run_qemu(out, load_board("qemu-microbit"), timeout_s=120)
+    assert "fault" not in text, text
+    assert code == 0, text
+    return text
+
+
+@pytest.mark.slow
+@needs_tools
+def test_kws_demo_matches_on_the_emulated_cortex_m0(tmp_path):
+    text = _generate_and_run(tmp_path, [shared_model("mlperf_tiny/kws_ref_model.tflite")])
+    assert "result: match" in text and "max_err: 0" in text
+    assert "instructions: " in text and "cycles:" not in text
+
+
+# Two firmwares, as many kernels as fit the 16 KiB of RAM (models share one activation pool).
+BATCHES = [
+    ["conv_odd_same_int8", "conv_stride2_same_int8", "conv_1x1_int8", "conv_dilation2_same_int8",
+     "dwconv_dm1_same_int8", "dwconv_dm2_valid_int8", "dwconv_stride2_same_int8", "dense_int8",
+     "avgpool_p3s1_same_int8", "maxpool_p3s2_same_int8", "act_logistic_int8"],
+    ["s16_conv_int16", "s16_dwconv_int16", "bin_mul_gate_int8", "tconv_s2_same_int8", "svdf_basic_int8",
+     "resize_bilinear_int8", "logsoftmax_dense_head_int8", "move_concat_int8", "act_prelu_channel_int8",
+     "add_residual_int8"],
+]
+
+
+@pytest.mark.slow
+@needs_tools
+@pytest.mark.parametrize("batch", range(len(BATCHES)))
+def test_kernels_match_on_the_emulated_cortex_m0(tmp_path, batch):
+    names = BATCHES[batch]
+    text = _generate_and_run(tmp_path, [FIXTURES / f"{n}.tflite" for n in names], "--shared-activations")
+    assert text.count("result: match") == len(names), text
