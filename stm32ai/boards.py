@@ -150,22 +150,22 @@ _LIMITS["stm32g0"] = _Limits(
     64 * _MHZ, 64 * _MHZ, 64 * _MHZ, 64 * _MHZ,
     {1: tuple(x * _MHZ for x in (24, 48, 64)), 2: tuple(x * _MHZ for x in (8, 16))},
     sys_from="r")
-# RM0490 (STM32C0): no PLL; SYSCLK from HSISYS = HSI48 / HSIDIV (§6.2.2, Figure 11). Flash:
+# RM0490 (STM32C0): no PLL; SYSCLK from HSISYS = HSI48 / HSIDIV (RCC chapter, "Clocks": HSI48 and HSISYS). Flash:
 # 0 WS <= 24 MHz, 1 WS <= 48 MHz (§3.3.4, read access latency). 48 MHz maximum (DS13944, STM32C031).
 _LIMITS["stm32c0"] = _Limits(
-    "RM0490 §6.2, §3.3.4", (0.0, 0.0), (0.0, 0.0), (1, 1), (1, 1), (), (), (),
+    "RM0490 RCC clocks, FLASH read access latency", (0.0, 0.0), (0.0, 0.0), (1, 1), (1, 1), (), (), (),
     48 * _MHZ, 48 * _MHZ, 48 * _MHZ, 48 * _MHZ,
     {1: tuple(x * _MHZ for x in (24, 48))})
 RESET_CLOCK.update({
     "nrf51": ("fixed", 16_000_000),     # nRF51 RM §13 (CLOCK): HFCLK 16 MHz; QEMU nrf51_soc.c HCLK_FRQ
     "stm32g0": ("hsi", 16_000_000),     # RM0444 §5.2.2: HSISYS = HSI16 / 1 after reset
-    "stm32c0": ("hsi", 12_000_000),     # RM0490 §6.2.2: HSISYS = HSI48 / 4 after reset (HSIDIV = 4)
+    "stm32c0": ("hsi", 12_000_000),     # RM0490 RCC_CR reset value: HSISYS = HSI48 / 4 (HSIDIV = 4)
 })
 HSI_HZ.update({"stm32g0": 16_000_000,
                "stm32c0": 48_000_000})  # HSI48, divided by HSIDIV (1 on our boards: 48 MHz HSISYS)
 # families whose clock tree has no PLL: SYSCLK is the oscillator itself
 _NO_PLL_FAMILIES = ("stm32c0",)
-# families with a single APB prescaler (PCLK1 = PCLK2): RM0444 §5.4.3, RM0490 §6.4.3 (PPRE)
+# families with a single APB prescaler (PCLK1 = PCLK2): RM0444 §5.4.3, RM0490 RCC_CFGR (PPRE)
 _ONE_APB_FAMILIES = ("stm32g0", "stm32c0")
 
 
