@@ -151,3 +151,100 @@ def test_kernels_match_on_the_emulated_cortex_m0(tmp_path, batch):
     names = BATCHES[batch]
     text = _generate_and_run(tmp_path, [FIXTURES / f"{n}.tflite" for n in names], "--shared-activations")
     assert text.count("result: match") == len(names), text
+
+
+# ---- the Cortex-M0+ Nucleo boards (RM0444 STM32G0, RM0490 STM32C0) ----
+MHZ = 1_000_000
+K = 1024
+
+
+@pytest.mark.parametrize("bid,mcu,cpu,flash,ram,reset", [
+    ("nucleo-g0b1re", "STM32G0B1RET6", 64, 512, 144, 16),   # DS13560: 64 MHz, 512 KiB, 144 KiB
+    ("nucleo-g071rb", "STM32G071RBT6", 64, 128, 36, 16),    # DS12232: 64 MHz, 128 KiB, 36 KiB
+    ("nucleo-c031c6", "STM32C031C6T6", 48, 32, 12, 12),     # DS13944: 48 MHz, 32 KiB, 12 KiB
+])
+def test_m0plus_boards(bid, mcu, cpu, flash, ram, reset):
+    b = load_board(bid)
+    assert (b.mcu, b.core, b.fpu) == (mcu, "cortex-m0plus", "none")
+    assert b.arch_flags == ["-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"]
+    assert b.cpu_hz == b.hclk_hz == b.pclk1_hz == b.pclk2_hz == cpu * MHZ    # one APB bus, /1
+    assert b.clock.reset_hz == reset * MHZ            # G0: HSI16; C0: HSI48 / 4
+    assert {r.name: (r.origin, r.length) for r in b.memory} == {
+        "flash": (0x08000000, flash * K), "sram": (0x20000000, ram * K)}
+    # USART2 on PA2/PA3 AF1: the ST-LINK virtual COM port of every Nucleo-64 (UM2324, UM2953)
+    assert (b.console.instance, b.console.base) == ("USART2", 0x40004400)
+    assert (str(b.console.tx), str(b.console.rx)) == ("PA2 AF1", "PA3 AF1")
+    assert b.console.enable.reg == 0x4002103C and b.console.enable.bit == 17   # RCC_APBENR1.USART2EN
+    assert b.gpio.base == 0x50000000 and b.gpio.enable_reg == 0x40021034       # IOPORT, RCC_IOPENR
+    assert b.uart_divisor == round(cpu * MHZ / 115200)
+    assert b.cycle_counter == "systick" and b.irq_count == 32
+
+
+def test_g0_clock_registers():
+    from stm32ai.project.clockregs import clock_registers
+
+    r = clock_registers(load_board("nucleo-g0b1re"))
+    # RCC_PLLCFGR: PLLSRC = HSI16 (10), M-1 = 0, N = 8 << 8, P/Q fields /2 (disabled), PLLREN,
+    # R-1 = 1 << 29: HSI16 / 1 * 8 / 2 = 64 MHz from a 128 MHz VCO
+    assert r["CLK_PLLCFGR_VAL"] == 2 | (8 << 8) | (1 << 17) | (1 << 25) | (1 << 28) | (1 << 29)
+    # FLASH_ACR: 2 WS (48 < HCLK <= 64 MHz, Range 1), PRFTEN, ICEN; written through a mask that
+    # leaves DBG_SWEN (bit 18) alone
+    assert r["CLK_FLASH_ACR_VAL"] == 2 | (1 << 8) | (1 << 9)
+    assert r["CLK_FLASH_ACR_MASK"] & (1 << 18) == 0
+    assert r["CLK_CFGR_PRE_VAL"] == 0
+
+
+def test_c0_clock_registers():
+    from stm32ai.project.clockregs import clock_registers
+
+    r = clock_registers(load_board("nucleo-c031c6"))
+    assert r["CLK_HSIDIV_MASK"] == 7 << 11 and r["CLK_HSIDIV_VAL"] == 0       # HSIDIV /1: 48 MHz
+    assert r["CLK_FLASH_ACR_VAL"] == 1 | (1 << 8) | (1 << 9)                  # 1 WS at 48 MHz
+    assert "CLK_PLLCFGR_VAL" not in r.defs
+
+
+@pytest.mark.parametrize("bid,edit,expect", [
+    ("nucleo-g0b1re", {"flash_latency": 1}, "too few for HCLK 64 MHz: at least 2"),
+    ("nucleo-g0b1re", {"pll": {"m": 1, "n": 10, "r": 2}}, "exceeds the 64 MHz maximum"),
+    ("nucleo-g0b1re", {"apb2_div": 2}, "one APB prescaler"),
+    ("nucleo-c031c6", {"flash_latency": 0}, "too few for HCLK 48 MHz: at least 1"),
+    ("nucleo-c031c6", {"pll": {"m": 1, "n": 8, "r": 2}}, "has no PLL"),
+])
+def test_m0plus_clock_errors(tmp_path, bid, edit, expect):
+    import yaml
+
+    from stm32ai.boards import boards_dir
+    from stm32ai.errors import Stm32aiError
+
+    data = yaml.safe_load((boards_dir() / f"{bid}.yaml").read_text())
+    data["clock"].update(edit)
+    (tmp_path / "soc").symlink_to(boards_dir() / "soc")
+    f = tmp_path / "x.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(Stm32aiError, match=expect):
+        load_board(str(f))
+
+
+def test_c031c6_fits_check_names_region_and_bytes(tmp_path):
+    model = shared_model("mlperf_tiny/kws_ref_model.tflite")
+    r = subprocess.run(["python3", "-m", "stm32ai", "generate", str(model), "--board", "nucleo-c031c6",
+                        "-o", str(tmp_path / "p")], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 2 and not (tmp_path / "p").exists()
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    # the int8 layout (35,120 B: the 32 KiB flash leaves no room for int16) still does not fit
+    assert "weights (35,120 B) do not fit on nucleo-c031c6: flash has 6,144 B free" in line
+
+
+def test_programmer_configuration():
+    from stm32ai.project.flash import flash_commands
+
+    # OpenOCD's board/st_nucleo_g0.cfg (ST-LINK + target/stm32g0x.cfg) serves both G0 Nucleos
+    for bid in ("nucleo-g0b1re", "nucleo-g071rb"):
+        cmds = flash_commands(load_board(bid), "f.elf", "f.bin")
+        assert cmds["openocd"][:3] == ["openocd", "-f", "board/st_nucleo_g0.cfg"]
+        assert cmds["st-flash"] == ["st-flash", "--reset", "write", "f.bin", "0x08000000"]
+    # no OpenOCD config for the C0 (OpenOCD 0.12 has no STM32C0 target): st-flash or CubeProgrammer
+    c0 = flash_commands(load_board("nucleo-c031c6"), "f.elf", "f.bin")
+    assert "openocd" not in c0 and c0["cubeprog"][:3] == ["STM32_Programmer_CLI", "-c", "port=SWD"]
