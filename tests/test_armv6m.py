@@ -248,3 +248,47 @@ def test_programmer_configuration():
     # no OpenOCD config for the C0 (OpenOCD 0.12 has no STM32C0 target): st-flash or CubeProgrammer
     c0 = flash_commands(load_board("nucleo-c031c6"), "f.elf", "f.bin")
     assert "openocd" not in c0 and c0["cubeprog"][:3] == ["STM32_Programmer_CLI", "-c", "port=SWD"]
+
+
+RQ_PROBE = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include "ai_simd.h"
+static int32_t ref(int32_t x, int32_t m, int32_t rs, int32_t kf) {
+  const int64_t a = (int64_t)kf * 4294967296LL + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) +
+                    (int64_t)x * m;
+  return (int32_t)(a >> 32) >> rs;
+}
+int main(void) {
+  static const int32_t xs[] = {0, 1, -1, 2, -2, 65535, 65536, -65536, -65537, 0x7FFFFFFF,
+                               (int32_t)0x80000000, 0x40000000, -0x40000000, 123456789, -987654321};
+  static const int32_t ms[] = {1, 0x40000000, 0x7FFFFFFF, 0x4D3C2B1A, 1518500250, 65535, 65536, 0x10000001};
+  uint32_t s = 12345u;
+  long bad = 0;
+  for (int k = 0; k < 2000000; k++) {
+    s = s * 1664525u + 1013904223u; int32_t x = (int32_t)s;
+    s = s * 1664525u + 1013904223u; int32_t m = (int32_t)((s >> 1) | 0x40000000u);
+    if (k < 15 * 8) { x = xs[k % 15]; m = ms[k / 15]; }
+    s = s * 1664525u + 1013904223u; int32_t kf = (int32_t)(s >> 8) - (1 << 23);
+    int32_t rs = (int32_t)(s & 15u);
+    if (rq_fold(x, m, rs, kf) != ref(x, m, rs, kf)) bad++;
+  }
+  printf("%ld\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_armv6m_rq_fold_equals_the_64_bit_formula(tmp_path):
+    """The Armv6-M requantisation (16x16 MULS pieces instead of a 64-bit multiply) built on the
+    host with __ARM_ARCH_6M__ defined, against the 64-bit formula of the other targets."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no host C compiler")
+    inc = Path(__file__).parents[1] / "stm32ai" / "runtime" / "include"
+    (tmp_path / "p.c").write_text(RQ_PROBE)
+    exe = tmp_path / "p"
+    subprocess.run([cc, "-O2", "-D__ARM_ARCH_6M__=1", f"-I{inc}", "-fsanitize=undefined",
+                    "-fno-sanitize-recover=all", str(tmp_path / "p.c"), "-o", str(exe)], check=True)
+    r = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "0", r.stdout + r.stderr
