@@ -292,3 +292,25 @@ def test_armv6m_rq_fold_equals_the_64_bit_formula(tmp_path):
                     "-fno-sanitize-recover=all", str(tmp_path / "p.c"), "-o", str(exe)], check=True)
     r = subprocess.run([str(exe)], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "0", r.stdout + r.stderr
+
+
+@pytest.mark.slow
+@needs_tools
+@pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None,
+                    reason="cmake/ninja not installed")
+@pytest.mark.parametrize("bid", ["qemu-microbit", "nucleo-g0b1re", "nucleo-g071rb", "nucleo-c031c6"])
+def test_cmake_builds_without_warnings_for_armv6m(tmp_path, bid):
+    """The CMake flavour for each Armv6-M board (test_project.py builds every board's Makefile,
+    test_cubeide.py checks the CubeIDE files), -Wall -Wextra -Werror for cortex-m0 / m0plus."""
+    from stm32ai.cli import main
+
+    p = tmp_path / "p"
+    assert main(["generate", str(FIXTURES / "conv_odd_same_int8.tflite"), "--board", bid, "-o", str(p)]) == 0
+    for cmd in (["cmake", "--preset", "Release"], ["cmake", "--build", "--preset", "Release"]):
+        r = subprocess.run(cmd, cwd=p, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "warning" not in (r.stdout + r.stderr).lower()
+    core = load_board(bid).core
+    assert f"-mcpu={core}" in (p / "cmake" / "gcc-arm-none-eabi.cmake").read_text() + \
+        (p / "CMakeLists.txt").read_text()
+    assert (p / "build/Release/firmware.elf").is_file()
