@@ -314,3 +314,14 @@ def test_cmake_builds_without_warnings_for_armv6m(tmp_path, bid):
     assert f"-mcpu={core}" in (p / "cmake" / "gcc-arm-none-eabi.cmake").read_text() + \
         (p / "CMakeLists.txt").read_text()
     assert (p / "build/Release/firmware.elf").is_file()
+
+
+def test_boards_command_lists_core_clock_flash_and_ram(capsys):
+    from stm32ai.cli import main
+
+    assert main(["boards"]) == 0
+    rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()}
+    assert "cortex-m0plus   64.0 MHz  flash  512 KiB  RAM  144 KiB" in rows["nucleo-g0b1re"]
+    assert "cortex-m0plus   64.0 MHz  flash  128 KiB  RAM   36 KiB" in rows["nucleo-g071rb"]
+    assert "cortex-m0plus   48.0 MHz  flash   32 KiB  RAM   12 KiB" in rows["nucleo-c031c6"]
+    assert "cortex-m0       16.0 MHz  flash  256 KiB  RAM   16 KiB" in rows["qemu-microbit"]
