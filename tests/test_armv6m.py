@@ -325,3 +325,34 @@ def test_boards_command_lists_core_clock_flash_and_ram(capsys):
     assert "cortex-m0plus   64.0 MHz  flash  128 KiB  RAM   36 KiB" in rows["nucleo-g071rb"]
     assert "cortex-m0plus   48.0 MHz  flash   32 KiB  RAM   12 KiB" in rows["nucleo-c031c6"]
     assert "cortex-m0       16.0 MHz  flash  256 KiB  RAM   16 KiB" in rows["qemu-microbit"]
+
+
+def test_small_flash_gives_int16_layouts_up_for_int8():
+    """balanced's weights budget is the board's flash minus the code reserve: on the 128 KiB
+    G071RB half of str_ww's conv layers keep int8 weights, the 512 KiB G0B1RE widens all four."""
+    from stm32ai.passes.lower.conv import conv_layout_choices
+    from stm32ai.pipeline import compile_model, weights_budget_for
+
+    model = shared_model("mlperf_tiny/str_ww_ref_model.tflite")
+    layouts = {}
+    for bid in ("nucleo-g071rb", "nucleo-g0b1re"):
+        c = compile_model(model, "network", weights_budget=weights_budget_for(bid))
+        layouts[bid] = [r["layout"] for r in conv_layout_choices(c.graph)]
+        assert c.doc["stm32ai"]["pools"][1]["size"] <= weights_budget_for(bid)
+    assert layouts["nucleo-g071rb"] == ["int16", "int16", "int8", "int8"]
+    assert layouts["nucleo-g0b1re"] == ["int16"] * 4
+    assert weights_budget_for("nucleo-g071rb") == 80 * 1024 and weights_budget_for("nucleo-c031c6") == 6 * 1024
+
+
+@pytest.mark.slow
+@needs_tools
+@pytest.mark.parametrize("bid,stem", [("nucleo-g071rb", "kws_ref_model"), ("nucleo-g0b1re", "ad01_int8")])
+def test_mlperf_models_link_on_the_m0plus_nucleos(tmp_path, bid, stem):
+    """KWS fits the G071RB (36 KiB RAM, 128 KiB flash), AD the G0B1RE (512 KiB flash): the
+    firmware links (the linker script checks every region)."""
+    from stm32ai.cli import main
+    from stm32ai.project.run import build_project
+
+    p = tmp_path / "p"
+    assert main(["generate", str(shared_model(f"mlperf_tiny/{stem}.tflite")), "--board", bid, "-o", str(p)]) == 0
+    assert build_project(p).is_file()
