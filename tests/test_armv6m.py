@@ -356,3 +356,15 @@ def test_mlperf_models_link_on_the_m0plus_nucleos(tmp_path, bid, stem):
     p = tmp_path / "p"
     assert main(["generate", str(shared_model(f"mlperf_tiny/{stem}.tflite")), "--board", bid, "-o", str(p)]) == 0
     assert build_project(p).is_file()
+
+
+@pytest.mark.slow
+@needs_tools
+def test_target_validation_over_the_nrf51_uart(capsys):
+    """The UART validation protocol through the nRF51 UART model (RXDRDY/RXD, TXDRDY/TXD)."""
+    from stm32ai.cli import main
+
+    code = main(["validate", str(FIXTURES / "conv_odd_same_int8.tflite"), "--mode", "target",
+                 "--board", "qemu-microbit", "-n", "2"])
+    out = capsys.readouterr().out
+    assert code == 0 and "result: match" in out, out
