@@ -368,3 +368,43 @@ def test_target_validation_over_the_nrf51_uart(capsys):
                  "--board", "qemu-microbit", "-n", "2"])
     out = capsys.readouterr().out
     assert code == 0 and "result: match" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", ["pretrainedResnet_quant", "vww_96_int8", "ad01_int8", "str_ww_ref_model"])
+def test_models_too_big_for_the_microbit_make_no_misaligned_typed_access(tmp_path, stem):
+    """What does not fit 16 KiB of RAM is checked on the host: the generated C and the runtime
+    built with -fsanitize=alignment (abort on the first report), so no typed int16/int32 load
+    or store (the ones gcc emits as LDRH/LDR, which fault on Armv6-M) is misaligned; the outputs
+    are bit-exact with TFLite Micro. Byte-wise int8 loads go through memcpy (rd32), which gcc
+    lowers to byte loads for -mcpu=cortex-m0 and UBSan rightly ignores."""
+    import numpy as np
+
+    from stm32ai.emitter import emit_c
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.host import CFLAGS, harness_source, io_specs, run_exe, runtime_objects
+    from stm32ai.validate.reference import ReferenceUnavailable, run_tflm
+    from tests.conftest import random_data
+
+    model = shared_model(f"mlperf_tiny/{stem}.tflite")
+    c = compile_model(model, "network")
+    d = tmp_path / "c"
+    emit_c(c.doc, c.params, "network", d)
+    (tmp_path / "host_main.c").write_text(harness_source({"network": "network.h"}))
+    cc = shutil.which("cc") or "gcc"
+    flags = [*CFLAGS, "-fsanitize=alignment", "-fno-sanitize-recover=all"]
+    objs = runtime_objects(d / "runtime", cc, flags, tmp_path)
+    exe = tmp_path / "m"
+    subprocess.run([cc, *flags, f"-I{d}", f"-I{d / 'runtime' / 'include'}", str(d / "network.c"),
+                    str(d / "network_data.c"), str(tmp_path / "host_main.c"), *map(str, objs), "-o", str(exe),
+                    "-lm"], check=True, capture_output=True)
+    ins, _ = io_specs(c)
+    rng = np.random.default_rng(22)
+    sample = [random_data(tuple(s.shape), s.dtype, rng) for s in ins]
+    got = run_exe(exe, [], c, [sample], "alignment-sanitized build")[0]   # raises on a report
+    try:
+        want = run_tflm(model, sample)
+    except ReferenceUnavailable as e:
+        pytest.skip(f"TFLite Micro unavailable: {e.reason}")
+    for g, w in zip(got, want, strict=True):
+        assert np.array_equal(g, w)
