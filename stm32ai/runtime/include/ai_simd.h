@@ -110,7 +110,7 @@ static inline int32_t rq_fast(int32_t x, int32_t m, int32_t rs, int32_t khi) {
   (void)lo;
   return hi >> rs;
 #else
-  const int64_t a = ((int64_t)khi << 32) + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) + (int64_t)x * m;
+  const int64_t a = ((int64_t)khi << 32) + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) + ai_smull(x, m);
   return (int32_t)(a >> 32) >> rs;
 #endif
 }
