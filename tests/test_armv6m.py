@@ -153,6 +153,18 @@ def test_kernels_match_on_the_emulated_cortex_m0(tmp_path, batch):
     assert text.count("result: match") == len(names), text
 
 
+@pytest.mark.slow
+@needs_tools
+def test_int8_weight_layout_matches_on_the_emulated_cortex_m0(tmp_path):
+    """--optimization ram keeps int8 conv weights (what a small flash gets): the Armv6-M w8
+    loop (mac1x2_pass_w8_v6m), with odd K groups and an odd channel count among them."""
+    names = ["conv_odd_same_int8", "conv_stride2_same_int8", "conv_1x1_int8", "conv_dilation2_same_int8",
+             "conv_relu6_int8", "conv_odd_valid_int8"]
+    text = _generate_and_run(tmp_path, [FIXTURES / f"{n}.tflite" for n in names], "--shared-activations",
+                             "--optimization", "ram")
+    assert text.count("result: match") == len(names), text
+
+
 # ---- the Cortex-M0+ Nucleo boards (RM0444 STM32G0, RM0490 STM32C0) ----
 MHZ = 1_000_000
 K = 1024

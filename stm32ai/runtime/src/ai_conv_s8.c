@@ -304,31 +304,6 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "3:\n\t"
 #endif
 
-static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
-  const uint32_t *w = *wp;
-  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
-#if defined(__ARM_FEATURE_DSP)
-  uint32_t wa, wb, l0, l1, x0, x1;
-  __asm__ volatile(AI_TWO_GROUP_LOOP(AI_W8_GROUP)
-          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
-            [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [l0] "=&r"(l0),
-            [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
-          :
-          : "cc", "memory");
-#else
-  for (; g > 0; --g, w += 2, c += 4) {
-    const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]);
-    const uint32_t l1 = sxtb16(w[1]), h1 = sxtb16_r8(w[1]);
-    a00 = smlad(h0, c[1], smlad(l0, c[0], a00));
-    a10 = smlad(h1, c[1], smlad(l1, c[0], a10));
-    a01 = smlad(h0, c[3], smlad(l0, c[2], a01));
-    a11 = smlad(h1, c[3], smlad(l1, c[2], a11));
-  }
-#endif
-  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
-  *wp = w;
-}
-
 #if !defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_6M__)
 /* Armv6-M (Cortex-M0/M0+: no SMLAD, a single-cycle 32x32 MULS on the G0/C0) over the w16
  * layout: per group the column holds the halfwords x0 x2 x1 x3 of pixel 0 (bytes 0-7) then of
@@ -378,7 +353,75 @@ static inline void mac2x2_w16_v6m(const uint32_t *w, const uint32_t *c, int32_t 
                    : "cc", "memory");
   *p00 = a00, *p01 = a01, *p10 = a10, *p11 = a11;
 }
+
+/* The w8 layout on Armv6-M (a flash-constrained board keeps int8 weights): per group the 4
+ * int8 weights w0 w1 w2 w3 of oc (bytes 0-3) and of oc+1 (4-7); column element j (halfword at
+ * byte 2j: x0 x2 x1 x3) pairs with weight byte {0, 2, 1, 3}[j]. One pixel per pass (7 low
+ * registers), the weights read twice as the w16 loop does: per element 1 LDRSH + 2 LDRSB,
+ * 2 MULS, 2 ADD and the two index steps = 9 instructions per 2 MACs. */
+#define AI_V6M_ELEM8(CSTEP, WSTEP)                    \
+  "ldrsh %[x], [%[cp], %[ic]]\n\t"                   \
+  "ldrsb %[t], [%[w0], %[iw]]\n\t"                   \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a0], %[t]\n\t"                              \
+  "ldrsb %[t], [%[w1], %[iw]]\n\t"                   \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a1], %[t]\n\t"                              \
+  "adds %[ic], #" #CSTEP "\n\t"                      \
+  WSTEP "\n\t"
+
+static inline void mac1x2_pass_w8_v6m(const uint8_t *cp, const uint8_t *w, int32_t g, int32_t *p0,
+                                      int32_t *p1) {
+  const uint8_t *w1 = w + 4;
+  int32_t a0 = *p0, a1 = *p1;
+  uint32_t ic = 0, iw = 0, x, t;
+  const uint32_t end = 16u * (uint32_t)g;
+  __asm__ volatile(".syntax unified\n"
+                   "1:\n\t"
+                   AI_V6M_ELEM8(2, "adds %[iw], #2") AI_V6M_ELEM8(2, "subs %[iw], #1")
+                   AI_V6M_ELEM8(2, "adds %[iw], #2") AI_V6M_ELEM8(10, "adds %[iw], #5")
+                   "cmp %[ic], %[end]\n\t"
+                   "bne 1b\n\t"
+                   ".syntax divided\n\t"
+                   : [a0] "+h"(a0), [a1] "+h"(a1), [ic] "+l"(ic), [iw] "+l"(iw), [x] "=&l"(x),
+                     [t] "=&l"(t)
+                   : [cp] "l"(cp), [w0] "l"(w), [w1] "l"(w1), [end] "h"(end)
+                   : "cc", "memory");
+  *p0 = a0, *p1 = a1;
+}
 #endif
+
+static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+  const uint32_t *w = *wp;
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t wa, wb, l0, l1, x0, x1;
+  __asm__ volatile(AI_TWO_GROUP_LOOP(AI_W8_GROUP)
+          : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
+            [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [l0] "=&r"(l0),
+            [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
+          :
+          : "cc", "memory");
+#elif defined(__ARM_ARCH_6M__)
+  if (g > 0) {
+    mac1x2_pass_w8_v6m((const uint8_t *)c, (const uint8_t *)w, g, &a00, &a10);       /* pixel 0 */
+    mac1x2_pass_w8_v6m((const uint8_t *)c + 8, (const uint8_t *)w, g, &a01, &a11);   /* pixel 1 */
+    w += 2 * g;
+  }
+#else
+  for (; g > 0; --g, w += 2, c += 4) {
+    const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]);
+    const uint32_t l1 = sxtb16(w[1]), h1 = sxtb16_r8(w[1]);
+    a00 = smlad(h0, c[1], smlad(l0, c[0], a00));
+    a10 = smlad(h1, c[1], smlad(l1, c[0], a10));
+    a01 = smlad(h0, c[3], smlad(l0, c[2], a01));
+    a11 = smlad(h1, c[3], smlad(l1, c[2], a11));
+  }
+#endif
+  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+  *wp = w;
+}
+
 
 static inline void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
