@@ -433,3 +433,20 @@ def test_models_too_big_for_the_microbit_make_no_misaligned_typed_access(tmp_pat
         pytest.skip(f"TFLite Micro unavailable: {e.reason}")
     for g, w in zip(got, want, strict=True):
         assert np.array_equal(g, w)
+
+
+def test_bench_reads_the_published_g0b1re_cycles():
+    from bench.armv6m import m0_table, published_m0
+
+    text = ("| board (core, MHz) | submitter, round | IC | KWS | VWW | AD |\n|---|---|---|---|---|---|\n"
+            "| NUCLEO-U575ZI-Q (M33, 160) | Plumerai, v1.1 | 16.69 M | 4.81 M | 9.52 M | 0.59 M |\n"
+            "| NUCLEO-G0B1RE (M0+, 64) | Bosch, v1.2 | 97.41 M | 30.37 M | 90.52 M | 2.62 M |\n")
+    pub = published_m0(text)
+    assert pub["kws_ref_model"] == {"cycles": 30_370_000, "by": "Bosch, v1.2"}
+    assert pub["ad01_int8"]["cycles"] == 2_620_000 and pub["pretrainedResnet_quant"]["cycles"] == 97_410_000
+    md = m0_table([{"stem": "kws_ref_model", "m0_result": "match", "m0_instructions": 17_366_875,
+                    "m0_published_cycles": 30_370_000, "m0_published_by": "Bosch, v1.2",
+                    "m0_instr_vs_published_cycles": 0.572},
+                   {"stem": "ad01_int8", "m0_result": "does not fit"}])
+    assert "| kws_ref_model | match | 17,366,875 | 30,370,000 (Bosch, v1.2) | 0.572 |" in md
+    assert "| ad01_int8 | does not fit | — | — | — |" in md
