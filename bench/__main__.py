@@ -51,6 +51,7 @@ M7_BOARD = "qemu-mps2-an500"      # emulated Cortex-M7: the same kernels built f
 ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7, 216)": "disco-f746",
                    "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q"}
 MLPERF_COLUMNS = ["pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8"]   # IC KWS VWW AD
+ESTIMATE_BOARDS["NUCLEO-G0B1RE (M0+, 64)"] = "nucleo-g0b1re"   # Cortex-M0+ (core_m0plus.py, uncalibrated)
 
 
 def published_per_board(text: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:

@@ -450,3 +450,29 @@ def test_bench_reads_the_published_g0b1re_cycles():
                    {"stem": "ad01_int8", "m0_result": "does not fit"}])
     assert "| kws_ref_model | match | 17,366,875 | 30,370,000 (Bosch, v1.2) | 0.572 |" in md
     assert "| ad01_int8 | does not fit | — | — | — |" in md
+
+
+def test_cortex_m0plus_timing_table():
+    """Cortex-M0+ TRM (DDI 0484C) Table 3-1 on hand-picked instructions, memory stalls on top."""
+    import capstone.arm_const as A
+
+    from stm32ai.estimate.core_m0plus import CortexM0Plus
+    from stm32ai.estimate.isa import Cls, Insn
+    from stm32ai.estimate.model import Access, Step
+
+    def ins(m, cls, **kw):
+        return Insn(addr=kw.pop("addr", 0x100), size=2, mnemonic=m, op_str=kw.pop("ops", ""), cls=cls,
+                    reads=frozenset(), writes=frozenset(kw.pop("writes", ())), **kw)
+
+    core = CortexM0Plus()
+    assert core.cycles(Step(ins("muls", Cls.MUL))) == 1                 # single-cycle multiplier
+    assert core.cycles(Step(ins("ldrsh", Cls.LOAD, addr=0x102, transfers=1))) == 2
+    assert core.cycles(Step(ins("str", Cls.STORE, addr=0x104, transfers=1),
+                            accesses=[Access(0x20000000, 4, True, stall=1)])) == 3   # no store buffer
+    assert core.cycles(Step(ins("push", Cls.STORE_MULTIPLE, addr=0x106, transfers=4))) == 5
+    assert core.cycles(Step(ins("pop", Cls.LOAD_MULTIPLE, addr=0x108, transfers=4,
+                                writes=("r4", "pc"), writes_pc=True), taken=True)) == 7
+    bne = ins("b", Cls.BRANCH, addr=0x10A, cond=A.ARM_CC_NE)
+    assert core.cycles(Step(bne, taken=True)) == 2 and core.cycles(Step(bne, taken=False)) == 1
+    assert core.cycles(Step(ins("bl", Cls.BRANCH, addr=0x10C), taken=True, fetch_stall=2)) == 5
+    assert core.cycles(Step(ins("add", Cls.ALU, addr=0x10E, writes=("pc",), writes_pc=True))) == 2
