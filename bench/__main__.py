@@ -37,6 +37,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bench.armv6m import bench_m0, m0_table, published_m0
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 FIXTURES = ["conv_stride2_same_int8", "dwconv_dm2_valid_int8", "dense_relu_int8", "add_residual_int8"]
@@ -54,6 +56,7 @@ ESTIMATE_BOARDS = {"NUCLEO-L4R5ZI (M4, 120)": "nucleo-l4r5zi", "DISCO-F746NG (M7
                    "NUCLEO-H7A3ZI-Q (M7, 280)": "nucleo-h7a3zi-q",
                    "NUCLEO-U575ZI-Q (M33, 160)": "nucleo-u575zi-q"}
 MLPERF_COLUMNS = ["pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8"]   # IC KWS VWW AD
+ESTIMATE_BOARDS["NUCLEO-G0B1RE (M0+, 64)"] = "nucleo-g0b1re"   # Cortex-M0+ (core_m0plus.py, uncalibrated)
 
 
 def published_per_board(text: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -128,6 +131,11 @@ def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
 # Rows of BASELINES.md's second table (published results on real STM32 hardware) -> model stem.
 PUBLISHED_ROWS = {"IC ResNet-8": "pretrainedResnet_quant", "KWS DS-CNN": "kws_ref_model",
                   "VWW MobileNetV1-0.25": "vww_96_int8", "AD FC autoencoder": "ad01_int8"}
+
+
+def _baselines_text() -> str:
+    path = SHARED / "BASELINES.md"
+    return path.read_text() if path.exists() else ""
 
 
 def _cells(line: str) -> list[str]:
@@ -231,7 +239,7 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
 def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
                 boards: list[str] | None = None, m7: bool = True, m33: bool = True,
                 published: dict[str, dict[str, dict[str, Any]]] | None = None,
-                memory_of: str | None = None) -> dict[str, Any]:
+                memory_of: str | None = None, m0: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """memory_of: compile as for that board's flash (staging choices, weights budget)."""
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
@@ -299,6 +307,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
         bench_m7(row, args, c, workdir / "m7")
     if m33:
         bench_m33(row, args, c, workdir / "m33", published_per_board() if published is None else published)
+    if m0 is not None:   # the emulated Cortex-M0 (bench/armv6m.py); m0 = published G0B1RE cycles
+        bench_m0(row, path, workdir / "m0", _build_run, m0)
     if published:
         bench_estimates(row, path, c, workdir, published)
     if profile and row["status"] == "ok":
@@ -436,7 +446,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "instructions than their cycles. M7 instructions: the plain firmware for QEMU mps2-an500 "
              "(Cortex-M7, -mcpu=cortex-m7), output checked against the reference; QEMU models neither "
              "dual issue nor caches, so this is not an M7 cycle count.\n")
-    return (head + "\n".join(lines) + "\n" + notes + m33_table(rows) + estimate_table(rows)
+    return (head + "\n".join(lines) + "\n" + notes + m33_table(rows) + estimate_table(rows) + m0_table(rows)
             + "".join(layer_table(r) for r in rows if r.get("layers")))
 
 
@@ -508,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the per-layer (--profile) firmware: headline figures only")
     ap.add_argument("--no-m7", action="store_true", help="skip the Cortex-M7 (qemu-mps2-an500) run")
     ap.add_argument("--no-m33", action="store_true", help="skip the Cortex-M33 (qemu-mps2-an505) run")
+    ap.add_argument("--no-m0", action="store_true", help="skip the Cortex-M0 (qemu-microbit) run")
     ap.add_argument("--no-estimate", action="store_true",
                     help="skip the estimated cycles (analyze --estimate) on the boards with published figures")
     ap.add_argument("--memory-of", metavar="BOARD",
@@ -533,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="stm32ai-bench-") as tmp:
             try:
                 row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
-                                  m7=not args.no_m7, m33=not args.no_m33, published=published, memory_of=args.memory_of)
+                                  m7=not args.no_m7, m33=not args.no_m33, published=published, memory_of=args.memory_of,
+                                  m0=None if args.no_m0 else published_m0(_baselines_text()))
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

@@ -184,6 +184,40 @@ HSI_HZ = {"stm32f4": 16_000_000, "stm32f7": 16_000_000, "stm32h7": 64_000_000,
           "stm32u5": 16_000_000,       # HSI16 (RM0456 §11.4.3)
           "stm32h5": 32_000_000}       # hsi_ck = HSI 64 MHz / HSIDIV, reset /2, left as is (RM0481 §11.4.2)
 
+# ---- Armv6-M parts (issue 22): Cortex-M0 (QEMU microbit's nRF51822) and Cortex-M0+ (STM32G0,
+# STM32C0). Kept in one block, appended to the shared tables above. ----
+CORES += ("cortex-m0", "cortex-m0plus")
+_CORE_FPUS.update({"cortex-m0": ("none",), "cortex-m0plus": ("none",)})   # Armv6-M: no FPU
+FAMILIES += ("nrf51", "stm32g0", "stm32c0")
+UART_DRIVERS += ("nrf51_uart",)
+ARMV6M_CORES = ("cortex-m0", "cortex-m0plus")
+# RM0444 §5.4.4 (RCC_PLLCFGR: M 1..8, N 8..86, R 2..8, PLL input 2.66..16 MHz, VCO 64..344 MHz),
+# §3.3.4 (read access latency; Range 1: 0 WS <= 24 MHz, 1 WS <= 48 MHz, 2 WS <= 64 MHz; Range 2: 0 WS <= 8 MHz,
+# 1 WS <= 16 MHz), DS13560 (STM32G0B1, 64 MHz). One APB prescaler: PCLK1 = PCLK2 (apb1_div).
+_LIMITS["stm32g0"] = _Limits(
+    "RM0444 §5.4.4, §3.3.4", (2.66 * _MHZ, 16 * _MHZ), (64 * _MHZ, 344 * _MHZ),
+    (1, 8), (8, 86), tuple(range(2, 33)), tuple(range(2, 9)), tuple(range(2, 9)),
+    64 * _MHZ, 64 * _MHZ, 64 * _MHZ, 64 * _MHZ,
+    {1: tuple(x * _MHZ for x in (24, 48, 64)), 2: tuple(x * _MHZ for x in (8, 16))},
+    sys_from="r")
+# RM0490 (STM32C0): no PLL; SYSCLK from HSISYS = HSI48 / HSIDIV (RCC chapter, "Clocks": HSI48 and HSISYS). Flash:
+# 0 WS <= 24 MHz, 1 WS <= 48 MHz (§3.3.4, read access latency). 48 MHz maximum (DS13944, STM32C031).
+_LIMITS["stm32c0"] = _Limits(
+    "RM0490 RCC clocks, FLASH read access latency", (0.0, 0.0), (0.0, 0.0), (1, 1), (1, 1), (), (), (),
+    48 * _MHZ, 48 * _MHZ, 48 * _MHZ, 48 * _MHZ,
+    {1: tuple(x * _MHZ for x in (24, 48))})
+RESET_CLOCK.update({
+    "nrf51": ("fixed", 16_000_000),     # nRF51 RM §13 (CLOCK): HFCLK 16 MHz; QEMU nrf51_soc.c HCLK_FRQ
+    "stm32g0": ("hsi", 16_000_000),     # RM0444 §5.2.2: HSISYS = HSI16 / 1 after reset
+    "stm32c0": ("hsi", 12_000_000),     # RM0490 RCC_CR reset value: HSISYS = HSI48 / 4 (HSIDIV = 4)
+})
+HSI_HZ.update({"stm32g0": 16_000_000,
+               "stm32c0": 48_000_000})  # HSI48, divided by HSIDIV (1 on our boards: 48 MHz HSISYS)
+# families whose clock tree has no PLL: SYSCLK is the oscillator itself
+_NO_PLL_FAMILIES = ("stm32c0",)
+# families with a single APB prescaler (PCLK1 = PCLK2): RM0444 §5.4.3, RM0490 RCC_CFGR (PPRE)
+_ONE_APB_FAMILIES = ("stm32g0", "stm32c0")
+
 
 def parse_size(v: Any, where: str = "size") -> int:
     """An int, or a string like "64K", "1M", "0x4000", "512" (K = 1024)."""
@@ -335,6 +369,8 @@ class ClockTree:
 
     @property
     def pclk2_hz(self) -> int:
+        if self.family in _ONE_APB_FAMILIES:
+            return self.pclk1_hz                         # one APB bus (RM0444 §5.4.3 PPRE)
         return self.hclk_hz // self.apb2_div
 
     def clock_hz(self, name: str) -> int:
@@ -376,6 +412,9 @@ class Console:
     rx: Pin | None
     baud: int
     vcp: str                # how it reaches the host (ST-LINK VCP, QEMU -serial...)
+    # nRF51 UART: the GPIO numbers PSELTXD/PSELRXD select (nRF51 RM §29.10.3-4); None elsewhere
+    psel_txd: int | None = None
+    psel_rxd: int | None = None
 
 
 @dataclass(frozen=True)
@@ -568,6 +607,11 @@ def uart_divisor(kind: str, clock_hz: int, baud: int) -> int:
     if kind == "cmsdk":
         # Arm CMSDK APB UART (DDI0479 §4.3): baud = PCLK / BAUDDIV, integer divisor, >= 16
         return clock_hz // baud
+    if kind == "nrf51":
+        # nRF51 Series Reference Manual v3.0 §29.10.8 (UART BAUDRATE): the register is
+        # baud * 2^32 / 16 MHz with its low 12 bits clear (115200 -> 0x01D7E000, 9600 -> 0x00275000,
+        # 1M -> 0x10000000, every value of the manual's table). `clock_hz` is the 16 MHz HFCLK.
+        return ((baud << 32) // clock_hz + 0x800) & ~0xFFF
     # USART, oversampling by 16: RM0385 §31.5.4 "BRR = USARTDIV"; RM0090 §30.3.4 (mantissa and
     # 4-bit fraction of USARTDIV, which is the same 16-bit value).
     return (clock_hz + baud // 2) // baud
@@ -578,6 +622,8 @@ def uart_baud(kind: str, clock_hz: int, div: int) -> float:
         return 0.0
     if kind == "lpuart":
         return 256 * clock_hz / div
+    if kind == "nrf51":
+        return div * clock_hz / (1 << 32)
     return clock_hz / div
 
 
@@ -740,6 +786,7 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "clock": Field("str", True, ("pclk1", "pclk2", "sysclk", "hclk")), "enable": Field("section"),
         "tx": Field("section"), "rx": Field("section"), "baud": Field("int", lo=1200, hi=12_000_000, default=115200),
         "vcp": Field("str", default=""),
+        "psel_txd": Field("int", lo=0, hi=31), "psel_rxd": Field("int", lo=0, hi=31),   # nrf51_uart only
     },
     "gpio": {"base": Field("int", True, **_U32), "stride": Field("int", default=0x400),
              "enable_reg": Field("int", True, **_U32)},
@@ -831,8 +878,12 @@ def _parse_clock(c: _Reader, family: str, mcu: str) -> ClockTree:
     source = c.str("source", choices=CLOCK_SOURCES) or ""
     v = _read(c, "clock", required={"hse_hz": source == "hse", "fixed_hz": source == "fixed",
                                     "flash_latency": source != "fixed"})
-    if family == "mps2" and source != "fixed":
-        c.fail("an mps2 board has no RCC: use source: fixed", "source")
+    if family in ("mps2", "nrf51") and source != "fixed":
+        c.fail(f"an {family} board has no STM32 RCC: use source: fixed", "source")
+    if family in _ONE_APB_FAMILIES and c.data.get("apb2_div", 1) != 1:
+        c.fail(f"{family} has one APB prescaler (PPRE): set apb1_div, not apb2_div", "apb2_div")
+    if family in _NO_PLL_FAMILIES and c.data.get("pll") is not None:
+        c.fail(f"{family} has no PLL: SYSCLK is HSISYS (leave pll out)", "pll")
     if source == "msi" and family not in ("stm32l4", "stm32l4plus"):
         c.fail(f"MSI exists only on STM32L4 parts, not {family}", "source")
     if v["supply"] != "ldo" and _limits_key(family, mcu) not in ("stm32h7a3", "stm32h747"):
@@ -890,6 +941,9 @@ def _parse_console(u: _Reader) -> Console:
     if driver == "cmsdk_uart":
         kind = u.str("kind", required=False, choices=("cmsdk",), default="cmsdk") or "cmsdk"
         regs = u.str("regs", required=False, choices=("cmsdk",), default="cmsdk") or "cmsdk"
+    elif driver == "nrf51_uart":
+        kind = u.str("kind", required=False, choices=("nrf51",), default="nrf51") or "nrf51"
+        regs = u.str("regs", required=False, choices=("nrf51",), default="nrf51") or "nrf51"
     else:
         kind = u.str("kind", required=False, choices=("usart", "lpuart"), default="usart") or "usart"
         regs = u.str("regs", choices=("sr_dr", "isr_tdr")) or ""
@@ -897,7 +951,7 @@ def _parse_console(u: _Reader) -> Console:
             u.fail("an LPUART has the ISR/TDR register layout (regs: isr_tdr)", "regs")
     return Console(driver=driver, instance=v["instance"], base=v["base"], kind=kind, regs=regs,
                    clock=v["clock"], enable=_regbit(v["enable"]), tx=_pin(v["tx"]), rx=_pin(v["rx"]),
-                   baud=v["baud"], vcp=v["vcp"])
+                   baud=v["baud"], vcp=v["vcp"], psel_txd=v["psel_txd"], psel_rxd=v["psel_rxd"])
 
 
 def _parse_emulation(e: _Reader, clock: ClockTree) -> Emulation:
@@ -1007,6 +1061,9 @@ def _check_clock(c: _Reader, ck: ClockTree, mcu: str) -> None:
     if ck.source == "fixed":
         return
     lim = _LIMITS[_limits_key(ck.family, mcu)]
+    if ck.family in _NO_PLL_FAMILIES:
+        _check_clock_limits(c, ck, lim, mcu)
+        return
     if ck.pll is None:
         c.fail("a PLL (m, n and the SYSCLK output divider) is required", "pll")
     assert ck.pll is not None
@@ -1030,6 +1087,11 @@ def _check_clock(c: _Reader, ck: ClockTree, mcu: str) -> None:
     if not lim.vco[0] <= vco <= lim.vco[1]:
         c.fail(f"VCO {vco / _MHZ:g} MHz is outside {lim.vco[0] / _MHZ:g}..{lim.vco[1] / _MHZ:g} MHz "
                f"({lim.ref})", "pll")
+    _check_clock_limits(c, ck, lim, mcu)
+
+
+def _check_clock_limits(c: _Reader, ck: ClockTree, lim: _Limits, mcu: str) -> None:
+    """Bus maxima, over-drive/boost and the minimum flash wait states for HCLK."""
     for what, hz, mx in (("core clock", ck.cpu_hz, lim.cpu_max), ("HCLK", ck.hclk_hz, lim.hclk_max),
                          ("PCLK1", ck.pclk1_hz, lim.pclk1_max), ("PCLK2", ck.pclk2_hz, lim.pclk2_max)):
         if hz > mx:
@@ -1067,6 +1129,9 @@ def _check_console(u: _Reader, b: Board) -> None:
         # RM0432 §53.4.7: LPUARTDIV must be >= 0x300 and < 2^20; f_ck in [3 x baud, 4096 x baud].
         if not 0x300 <= div < 1 << 20 or not 3 * con.baud <= hz <= 4096 * con.baud:
             u.fail(f"{con.baud} baud cannot be generated from {hz} Hz by an LPUART", "baud")
+    elif con.kind == "nrf51":
+        if not 0 < div < 1 << 32:
+            u.fail(f"{con.baud} baud cannot be generated by the nRF51 UART", "baud")
     elif con.kind == "cmsdk":
         if div < 16:
             u.fail(f"BAUDDIV {div} < 16: {con.baud} baud is too fast for a {hz} Hz PCLK", "baud")

@@ -624,8 +624,13 @@ def cmd_boards(args: argparse.Namespace) -> int:
         return 0
     for b in boards:
         s = b.summary()
-        print(f"{s['id']:<22} {s['mcu']:<14} {s['core']:<11} {s['sysclk_hz'] / 1e6:6.1f} MHz  "
-              f"flash {describe_size(s['flash_bytes']):>8}  RAM {describe_size(s['ram_bytes']):>8}  {s['name']}")
+        # flash: the program region; RAM: the on-chip writable regions (external memories that
+        # need bring-up, such as SDRAM, are not counted)
+        flash = describe_size(b.region(b.text_region).length)
+        ram = describe_size(sum(r.length for r in b.memory if r.writable and not r.needs_init
+                                and r.name != b.text_region))
+        print(f"{s['id']:<22} {s['mcu']:<14} {s['core']:<13} {s['sysclk_hz'] / 1e6:6.1f} MHz  "
+              f"flash {flash:>8}  RAM {ram:>8}  {s['name']}")
     return 0
 
 

@@ -127,10 +127,10 @@ def weights_budget_for(board_id: str | None) -> int | None:
     if not board_id:
         return None
     from stm32ai.boards import load_board
-    from stm32ai.project.generator import CODE_RESERVE
+    from stm32ai.project.generator import code_reserve
 
     b = load_board(board_id)
-    return max(b.region(b.text_region).length - CODE_RESERVE, 0)
+    return max(b.region(b.text_region).length - code_reserve(b), 0)
 
 
 def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stm32ai.boards import Board, list_boards, load_board, parse_size, uart_divisor
+from stm32ai.boards import ARMV6M_CORES, Board, list_boards, load_board, parse_size, uart_divisor
 from stm32ai.errors import Stm32aiError
 from stm32ai.project.clockregs import clock_registers
 
@@ -20,6 +20,7 @@ ALL = ["disco-f746", "disco-f769", "disco-l475-iot01", "nucleo-f401re", "nucleo-
 # issue 22, Cortex-M33 and new Cortex-M7 boards
 ALL_M33_M7 = ["b-u585i-iot02a", "disco-h747i", "nucleo-h563zi", "nucleo-h7a3zi-q", "nucleo-u575zi-q",
               "qemu-mps2-an505"]
+ALL = sorted(ALL + ["nucleo-c031c6", "nucleo-g071rb", "nucleo-g0b1re", "qemu-microbit"])  # Armv6-M (issue 22)
 
 
 def test_list_boards_has_every_board_sorted():
@@ -230,8 +231,9 @@ def test_cycle_counter_and_emulation():
         if b.is_emulated:
             assert b.cycle_counter == "systick" and not b.emulation.rcc_modelled
             assert b.clock.source == "fixed"
-        else:
-            assert b.cycle_counter == "dwt" and b.clock.source != "fixed"
+        else:   # Armv6-M has no DWT cycle counter: SysTick at the core clock
+            assert b.cycle_counter == ("systick" if b.core in ARMV6M_CORES else "dwt")
+            assert b.clock.source != "fixed"
     nd = load_board("qemu-netduinoplus2")
     assert nd.emulation.qemu_machine == "netduinoplus2" and nd.emulation.cpu_hz == 168 * MHZ
     assert load_board("qemu-mps2-an386").console.driver == "cmsdk_uart"

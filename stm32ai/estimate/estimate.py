@@ -16,6 +16,7 @@ from typing import Any
 
 from stm32ai.boards import Board
 from stm32ai.errors import Stm32aiError
+from stm32ai.estimate.core_m0plus import CortexM0Plus
 from stm32ai.estimate.core_m4 import CortexM4
 from stm32ai.estimate.core_m7 import CortexM7
 from stm32ai.estimate.core_m33 import CortexM33
@@ -26,6 +27,7 @@ from stm32ai.estimate.trace import Trace, board_regions
 # core -> timing model (the M33 has no board file with a memory system yet: refused there)
 CORE_MODELS: dict[str, Callable[[], Any]] = {"cortex-m4": CortexM4, "cortex-m7": CortexM7,
                                              "cortex-m33": CortexM33}
+CORE_MODELS["cortex-m0plus"] = CortexM0Plus      # STM32G0/C0 (core_m0plus.py; no calibration yet)
 
 # Stated uncertainty per core: the CoreMark calibration (docs/estimate.md), the estimate of the
 # GCC 12.2 -O2 library against CoreMark/MHz measured on silicon of the same core built with GCC

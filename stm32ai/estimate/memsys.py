@@ -353,6 +353,9 @@ class CodeBusCacheMemory(FlashArtMemory):
 MEMORY_SYSTEMS: dict[str, Callable[[Board, MemsysSpec], Any]] = {"cortex-m4": FlashArtMemory,
                                                                  "cortex-m7": _cortex_m7,
                                                                  "cortex-m33": CodeBusCacheMemory}
+# STM32G0/C0: the embedded flash with its prefetch (and an instruction cache whose size is not
+# described yet), zero-wait SRAM: the same model as the Cortex-M4 parts' flash interface
+MEMORY_SYSTEMS["cortex-m0plus"] = FlashArtMemory
 
 
 def build_memory_system(board: Board) -> Any:

@@ -93,6 +93,8 @@ def clock_registers(board: Board) -> ClockRegs:
     """All register values the bring-up of `board` writes (empty for fixed/emulated clocks)."""
     ck = board.clock
     r = ClockRegs()
+    if board.family in ("stm32g0", "stm32c0") and ck.source != "fixed":
+        return _armv6m_clock_registers(board, r)
     if ck.source == "fixed" or ck.pll is None:
         return r
     p = ck.pll
@@ -248,4 +250,43 @@ def clock_registers(board: Board) -> ClockRegs:
         wrh = 0 if mhz <= 84 else 1 if mhz <= 168 else 2
         r.add("CLK_FLASH_ACR_VAL", ck.flash_latency | (wrh << 4), f"{ck.flash_latency} WS, WRHIGHFREQ {wrh}")
         r.add("CLK_FLASH_LATENCY_MASK", 0x3F, "FLASH_ACR.LATENCY, WRHIGHFREQ")
+    return r
+
+
+def _armv6m_clock_registers(board: Board, r: ClockRegs) -> ClockRegs:
+    """STM32G0 (RM0444) and STM32C0 (RM0490): one APB prescaler; G0 PLL R output as SYSCLK, C0
+    HSISYS = HSI48 / HSIDIV (no PLL)."""
+    ck = board.clock
+    # RCC_CFGR: HPRE[11:8], PPRE[14:12], same encodings as above (RM0444 §5.4.3, RM0490 RCC_CFGR)
+    r.add("CLK_CFGR_PRE_MASK", (0xF << 8) | (7 << 12), "HPRE, PPRE")
+    r.add("CLK_CFGR_PRE_VAL", (_AHB[ck.ahb_div] << 8) | (_APB[ck.apb1_div] << 12),
+          f"AHB /{ck.ahb_div}, APB /{ck.apb1_div}")
+    # FLASH_ACR: LATENCY[2:0], PRFTEN 8, ICEN 9 (RM0444 §3.7.1, RM0490 FLASH_ACR). Written by
+    # read-modify-write: the register also holds DBG_SWEN (bit 18, reset 1), which must stay set
+    # or the debugger (and `stm32ai flash`) loses the part until the next reset.
+    r.add("CLK_FLASH_ACR_MASK", 0x7 | (1 << 8) | (1 << 9), "FLASH_ACR.LATENCY, PRFTEN, ICEN")
+    r.add("CLK_FLASH_ACR_VAL", ck.flash_latency | (1 << 8) | (1 << 9),
+          f"{ck.flash_latency} WS, prefetch, instruction cache")
+    r.add("CLK_FLASH_LATENCY_MASK", 0x7, "FLASH_ACR.LATENCY")
+    if board.family == "stm32c0":
+        # RCC_CR.HSIDIV[13:11]: 000 = /1 (RM0490 RCC_CR); HSISYS = 48 MHz
+        div = ck.oscillator_hz // ck.sysclk_hz
+        r.add("CLK_HSIDIV_MASK", 7 << 11, "RCC_CR.HSIDIV")
+        r.add("CLK_HSIDIV_VAL", {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5, 64: 6, 128: 7}[div] << 11,
+              f"HSI48 /{div}")
+        return r
+    p = ck.pll
+    assert p is not None
+    # RM0444 §5.4.4 RCC_PLLCFGR: PLLSRC[1:0] (10 HSI16, 11 HSE), PLLM[6:4] = M-1, PLLN[14:8],
+    # PLLPEN 16, PLLP[21:17] = P-1, PLLQEN 24, PLLQ[27:25] = Q-1, PLLREN 28, PLLR[31:29] = R-1
+    src = 3 if ck.source == "hse" else 2
+    val = src | ((p.m - 1) << 4) | (p.n << 8) | (1 << 28) | (((p.r or 2) - 1) << 29)
+    # unused P/Q outputs stay disabled with a valid divider (/2) rather than the reserved 0
+    val |= (((p.p or 2) - 1) << 17) | (((p.q or 2) - 1) << 25)
+    if p.p:
+        val |= 1 << 16
+    if p.q:
+        val |= 1 << 24
+    r.add("CLK_PLLCFGR_MASK", 0xFFFFFFFF, "RCC_PLLCFGR (every field)")
+    r.add("CLK_PLLCFGR_VAL", val, f"src={ck.source.upper()} M={p.m} N={p.n} R={p.r}")
     return r

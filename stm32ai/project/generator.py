@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from stm32ai.boards import RESET_CLOCK, Board, describe_size, list_boards, parse_size
+from stm32ai.boards import ARMV6M_CORES, RESET_CLOCK, Board, describe_size, list_boards, parse_size
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_CODES
 from stm32ai.outputs import check_output_dir, mark_generated, publish_dir
@@ -66,10 +66,38 @@ class Placement:
         return asdict(self)
 
 
+def code_reserve(board: Board) -> int:
+    """The code kept in the text region: CODE_RESERVE, but at most 13/16 of a small flash (the
+    32 KiB NUCLEO-C031C6: 26 KiB; a one-convolution demo firmware for Cortex-M0+ is 25.3 KiB of
+    text, measured). The linker script checks the real figure."""
+    text = board.region(board.text_region).length
+    return min(CODE_RESERVE, text * 13 // 16 // _ALIGN * _ALIGN)
+
+
+def data_reserve(board: Board) -> int:
+    """The .data/.bss kept in the data region: DATA_RESERVE, but at most an eighth of a small
+    region (16 KiB qemu-microbit, 12 KiB NUCLEO-C031C6), where the demo's own .data/.bss is
+    ~1.3 KiB (measured: docs/boards.md, Armv6-M). The linker script checks the real figure."""
+    return min(DATA_RESERVE, _round8(board.region(board.data_region).length // 8))
+
+
+SMALL_RAM = 64 * 1024
+
+
+def _small_ram_defines(board: Board, n_models: int, max_io: int) -> list[str]:
+    """On a board whose data region is small (qemu-microbit 16 KiB, NUCLEO-C031C6 12 KiB,
+    NUCLEO-G071RB 36 KiB) the runtime's static instance table (~1.2 KiB per instance with the
+    default 8 inputs and 8 outputs) holds just what the demo needs: one instance per model, as
+    many I/O tensors as its models have (ai_create refuses a model with more)."""
+    if board.region(board.data_region).length > SMALL_RAM:
+        return []
+    return [f"AI_MAX_INSTANCES={n_models}", f"AI_MAX_IO={max(1, max_io)}"]
+
+
 def _reserved(board: Board, vectors_bytes: int) -> dict[str, int]:
     res = {r.name: 0 for r in board.memory}
-    res[board.text_region] += CODE_RESERVE + _round8(vectors_bytes)
-    res[board.data_region] += DATA_RESERVE + board.heap_size
+    res[board.text_region] += code_reserve(board) + _round8(vectors_bytes)
+    res[board.data_region] += data_reserve(board) + board.heap_size
     res[board.stack_region] += board.stack_size
     return res
 
@@ -77,9 +105,9 @@ def _reserved(board: Board, vectors_bytes: int) -> dict[str, int]:
 def _why_reserved(board: Board, rn: str, vectors_bytes: int) -> str:
     parts = []
     if rn == board.text_region:
-        parts.append(f"{describe_size(CODE_RESERVE)} code + {vectors_bytes:,} B test vectors")
+        parts.append(f"{describe_size(code_reserve(board))} code + {vectors_bytes:,} B test vectors")
     if rn == board.data_region:
-        parts.append(f"{describe_size(DATA_RESERVE)} data/bss"
+        parts.append(f"{describe_size(data_reserve(board))} data/bss"
                      + (f" + {board.heap_size:,} B heap" if board.heap_size else ""))
     if rn == board.stack_region:
         parts.append(f"{describe_size(board.stack_size)} stack")
@@ -293,7 +321,8 @@ def _clock_desc(board: Board) -> str:
     osc = {"hse": f"HSE {ck.oscillator_hz / 1e6:g} MHz{' bypass' if ck.hse_bypass else ''}",
            "hsi": f"HSI {ck.oscillator_hz / 1e6:g} MHz", "msi": f"MSI {ck.oscillator_hz / 1e6:g} MHz"}
     p = ck.pll
-    assert p is not None
+    if p is None:    # STM32C0: HSISYS = HSI48 / HSIDIV, no PLL
+        return f"HSI48 / {ck.oscillator_hz // ck.sysclk_hz}, no PLL"
     fac = f"M={p.m} N={p.n}" + "".join(f" {k.upper()}={getattr(p, k)}" for k in "pqr" if getattr(p, k))
     return f"{osc[ck.source]}, PLL {fac}"
 
@@ -348,6 +377,24 @@ def _board_lines(board: Board) -> list[str]:
         lines += [f"#define BOARD_GPIO_BASE {_hex(board.gpio.base)} /* GPIOA */",
                   f"#define BOARD_GPIO_STRIDE {_hex(board.gpio.stride)}",
                   f"#define BOARD_GPIO_EN_REG {_hex(board.gpio.enable_reg)} /* bit n enables port n */"]
+    return lines + _armv6m_board_lines(board)
+
+
+def _armv6m_board_lines(board: Board) -> list[str]:
+    """What the Armv6-M boards add to board.h: the core's missing system registers (no VTOR on a
+    Cortex-M0, no CFSR/HFSR/BFAR on Armv6-M) and the nRF51 UART (qemu-microbit)."""
+    con = board.console
+    lines = [
+        "",
+        "/* Armv6-M (Cortex-M0/M0+): no CFSR/HFSR/BFAR (ARMv6-M ARM B3.2); VTOR only on the M0+ */",
+        f"#define BOARD_ARMV6M {1 if board.core in ARMV6M_CORES else 0}",
+        f"#define BOARD_HAS_VTOR {0 if board.core == 'cortex-m0' else 1}",
+        f"#define CONSOLE_DRIVER_NRF51 {1 if con.driver == 'nrf51_uart' else 0}",
+    ]
+    if con.driver == "nrf51_uart":
+        lines += [f"#define CONSOLE_NRF51_BAUDRATE {_hex(board.uart_divisor)} /* BAUDRATE for {con.baud} baud */",
+                  f"#define CONSOLE_NRF51_PSELTXD {con.psel_txd if con.psel_txd is not None else 0xFFFFFFFF}u",
+                  f"#define CONSOLE_NRF51_PSELRXD {con.psel_rxd if con.psel_rxd is not None else 0xFFFFFFFF}u"]
     return lines
 
 
@@ -455,6 +502,7 @@ def generate_project(out_dir: Path, *, board: Board, name: str, c_dir: Path,
     slug = out_dir.name or "project"
     ctx = _project_context(board, name, tool_version, place, activations_bytes, weights_bytes, validation,
                            profile)
+    ctx["defines"] += _small_ram_defines(board, 1, max(len(test_inputs), len(expected_outputs)))
     ctx["reference"] = reference if embed_expected else ""
     ctx["model_file"] = untrusted(model_file)
     lds_name = ctx["linker_script"]
@@ -543,6 +591,8 @@ def generate_multi_project(out_dir: Path, *, board: Board, models: list[ModelSpe
                            models={"names": [m.name for m in models], "shared_activations": shared,
                                    "activations_bytes": [m.activations_bytes for m in models],
                                    "weights_bytes": [m.weights_bytes for m in models]})
+    ctx["defines"] += _small_ram_defines(board, len(models), max(max(len(e["inputs"]), len(e["outputs"]))
+                                                                 for e in entries))
     ctx["reference"] = ", ".join(sorted({e["reference"] for e in entries if e["has_expected"]}))
     ctx["model_file"] = untrusted(", ".join(m.model_file for m in models))
     dctx = {"models": entries, "shared": shared, "board_name": board.name, "tool_version": tool_version,

@@ -19,13 +19,31 @@ static inline int32_t ai_wmla(int32_t acc, int32_t a, int32_t b) {
   return (int32_t)((uint32_t)acc + (uint32_t)a * (uint32_t)b);
 }
 
+/* The 64-bit product of two int32. Armv6-M (Cortex-M0/M0+) has no 32x32->64 multiply and gcc
+ * calls libgcc's 64x64 __aeabi_lmul for it: there the high word comes from four 16x16 MULS
+ * (Hacker's Delight 8-2, mulhs: exact for every operand pair, each partial sum inside int32)
+ * and the low word from one MULS. Everywhere else it is the plain C (one SMULL). */
+static inline int64_t ai_smull(int32_t a, int32_t b) {
+#if defined(__ARM_ARCH_6M__)
+  const uint32_t a0 = (uint32_t)a & 0xFFFFu, b0 = (uint32_t)b & 0xFFFFu;
+  const int32_t a1 = a >> 16, b1 = b >> 16;
+  const uint32_t w0 = a0 * b0;
+  const int32_t t = a1 * (int32_t)b0 + (int32_t)(w0 >> 16);
+  const int32_t w1 = (int32_t)a0 * b1 + (t & 0xFFFF);
+  const int32_t hi = a1 * b1 + (t >> 16) + (w1 >> 16);
+  return (int64_t)(((uint64_t)(uint32_t)hi << 32) | ((uint32_t)a * (uint32_t)b));
+#else
+  return (int64_t)a * (int64_t)b;
+#endif
+}
+
 /* (a * b * 2) >> 32 with round-to-nearest (ties away from zero), saturating the one
  * overflow case INT32_MIN * INT32_MIN. */
 static inline int32_t ai_srdhm(int32_t a, int32_t b) {
   if (a == INT32_MIN && b == INT32_MIN) {
     return INT32_MAX;
   }
-  const int64_t ab = (int64_t)a * (int64_t)b;
+  const int64_t ab = ai_smull(a, b);
   const int64_t nudge = ab >= 0 ? (1LL << 30) : (1 - (1LL << 30));
   return (int32_t)((ab + nudge) / (1LL << 31));
 }

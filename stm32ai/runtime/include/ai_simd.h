@@ -110,7 +110,7 @@ static inline int32_t rq_fast(int32_t x, int32_t m, int32_t rs, int32_t khi) {
   (void)lo;
   return hi >> rs;
 #else
-  const int64_t a = ((int64_t)khi << 32) + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) + (int64_t)x * m;
+  const int64_t a = ((int64_t)khi << 32) + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) + ai_smull(x, m);
   return (int32_t)(a >> 32) >> rs;
 #endif
 }
@@ -160,6 +160,21 @@ static inline int32_t rq_fold(int32_t x, int32_t m, int32_t rs, int32_t kf) {
           : "r"(x), "r"(kf), "r"(m));
   (void)lo;
   return hi >> rs;
+#elif defined(__ARM_ARCH_6M__)
+  /* Armv6-M has no 32x32->64 multiply (gcc calls libgcc's 64x64 __aeabi_lmul): the high word
+   * of x*m from four 16x16 MULS (Hacker's Delight 8-2, mulhs), the low word from one MULS,
+   * then + 2^30 - 2^31*[x<0] with its carry into the high word. Same value as the C below. */
+  const uint32_t x0 = (uint32_t)x & 0xFFFFu, m0 = (uint32_t)m & 0xFFFFu;
+  const int32_t x1 = x >> 16, m1 = m >> 16;
+  const uint32_t w0 = x0 * m0;
+  const int32_t t = x1 * (int32_t)m0 + (int32_t)(w0 >> 16);
+  const int32_t w1 = (int32_t)x0 * m1 + (t & 0xFFFF);
+  int32_t hi = x1 * m1 + (t >> 16) + (w1 >> 16);
+  const uint32_t lo = (uint32_t)x * (uint32_t)m;
+  const uint32_t c = x < 0 ? 0xC0000000u : 0x40000000u;   /* low word of 2^30 - 2^31*[x<0] */
+  const uint32_t sum = lo + c;
+  hi += (x < 0 ? -1 : 0) + (sum < lo ? 1 : 0);              /* its high word, and the carry */
+  return (int32_t)((uint32_t)kf + (uint32_t)hi) >> rs;
 #else
   const int64_t a = (int64_t)kf * 4294967296LL + 0x40000000LL - (x < 0 ? 0x80000000LL : 0) +
                     (int64_t)x * m;

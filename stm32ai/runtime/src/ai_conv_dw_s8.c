@@ -167,7 +167,7 @@ static inline int32_t dw3_rq(int32_t x, int32_t m, int32_t khi, int32_t rs, int 
   } else {
     k = ((uint64_t)((uint32_t)khi + s) << 32) | (klo ^ s);
   }
-  const uint64_t a = k + (uint64_t)((int64_t)x * m);
+  const uint64_t a = k + (uint64_t)ai_smull(x, m);
   return ssat8((int32_t)(uint32_t)(a >> 32) >> rs);
 }
 

@@ -304,6 +304,93 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "3:\n\t"
 #endif
 
+#if !defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_6M__)
+/* Armv6-M (Cortex-M0/M0+: no SMLAD, a single-cycle 32x32 MULS on the G0/C0) over the w16
+ * layout: per group the column holds the halfwords x0 x2 x1 x3 of pixel 0 (bytes 0-7) then of
+ * pixel 1 (8-15), the weights w0 w2 w1 w3 of oc (0-7) then of oc+1 (8-15): the same order, so
+ * each accumulator is a plain int16 dot product. One element (4 MACs) is 2 column + 4 weight
+ * LDRSH (register offset: Armv6-M has no immediate form), 4 MULS, 4 ADD into the accumulators
+ * kept in r8-r11 (ADD takes high registers) = 14 instructions; the index steps 2 bytes within
+ * a group and 10 to the next one. All loads are halfword loads at even offsets of word-aligned
+ * arrays (aligned on Armv6-M, where an unaligned LDRSH faults). */
+#define AI_V6M_ELEM(STEP)                             \
+  "ldrsh %[x], [%[c0], %[i]]\n\t"                    \
+  "ldrsh %[t], [%[w0], %[i]]\n\t"                    \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a00], %[t]\n\t"                             \
+  "ldrsh %[t], [%[w1], %[i]]\n\t"                    \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a10], %[t]\n\t"                             \
+  "ldrsh %[x], [%[c1], %[i]]\n\t"                    \
+  "ldrsh %[t], [%[w0], %[i]]\n\t"                    \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a01], %[t]\n\t"                             \
+  "ldrsh %[t], [%[w1], %[i]]\n\t"                    \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a11], %[t]\n\t"                             \
+  "adds %[i], #" #STEP "\n\t"
+
+static inline void mac2x2_w16_v6m(const uint32_t *w, const uint32_t *c, int32_t g, int32_t *p00,
+                                  int32_t *p01, int32_t *p10, int32_t *p11) {
+  if (g <= 0) {
+    return;
+  }
+  const uint8_t *c0 = (const uint8_t *)c, *c1 = c0 + 8;
+  const uint8_t *w0 = (const uint8_t *)w, *w1 = w0 + 8;
+  int32_t a00 = *p00, a01 = *p01, a10 = *p10, a11 = *p11;
+  uint32_t i = 0, x, t;
+  const uint32_t end = 16u * (uint32_t)g;
+  /* gcc hands Thumb-1 inline assembly the divided syntax (-masm-syntax-unified is off): this
+   * block is written in unified syntax and restores the divided one for what follows */
+  __asm__ volatile(".syntax unified\n"
+                   "1:\n\t" AI_V6M_ELEM(2) AI_V6M_ELEM(2) AI_V6M_ELEM(2) AI_V6M_ELEM(10)
+                   "cmp %[i], %[end]\n\t"
+                   "bne 1b\n\t"
+                   ".syntax divided\n\t"
+                   : [a00] "+h"(a00), [a01] "+h"(a01), [a10] "+h"(a10), [a11] "+h"(a11),
+                     [i] "+l"(i), [x] "=&l"(x), [t] "=&l"(t)
+                   : [c0] "l"(c0), [c1] "l"(c1), [w0] "l"(w0), [w1] "l"(w1), [end] "h"(end)
+                   : "cc", "memory");
+  *p00 = a00, *p01 = a01, *p10 = a10, *p11 = a11;
+}
+
+/* The w8 layout on Armv6-M (a flash-constrained board keeps int8 weights): per group the 4
+ * int8 weights w0 w1 w2 w3 of oc (bytes 0-3) and of oc+1 (4-7); column element j (halfword at
+ * byte 2j: x0 x2 x1 x3) pairs with weight byte {0, 2, 1, 3}[j]. One pixel per pass (7 low
+ * registers), the weights read twice as the w16 loop does: per element 1 LDRSH + 2 LDRSB,
+ * 2 MULS, 2 ADD and the two index steps = 9 instructions per 2 MACs. */
+#define AI_V6M_ELEM8(CSTEP, WSTEP)                    \
+  "ldrsh %[x], [%[cp], %[ic]]\n\t"                   \
+  "ldrsb %[t], [%[w0], %[iw]]\n\t"                   \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a0], %[t]\n\t"                              \
+  "ldrsb %[t], [%[w1], %[iw]]\n\t"                   \
+  "muls %[t], %[x]\n\t"                              \
+  "add %[a1], %[t]\n\t"                              \
+  "adds %[ic], #" #CSTEP "\n\t"                      \
+  WSTEP "\n\t"
+
+static inline void mac1x2_pass_w8_v6m(const uint8_t *cp, const uint8_t *w, int32_t g, int32_t *p0,
+                                      int32_t *p1) {
+  const uint8_t *w1 = w + 4;
+  int32_t a0 = *p0, a1 = *p1;
+  uint32_t ic = 0, iw = 0, x, t;
+  const uint32_t end = 16u * (uint32_t)g;
+  __asm__ volatile(".syntax unified\n"
+                   "1:\n\t"
+                   AI_V6M_ELEM8(2, "adds %[iw], #2") AI_V6M_ELEM8(2, "subs %[iw], #1")
+                   AI_V6M_ELEM8(2, "adds %[iw], #2") AI_V6M_ELEM8(10, "adds %[iw], #5")
+                   "cmp %[ic], %[end]\n\t"
+                   "bne 1b\n\t"
+                   ".syntax divided\n\t"
+                   : [a0] "+h"(a0), [a1] "+h"(a1), [ic] "+l"(ic), [iw] "+l"(iw), [x] "=&l"(x),
+                     [t] "=&l"(t)
+                   : [cp] "l"(cp), [w0] "l"(w), [w1] "l"(w1), [end] "h"(end)
+                   : "cc", "memory");
+  *p0 = a0, *p1 = a1;
+}
+#endif
+
 static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
@@ -315,6 +402,12 @@ static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, 
             [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
           :
           : "cc", "memory");
+#elif defined(__ARM_ARCH_6M__)
+  if (g > 0) {
+    mac1x2_pass_w8_v6m((const uint8_t *)c, (const uint8_t *)w, g, &a00, &a10);       /* pixel 0 */
+    mac1x2_pass_w8_v6m((const uint8_t *)c + 8, (const uint8_t *)w, g, &a01, &a11);   /* pixel 1 */
+    w += 2 * g;
+  }
 #else
   for (; g > 0; --g, w += 2, c += 4) {
     const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]);
@@ -328,6 +421,7 @@ static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, 
   acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
   *wp = w;
 }
+
 
 static inline void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
@@ -344,6 +438,9 @@ static inline void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g,
             [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3)
           :
           : "cc", "memory");
+#elif defined(__ARM_ARCH_6M__)
+  mac2x2_w16_v6m(w, c, g, &a00, &a01, &a10, &a11);
+  w += 4 * g;
 #else
   for (; g > 0; --g, w += 4, c += 4) {
     a00 = smlad(w[1], c[1], smlad(w[0], c[0], a00));

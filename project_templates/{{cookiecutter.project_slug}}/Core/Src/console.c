@@ -9,7 +9,59 @@
 /* Bound of a wait for the transmitter: ~10 character times at the slowest clock we run at. */
 #define TX_WAIT_LOOPS 200000u
 
-#if CONSOLE_DRIVER_CMSDK
+#if CONSOLE_DRIVER_NRF51
+/* nRF51 UART (nRF51 Series Reference Manual v3.0 §29): tasks STARTRX 0x000, STARTTX 0x008;
+ * events RXDRDY 0x108, TXDRDY 0x11C; ENABLE 0x500 (4 = enabled), PSELTXD 0x50C, PSELRXD 0x514,
+ * RXD 0x518, TXD 0x51C, BAUDRATE 0x524, CONFIG 0x56C (0: no parity, no flow control).
+ * §29.3 (transmission): start the transmitter, write TXD, wait for TXDRDY before the next byte;
+ * §29.4 (reception): after STARTRX, RXDRDY says RXD holds a byte (clear the event, then read). */
+#define UART_TASKS_STARTRX (CONSOLE_BASE + 0x000u)
+#define UART_TASKS_STARTTX (CONSOLE_BASE + 0x008u)
+#define UART_EVENTS_RXDRDY (CONSOLE_BASE + 0x108u)
+#define UART_EVENTS_TXDRDY (CONSOLE_BASE + 0x11Cu)
+#define UART_ENABLE (CONSOLE_BASE + 0x500u)
+#define UART_PSELTXD (CONSOLE_BASE + 0x50Cu)
+#define UART_PSELRXD (CONSOLE_BASE + 0x514u)
+#define UART_RXD (CONSOLE_BASE + 0x518u)
+#define UART_TXD (CONSOLE_BASE + 0x51Cu)
+#define UART_BAUDRATE (CONSOLE_BASE + 0x524u)
+#define UART_CONFIG (CONSOLE_BASE + 0x56Cu)
+
+static int s_tx_busy; /* a byte was written and its TXDRDY not yet seen */
+
+void console_init(void) {
+  REG32(UART_ENABLE) = 0u;
+  REG32(UART_PSELTXD) = CONSOLE_NRF51_PSELTXD;
+  REG32(UART_PSELRXD) = CONSOLE_NRF51_PSELRXD;
+  REG32(UART_BAUDRATE) = CONSOLE_NRF51_BAUDRATE; /* from the 16 MHz HFCLK, §29.10.8 */
+  REG32(UART_CONFIG) = 0u;
+  REG32(UART_ENABLE) = 4u;
+  REG32(UART_EVENTS_TXDRDY) = 0u;
+  REG32(UART_EVENTS_RXDRDY) = 0u;
+  REG32(UART_TASKS_STARTTX) = 1u;
+  REG32(UART_TASKS_STARTRX) = 1u;
+  s_tx_busy = 0;
+}
+
+static int tx_ready(void) {
+  return !s_tx_busy || REG32(UART_EVENTS_TXDRDY) != 0u;
+}
+
+static void tx_write(uint8_t b) {
+  REG32(UART_EVENTS_TXDRDY) = 0u;
+  REG32(UART_TXD) = b;
+  s_tx_busy = 1;
+}
+
+static int rx_ready(void) {
+  return REG32(UART_EVENTS_RXDRDY) != 0u;
+}
+
+static uint8_t rx_read(void) {
+  REG32(UART_EVENTS_RXDRDY) = 0u;
+  return (uint8_t)REG32(UART_RXD);
+}
+#elif CONSOLE_DRIVER_CMSDK
 /* Arm CMSDK APB UART (DDI0479 §4.3): DATA 0x00, STATE 0x04 (bit 0 TX full, bit 1 RX full),
  * CTRL 0x08 (bit 0 TX enable, bit 1 RX enable), BAUDDIV 0x10 (>= 16). */
 #define UART_DATA (CONSOLE_BASE + 0x00u)

@@ -26,6 +26,22 @@ void fault_report(const uint32_t *frame, uint32_t kind) __attribute__((used, nor
 
 /* Exception entry trampolines: pass the stacked frame (MSP or PSP, EXC_RETURN bit 2) and the
  * exception kind to fault_report(). Weak: an application may install its own handlers. */
+#if BOARD_ARMV6M
+/* Armv6-M has no IT block and TST takes registers only (ARMv6-M ARM A6.7): test EXC_RETURN
+ * bit 2 through r1; BL reaches fault_report wherever the linker puts it (it never returns). */
+#define FAULT_ENTRY(fn, kind)                                                     \
+  __attribute__((weak, naked)) void fn(void) {                                    \
+    __asm volatile("movs r1, #4\n\t"                                              \
+                   "mov r2, lr\n\t"                                               \
+                   "mrs r0, msp\n\t"                                              \
+                   "tst r1, r2\n\t"                                               \
+                   "beq 1f\n\t"                                                   \
+                   "mrs r0, psp\n"                                                \
+                   "1:\n\t"                                                       \
+                   "movs r1, #" #kind "\n\t"                                      \
+                   "bl fault_report\n\t");                                        \
+  }
+#else
 #define FAULT_ENTRY(fn, kind)                                                     \
   __attribute__((weak, naked)) void fn(void) {                                    \
     __asm volatile("tst lr, #4\n\t"                                              \
@@ -35,6 +51,7 @@ void fault_report(const uint32_t *frame, uint32_t kind) __attribute__((used, nor
                    "movs r1, #" #kind "\n\t"                                      \
                    "b fault_report\n\t");                                         \
   }
+#endif
 FAULT_ENTRY(NMI_Handler, 2)
 FAULT_ENTRY(HardFault_Handler, 3)
 FAULT_ENTRY(MemManage_Handler, 4)
@@ -76,7 +93,9 @@ void Reset_Handler(void) {
   REG32(0xE000ED88u) |= 0xFu << 20;
   __asm volatile("dsb\n\tisb" ::: "memory");
 #endif
+#if BOARD_HAS_VTOR
   REG32(0xE000ED08u) = (uint32_t)(uintptr_t)g_vectors; /* SCB->VTOR */
+#endif
 
   /* Memories whose clock is off at reset. */
 {% for e in c.region_enables %}  REG32({{ e.reg }}) |= {{ e.mask }}; /* {{ e.note }} */
@@ -138,12 +157,14 @@ void fault_report(const uint32_t *frame, uint32_t kind) {
   console_put_hex32(frame[6]);
   console_puts(" lr=");
   console_put_hex32(frame[5]);
+#if !BOARD_ARMV6M /* Armv6-M has no fault status registers: every fault is a HardFault */
   console_puts(" cfsr=");
   console_put_hex32(REG32(0xE000ED28u)); /* SCB->CFSR */
   console_puts(" hfsr=");
   console_put_hex32(REG32(0xE000ED2Cu)); /* SCB->HFSR */
   console_puts(" bfar=");
   console_put_hex32(REG32(0xE000ED38u)); /* SCB->BFAR */
+#endif
   console_puts("\nresult: fault\ndone: 1\n");
   system_exit(3);
 }

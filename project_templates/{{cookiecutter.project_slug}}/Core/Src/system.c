@@ -360,6 +360,55 @@ static void clock_fallback(void) {
   set_bits(RCC_CFGR2, 0xFu | (0x7u << 4) | (0x7u << 8) | (0x7u << 12), 0u);
   REG32(RCC_CR) &= ~RCC_CR_PLL1ON;
 }
+{%- elif c.clock_family in ("stm32g0", "stm32c0") %}
+/* ---- STM32G0 RCC/FLASH (RM0444 §5.4, §3.7) / STM32C0 (RM0490, RCC and FLASH registers) ---- */
+#define RCC_BASE 0x40021000u
+#define RCC_CR (RCC_BASE + 0x00u)
+#define RCC_CFGR (RCC_BASE + 0x08u)
+#define RCC_PLLCFGR (RCC_BASE + 0x0Cu)     /* G0 only */
+#define RCC_CR_HSION (1u << 8)
+#define RCC_CR_HSIRDY (1u << 10)
+#define RCC_CR_HSEON (1u << 16)
+#define RCC_CR_HSERDY (1u << 17)
+#define RCC_CR_HSEBYP (1u << 18)
+#define RCC_CR_PLLON (1u << 24)
+#define RCC_CR_PLLRDY (1u << 25)
+#define RCC_CFGR_SW_MASK 0x7u          /* SW[2:0]: 000 HSISYS, 001 HSE, 010 PLLRCLK (G0) */
+#define RCC_CFGR_SWS_MASK (0x7u << 3)
+#define RCC_CFGR_SW_PLLR 0x2u
+#define FLASH_ACR 0x40022000u          /* LATENCY[2:0], PRFTEN 8, ICEN 9, DBG_SWEN 18 */
+
+static const char *clock_try(void) {
+  /* Wait states before the frequency goes up, read back as the manual asks (RM0444 §3.3.4);
+   * read-modify-write: DBG_SWEN (bit 18) must stay set. */
+  set_bits(FLASH_ACR, CLK_FLASH_ACR_MASK, CLK_FLASH_ACR_VAL);
+  if ((REG32(FLASH_ACR) & CLK_FLASH_LATENCY_MASK) != (CLK_FLASH_ACR_VAL & CLK_FLASH_LATENCY_MASK)) {
+    return "flash latency not accepted";
+  }
+{% if c.family == "stm32c0" %}  /* HSISYS = HSI48 / HSIDIV: the divider changes on the fly, HSIRDY stays valid (RM0490). */
+  set_bits(RCC_CR, CLK_HSIDIV_MASK, CLK_HSIDIV_VAL);
+  if (!wait_bits(RCC_CR, RCC_CR_HSIRDY, RCC_CR_HSIRDY)) {
+    return "HSI48 not ready";
+  }
+  set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, CLK_CFGR_PRE_VAL);
+{% else %}{% if c.clock_source == "hse" %}{% if c.hse_bypass %}  REG32(RCC_CR) |= RCC_CR_HSEBYP;
+{% endif %}{{ rcc_on("RCC_CR_HSEON", "RCC_CR_HSERDY", "HSE not ready") | indent(2, true) }}
+{% else %}{{ rcc_on("RCC_CR_HSION", "RCC_CR_HSIRDY", "HSI16 not ready") | indent(2, true) }}
+{% endif %}{{ rcc_off("RCC_CR_PLLON", "RCC_CR_PLLRDY", "PLL did not stop") | indent(2, true) }}
+  REG32(RCC_PLLCFGR) = CLK_PLLCFGR_VAL; /* the PLL is off: every field at once (RM0444 §5.4.4) */
+{{ rcc_on("RCC_CR_PLLON", "RCC_CR_PLLRDY", "PLL did not lock") | indent(2, true) }}
+  set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, CLK_CFGR_PRE_VAL);
+{{ select_sysclk("RCC_CFGR_SW_PLLR", 3, "PLL") | indent(2, true) }}
+{% endif %}  return 0;
+}
+
+static void clock_fallback(void) {
+{% if c.family == "stm32c0" %}  set_bits(RCC_CR, CLK_HSIDIV_MASK, 0x2u << 11); /* HSIDIV /4: the reset 12 MHz */
+  set_bits(RCC_CFGR, CLK_CFGR_PRE_MASK, 0u);
+{% else %}  set_bits(RCC_CFGR, RCC_CFGR_SW_MASK | CLK_CFGR_PRE_MASK, 0u); /* HSISYS (HSI16, on since reset), /1 */
+  (void)wait_bits(RCC_CFGR, RCC_CFGR_SWS_MASK, 0u);
+  REG32(RCC_CR) &= ~RCC_CR_PLLON; /* flash wait states stay: more than needed is safe */
+{% endif %}}
 {%- endif %}
 
 #if BOARD_ICACHE
