@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stm32ai.ir import Graph, Op
+from stm32ai.ir import DTYPE_SIZES, MAX_DIMS, Graph, Op
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.common import act_range_f32, check_activation
 from stm32ai.passes.lower.movement import (
     Dim,
     check_moved,
@@ -23,6 +24,7 @@ from stm32ai.passes.lower.movement import (
     op_position,
     set_copy,
 )
+from stm32ai.passes.lower.pool import pool_geometry
 
 
 def _io(op: Op, n_in: int) -> str | None:
@@ -206,3 +208,267 @@ def _lower_broadcast_to(op: Op, g: Graph) -> None:
     m = np.broadcast_to(index_array(g.tensors[src].shape), g.tensors[dst].shape)
     copy_from_map(op, g, src, dst, m)
 
+
+
+# ---- GATHER_ND ----------------------------------------------------------------------------------
+
+MAX_INDEX_ND = 5  # TFLite Micro's MAX_INDICES_ND
+
+
+def _check_gather_nd(op: Op, g: Graph) -> str | None:
+    r = _io(op, 2)
+    if r:
+        return r
+    x, idx = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
+    r = check_moved(op, g, op.inputs[:1])
+    if r:
+        return r
+    if idx.dtype != "int32":
+        return f"indices '{idx.name}' are {idx.dtype}; int32 expected (as TFLite Micro)"
+    if len(idx.shape) < 1 or len(x.shape) < 1:
+        return "params and indices must be at least vectors"
+    nd = int(idx.shape[-1])
+    if not 1 <= nd <= min(len(x.shape), MAX_INDEX_ND):
+        return f"index depth {nd} must be 1..{min(len(x.shape), MAX_INDEX_ND)} (params rank {len(x.shape)})"
+    return _out_shape_is(op, g, (*idx.shape[:-1], *x.shape[nd:]))
+
+
+@register("GATHER_ND", "any type (TFLite Micro: float32, int8); int32 indices, run-time or constant, depth <= 5; "
+          "a slice outside the params gives zeros", _check_gather_nd)
+def _lower_gather_nd(op: Op, g: Graph) -> None:
+    x, idx = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
+    nd = int(idx.shape[-1])
+    count, acc = [], x.size
+    for d in range(nd):
+        acc //= int(x.shape[d])
+        count.append(acc)
+    op.kernel = "gather_nd"
+    op.attrs = {"n_slices": int(idx.size // nd), "nd": nd, "slice_elems": int(acc),
+                "elem_size": DTYPE_SIZES[x.dtype], "params_elems": int(x.size),
+                "count": count + [0] * (MAX_DIMS - nd)}
+    op.inputs = op.inputs[:2]
+
+
+# ---- EMBEDDING_LOOKUP -----------------------------------------------------------------------------
+
+def _check_embedding(op: Op, g: Graph) -> str | None:
+    r = _io(op, 2)
+    if r:
+        return r
+    ids, table, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    if ids.dtype != "int32" or len(ids.shape) != 1:
+        return f"lookup '{ids.name}' must be a 1-D int32 tensor"
+    if len(table.shape) < 2 or table.shape[0] <= 0:
+        return f"table '{table.name}' {list(table.shape)} must have rank >= 2"
+    if table.dtype == "int8" and y.dtype == "float32":
+        q = table.quant
+        if q is None or q.scale.size != 1 or int(q.zero_point.reshape(-1)[0]) != 0 or not q.scale[0] > 0:
+            return "an int8 table read as float needs one positive scale and zero point 0 (as TFLite Micro)"
+    elif table.dtype in ("float32", "int8") and y.dtype == table.dtype:
+        r = check_moved(op, g, op.inputs[1:2])
+        if r:
+            return r
+    else:
+        return f"{table.dtype} table -> {y.dtype} output is not supported (float32, int8, or int8 -> float32)"
+    return _out_shape_is(op, g, (ids.shape[0], *table.shape[1:]))
+
+
+@register("EMBEDDING_LOOKUP", "float32 or int8 table (int8 -> float32 dequantised, zero point 0); 1-D int32 "
+          "ids, an id out of range gives a zero row", _check_embedding)
+def _lower_embedding(op: Op, g: Graph) -> None:
+    ids, table, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    rows, cols = int(table.shape[0]), int(table.size // table.shape[0])
+    if y.dtype != table.dtype:
+        assert table.quant is not None
+        op.kernel = "embedding_lookup_hybrid"
+        op.attrs = {"n_ids": int(ids.size), "rows": rows, "cols": cols, "scale": float(table.quant.scale[0])}
+        return
+    op.kernel = "gather"  # the movement family's kernel: an id out of range writes zero bytes
+    op.attrs = {"batch": 1, "outer": 1, "axis_size": rows, "coords": int(ids.size),
+                "inner": cols * DTYPE_SIZES[y.dtype]}
+    op.inputs = [op.inputs[1], op.inputs[0]]
+
+
+# ---- DYNAMIC_UPDATE_SLICE -------------------------------------------------------------------------
+
+def _check_dus(op: Op, g: Graph) -> str | None:
+    r = _io(op, 3) or check_moved(op, g, op.inputs[:2])
+    if r:
+        return r
+    x, u, s = (g.tensors[t] for t in op.inputs[:3])
+    if len(u.shape) != len(x.shape):
+        return f"update {list(u.shape)} and operand {list(x.shape)} have different ranks"
+    if any(b > a for a, b in zip(x.shape, u.shape, strict=True)):
+        return f"update {list(u.shape)} is larger than the operand {list(x.shape)}"
+    if s.dtype not in ("int32", "int64") or list(s.shape) != [len(x.shape)]:
+        return f"start indices '{s.name}' must be {len(x.shape)} int32 or int64 values"
+    return _out_shape_is(op, g, x.shape)
+
+
+@register("DYNAMIC_UPDATE_SLICE", "any type; run-time or constant int32/int64 start indices, clamped as TFLite; "
+          "rank <= 6", _check_dus)
+def _lower_dus(op: Op, g: Graph) -> None:
+    x, u, s = (g.tensors[t] for t in op.inputs[:3])
+    pad = MAX_DIMS - len(x.shape)
+    op.kernel = "dynamic_update_slice"
+    op.attrs = {"dims": [1] * pad + [int(d) for d in x.shape], "upd": [1] * pad + [int(d) for d in u.shape],
+                "rank": len(x.shape), "elem_size": DTYPE_SIZES[x.dtype], "operand_bytes": int(x.nbytes),
+                "index64": int(s.dtype == "int64")}
+
+
+# ---- CUMSUM -----------------------------------------------------------------------------------------
+
+def _check_cumsum(op: Op, g: Graph) -> str | None:
+    r = _io(op, 2)
+    if r:
+        return r
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype not in ("float32", "int32") or y.dtype != x.dtype:
+        return (f"{x.dtype} -> {y.dtype} is not supported (float32 or int32; the converter keeps CUMSUM "
+                "in float in int8 models)")
+    axis = const_ints(g, op.inputs[1])
+    if axis is None or len(axis) != 1:
+        return "the axis must be one constant value"
+    a = axis[0] + len(x.shape) if axis[0] < 0 else axis[0]
+    if not 0 <= a < len(x.shape):
+        return f"axis {axis[0]} is out of range for rank {len(x.shape)}"
+    return _out_shape_is(op, g, x.shape)
+
+
+@register("CUMSUM", "float32 or int32; constant axis; exclusive, reverse", _check_cumsum)
+def _lower_cumsum(op: Op, g: Graph) -> None:
+    x = g.tensors[op.inputs[0]]
+    ax = const_ints(g, op.inputs[1])[0]  # type: ignore[index]
+    ax = ax + len(x.shape) if ax < 0 else ax
+    op.kernel = "cumsum_f32" if x.dtype == "float32" else "cumsum_s32"
+    op.attrs = {"outer": int(np.prod(x.shape[:ax], dtype=np.int64)), "axis": int(x.shape[ax]),
+                "inner": int(np.prod(x.shape[ax + 1:], dtype=np.int64)),
+                "exclusive": int(bool(op.options.get("exclusive"))), "reverse": int(bool(op.options.get("reverse")))}
+    op.inputs = op.inputs[:1]
+
+
+# ---- REDUCE_ALL --------------------------------------------------------------------------------------
+
+def _reduce_all_axes(op: Op, g: Graph) -> list[int] | str:
+    r = _io(op, 2)
+    if r:
+        return r
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype != "bool" or y.dtype != "bool":
+        return f"{x.dtype} -> {y.dtype}: REDUCE_ALL takes and gives bool"
+    if len(x.shape) > MAX_DIMS or x.size == 0:
+        return f"input {list(x.shape)}: rank <= {MAX_DIMS}, non-empty expected"
+    axes = const_ints(g, op.inputs[1])
+    if axes is None:
+        return "the axes must be a constant tensor"
+    norm: list[int] = []
+    for a in axes:
+        r_ = a + len(x.shape) if a < 0 else a
+        if not 0 <= r_ < len(x.shape):
+            return f"axis {a} is out of range for rank {len(x.shape)}"
+        if r_ not in norm:
+            norm.append(r_)
+    keep = bool(op.options.get("keep_dims"))
+    want = [1 if d in norm else n for d, n in enumerate(x.shape)] if keep else \
+        [n for d, n in enumerate(x.shape) if d not in norm]
+    return _out_shape_is(op, g, want) or norm
+
+
+def _check_reduce_all(op: Op, g: Graph) -> str | None:
+    r = _reduce_all_axes(op, g)
+    return r if isinstance(r, str) else None
+
+
+@register("REDUCE_ALL", "bool; constant axes (negative, repeated), keep_dims; rank <= 6", _check_reduce_all)
+def _lower_reduce_all(op: Op, g: Graph) -> None:
+    axes = _reduce_all_axes(op, g)
+    assert not isinstance(axes, str), axes
+    shape = [int(d) for d in g.tensors[op.inputs[0]].shape]
+    kept = [d for d in range(len(shape)) if d not in axes]
+    strides, acc = {}, 1
+    for d in reversed(kept):
+        strides[d] = acc
+        acc *= shape[d]
+    pad = MAX_DIMS - len(shape)
+    op.kernel = "reduce_all"
+    op.attrs = {"shape": [1] * pad + shape, "out_strides": [0] * pad + [strides.get(d, 0) for d in range(len(shape))],
+                "out_size": int(acc)}
+    op.inputs = op.inputs[:1]
+
+
+# ---- L2_NORMALIZATION ---------------------------------------------------------------------------------
+
+L2_MAX_DEPTH = (1 << 31) // (255 * 255)  # TFLite's int32 sum of squares cannot overflow
+
+
+def _check_l2_norm(op: Op, g: Graph) -> str | None:
+    r = _io(op, 1)
+    if r:
+        return r
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if op.options.get("fused_activation_function", "NONE") not in ("NONE", None):
+        return f"fused activation {op.options.get('fused_activation_function')} is not supported (NONE)"
+    if tuple(y.shape) != tuple(x.shape) or not x.shape:
+        return f"output {list(y.shape)} must have the input's shape {list(x.shape)}"
+    if x.dtype == "float32" and y.dtype == "float32":
+        return None
+    if x.dtype != "int8" or y.dtype != "int8":
+        return f"{x.dtype} -> {y.dtype} is not supported (int8 or float32, as TFLite Micro)"
+    for t in (x, y):
+        if t.quant is None or t.quant.scale.size != 1:
+            return f"tensor '{t.name}' must be quantised per tensor"
+    if float(np.float32(y.quant.scale[0])) != float(np.float32(1.0 / 128)) or int(y.quant.zero_point[0]) != 0:
+        return "the int8 output must have scale 1/128 and zero point 0 (TFLite's L2_NORMALIZATION)"
+    if int(x.shape[-1]) > L2_MAX_DEPTH:
+        return f"a depth of {x.shape[-1]} is over the {L2_MAX_DEPTH} TFLite's int32 sum of squares holds"
+    return None
+
+
+@register("L2_NORMALIZATION", "int8 (TFLite's integer path: output scale 1/128, zero point 0) or float32; "
+          "last axis", _check_l2_norm)
+def _lower_l2_norm(op: Op, g: Graph) -> None:
+    x = g.tensors[op.inputs[0]]
+    depth = int(x.shape[-1])
+    op.attrs = {"outer": int(x.size // depth), "depth": depth}
+    if x.dtype == "int8":
+        assert x.quant is not None
+        op.kernel = "l2_norm_s8"
+        op.attrs["input_zero_point"] = int(x.quant.zero_point[0])
+    else:
+        op.kernel = "l2_norm_f32"
+    op.macc = int(2 * x.size)
+
+
+# ---- L2_POOL_2D -----------------------------------------------------------------------------------------
+
+def _check_l2_pool(op: Op, g: Graph) -> str | None:
+    r = _io(op, 1)
+    if r:
+        return r
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if x.dtype != "float32" or y.dtype != "float32":
+        return f"{x.dtype} -> {y.dtype} is not supported (float32, as TFLite Micro)"
+    if len(x.shape) != 4:
+        return f"input {list(x.shape)} is not a 4-D NHWC tensor"
+    o = op.options
+    if str(o.get("padding", "VALID")) not in ("SAME", "VALID"):
+        return f"padding {o.get('padding')} is not supported (SAME or VALID)"
+    for key in ("filter_height", "filter_width", "stride_h", "stride_w"):
+        if int(o.get(key, 1)) < 1:
+            return f"{key} = {o.get(key)} is invalid"
+    r = check_activation(op)
+    if r:
+        return r
+    geo = pool_geometry(op, g)
+    if geo["out_h"] < 1 or geo["out_w"] < 1:
+        return "the window is larger than the input"
+    return _out_shape_is(op, g, (geo["batches"], geo["out_h"], geo["out_w"], geo["channels"]))
+
+
+@register("L2_POOL_2D", "float32; SAME or VALID; fused NONE/RELU/RELU6/RELU_N1_TO_1", _check_l2_pool)
+def _lower_l2_pool(op: Op, g: Graph) -> None:
+    geo = pool_geometry(op, g)
+    lo, hi = act_range_f32(op)
+    op.kernel = "l2_pool_f32"
+    op.attrs = {**geo, "act_min": lo, "act_max": hi}
+    op.macc = int(g.tensors[op.outputs[0]].size * geo["filter_h"] * geo["filter_w"])
