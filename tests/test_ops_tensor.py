@@ -198,3 +198,13 @@ def test_refusals(tmp_path):
     _refused(_single(BO.DYNAMIC_UPDATE_SLICE, [((2, 3), "float32", {}, None), ((3, 3), "float32", {}, None),
                                                ((2,), "int32", {}, None)], ((2, 3), "float32", {})),
              tmp_path, "DYNAMIC_UPDATE_SLICE", "larger")
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_broadcast_args(tmp_path, dtype):
+    data = _single(BO.BROADCAST_ARGS, [((4,), dtype, {}, None), ((2,), dtype, {}, None)], ((4,), dtype, {}))
+    dt = np.dtype(dtype)
+    samples = [[np.array(a, dt), np.array(b, dt)] for a, b in
+               (([2, 1, 3, 1], [1, 5]), ([1, 1, 1, 1], [7, 1]), ([3, 4, 1, 6], [5, 6]))]
+    outs = _run(data, tmp_path, samples)
+    assert outs[0].tolist() == [2, 1, 3, 5]

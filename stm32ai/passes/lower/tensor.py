@@ -472,3 +472,26 @@ def _lower_l2_pool(op: Op, g: Graph) -> None:
     op.kernel = "l2_pool_f32"
     op.attrs = {**geo, "act_min": lo, "act_max": hi}
     op.macc = int(g.tensors[op.outputs[0]].size * geo["filter_h"] * geo["filter_w"])
+
+
+# ---- BROADCAST_ARGS -------------------------------------------------------------------------------------
+
+def _check_broadcast_args(op: Op, g: Graph) -> str | None:
+    r = _io(op, 2)
+    if r:
+        return r
+    a, b, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    if a.dtype not in ("int32", "int64") or b.dtype != a.dtype or y.dtype != a.dtype:
+        return f"{a.dtype}, {b.dtype} -> {y.dtype}: int32 or int64 shapes of one type expected"
+    if len(a.shape) != 1 or len(b.shape) != 1 or len(y.shape) != 1:
+        return "the shapes and the output must be 1-D"
+    if y.size != max(a.size, b.size):
+        return f"output has {y.size} values for shapes of {a.size} and {b.size} — the model is inconsistent"
+    return None
+
+
+@register("BROADCAST_ARGS", "int32 or int64 shapes (run-time or constant)", _check_broadcast_args)
+def _lower_broadcast_args(op: Op, g: Graph) -> None:
+    a, b, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    op.kernel = "broadcast_args_s32" if a.dtype == "int32" else "broadcast_args_s64"
+    op.attrs = {"n1": int(a.size), "n2": int(b.size), "n_out": int(y.size)}

@@ -1,6 +1,6 @@
 /* Tensor / shape operators that read run-time indices or compute (the copy-only ones are
  * lowered onto ai_copy_nd, ai_kernels_movement.h): GATHER_ND, EMBEDDING_LOOKUP (int8 -> float),
- * DYNAMIC_UPDATE_SLICE, CUMSUM, REDUCE_ALL, L2_NORMALIZATION, L2_POOL_2D.
+ * DYNAMIC_UPDATE_SLICE, CUMSUM, REDUCE_ALL, L2_NORMALIZATION, L2_POOL_2D, BROADCAST_ARGS.
  *
  * Calling convention (see stm32ai/passes/lower/__init__.py):
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>);
@@ -83,6 +83,19 @@ typedef struct {
   float act_min, act_max;
 } ai_l2_pool_f32_params;
 void ai_l2_pool_f32(const ai_l2_pool_f32_params *p, const float *input, float *output);
+
+/* ---- BROADCAST_ARGS: the broadcast of two 1-D shapes, right-aligned (a missing dim is 1);
+ * values are read as int (TFLite's reference truncates int64 the same way); where the dims
+ * disagree (TFLite aborts) the output takes shape 1's. */
+typedef struct {
+  int32_t n1, n2, n_out;
+} ai_broadcast_args_params;
+typedef ai_broadcast_args_params ai_broadcast_args_s32_params;
+typedef ai_broadcast_args_params ai_broadcast_args_s64_params;
+void ai_broadcast_args_s32(const ai_broadcast_args_s32_params *p, const int32_t *shape1, const int32_t *shape2,
+                           int32_t *output);
+void ai_broadcast_args_s64(const ai_broadcast_args_s64_params *p, const int64_t *shape1, const int64_t *shape2,
+                           int64_t *output);
 
 #ifdef __cplusplus
 }

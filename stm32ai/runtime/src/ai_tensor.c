@@ -235,3 +235,24 @@ void ai_l2_pool_f32(const ai_l2_pool_f32_params *p, const float *input, float *o
         }
       }
 }
+
+/* ---- BROADCAST_ARGS -------------------------------------------------------------------------- */
+
+#define BROADCAST_ARGS(P, A, B, OUT)                                                   \
+  do {                                                                                 \
+    for (int32_t i = 0; i < (P)->n_out; i++) {                                         \
+      const int32_t a = i < (P)->n1 ? (int32_t)(A)[(P)->n1 - 1 - i] : 1;               \
+      const int32_t b = i < (P)->n2 ? (int32_t)(B)[(P)->n2 - 1 - i] : 1;               \
+      (OUT)[(P)->n_out - 1 - i] = a == 1 ? b : a;                                      \
+    }                                                                                  \
+  } while (0)
+
+void ai_broadcast_args_s32(const ai_broadcast_args_s32_params *p, const int32_t *shape1, const int32_t *shape2,
+                           int32_t *output) {
+  BROADCAST_ARGS(p, shape1, shape2, output);
+}
+
+void ai_broadcast_args_s64(const ai_broadcast_args_s64_params *p, const int64_t *shape1, const int64_t *shape2,
+                           int64_t *output) {
+  BROADCAST_ARGS(p, shape1, shape2, output);
+}
