@@ -41,7 +41,7 @@ def test_fixtures_present():
     assert {p.stem for p in MATMUL_FIXTURES} == {
         "matmul_bmm_int8", "matmul_bmm_float32", "matmul_bmm_int16", "matmul_const_int8",
         "matmul_const_float32", "matmul_einsum_int8", "matmul_einsum_float32",
-        "matmul_fc_runtime_int8", "matmul_fc_runtime_float32"}
+        "matmul_fc_runtime_int8", "matmul_fc_runtime_float32", "matmul_attention_int8", "matmul_attention_float32"}
 
 
 # ---- hand-built models against TFLite Micro ------------------------------------------------------
