@@ -208,3 +208,18 @@ def test_broadcast_args(tmp_path, dtype):
                (([2, 1, 3, 1], [1, 5]), ([1, 1, 1, 1], [7, 1]), ([3, 4, 1, 6], [5, 6]))]
     outs = _run(data, tmp_path, samples)
     assert outs[0].tolist() == [2, 1, 3, 5]
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, True)])
+def test_cumsum_int8_against_tflm(tmp_path, exclusive, reverse):
+    """TFLite's quantized CUMSUM (the converter keeps CUMSUM in float, TFLM runs int8): its sum
+    starts at the scaled input offset, and 40 terms of up to 255 * 2^19 wrap the int32 sum."""
+    o = schema.CumsumOptionsT()
+    o.exclusive, o.reverse = exclusive, reverse
+    data = _single(BO.CUMSUM, [((2, 40, 3), "int8", {"scale": 0.05, "zp": -20}, None),
+                               ((1,), "int32", {}, np.array([1], np.int32))],
+                   ((2, 40, 3), "int8", {"scale": 0.4, "zp": 7}), schema.BuiltinOptions.CumsumOptions, o)
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, (2, 40, 3)).astype(np.int8)
+    x[1, :, 0] = 127
+    _run(data, tmp_path, [[x]])

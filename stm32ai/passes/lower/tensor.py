@@ -25,6 +25,7 @@ from stm32ai.passes.lower.movement import (
     set_copy,
 )
 from stm32ai.passes.lower.pool import pool_geometry
+from stm32ai.passes.quant import quantize_multiplier_smaller_than_one_exp
 
 
 def _io(op: Op, n_in: int) -> str | None:
@@ -323,9 +324,14 @@ def _check_cumsum(op: Op, g: Graph) -> str | None:
     if r:
         return r
     x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    if x.dtype not in ("float32", "int32") or y.dtype != x.dtype:
-        return (f"{x.dtype} -> {y.dtype} is not supported (float32 or int32; the converter keeps CUMSUM "
-                "in float in int8 models)")
+    if x.dtype not in ("float32", "int32", "int8") or y.dtype != x.dtype:
+        return f"{x.dtype} -> {y.dtype} is not supported (float32, int8 or int32)"
+    if x.dtype == "int8":
+        for t in (x, y):
+            if t.quant is None or t.quant.scale.size != 1 or not t.quant.scale[0] > 0:
+                return f"tensor '{t.name}' must be quantised per tensor"
+        if not 2.0 * float(x.quant.scale[0]) / ((1 << CUMSUM_SHIFT) * float(y.quant.scale[0])) < 1.0:
+            return "the output scale is over 2^19 times smaller than the input's"
     axis = const_ints(g, op.inputs[1])
     if axis is None or len(axis) != 1:
         return "the axis must be one constant value"
@@ -335,16 +341,29 @@ def _check_cumsum(op: Op, g: Graph) -> str | None:
     return _out_shape_is(op, g, x.shape)
 
 
-@register("CUMSUM", "float32 or int32; constant axis; exclusive, reverse", _check_cumsum)
+CUMSUM_SHIFT = 20  # TFLite's kCumSumIntegerShift
+
+
+@register("CUMSUM", "float32, int8 (TFLite's quantized path) or int32; constant axis; exclusive, reverse",
+          _check_cumsum)
 def _lower_cumsum(op: Op, g: Graph) -> None:
-    x = g.tensors[op.inputs[0]]
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     ax = const_ints(g, op.inputs[1])[0]  # type: ignore[index]
     ax = ax + len(x.shape) if ax < 0 else ax
-    op.kernel = "cumsum_f32" if x.dtype == "float32" else "cumsum_s32"
+    op.kernel = {"float32": "cumsum_f32", "int32": "cumsum_s32", "int8": "cumsum_s8"}[x.dtype]
     op.attrs = {"outer": int(np.prod(x.shape[:ax], dtype=np.int64)), "axis": int(x.shape[ax]),
                 "inner": int(np.prod(x.shape[ax + 1:], dtype=np.int64)),
                 "exclusive": int(bool(op.options.get("exclusive"))), "reverse": int(bool(op.options.get("reverse")))}
     op.inputs = op.inputs[:1]
+    if x.dtype == "int8":
+        assert x.quant is not None and y.quant is not None
+        sx, sy = float(x.quant.scale[0]), float(y.quant.scale[0])
+        im, ish = quantize_multiplier_smaller_than_one_exp(sx / (2.0 * sx))
+        om, osh = quantize_multiplier_smaller_than_one_exp(2.0 * sx / ((1 << CUMSUM_SHIFT) * sy))
+        op.attrs.update({"input_offset": -int(x.quant.zero_point[0]), "left_shift": CUMSUM_SHIFT,
+                         "input_multiplier": im, "input_shift": ish, "output_multiplier": om,
+                         "output_shift": osh, "output_offset": int(y.quant.zero_point[0]),
+                         "act_min": -128, "act_max": 127})
 
 
 # ---- REDUCE_ALL --------------------------------------------------------------------------------------

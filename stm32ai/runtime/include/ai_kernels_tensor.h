@@ -55,6 +55,16 @@ typedef ai_cumsum_params ai_cumsum_s32_params;
 void ai_cumsum_f32(const ai_cumsum_f32_params *p, const float *input, float *output);
 void ai_cumsum_s32(const ai_cumsum_s32_params *p, const int32_t *input, int32_t *output);
 
+/* int8: TFLite's quantized CumSum — each term (x + input_offset) << left_shift scaled by the
+ * input multiplier (x / 2 in Q(left_shift)), an int32 running sum that starts at the scaled
+ * input offset (as TFLite's, not at 0) and wraps, requantised per output. */
+typedef struct {
+  int32_t outer, axis, inner, exclusive, reverse;
+  int32_t input_offset, left_shift, input_multiplier, input_shift;
+  int32_t output_multiplier, output_shift, output_offset, act_min, act_max;
+} ai_cumsum_s8_params;
+void ai_cumsum_s8(const ai_cumsum_s8_params *p, const int8_t *input, int8_t *output);
+
 /* ---- REDUCE_ALL (bool): output element o = AND of the input elements mapping to it. The input
  * is walked in order over `shape`; out_strides[d] is the output stride of input dim d (0 when
  * reduced). */

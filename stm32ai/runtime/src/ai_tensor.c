@@ -116,6 +116,32 @@ void ai_cumsum_s32(const ai_cumsum_s32_params *p, const int32_t *input, int32_t 
   CUMSUM_WALK(int32_t, ai_wadd);
 }
 
+void ai_cumsum_s8(const ai_cumsum_s8_params *p, const int8_t *input, int8_t *output) {
+  const int32_t start = ai_requant((int32_t)((uint32_t)p->input_offset << p->left_shift), p->input_multiplier,
+                                   p->input_shift);
+  for (int32_t o = 0; o < p->outer; o++)
+    for (int32_t k = 0; k < p->inner; k++) {
+      int32_t acc = start;
+      for (int32_t a = 0; a < p->axis; a++) {
+        const int32_t ia = p->reverse ? p->axis - 1 - a : a;
+        const int32_t at = (o * p->axis + ia) * p->inner + k;
+        const int32_t y = (int32_t)input[at] + p->input_offset;
+        const int32_t scaled = ai_requant((int32_t)((uint32_t)y << p->left_shift), p->input_multiplier,
+                                          p->input_shift);
+        int32_t v;
+        if (p->exclusive) {
+          v = acc;
+          acc = ai_wadd(acc, scaled);
+        } else {
+          acc = ai_wadd(acc, scaled);
+          v = acc;
+        }
+        v = ai_wadd(ai_requant(v, p->output_multiplier, p->output_shift), p->output_offset);
+        output[at] = (int8_t)AI_CLAMP(v, p->act_min, p->act_max);
+      }
+    }
+}
+
 /* ---- REDUCE_ALL ----------------------------------------------------------------------------- */
 
 void ai_reduce_all(const ai_reduce_all_params *p, const uint8_t *input, uint8_t *output) {
