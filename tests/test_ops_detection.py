@@ -144,3 +144,27 @@ def test_refusals(tmp_path, extra, out_md, reason):
 
 def test_registry_lists_it():
     assert "NMS" in registry()[f"CUSTOM:{OP}"].constraints
+
+
+@pytest.mark.slow
+def test_on_the_emulated_board(tmp_path):
+    """Regular NMS over 60 boxes in the demo firmware on qemu-netduinoplus2 (Cortex-M4F: libm's
+    exp in double, the float IoU without fused multiply-add): result: match against the TFLM
+    output embedded at generate time."""
+    import shutil
+
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    from stm32ai.boards import load_board
+    from stm32ai.cli import main
+    from stm32ai.project.demo_output import parse_demo_output
+    from stm32ai.project.run import build_project, run_qemu
+
+    model = tmp_path / "dp.tflite"
+    model.write_bytes(_model(60, 4, 1, 10, True, dpc=4))
+    out = tmp_path / "proj"
+    board = load_board("qemu-netduinoplus2")
+    assert main(["generate", str(model), "--board", board.id, "-o", str(out)]) == 0
+    code, text = run_qemu(build_project(out), board, timeout_s=300)
+    demo = parse_demo_output(text)
+    assert code == 0 and demo.result == "match", text

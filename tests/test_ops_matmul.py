@@ -181,3 +181,25 @@ def test_registry_lists_both():
     reg = registry()
     assert "adj_x" in reg["BATCH_MATMUL"].constraints
     assert "run time" in reg["FULLY_CONNECTED"].constraints
+
+
+@pytest.mark.slow
+def test_attention_on_the_emulated_board(tmp_path):
+    """The int8 attention fixture's demo firmware on qemu-netduinoplus2 (Cortex-M4, the
+    cross-compiled strided kernels): result: match against the TFLM output embedded at
+    generate time."""
+    import shutil
+
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    from stm32ai.boards import load_board
+    from stm32ai.cli import main
+    from stm32ai.project.demo_output import parse_demo_output
+    from stm32ai.project.run import build_project, run_qemu
+
+    out = tmp_path / "proj"
+    board = load_board("qemu-netduinoplus2")
+    assert main(["generate", str(FIXTURES / "matmul_attention_int8.tflite"), "--board", board.id, "-o", str(out)]) == 0
+    code, text = run_qemu(build_project(out), board, timeout_s=300)
+    demo = parse_demo_output(text)
+    assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text

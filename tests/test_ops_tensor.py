@@ -223,3 +223,25 @@ def test_cumsum_int8_against_tflm(tmp_path, exclusive, reverse):
     x = rng.integers(-128, 128, (2, 40, 3)).astype(np.int8)
     x[1, :, 0] = 127
     _run(data, tmp_path, [[x]])
+
+
+@pytest.mark.slow
+def test_l2_norm_int8_on_the_emulated_board(tmp_path):
+    """The int8 L2_NORMALIZATION fixture (the integer inverse square root) in the demo firmware
+    on qemu-netduinoplus2 (Cortex-M4): result: match against the TFLM output embedded at
+    generate time."""
+    import shutil
+
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    from stm32ai.boards import load_board
+    from stm32ai.cli import main
+    from stm32ai.project.demo_output import parse_demo_output
+    from stm32ai.project.run import build_project, run_qemu
+
+    out = tmp_path / "proj"
+    board = load_board("qemu-netduinoplus2")
+    assert main(["generate", str(FIXTURES / "tensor_l2_norm_int8.tflite"), "--board", board.id, "-o", str(out)]) == 0
+    code, text = run_qemu(build_project(out), board, timeout_s=300)
+    demo = parse_demo_output(text)
+    assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text
