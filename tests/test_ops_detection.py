@@ -123,7 +123,7 @@ def test_nothing_passes_the_threshold(tmp_path):
 
 def test_larger_outputs_are_zero_filled(tmp_path):
     rng = np.random.default_rng(6)
-    data = _model(40, 3, 1, 6, False, out_md=6)
+    data = _model(40, 3, 1, 6, False, out_md=9)
     assert _check(data, tmp_path, [_inputs(rng, 40, 4, 4, False)]) == [6]
 
 

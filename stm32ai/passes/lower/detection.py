@@ -132,7 +132,7 @@ def lower_detection(op: Op, g: Graph) -> None:
         "num_boxes": n, "box_stride": int(box.shape[2]), "num_classes": nc,
         "label_offset": int(cls.shape[2]) - nc, "max_detections": md,
         "per_class": per_class, "regular": int(o["regular"]),
-        "out_capacity": min(int(outs[1].size), int(outs[2].size), int(outs[0].size) // 4),
+        "box_elems": int(outs[0].size), "class_elems": int(outs[1].size), "score_elems": int(outs[2].size),
         "score_threshold": o["nms_score_threshold"], "iou_threshold": o["nms_iou_threshold"],
         "y_scale": o["y_scale"], "x_scale": o["x_scale"], "h_scale": o["h_scale"], "w_scale": o["w_scale"],
     }

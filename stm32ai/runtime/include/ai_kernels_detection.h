@@ -5,8 +5,8 @@
  *   void ai_<kernel>(const ai_<kernel>_params *p, <inputs...>, <outputs...>, void *scratch);
  * inputs: box encodings [1, num_boxes, box_stride] (y, x, h, w first), class scores
  * [1, num_boxes, label_offset + num_classes], anchors [num_boxes, 4] (y, x, h, w);
- * outputs: boxes [out_capacity, 4] (ymin, xmin, ymax, xmax), classes, scores [out_capacity],
- * num_detections [1]. Entries past the detections found are zero. Details and the differences
+ * outputs: boxes [.., 4] (ymin, xmin, ymax, xmax), classes, scores (each holds every detection:
+ * checked at generate time), num_detections [1]. Entries past the detections found are zero. Details and the differences
  * from TFLite Micro where it has no defined result: docs/kernels_detection.md.
  *
  * Scratch (stm32ai/passes/lower/detection.py scratch_size; n boxes, s = min(n, per_class),
@@ -26,7 +26,8 @@ extern "C" {
 
 typedef struct {
   int32_t num_boxes, box_stride, num_classes, label_offset;
-  int32_t max_detections, per_class, regular, out_capacity;
+  int32_t max_detections, per_class, regular;
+  int32_t box_elems, class_elems, score_elems; /* output sizes, zeroed before the detections */
   float score_threshold, iou_threshold;
   float y_scale, x_scale, h_scale, w_scale;
 } ai_detection_postprocess_f32_params;

@@ -216,9 +216,9 @@ void ai_detection_postprocess_f32(const ai_detection_postprocess_f32_params *p, 
   w.m_sc2 = f + after_tmp + s + 3 * m;
   w.active = (uint8_t *)(f + after_tmp + s + 4 * m);
 
-  memset(out_boxes, 0, (size_t)p->out_capacity * 4 * sizeof(float));
-  memset(out_classes, 0, (size_t)p->out_capacity * sizeof(float));
-  memset(out_scores, 0, (size_t)p->out_capacity * sizeof(float));
+  memset(out_boxes, 0, (size_t)p->box_elems * sizeof(float));
+  memset(out_classes, 0, (size_t)p->class_elems * sizeof(float));
+  memset(out_scores, 0, (size_t)p->score_elems * sizeof(float));
   decode(p, boxes, anchors, w.decoded);
   int32_t found = 0;
   if (valid_boxes(w.decoded, n)) { /* else TFLite Micro fails the inference: no detections */
