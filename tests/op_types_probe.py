@@ -54,7 +54,8 @@ FIXED = {("SOFTMAX", "int8"): (1 / 256, -128), ("SOFTMAX", "uint8"): (1 / 256, 0
          ("LOGISTIC", "int8"): (1 / 256, -128), ("LOGISTIC", "uint8"): (1 / 256, 0),
          ("LOGISTIC", "int16"): (1 / 32768, 0), ("TANH", "int8"): (1 / 128, 0),
          ("TANH", "uint8"): (1 / 128, 128), ("TANH", "int16"): (1 / 32768, 0),
-         ("LOG_SOFTMAX", "int8"): (16 / 256, 127), ("LOG_SOFTMAX", "uint8"): (16 / 256, 255)}
+         ("LOG_SOFTMAX", "int8"): (16 / 256, 127), ("LOG_SOFTMAX", "uint8"): (16 / 256, 255),
+         ("L2_NORMALIZATION", "int8"): (1 / 128, 0), ("L2_NORMALIZATION", "uint8"): (1 / 128, 128)}
 
 # (op, combination) TFLM accepts and we refuse on purpose: the reason is printed in the doc
 _BIAS_AS_INT64 = ("TFLM accepts it, but its int16 kernel reads the bias as int64 whatever its type (an "
@@ -314,6 +315,7 @@ def all_cases() -> list[Case]:
     for op, make in mv.items():
         cases += _movement(op, make)
     cases += _elementwise_cases()
+    cases += _ops21t(x4)
     return cases
 
 
@@ -355,6 +357,44 @@ def _elementwise_cases() -> list[Case]:
     return cases
 
 
+def _ops21t(x4: list[int]) -> list[Case]:
+    """Issue 21's tensor / shape / matmul operators (tensor.py, matmul.py)."""
+    no_crops = lambda b, t: [_const(b, [2, 2]), _const(b, [[0, 0], [0, 0]])]  # noqa: E731
+    mv = {
+        "REVERSE_V2": _mv_simple("REVERSE_V2", x4, x4, lambda b, t: [_const(b, [1])]),
+        "BATCH_TO_SPACE_ND": _mv_simple("BATCH_TO_SPACE_ND", [4, 2, 2, 3], x4, no_crops),
+        "SPACE_TO_BATCH_ND": _mv_simple("SPACE_TO_BATCH_ND", x4, [4, 2, 2, 3], no_crops),
+        "BROADCAST_TO": _mv_simple("BROADCAST_TO", [1, 4, 1, 3], x4, lambda b, t: [_const(b, x4)]),
+        "GATHER_ND": _mv_simple("GATHER_ND", x4, [2, 4, 3], lambda b, t: [_const(b, [[0, 1], [0, 3]])]),
+    }
+    cases = [c for op, make in mv.items() for c in _movement(op, make)]
+
+    def dus(b: TfliteBuilder, t: str) -> None:
+        x, u = _t(b, x4, t), _t(b, [1, 2, 2, 3], t)
+        _finish(b, _code("DYNAMIC_UPDATE_SLICE"), [x, u, _const(b, [0, 1, 1, 0])], [_t(b, x4, t)], [x, u])
+    cases += _movement("DYNAMIC_UPDATE_SLICE", dus)
+
+    def cumsum(b: TfliteBuilder, t: str) -> None:
+        x = _t(b, x4, t, t != "int32")
+        _finish(b, _code("CUMSUM"), [x, _const(b, 2)], [_t(b, x4, t, t != "int32")], [x], _opts("Cumsum"))
+    cases += _movement("CUMSUM", cumsum, ACT + ("int64",))
+
+    def reduce_all(b: TfliteBuilder, t: str) -> None:
+        x = _t(b, x4, t)
+        _finish(b, _code("REDUCE_ALL"), [x, _const(b, [1, 2])], [_t(b, [1, 1, 1, 3], t)], [x],
+                _opts("Reducer", keepDims=True))
+    cases += _movement("REDUCE_ALL", reduce_all, ("bool", "int8", "float32"))
+    cases += _unary("L2_NORMALIZATION", _same(ACT), lambda: _opts("L2Norm"))
+    cases += _pool("L2_POOL_2D")
+    for t in ACT:
+        def bmm(b: TfliteBuilder, t: str = t) -> None:
+            q = t != "int32"
+            x1, x2 = _t(b, [1, 2, 3], t, q), _t(b, [1, 3, 4], t, q)
+            _finish(b, _code("BATCH_MATMUL"), [x1, x2], [_t(b, [1, 2, 4], t, q)], [x1, x2], _opts("BatchMatMul"))
+        cases.append(Case("BATCH_MATMUL", f"{t} x {t} -> {t}", bmm))
+    return cases
+
+
 NOT_PROBED = {
     "SVDF": "several weight, bias and state tensors with one fixed type each (int8/int16/int32 or "
             "all float32): tests/test_ops_svdf.py covers both, TFLM's only combinations",
@@ -365,6 +405,11 @@ NOT_PROBED = {
                                                  "only a multi-subgraph model exercises: tests/test_ops_state.py",
     "IF, WHILE": "control flow: subgraphs copied into subgraph 0 by the frontend, the IF select a byte "
                  "copy of any type: tests/test_ops_control_flow.py",
+    "CUSTOM:TFLite_Detection_PostProcess": "float32 only in TFLM (box encodings, scores, anchors and the four "
+                                           "outputs): tests/test_ops_detection.py",
+    "EMBEDDING_LOOKUP": "int32 ids with a float32 or int8 table, int8 -> float32 dequantised: "
+                        "tests/test_ops_tensor.py covers each against TFLM",
+    "BROADCAST_ARGS": "int32 or int64 shapes only: tests/test_ops_tensor.py",
 }
 
 

@@ -461,10 +461,10 @@ def test_refuses_what_it_cannot_compute_exactly(tmp_path):
     mb.fc(mb.tensor((1, 4), "int8", 0.1, 0), mb.tensor((2, 4), "int8", 0.1, 3, np.ones((2, 4))), -1,
           mb.tensor((1, 2), "int8", 0.1, 0))
     cases["weight_zp"] = (mb, "zero point")
-    mb = ModelBuilder()  # weights computed at run time
-    mb.fc(mb.tensor((1, 4), "int8", 0.1, 0), mb.tensor((2, 4), "int8", 0.1, 0), -1,
+    mb = ModelBuilder()  # weights and bias computed at run time (run-time weights: matmul.py; a bias must be constant)
+    mb.fc(mb.tensor((1, 4), "int8", 0.1, 0), mb.tensor((2, 4), "int8", 0.1, 0), mb.tensor((2,), "int32", 0.01, 0),
           mb.tensor((1, 2), "int8", 0.1, 0))
-    cases["runtime_weights"] = (mb, "constant")
+    cases["runtime_bias"] = (mb, "constant bias")
     mb = ModelBuilder()  # TANH is not a fusable clamp
     mb.fc(mb.tensor((1, 4), "int8", 0.1, 0), mb.tensor((2, 4), "int8", 0.1, 0, np.ones((2, 4))), -1,
           mb.tensor((1, 2), "int8", 0.1, 0), "TANH")
