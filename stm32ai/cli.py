@@ -315,7 +315,7 @@ def _report(c: Any) -> Any:
 
 def _fits_mcu(mcu: Any, weights: int, activations: int) -> None:
     """--into without --board: the budget of the project's linker script (generator's reserves)."""
-    from stm32ai.project.generator import CODE_RESERVE, DATA_RESERVE
+    from stm32ai.placement import CODE_RESERVE, DATA_RESERVE
 
     if mcu.flash_bytes is not None and weights > mcu.flash_bytes - CODE_RESERVE:
         raise Stm32aiError(f"weights ({weights:,} B) do not fit the flash of {mcu.describe()} with "

@@ -127,7 +127,7 @@ def weights_budget_for(board_id: str | None) -> int | None:
     if not board_id:
         return None
     from stm32ai.boards import load_board
-    from stm32ai.project.generator import CODE_RESERVE
+    from stm32ai.placement import CODE_RESERVE
 
     b = load_board(board_id)
     return max(b.region(b.text_region).length - CODE_RESERVE, 0)
@@ -144,7 +144,7 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
     if not board_id:
         return None
     from stm32ai.boards import load_board, parse_size
-    from stm32ai.project.generator import activation_budgets
+    from stm32ai.placement import activation_budgets
 
     b = load_board(board_id)
     w_pool = list(weights_pool) if weights_pool else list(b.weights_pool)
@@ -228,7 +228,7 @@ def _weights_in_ram(board_id: str, optimization: str, path: str | Path, name: st
     from stm32ai.boards import load_board
     from stm32ai.errors import Stm32aiError
     from stm32ai.graphjson import activation_pools
-    from stm32ai.project.generator import plan_placement
+    from stm32ai.placement import plan_placement
 
     b = load_board(board_id)
     c = compile_model(path, name, flash=None, optimization=optimization, weights_budget=budget, **kw)
