@@ -626,14 +626,14 @@ def cmd_boards(args: argparse.Namespace) -> int:
 
 
 def cmd_supported_ops(args: argparse.Namespace) -> int:
-    from stm32ai.passes.lower import registry
+    from stm32ai.passes.supported import supported_ops
 
-    reg = registry()
+    ops = supported_ops()
     if args.json:
-        print(json.dumps({k: v.constraints for k, v in sorted(reg.items())}, indent=1))
+        print(json.dumps(ops, indent=1))
         return 0
-    for k, v in sorted(reg.items()):
-        print(f"{k:<24} {v.constraints}")
+    for k, v in ops.items():
+        print(f"{k:<24} {v}")
     return 0
 
 
