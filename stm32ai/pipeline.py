@@ -17,6 +17,7 @@ from stm32ai.passes.check_support import check_supported
 from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
+from stm32ai.passes.legacy_u8 import shift_uint8
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
@@ -65,7 +66,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
              optimization: str, weights_budget: int | None, flash: FlashModel | None) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
-    for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
+    for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize, shift_uint8)):
         step(g)
         if each:
             verify_graph(g, allow_unknown_dims=i == 0)
