@@ -27,6 +27,7 @@ from stm32ai.passes.legacy_u8 import LEGACY_U8
 from stm32ai.passes.lower import register_variant
 from stm32ai.passes.lower.common import (
     check_activation,
+    fused_activation,
     per_tensor_quant,
     weighted_operands,
 )
@@ -138,7 +139,13 @@ def _check_fc_u8(op: Op, g: Graph) -> str | None:
     geo = _fc_geometry(op, g)
     if isinstance(geo, str):
         return geo
-    return check_activation(op) or _check_io(x, y, w, bias, geo.out_c)
+    reason = check_activation(op) or _check_io(x, y, w, bias, geo.out_c)
+    if reason:
+        return reason
+    _, shift = _requant(x, w, y, 1)
+    if not 1 <= 31 - int(shift[0]) <= 62:
+        return "legacy uint8: the output multiplier's shift is outside TFLite's range — the model is malformed"
+    return None
 
 
 # ---- lowering ------------------------------------------------------------------------------------
@@ -147,6 +154,11 @@ def _bias(g: Graph, op: Op, n: int) -> np.ndarray:
     if len(op.inputs) > 2 and op.inputs[2] >= 0:
         return np.asarray(g.tensors[op.inputs[2]].data, np.int64).reshape(-1)
     return np.zeros(n, np.int64)
+
+
+def _act_range(op: Op, y: Tensor) -> tuple[int, int]:
+    """TFLite's clamp range in the shifted int8 domain (= the uint8 range - 128)."""
+    return activation_range_quantized(fused_activation(op), _scale(y), _zp(y), "int8")
 
 
 def _requant(x: Tensor, w: Tensor, y: Tensor, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -161,8 +173,7 @@ def _lower_wide_conv(op: Op, g: Graph, geo: ConvGeometry) -> None:
     bias = _bias(g, op, geo.out_c)
     mult, shift = _requant(x, w, y, geo.out_c)
     table, fold = conv_rq_table(fold_bias(bias, rows, _zp(x)), rows, mult, shift, _zp(y), bias)
-    lo, hi = activation_range_quantized(str(op.options.get("fused_activation_function") or "NONE"),
-                                        _scale(y), _zp(y), "int8")
+    lo, hi = _act_range(op, y)
     op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * geo.k_h * geo.k_w * geo.in_c)
     op.kernel = "conv2d_s8"
     op.inputs = [op.inputs[0], g.add_const(f"{base}/weights_u8_w16", pack_conv_weights_wide(_krow_rows(geo, rows))),
@@ -182,12 +193,25 @@ def lower_conv_u8(op: Op, g: Graph) -> None:
 
 
 @register_variant("FULLY_CONNECTED", "legacy uint8 (uint8 per-tensor weights and activations): bit-exact "
-                  "with LiteRT-ref, as a 1x1 convolution with the weights re-centred to int16",
+                  "with LiteRT-ref (its single-rounding requantisation), weights re-centred to int16",
                   _legacy, _check_fc_u8)
 def lower_fc_u8(op: Op, g: Graph) -> None:
     geo = _fc_geometry(op, g)
     assert not isinstance(geo, str)
-    _lower_wide_conv(op, g, geo)
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    base = y.name or f"op{op.index}"
+    rows = recentred(w).reshape(geo.out_c, geo.in_c)
+    bias = fold_bias(_bias(g, op, geo.out_c), rows, _zp(x))
+    mult, shift = _requant(x, w, y, 1)
+    lo, hi = _act_range(op, y)
+    op.macc = int(geo.batches * geo.out_c * geo.in_c)
+    op.kernel = "fully_connected_u8"
+    op.inputs = [op.inputs[0], g.add_const(f"{base}/weights_u8", np.ascontiguousarray(rows)),
+                 g.add_const(f"{base}/bias_folded", bias)]
+    op.attrs = {"batches": geo.batches, "in_features": geo.in_c, "out_features": geo.out_c,
+                "out_multiplier": int(mult[0]), "out_shift": int(shift[0]), "out_zero_point": _zp(y),
+                "act_min": int(lo), "act_max": int(hi)}
+    op.scratch = 0
 
 
 @register_variant("DEPTHWISE_CONV_2D", "legacy uint8 (uint8 per-tensor filter and activations): "
@@ -201,8 +225,7 @@ def lower_dw_u8(op: Op, g: Graph) -> None:
     taps = recentred(w).reshape(geo.k_h * geo.k_w, geo.out_c)  # TFLite's [ky*kw+kx][oc]
     bias = fold_bias(_bias(g, op, geo.out_c), taps.T, _zp(x))
     mult, shift = _requant(x, w, y, geo.out_c)
-    lo, hi = activation_range_quantized(str(op.options.get("fused_activation_function") or "NONE"),
-                                        _scale(y), _zp(y), "int8")
+    lo, hi = _act_range(op, y)
     op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * geo.k_h * geo.k_w)
     op.kernel = "depthwise_conv2d_u8"
     op.inputs = [op.inputs[0], g.add_const(f"{base}/weights_u8", np.ascontiguousarray(taps)),
@@ -226,8 +249,7 @@ def lower_avgpool_u8(op: Op, g: Graph) -> None:
     if x.dtype != "int8":  # a float pool cannot carry the flag; kept for safety
         raise AssertionError(op.where)
     geo = pool_geometry(op, g)
-    lo, hi = activation_range_quantized(str(op.options.get("fused_activation_function") or "NONE"),
-                                        _scale(y), _zp(y), "int8")
+    lo, hi = _act_range(op, y)
     op.macc = int(y.size * geo["filter_h"] * geo["filter_w"])
     op.kernel = "avgpool_u8"
     op.attrs = {**geo, "act_min": int(lo), "act_max": int(hi)}
