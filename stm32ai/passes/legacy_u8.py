@@ -35,11 +35,14 @@ import numpy as np
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
 
-__all__ = ["ARITHMETIC_OPS", "EXACT_OPS", "LEGACY_U8", "MOVEMENT_OPS", "WEIGHTED", "shift_uint8"]
+__all__ = ["ARITHMETIC_OPS", "EXACT_OPS", "LEGACY_U8", "MOVEMENT_OPS", "RESCALE", "WEIGHTED", "shift_uint8"]
 
 # op.options key set on every op this pass moved to shifted int8 tensors (the lowering
 # variants of passes/lower/u8.py dispatch on it)
 LEGACY_U8 = "legacy_uint8"
+# option of the QUANTIZE ops this pass puts before a CONCATENATION input quantised unlike the
+# output: LiteRT's uint8 ConcatenationWithScaling rescales in float (passes/lower/u8.py)
+RESCALE = "legacy_uint8_rescale"
 # ops whose filter (input 1) keeps its uint8 codes for passes/lower/u8.py
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 # ops that run shifted uint8 tensors exactly (module docstring): the arithmetic ones each have a
@@ -109,7 +112,28 @@ def shift_uint8(g: Graph) -> Graph:
         t.dtype, t.quant = "int8", _shifted_quant(t.quant)
         if t.data is not None:
             t.data = (np.asarray(t.data, np.int16) - 128).astype(np.int8)
+    for op in [op for op in g.ops if op.type == "CONCATENATION" and op.options.get(LEGACY_U8)]:
+        _rescale_inputs(g, op)
     return g
+
+
+def _same_quant(a: Quant | None, b: Quant | None) -> bool:
+    return (a is not None and b is not None and np.array_equal(np.float32(a.scale), np.float32(b.scale))
+            and np.array_equal(a.zero_point, b.zero_point))
+
+
+def _rescale_inputs(g: Graph, op: Op) -> None:
+    """A uint8 CONCATENATION may take inputs quantised unlike its output (TOCO leaves them so):
+    LiteRT rescales those in float. Each such input gets a QUANTIZE (marked RESCALE) to the
+    output's quantisation, so the concatenation itself only copies."""
+    out = g.tensors[op.outputs[0]]
+    for k, tid in enumerate(op.inputs):
+        t = g.tensors[tid] if tid >= 0 else None
+        if t is None or t.dtype != "int8" or _same_quant(t.quant, out.quant):
+            continue
+        twin = g.add_tensor(f"{t.name}/rescaled", t.shape, "int8", out.quant)
+        g.ops.insert(g.ops.index(op), Op("QUANTIZE", [tid], [twin], {LEGACY_U8: True, RESCALE: True}, op.index))
+        op.inputs[k] = twin
 
 
 def _boundary(g: Graph, tid: int, index: int) -> None:

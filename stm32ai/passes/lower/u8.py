@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
-from stm32ai.passes.legacy_u8 import LEGACY_U8
+from stm32ai.passes.legacy_u8 import LEGACY_U8, RESCALE
 from stm32ai.passes.lower import register_variant
+from stm32ai.passes.lower.activations import lower_as_table
 from stm32ai.passes.lower.common import (
     check_activation,
     fused_activation,
@@ -253,3 +254,36 @@ def lower_avgpool_u8(op: Op, g: Graph) -> None:
     op.macc = int(y.size * geo["filter_h"] * geo["filter_w"])
     op.kernel = "avgpool_u8"
     op.attrs = {**geo, "act_min": int(lo), "act_max": int(hi)}
+
+
+def concat_rescale_values(s_in: float, zp_in: int, s_out: float, zp_out: int) -> list[int]:
+    """LiteRT's uint8 ConcatenationWithScaling for every shifted input code -128..127, shifted
+    back: in float32, scale = s_in * (1 / s_out), bias = -zp_in * scale, then
+    round(u * scale + bias) (half away from zero) + zp_out clamped to 0..255 (zero points uint8)."""
+    f = np.float32
+    scale = f(f(s_in) * f(f(1.0) / f(s_out)))
+    bias = f(f(-zp_in) * scale)
+    out = []
+    for u in range(256):
+        v = f(f(f(u) * scale) + bias)
+        r = int(np.floor(abs(float(v)) + 0.5)) * (1 if v >= 0 else -1)
+        out.append(min(max(r + zp_out, 0), 255) - 128)
+    return out
+
+
+def _rescale(op: Op, g: Graph) -> bool:
+    return bool(op.options.get(RESCALE))
+
+
+def _check_rescale(op: Op, g: Graph) -> str | None:
+    src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    return per_tensor_quant(src, "input") or per_tensor_quant(dst, "output")
+
+
+@register_variant("QUANTIZE", "legacy uint8: the float rescaling of a CONCATENATION input quantised "
+                  "unlike the output (LiteRT's ConcatenationWithScaling), a 256-entry table",
+                  _rescale, _check_rescale)
+def lower_rescale_u8(op: Op, g: Graph) -> None:
+    src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    values = concat_rescale_values(_scale(src), _zp(src) + 128, _scale(dst), _zp(dst) + 128)
+    lower_as_table(op, g, values, "int8", "int8", what="rescale")
