@@ -164,7 +164,7 @@ SHARED_HEADERS = {"hybrid": ("conv", "fc")}
 # A variant module re-implements several families for one data type (s16.py: int16x8). Its
 # kernels keep the family's name with the variant as suffix: ai_kernels_<family>[_<sub>]_s16.h,
 # ai_<family>[_<sub>]_s16.c; one docs page, docs/kernels_<variant>.md.
-VARIANTS = {"s16"}
+VARIANTS = {"s16", "u8"}
 
 
 def test_every_op_family_has_one_name_in_each_layer():

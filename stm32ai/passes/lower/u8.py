@@ -1,21 +1,23 @@
 """Legacy uint8 variants (docs/kernels_u8.md): the ops passes/legacy_u8.py moved onto shifted
 int8 activations whose arithmetic still needs the uint8 model's own terms.
 
-* CONV_2D / FULLY_CONNECTED with a uint8 filter: TFLite's uint8 reference computes
+* CONV_2D with a uint8 filter: TFLite's uint8 reference computes
   acc = bias + sum (w - zp_w) * (x - zp_x). The filter is re-centred here, w - zp_w in
-  -255..255, and laid out in conv2d_s8's int16 weight layout (`w16`: the layout SMLAD reads,
-  which holds any int16), the input zero point folded into the bias as for int8. A FULLY_CONNECTED
-  is the 1x1 convolution of its [batches, 1, 1, K] input. Same int32 accumulator, same
-  requantisation (TFLite's double rounding: LiteRT's uint8 path uses its legacy per-tensor
-  multiplier, double(s_x) * double(s_w) / double(s_y) through QuantizeMultiplier, which is the
-  per-channel formula with one channel), so the outputs are the uint8 model's minus 128.
-* DEPTHWISE_CONV_2D with a uint8 filter: the same re-centring, read by a plain loop kernel
-  with int16 weights (ai_depthwise_conv2d_u8).
+  -255..255, and laid out in conv2d_s8's int16 weight layout (`w16`: what SMLAD reads, any
+  int16), the input zero point folded into the bias as for int8; the multiplier is LiteRT's
+  legacy per-tensor one, double(s_x) * double(s_w) / double(s_y) through QuantizeMultiplier,
+  double rounding: the int8 kernel then gives the uint8 model's outputs minus 128.
+* DEPTHWISE_CONV_2D: the same re-centring, read by a plain loop kernel with int16 weights
+  (ai_depthwise_conv2d_u8).
+* FULLY_CONNECTED: re-centred int16 weights and LiteRT's single-rounding requantisation
+  (ai_fully_connected_u8; docs/kernels_fc.md "Reference differences").
 * AVERAGE_POOL_2D: uint8 rounds the sum of codes half up, not half away from zero
   (ai_avgpool_u8).
+* QUANTIZE marked `RESCALE` (put by the pass before a CONCATENATION input quantised unlike the
+  output): LiteRT's float ConcatenationWithScaling as a 256-entry table.
 
-The filter keeps its uint8 codes until here (legacy_u8 shifts activations only), so these
-variants apply to ops that pass marked (`LEGACY_U8`).
+The filter keeps its uint8 codes until here (legacy_u8 shifts activations only); these
+variants apply to ops that pass marked (`LEGACY_U8`, `RESCALE`).
 """
 
 from __future__ import annotations
