@@ -35,7 +35,8 @@ import numpy as np
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
 
-__all__ = ["ARITHMETIC_OPS", "EXACT_OPS", "LEGACY_U8", "MOVEMENT_OPS", "RESCALE", "WEIGHTED", "shift_uint8"]
+__all__ = ["ARITHMETIC_OPS", "EXACT_OPS", "LEGACY_U8", "MOVEMENT_OPS", "RESCALE", "WEIGHTED", "shift_uint8",
+           "uint8_op_types"]
 
 # op.options key set on every op this pass moved to shifted int8 tensors (the lowering
 # variants of passes/lower/u8.py dispatch on it)
@@ -56,6 +57,13 @@ MOVEMENT_OPS = frozenset({"PADV2", "MAXIMUM", "MINIMUM", "SPACE_TO_DEPTH", "DEPT
                           "RESIZE_NEAREST_NEIGHBOR"})
 EXACT_OPS = ARITHMETIC_OPS | MOVEMENT_OPS
 _NATIVE = ("QUANTIZE", "DEQUANTIZE")  # ops that take uint8 as it is
+
+
+def uint8_op_types() -> dict[str, str]:
+    """Op types that run legacy uint8 tensors through the shift, with how (`supported-ops`;
+    the ops with a variant of their own in passes/lower/u8.py also list that variant)."""
+    how = "legacy uint8: the int8 kernel on codes and zero points shifted by 128 (exact)"
+    return {k: how for k in sorted(EXACT_OPS)}
 
 
 def _quantised_u8(g: Graph, tid: int) -> bool:
