@@ -27,7 +27,7 @@ import numpy as np
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.legacy_u8 import LEGACY_U8, RESCALE
 from stm32ai.passes.lower import register_variant
-from stm32ai.passes.lower.activations import lower_as_table
+from stm32ai.passes.lower.activations import lower_as_table, relu_x_table_litert
 from stm32ai.passes.lower.common import (
     check_activation,
     fused_activation,
@@ -289,3 +289,20 @@ def lower_rescale_u8(op: Op, g: Graph) -> None:
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     values = concat_rescale_values(_scale(src), _zp(src) + 128, _scale(dst), _zp(dst) + 128)
     lower_as_table(op, g, values, "int8", "int8", what="rescale")
+
+
+def _check_relu6_u8(op: Op, g: Graph) -> str | None:
+    from stm32ai.passes.lower import REGISTRY
+
+    return REGISTRY["RELU6"].check(op, g)  # the int8 rules hold on the shifted tensors
+
+
+@register_variant("RELU6", "legacy uint8: LiteRT's QuantizedReluX (requantised to the output's "
+                  "quantisation, then clamped), a 256-entry table", _legacy, _check_relu6_u8)
+def lower_relu6_u8(op: Op, g: Graph) -> None:
+    """TFLM's int8 RELU6 clamps in the input's quantisation and never reads the output's; LiteRT's
+    uint8 RELU6 requantises to the output first (QuantizedReluX), which is what a legacy model
+    means. Shift-invariant like the rest (clamp bounds zp + round(r / s) move with zp)."""
+    src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    assert src.quant is not None and dst.quant is not None
+    lower_as_table(op, g, relu_x_table_litert(src.quant, dst.quant, 0.0, 6.0), "int8", "int8", what="relu6")
