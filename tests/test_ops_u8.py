@@ -50,7 +50,7 @@ def test_fixture_bit_exact(model):
 
 def test_fixtures_present():
     assert {p.stem for p in U8_FIXTURES} == {"u8_conv", "u8_dw", "u8_fc", "u8_pool", "u8_eltwise", "u8_head",
-                                            "u8_act_a", "u8_act_b", "u8_mix"}
+                                            "u8_act_a", "u8_act_b", "u8_resize_mean", "u8_mix"}
 
 
 @pytest.mark.parametrize("optimization", ["time", "ram"])
@@ -136,10 +136,10 @@ def test_unverified_op_refused():
     g = Graph("t", [], [], [], [])
     x = _u8(g, "x", (1, 4), 0.05, 120)
     y = _u8(g, "y", (1, 4), 1 / 128, 128)
-    g.ops.append(Op("RESIZE_BILINEAR", [x], [y], {}, 0))
+    g.ops.append(Op("L2_NORMALIZATION", [x], [y], {}, 0))
     g.inputs, g.outputs = [x], [y]
-    assert "RESIZE_BILINEAR" not in EXACT_OPS
-    with pytest.raises(UnsupportedModelError, match="legacy uint8 model: RESIZE_BILINEAR on uint8 tensors is not"):
+    assert "L2_NORMALIZATION" not in EXACT_OPS
+    with pytest.raises(UnsupportedModelError, match="legacy uint8 model: L2_NORMALIZATION on uint8 tensors is not"):
         shift_uint8(g)
 
 
@@ -204,3 +204,46 @@ def test_activations_every_code_against_litert(seed, tmp_path):
     ours = run_compiled(compile_model(path), [codes])[0]
     for name, r, o in zip(_ACTIVATIONS, ref, ours, strict=True):
         assert o.dtype == np.uint8 and np.array_equal(r, o), (name, np.flatnonzero(r != o)[:8])
+
+
+def test_mean_and_resize_against_litert(tmp_path):
+    """MEAN (same and different quantisation, spatial / channel / one axis) runs exactly as the
+    int8 kernel on shifted codes; RESIZE_BILINEAR (plain, half-pixel, align_corners) as LiteRT's
+    float blend of uint8 codes (ai_resize_bilinear_u8): hand-built models, 12 random samples."""
+    from builders import TfliteBuilder, schema
+
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.reference import run_litert_ref
+
+    rng = np.random.default_rng(4)
+    b = TfliteBuilder()
+    s_in, zp_in = 0.0731, 37
+    x = b.tensor((1, 5, 7, 6), "uint8", s_in, zp_in)
+    b.inputs.append(x)
+    for same, axes, keep in ((True, [1, 2], True), (False, [1, 2], True), (True, [3], False), (False, [1], True)):
+        so, zo = (s_in, zp_in) if same else (0.0412, 201)
+        shape = [1, 5, 7, 6]
+        oshape = [1 if i in axes else d for i, d in enumerate(shape)] if keep else \
+            [d for i, d in enumerate(shape) if i not in axes]
+        y = b.tensor(oshape, "uint8", so, zo)
+        o = schema.ReducerOptionsT()
+        o.keepDims = keep
+        ax = b.tensor((len(axes),), "int32", data=np.int32(axes))
+        b.op(40, [x, ax], [y], schema.BuiltinOptions.ReducerOptions, o)
+        b.outputs.append(y)
+    for size, align, half in (((9, 11), False, False), ((9, 11), False, True), ((8, 13), True, False)):
+        y = b.tensor((1, *size, 6), "uint8", s_in, zp_in)
+        o = schema.ResizeBilinearOptionsT()
+        o.alignCorners, o.halfPixelCenters = align, half
+        b.op(23, [x, b.tensor((2,), "int32", data=np.int32(size))], [y], schema.BuiltinOptions.ResizeBilinearOptions, o)
+        b.outputs.append(y)
+    path = tmp_path / "mean_resize_u8.tflite"
+    path.write_bytes(b.build())
+    samples = [[rng.integers(0, 256, (1, 5, 7, 6)).astype(np.uint8)] for _ in range(12)]
+    c = compile_model(path)
+    assert "resize_bilinear_u8" in [op.kernel for op in c.graph.ops]
+    ours = run_compiled(c, samples)
+    ref = run_litert_ref(path, [np.concatenate([s[0] for s in samples])])
+    for j, r in enumerate(ref):
+        o = np.concatenate([out[j] for out in ours])
+        assert np.array_equal(r, o), (j, int((r != o).sum()))

@@ -50,12 +50,14 @@ WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 # converter-made fixture in tests/test_ops_u8.py compared with LiteRT-ref bit for bit
 ARITHMETIC_OPS = frozenset({*WEIGHTED, "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "SUB", "MUL", "SOFTMAX",
                             "LOGISTIC", "PAD", "QUANTIZE", "DEQUANTIZE", "CONCATENATION", "RESHAPE",
-                            "TANH", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6", "RELU_N1_TO_1"})
+                            "TANH", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6", "RELU_N1_TO_1", "MEAN",
+                            "RESIZE_BILINEAR"})
 # ops that only move codes (their int8 kernels refuse an output quantised unlike the input, so
 # no requantisation happens): shift-invariant by construction
 MOVEMENT_OPS = frozenset({"PADV2", "MAXIMUM", "MINIMUM", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "TRANSPOSE",
                           "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "PACK", "UNPACK", "GATHER", "TILE",
                           "RESIZE_NEAREST_NEIGHBOR"})
+# (RESIZE_BILINEAR and MEAN: checked against LiteRT-ref like the arithmetic ops, see ARITHMETIC_OPS)
 EXACT_OPS = ARITHMETIC_OPS | MOVEMENT_OPS
 _NATIVE = ("QUANTIZE", "DEQUANTIZE")  # ops that take uint8 as it is
 

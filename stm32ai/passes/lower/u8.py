@@ -45,6 +45,7 @@ from stm32ai.passes.lower.conv import (
     fold_bias,
 )
 from stm32ai.passes.lower.pool import pool_geometry
+from stm32ai.passes.lower.resize import bilinear_float
 from stm32ai.passes.quant import activation_range_quantized, per_channel_multiplier, quantize_multiplier
 
 __all__ = ["pack_conv_weights_wide", "recentred"]
@@ -306,3 +307,44 @@ def lower_relu6_u8(op: Op, g: Graph) -> None:
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     assert src.quant is not None and dst.quant is not None
     lower_as_table(op, g, relu_x_table_litert(src.quant, dst.quant, 0.0, 6.0), "int8", "int8", what="relu6")
+
+
+def _check_resize_u8(op: Op, g: Graph) -> str | None:
+    from stm32ai.passes.lower import REGISTRY
+
+    reason = REGISTRY["RESIZE_BILINEAR"].check(op, g)  # shapes, size, options (int8 rules)
+    if reason:
+        return reason
+    src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    align, half = bool(op.options.get("align_corners")), bool(op.options.get("half_pixel_centers"))
+    for o, i in ((dst.shape[1], src.shape[1]), (dst.shape[2], src.shape[2])):
+        for k in range(o):
+            lo, hi, _ = bilinear_float(k, i, o, align, half)
+            if not (0 <= lo < i and 0 <= hi < i):
+                return (f"resizing {i} -> {o} makes TFLite's reference read outside the input; "
+                        "not reproducible")
+    return None
+
+
+@register_variant("RESIZE_BILINEAR", "legacy uint8: LiteRT's float32 blend of the uint8 codes, rounded "
+                  "(float at run time, bit-exact)", _legacy, _check_resize_u8)
+def lower_resize_bilinear_u8(op: Op, g: Graph) -> None:
+    """LiteRT has no integer bilinear path for uint8: the float one, on codes (module docs)."""
+    src, dst = op.inputs[0], op.outputs[0]
+    n, h, w, c = g.tensors[src].shape
+    _, oh, ow, _ = g.tensors[dst].shape
+    align, half = bool(op.options.get("align_corners")), bool(op.options.get("half_pixel_centers"))
+    table: list[int] = []
+    frac: list[np.float32] = []
+    for o, i, step in ((oh, h, w * c), (ow, w, c)):
+        for k in range(o):
+            lo, hi, f = bilinear_float(k, i, o, align, half)
+            table += [lo * step, hi * step, 0]
+            frac.append(f)
+    name = g.tensors[dst].name
+    op.kernel = "resize_bilinear_u8"
+    op.inputs = [src, g.add_const(f"{name}/resize_table", np.asarray(table, np.int32)),
+                 g.add_const(f"{name}/resize_frac", np.asarray(frac, np.float32))]
+    op.attrs = {"batches": n, "in_h": h, "in_w": w, "out_h": oh, "out_w": ow, "channels": c}
+    op.macc = 4 * g.tensors[dst].size
+    op.scratch = 0
