@@ -49,13 +49,14 @@ def test_fixture_bit_exact(model):
 
 
 def test_fixtures_present():
-    assert {p.stem for p in U8_FIXTURES} == {"u8_conv", "u8_dw", "u8_fc", "u8_pool", "u8_eltwise", "u8_head",
-                                            "u8_act_a", "u8_act_b", "u8_resize_mean", "u8_mix"}
+    assert {p.stem.removesuffix("_uint8") for p in U8_FIXTURES} == {
+        "u8_conv", "u8_dw", "u8_fc", "u8_pool", "u8_eltwise", "u8_head", "u8_act_a", "u8_act_b", "u8_resize_mean",
+        "u8_mix"}
 
 
 @pytest.mark.parametrize("optimization", ["time", "ram"])
 def test_weight_layouts_keep_wide_weights(optimization):
-    model = FIXTURES / "u8_conv.tflite"
+    model = FIXTURES / "u8_conv_uint8.tflite"
     c = compile_for_board(model, "network", None, optimization=optimization)
     convs = [op for op in c.graph.ops if op.kernel == "conv2d_s8"]
     assert len(convs) == 3 and all(op.attrs["w16"] == 1 for op in convs)
@@ -66,7 +67,7 @@ def test_weight_layouts_keep_wide_weights(optimization):
 def test_staging_board_keeps_wide_weights():
     """A board whose flash has wait states: staging would store int8 weights in flash, which
     cannot hold re-centred uint8 filters; such layers stay unstaged and exact."""
-    model = FIXTURES / "u8_mix.tflite"
+    model = FIXTURES / "u8_mix_uint8.tflite"
     c = compile_for_board(model, "network", "nucleo-f746zg", optimization="time")
     assert c.flash is not None
     for op in c.graph.ops:
@@ -247,3 +248,14 @@ def test_mean_and_resize_against_litert(tmp_path):
     for j, r in enumerate(ref):
         o = np.concatenate([out[j] for out in ours])
         assert np.array_equal(r, o), (j, int((r != o).sum()))
+
+
+def test_mixed_uint8_int8_refused():
+    """LOGISTIC uint8 -> int8: TFLite refuses it (input->type != output->type), so do we."""
+    g = Graph("t", [], [], [], [])
+    x = _u8(g, "x", (1, 4), 0.05, 120)
+    y = g.add_tensor("y", (1, 4), "int8", Quant(np.float32([1 / 256]), np.int64([-128])))
+    g.ops.append(Op("LOGISTIC", [x], [y], {}, 0))
+    g.inputs, g.outputs = [x], [y]
+    with pytest.raises(UnsupportedModelError, match="LOGISTIC mixes uint8 and int8 tensors"):
+        shift_uint8(g)

@@ -56,7 +56,7 @@ ARITHMETIC_OPS = frozenset({*WEIGHTED, "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", 
 # no requantisation happens): shift-invariant by construction
 MOVEMENT_OPS = frozenset({"PADV2", "MAXIMUM", "MINIMUM", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "TRANSPOSE",
                           "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "PACK", "UNPACK", "GATHER", "TILE",
-                          "RESIZE_NEAREST_NEIGHBOR"})
+                          "RESIZE_NEAREST_NEIGHBOR", "MIRROR_PAD"})
 # (RESIZE_BILINEAR and MEAN: checked against LiteRT-ref like the arithmetic ops, see ARITHMETIC_OPS)
 EXACT_OPS = ARITHMETIC_OPS | MOVEMENT_OPS
 _NATIVE = ("QUANTIZE", "DEQUANTIZE")  # ops that take uint8 as it is
@@ -76,6 +76,12 @@ def _quantised_u8(g: Graph, tid: int) -> bool:
 
 def _shifted_quant(q: Quant) -> Quant:
     return Quant(np.asarray(q.scale, np.float32), np.asarray(q.zero_point, np.int64) - 128, q.axis)
+
+
+def _has_int8(g: Graph, op: Op, filters: set[int]) -> bool:
+    """A quantised int8 data tensor (not a filter) beside the op's uint8 ones."""
+    return any(tid >= 0 and tid not in filters and g.tensors[tid].dtype == "int8" and g.tensors[tid].quant is not None
+               for tid in [*op.inputs, *op.outputs])
 
 
 def _filters(g: Graph) -> set[int]:
@@ -111,6 +117,11 @@ def shift_uint8(g: Graph) -> Graph:
             f"legacy uint8 model: {', '.join(bad)} on uint8 tensors is not supported (uint8 runs through "
             f"the int8 kernels where that is exact; see 'stm32ai supported-ops') — re-export the model "
             "with int8 quantisation (TFLiteConverter, optimizations=[tf.lite.Optimize.DEFAULT])")
+    mixed = sorted({op.type for op in ops_on.values() if op.type not in _NATIVE and _has_int8(g, op, filters)})
+    if mixed:  # TFLite refuses these too (input->type != output->type); no reference defines them
+        raise UnsupportedModelError(
+            f"{', '.join(mixed)} mixes uint8 and int8 tensors, which TFLite does not define — re-export the "
+            "model with one quantisation type")
     for op in ops_on.values():
         op.options = {**op.options, LEGACY_U8: True}
     first_use = {tid: min((op.index for op in touched[tid]), default=-1) for tid in shift}
