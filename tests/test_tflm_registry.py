@@ -113,7 +113,11 @@ def test_supported_ops_cli_prints_the_listing():
                          text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     listed = json.loads(out.stdout)
-    assert listed == supported_ops()
+    # the same listing as the compiler's tables (variant texts may come in another order when a
+    # test imported a variant module before the registry loaded the others)
+    here = supported_ops()
+    assert listed.keys() == here.keys()
+    assert all(sorted(listed[k].split("; ")) == sorted(here[k].split("; ")) for k in here)
     # folded and aliased op types are listed with how (from the compiler's own tables)
     assert "RESHAPE" in listed["SQUEEZE"] and "RESHAPE" in listed["EXPAND_DIMS"]
     assert "static shape" in listed["SHAPE"]
