@@ -259,3 +259,26 @@ def test_mixed_uint8_int8_refused():
     g.inputs, g.outputs = [x], [y]
     with pytest.raises(UnsupportedModelError, match="LOGISTIC mixes uint8 and int8 tensors"):
         shift_uint8(g)
+
+
+@pytest.mark.slow
+def test_on_the_emulated_board(tmp_path):
+    """The demo firmware on qemu-netduinoplus2 (Cortex-M4F, arm-none-eabi-gcc -Werror): the
+    conv2d_s8 int16-weight (SMLAD) path, the uint8 depthwise, average pool, FULLY_CONNECTED and
+    the boundary QUANTIZEs against the LiteRT-ref output embedded at generate time."""
+    import shutil
+
+    if not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "make", "qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc/make/qemu-system-arm not installed")
+    from stm32ai.boards import load_board
+    from stm32ai.cli import main
+    from stm32ai.project.demo_output import parse_demo_output
+    from stm32ai.project.run import build_project, run_qemu
+
+    out = tmp_path / "proj"
+    board = load_board("qemu-netduinoplus2")
+    assert main(["generate", str(FIXTURES / "u8_mix_uint8.tflite"), "--board", board.id, "-o", str(out)]) == 0
+    code, text = run_qemu(build_project(out), board, timeout_s=300)
+    demo = parse_demo_output(text)
+    assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text
+    assert "LiteRT" in demo.fields.get("expected_output", ""), text
