@@ -318,7 +318,7 @@ def _report(c: Any) -> Any:
 
 def _fits_mcu(mcu: Any, weights: int, activations: int) -> None:
     """--into without --board: the budget of the project's linker script (generator's reserves)."""
-    from stm32ai.project.generator import CODE_RESERVE, DATA_RESERVE
+    from stm32ai.placement import CODE_RESERVE, DATA_RESERVE
 
     if mcu.flash_bytes is not None and weights > mcu.flash_bytes - CODE_RESERVE:
         raise Stm32aiError(f"weights ({weights:,} B) do not fit the flash of {mcu.describe()} with "
@@ -635,14 +635,14 @@ def cmd_boards(args: argparse.Namespace) -> int:
 
 
 def cmd_supported_ops(args: argparse.Namespace) -> int:
-    from stm32ai.passes.lower import registry
+    from stm32ai.passes.supported import supported_ops
 
-    reg = registry()
+    ops = supported_ops()
     if args.json:
-        print(json.dumps({k: v.constraints for k, v in sorted(reg.items())}, indent=1))
+        print(json.dumps(ops, indent=1))
         return 0
-    for k, v in sorted(reg.items()):
-        print(f"{k:<24} {v.constraints}")
+    for k, v in ops.items():
+        print(f"{k:<24} {v}")
     return 0
 
 

@@ -17,6 +17,7 @@ from stm32ai.passes.check_support import check_supported
 from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
+from stm32ai.passes.legacy_u8 import shift_uint8
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
@@ -65,7 +66,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
              optimization: str, weights_budget: int | None, flash: FlashModel | None) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
-    for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize)):
+    for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize, shift_uint8)):
         step(g)
         if each:
             verify_graph(g, allow_unknown_dims=i == 0)
@@ -127,7 +128,7 @@ def weights_budget_for(board_id: str | None) -> int | None:
     if not board_id:
         return None
     from stm32ai.boards import load_board
-    from stm32ai.project.generator import code_reserve
+    from stm32ai.placement import code_reserve
 
     b = load_board(board_id)
     return max(b.region(b.text_region).length - code_reserve(b), 0)
@@ -144,7 +145,7 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
     if not board_id:
         return None
     from stm32ai.boards import load_board, parse_size
-    from stm32ai.project.generator import activation_budgets
+    from stm32ai.placement import activation_budgets
 
     b = load_board(board_id)
     w_pool = list(weights_pool) if weights_pool else list(b.weights_pool)
@@ -228,7 +229,7 @@ def _weights_in_ram(board_id: str, optimization: str, path: str | Path, name: st
     from stm32ai.boards import load_board
     from stm32ai.errors import Stm32aiError
     from stm32ai.graphjson import activation_pools
-    from stm32ai.project.generator import plan_placement
+    from stm32ai.placement import plan_placement
 
     b = load_board(board_id)
     c = compile_model(path, name, flash=None, optimization=optimization, weights_budget=budget, **kw)

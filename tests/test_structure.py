@@ -116,6 +116,19 @@ def test_estimator_is_a_later_stage():
             assert not bad, f"{m} imports {bad}"
 
 
+def test_compiler_never_imports_the_project_generator():
+    """Data flows forward: the compiler stages (frontend .. pipeline) run before the project
+    exists, so none imports stm32ai.project; what both need about a board's memory (the code
+    reserve, the pools' placement) lives in stm32ai.placement, below both."""
+    graph = import_graph()
+    assert "stm32ai.placement" in graph
+    for m, deps in graph.items():
+        if m.startswith(COMPILER_PACKAGES) and not m.startswith("stm32ai.project"):
+            bad = sorted(d for d in deps if d.startswith("stm32ai.project"))
+            assert not bad, f"{m} imports {bad} (against the pipeline's direction)"
+    assert not {d for d in graph["stm32ai.placement"] if d.startswith("stm32ai.project")}
+
+
 def _c_define(header: str, name: str) -> int:
     m = re.search(rf"^#define {name} (\d+)", (RUNTIME / "include" / header).read_text(), re.M)
     assert m, f"{name} not in {header}"
@@ -151,7 +164,7 @@ SHARED_HEADERS = {"hybrid": ("conv", "fc")}
 # A variant module re-implements several families for one data type (s16.py: int16x8). Its
 # kernels keep the family's name with the variant as suffix: ai_kernels_<family>[_<sub>]_s16.h,
 # ai_<family>[_<sub>]_s16.c; one docs page, docs/kernels_<variant>.md.
-VARIANTS = {"s16"}
+VARIANTS = {"s16", "u8"}
 
 
 def test_every_op_family_has_one_name_in_each_layer():

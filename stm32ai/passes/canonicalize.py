@@ -10,9 +10,15 @@ from __future__ import annotations
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op
 
-__all__ = ["canonicalize"]
+__all__ = ["aliased_op_types", "canonicalize"]
 
 _SHAPE_ONLY = ("SQUEEZE", "EXPAND_DIMS", "RESHAPE")
+
+
+def aliased_op_types() -> dict[str, str]:
+    """Op types this pass rewrites, with how (for `stm32ai supported-ops`)."""
+    return {k: "on a runtime tensor: rewritten to RESHAPE, a zero-copy alias of its input (no code)"
+            for k in _SHAPE_ONLY if k != "RESHAPE"}
 
 
 def canonicalize(g: Graph) -> Graph:

@@ -13,6 +13,13 @@ from stm32ai.ir import Graph, Op
 _CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
 
+def fused_op_types() -> dict[str, str]:
+    """Op types this pass removes, with how (for `stm32ai supported-ops`)."""
+    how = ("SPACE_TO_BATCH_ND -> CONV_2D/DEPTHWISE_CONV_2D -> BATCH_TO_SPACE_ND: fused into one "
+           "dilated convolution when the paddings/crops are its SAME or VALID padding")
+    return {"SPACE_TO_BATCH_ND": how, "BATCH_TO_SPACE_ND": how}
+
+
 def _same_pads(in_size: int, out_size: int, k: int, dil: int) -> tuple[int, int]:
     total = max((out_size - 1) + (k - 1) * dil + 1 - in_size, 0)
     return total // 2, total - total // 2

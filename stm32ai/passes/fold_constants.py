@@ -19,7 +19,7 @@ from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.lower.movement import strided_slice
 
-__all__ = ["fold_constants", "resolve_reshape_shape"]
+__all__ = ["fold_constants", "folded_op_types", "resolve_reshape_shape"]
 
 Values = list[np.ndarray | None]
 Folder = Callable[[Op, Values, Graph], list[np.ndarray] | None]
@@ -295,6 +295,13 @@ def _dequantize(op: Op, v: Values, g: Graph) -> list[np.ndarray] | None:
 
 # Folded ops whose trailing operands TFLite lets a model omit (-1).
 _OPTIONAL_INPUTS = {"STRIDED_SLICE", "RESHAPE"}
+
+
+def folded_op_types() -> dict[str, str]:
+    """Op types this pass evaluates at generate time, with how (for `stm32ai supported-ops`)."""
+    how = "constant inputs: evaluated at generate time (the op disappears)"
+    return {k: ("evaluated at generate time from its input's static shape (the op disappears)"
+                if k == "SHAPE" else how) for k in _FOLDERS}
 
 
 # -- driver -----------------------------------------------------------------------------

@@ -269,7 +269,7 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
     pool = plan.pool_size
     limit = pool_limit(mode, pool, flash)
     options = {idx: _conv_options(op, g, flash, _lost_overlap(plan, g, op))
-               for idx, op in enumerate(g.ops) if op.kernel == "conv2d_s8"}
+               for idx, op in enumerate(g.ops) if op.kernel == "conv2d_s8" and not _wide(g, op)}
     target = pool_target(options, live, pool, limit) if mode == "balanced" else limit
     staged: list[tuple[Op, dict]] = []
     for idx, op in enumerate(g.ops):
@@ -278,7 +278,7 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
         # (0.5-2 KiB) keep the mode's budget and their own gain-over-copy test
         budget = staging_budget(mode, pool, at, flash)
         before = {"kernel": op.kernel, "inputs": list(op.inputs), "attrs": dict(op.attrs), "scratch": op.scratch}
-        if op.kernel == "conv2d_s8":
+        if op.kernel == "conv2d_s8" and idx in options:
             best = _fastest(options[idx], max(min(budget, target - at), 0))
             if best.stage_oc:
                 _stage_conv(g, op, best)
@@ -331,6 +331,13 @@ def blocked(op: Op) -> bool:
     """A conv2d_s8 staged in several blocks (its input and output can no longer overlap)."""
     s = int(op.attrs.get("stage_oc", 0)) if op.kernel == "conv2d_s8" else 0
     return s > 0 and _block(op.attrs, s) < int(op.attrs["out_c"])
+
+
+def _wide(g: Graph, op: Op) -> bool:
+    """int16 weights beyond int8 (legacy uint8 filters re-centred, passes/lower/u8.py): staging
+    keeps the int8 layout in flash, which cannot hold them, so such a layer is never staged."""
+    t = g.tensors[op.inputs[1]]
+    return t.dtype == "int16" and t.data is not None and bool(np.any(np.abs(np.asarray(t.data, np.int32)) > 127))
 
 
 def _stage_conv(g: Graph, op: Op, c: _Cand) -> None:

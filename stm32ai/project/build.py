@@ -22,17 +22,9 @@ from stm32ai.emitter import emit_c
 from stm32ai.errors import Stm32aiError
 from stm32ai.graphjson import activation_pools, model_signature, to_graph_json, write_artifact
 from stm32ai.pipeline import Compiled
+from stm32ai.placement import ActivationsDoNotFit, Placement, activation_budgets, plan_placement, round8
 from stm32ai.planner.regions import RegionBudget, split_across_regions
-from stm32ai.project.generator import (
-    ActivationsDoNotFit,
-    ModelSpec,
-    Placement,
-    _round8,
-    activation_budgets,
-    generate_multi_project,
-    generate_project,
-    plan_placement,
-)
+from stm32ai.project.generator import ModelSpec, generate_multi_project, generate_project
 from stm32ai.project.spec import Pools, ProjectModel
 
 
@@ -92,7 +84,7 @@ def place_models(board: Board, compiled: Sequence[Compiled], pools: Pools) -> Pl
         return place_model(board, compiled[0], pools.activations, pools.weights)
     sizes = [_sizes(c) for c in compiled]
     act = activations_total([a for a, _ in sizes], pools.shared)
-    wts = sum(_round8(w) for _, w in sizes)
+    wts = sum(round8(w) for _, w in sizes)
     try:
         return plan_placement(board, activations_bytes=act, weights_bytes=wts,
                               activations_pool=pools.activations, weights_pool=pools.weights)
@@ -105,7 +97,7 @@ def place_models(board: Board, compiled: Sequence[Compiled], pools: Pools) -> Pl
 def activations_total(sizes: Sequence[int], shared: bool) -> int:
     """Activation RAM of several models: one shared pool holds the largest, separate pools add up
     (each rounded to the 8-byte alignment of the next array)."""
-    return max(sizes) if shared else sum(_round8(a) for a in sizes)
+    return max(sizes) if shared else sum(round8(a) for a in sizes)
 
 
 def generate_firmware_project(stage: Path, board: Board, models: Sequence[ProjectModel],

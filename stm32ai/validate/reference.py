@@ -243,6 +243,46 @@ def tflm_known_wrong(model_path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+# Ops that take uint8 in TFLite Micro (8-bit I/O conversions); any other op on a quantised
+# uint8 tensor makes a legacy uint8 model (TF1 QAT / TOCO)
+_UINT8_NATIVE = {6, 114}  # DEQUANTIZE, QUANTIZE
+_UINT8 = 3
+
+
+def legacy_uint8(model_path: str | os.PathLike[str]) -> str | None:
+    """Why TFLite Micro cannot be the verdict for a legacy uint8 model (uint8 weights and
+    activations), or None. TFLM dropped uint8 from its kernels (CONV_2D and the others refuse
+    it, some with a misleading message such as "Hybrid models are not supported"); LiteRT's
+    reference kernels run such models and are the verdict (docs/kernels_u8.md)."""
+    import tflite
+
+    model = _load_model(model_path)
+    sg = model.Subgraphs(0)
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    found: list[str] = []
+    for o in range(sg.OperatorsLength()):
+        op = sg.Operators(o)
+        code = _builtin_code(model, op)
+        if code in _UINT8_NATIVE:
+            continue
+        ids = [op.Inputs(i) for i in range(op.InputsLength())] + [op.Outputs(i) for i in range(op.OutputsLength())]
+        for tid in ids:
+            if tid < 0:
+                continue
+            t = sg.Tensors(tid)
+            q = t.Quantization()
+            if t.Type() == _UINT8 and q is not None and q.ScaleLength():
+                name = names.get(code, f"op {code}")
+                if name not in found:
+                    found.append(name)
+                break
+    if not found:
+        return None
+    return ("legacy uint8 model (uint8 weights and activations, TF1 quantisation-aware training / TOCO): "
+            f"TFLite Micro has no uint8 kernels for {', '.join(found[:6])}{' ...' if len(found) > 6 else ''}, "
+            "so LiteRT with its reference kernels is the verdict (docs/kernels_u8.md)")
+
+
 _DIV = 42
 
 
@@ -688,6 +728,14 @@ def references(model_path: str | os.PathLike[str], inputs: Sequence[np.ndarray],
     wrong = tflm_known_wrong(model_path)
     if wrong and results[0].ok:
         results[0].overruled = wrong  # still run and shown, as the cross-check
+    u8 = legacy_uint8(model_path)
+    if u8 and not results[0].missing:
+        # TFLM refuses the model (or, for ops it still takes in uint8, is not what LiteRT runs):
+        # say why in our words, its own message may be misleading
+        results[0].overruled = u8
+        if not results[0].ok:
+            said = _one_line((results[0].unavailable or "").removeprefix("TFLM: "), 160)
+            results[0].unavailable = f"{u8} (TFLM: {said})"
     if not results[0].missing:
         for r in results:
             if r.ok and not r.overruled:

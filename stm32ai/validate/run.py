@@ -223,6 +223,9 @@ def disagreements(res: ValidationResult) -> list[str]:
     for c in res.comparisons:
         if not c.overruled:
             continue
+        if c.unavailable:  # refused the model (legacy uint8): why it is not the verdict
+            lines.append(one_line(f"note: {c.reference} is not the verdict: {c.overruled}", 400))
+            continue
         lsb = [m.max_lsb for m in c.outputs if m.max_lsb is not None]
         by = f"differs by up to {max(lsb)} LSB" if lsb and max(lsb) else "agrees here"
         if not lsb and not all(c.ok):

@@ -504,7 +504,8 @@ def choose_conv_layouts(g: Graph, mode: str = "balanced", weights_budget: int | 
     weights stay within `weights_budget` (DEFAULT_WEIGHTS_BUDGET without one)."""
     if mode not in OPTIMIZATIONS:
         raise ValueError(f"optimization {mode!r}")
-    convs = [op for op in g.ops if op.kernel == "conv2d_s8"]
+    # (a layer lowered with int16 weights already, legacy uint8: passes/lower/u8.py, keeps them)
+    convs = [op for op in g.ops if op.kernel == "conv2d_s8" and g.tensors[op.inputs[1]].dtype == "int8"]
     if mode == "ram" or not convs:
         return
     budget = DEFAULT_WEIGHTS_BUDGET if weights_budget is None else weights_budget
