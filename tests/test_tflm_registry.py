@@ -36,6 +36,8 @@ ALIAS_SUFFIXES = ("_FLOAT", "_INT8", "_INT16", "_INT32", "_INT8X16", "_REF")
 # TFLM's signal library ops are TFLite custom ops named "Signal" + CamelCase of the kernel name;
 # the one spelling that is not plain CamelCase:
 SIGNAL_NAMES = {"PCAN": "SignalPCAN"}
+# TFLM kernels registered for a TFLite custom op of another name (TFLite's own custom-op code)
+CUSTOM_NAMES = {"DETECTION_POSTPROCESS": "TFLite_Detection_PostProcess"}
 
 
 def _runtime_so() -> Path:
@@ -74,6 +76,8 @@ def registered_kernels(so: Path) -> dict[str, bool]:
 def stm32ai_names(op: str, signal: bool) -> set[str]:
     """The names supported-ops may list TFLM's operator under (builtin or custom op)."""
     names = {op, f"CUSTOM:{op}"}
+    if op in CUSTOM_NAMES:
+        names.add(f"CUSTOM:{CUSTOM_NAMES[op]}")
     if signal:
         camel = SIGNAL_NAMES.get(op, "Signal" + "".join(w.capitalize() for w in op.split("_")))
         names |= {camel, f"CUSTOM:{camel}"}

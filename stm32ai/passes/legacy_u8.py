@@ -56,7 +56,7 @@ ARITHMETIC_OPS = frozenset({*WEIGHTED, "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", 
 # no requantisation happens): shift-invariant by construction
 MOVEMENT_OPS = frozenset({"PADV2", "MAXIMUM", "MINIMUM", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "TRANSPOSE",
                           "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "PACK", "UNPACK", "GATHER", "TILE",
-                          "RESIZE_NEAREST_NEIGHBOR", "MIRROR_PAD"})
+                          "RESIZE_NEAREST_NEIGHBOR", "MIRROR_PAD", "REVERSE_V2", "BROADCAST_TO"})
 # (RESIZE_BILINEAR and MEAN: checked against LiteRT-ref like the arithmetic ops, see ARITHMETIC_OPS)
 EXACT_OPS = ARITHMETIC_OPS | MOVEMENT_OPS
 _NATIVE = ("QUANTIZE", "DEQUANTIZE")  # ops that take uint8 as it is
