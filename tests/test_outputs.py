@@ -222,3 +222,38 @@ def test_validate_target_mode_constant_and_passthrough(capsys):
         assert main(["validate", str(FIXTURES / f"{name}.tflite"), "--mode", "target",
                      "--board", "qemu-netduinoplus2", "-n", "2"]) == 0, name
         assert "result: match" in capsys.readouterr().out
+
+
+def test_more_outputs_than_the_default_instance_table(tmp_path):
+    """A model with 10 outputs (UNPACK), more than the runtime's default AI_MAX_IO (8): the
+    generated C says which -DAI_MAX_IO it needs instead of failing at ai_create, the host
+    validation builds with it and matches TFLite Micro."""
+    import re
+    import subprocess
+
+    from builders import TfliteBuilder, schema
+
+    from stm32ai.emitter import emit_c
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.run import validate_model
+
+    b = TfliteBuilder()
+    x = b.tensor([10, 3], "float32")
+    outs = [b.tensor([3], "float32") for _ in range(10)]
+    opts = schema.UnpackOptionsT()
+    opts.num, opts.axis = 10, 0
+    b.op(schema.BuiltinOperator.UNPACK, [x], outs, schema.BuiltinOptions.UnpackOptions, opts)
+    b.inputs, b.outputs = [x], outs
+    model = tmp_path / "unpack10.tflite"
+    model.write_bytes(b.build())
+
+    c = compile_model(model, "network")
+    emit_c(c.doc, c.params, "network", tmp_path / "c")
+    src = (tmp_path / "c" / "network.c").read_text()
+    assert re.search(r"#if AI_MAX_IO < 10\n#error .*-DAI_MAX_IO=10", src)
+    res = validate_model(model, n=2, seed=3)
+    assert res.verdict_label == "tflm" and res.passed
+    gcc = subprocess.run(["gcc", "-std=c99", "-fsyntax-only", f"-I{tmp_path / 'c'}",
+                          f"-I{tmp_path / 'c' / 'runtime' / 'include'}", str(tmp_path / "c" / "network.c")],
+                         capture_output=True, text=True)
+    assert gcc.returncode != 0 and "-DAI_MAX_IO=10" in gcc.stderr

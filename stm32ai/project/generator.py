@@ -58,9 +58,10 @@ def _small_ram_defines(board: Board, n_models: int, max_io: int) -> list[str]:
     """On a board whose data region is small (qemu-microbit 16 KiB, NUCLEO-C031C6 12 KiB,
     NUCLEO-G071RB 36 KiB) the runtime's static instance table (~1.2 KiB per instance with the
     default 8 inputs and 8 outputs) holds just what the demo needs: one instance per model, as
-    many I/O tensors as its models have (ai_create refuses a model with more)."""
+    many I/O tensors as its models have (ai_create refuses a model with more). Elsewhere the
+    defaults stay, raised only for a model with more than 8 inputs or outputs."""
     if board.region(board.data_region).length > SMALL_RAM:
-        return []
+        return [f"AI_MAX_IO={max_io}"] if max_io > 8 else []
     return [f"AI_MAX_INSTANCES={n_models}", f"AI_MAX_IO={max(1, max_io)}"]
 
 

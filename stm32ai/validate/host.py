@@ -216,7 +216,10 @@ def run_compiled(c: Compiled, samples: list[list[np.ndarray]], name: str = "netw
         emit_c(c.doc, c.params, name, d / "c")
         harness = d / "host_main.c"
         harness.write_text(harness_source({name: f"{name}.h"}))
-        exe = build_host(d / "c", name, d / "model_host", [harness], opt=opt)
+        ins, outs = io_specs(c)
+        max_io = max(len(ins), len(outs))     # the runtime's default instance table holds 8
+        exe = build_host(d / "c", name, d / "model_host", [harness], opt=opt,
+                         defines=[f"AI_MAX_IO={max_io}"] if max_io > 8 else None)
         return run_exe(exe, [], c, samples, "generated model")
 
 
