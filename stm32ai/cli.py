@@ -59,7 +59,8 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           inputs_in_pool=not getattr(args, "no_inputs_allocation", False),
                           outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                           prune=not getattr(args, "no_prune", False) if prune is None else prune,
-                          optimization=getattr(args, "optimization", "balanced"))
+                          optimization=getattr(args, "optimization", "balanced"),
+                          winograd=getattr(args, "winograd", False))
     if c.weights_pool and hasattr(args, "weights_pool"):
         # the automatic choice is the --weights-pool every later step of this command uses
         # (placement, project, a recompile without pruning)
@@ -581,6 +582,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.mode == "target":
         from stm32ai.validate.target import validate_target
 
+        if args.winograd:
+            raise Stm32aiError("--winograd is for --mode host (on a board: generate --winograd, then run)")
+
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
                                profile=args.profile, prune=not args.no_prune, optimization=args.optimization,
@@ -592,7 +596,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # --board: the C generated for that board (its weight layouts and staging), run on the host
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
-                      optimization=args.optimization, board=args.board)
+                      optimization=args.optimization, board=args.board, winograd=args.winograd)
     return report(res, args.json)
 
 
@@ -712,6 +716,9 @@ def _optimization_option(p: argparse.ArgumentParser) -> None:
                    help="speed/flash trade of the convolution weights: time = int16 weights (fastest, "
                         "twice the flash), ram = int8, balanced (default) = int16 where the board's "
                         "flash allows, layers with the most output pixels first")
+    p.add_argument("--winograd", action="store_true",
+                   help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
+                        "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:

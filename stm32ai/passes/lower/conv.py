@@ -37,6 +37,7 @@ from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv_geometry import ConvGeometry, conv_geometry, out_size, same_padding
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
+from stm32ai.passes.lower.winograd import lower_winograd
 from stm32ai.passes.quant import (
     activation_range_f32,
     activation_range_quantized,
@@ -410,7 +411,21 @@ def lower_conv(op: Op, g: Graph) -> None:
     if x.dtype == "float32":
         _lower_f32(op, g, geo, base, "conv2d_f32")
         return
-    _lower_conv_s8_rows(op, g, geo, np.asarray(w.data, np.int8).reshape(geo.out_c, -1), base)
+    w_rows = np.asarray(w.data, np.int8).reshape(geo.out_c, -1)
+    if g.winograd and _lower_conv_wino(op, g, geo, w_rows, base):
+        return
+    _lower_conv_s8_rows(op, g, geo, w_rows, base)
+
+
+def _lower_conv_wino(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str) -> bool:
+    """--winograd: conv2d_wino_s8 where it applies and is proved exact (passes/lower/winograd.py);
+    its requant table starts from TFLite's bias (the kernel works on x - in_zp)."""
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    bias = _bias_values(g, op)
+    tb = np.zeros(geo.out_c, np.int32) if bias is None else np.asarray(bias, np.int32)
+    mult, shift = _requant_values(x, w, y, geo.out_c)
+    table, fold = conv_rq_table(tb, w_rows, mult, shift, _zp(y), bias)
+    return lower_winograd(op, g, geo, w_rows, table, fold, base, _int8_attrs(op, x, y), _zp(x))
 
 
 def _start_lowering(op: Op, g: Graph, geo_taps: Callable[[ConvGeometry], int]
