@@ -1,0 +1,144 @@
+"""Exact integer Winograd F(2x2,3x3) for int8 3x3 stride-1 CONV_2D (--winograd,
+stm32ai/passes/lower/winograd.py, runtime/src/ai_conv_wino_s8.c; docs/kernels_conv_wino.md).
+
+References: TFLite's reference convolution transcribed loop for loop (test_lower_conv.reference),
+TFLite Micro on the converter-made conv fixtures, and hand-computed bounds."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, WARN, c_scratch_sizes
+from test_lower_conv import make_layer, reference
+
+from stm32ai.ir import Op
+from stm32ai.passes.lower.winograd import (
+    pack_wino_weights,
+    transform_filters,
+    wino_acc_bounds,
+    wino_proved,
+    wino_scratch_size,
+)
+from stm32ai.pipeline import compile_graph, compile_model
+from stm32ai.validate.host import run_compiled
+
+rng = np.random.default_rng(2511)
+B_T = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.int64)
+A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.int64)
+
+
+def test_filter_transform_is_four_times_g_g_gt():
+    # G of F(2,3) (Lavin & Gray 2016) in floats; U' = G' g G'^T with G' = 2G is 4 G g G^T, integer
+    g_f = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    w = rng.integers(-128, 128, (3, 3, 3, 5)).astype(np.int8)  # [oc, kh, kw, ic]
+    u = transform_filters(w)
+    for o in range(3):
+        for c in range(5):
+            want = 4 * g_f @ w[o, :, :, c].astype(np.float64) @ g_f.T
+            assert np.array_equal(u[o, :, c].reshape(4, 4), want.astype(np.int64))
+    # extreme filter: the centre rows [1, +-1, 1] give 9 * 128 = 1152 at most, int16
+    assert np.abs(transform_filters(np.full((1, 3, 3, 1), -128, np.int8))).max() == 1152
+
+
+def test_winograd_identity_is_exact_in_integers():
+    # A^T (U' . B^T d B) A == 4 * (the 2x2 valid correlation of d with g), no rounding anywhere
+    for _ in range(20):
+        g = rng.integers(-128, 128, (1, 3, 3, 1)).astype(np.int8)
+        d = rng.integers(-255, 256, (4, 4)).astype(np.int64)
+        v = B_T @ d @ B_T.T
+        assert np.abs(v).max() <= 1020
+        y4 = A_T @ (transform_filters(g)[0, :, 0].reshape(4, 4) * v) @ A_T.T
+        direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * g[0, :, :, 0]) for j in range(2)] for i in range(2)])
+        assert np.array_equal(y4, 4 * direct)
+
+
+def test_weight_layout():
+    w = rng.integers(-128, 128, (2, 3, 3, 3)).astype(np.int8)
+    packed = pack_wino_weights(w)
+    assert packed.dtype == np.int16 and packed.size == 2 * 16 * 4  # in_c 3 -> 4 (zero column)
+    p = packed.reshape(2, 16, 4)
+    assert np.array_equal(p[:, :, :3], transform_filters(w)) and not p[:, :, 3].any()
+
+
+def test_accumulator_bound_hand_computed():
+    # all -128: per position sum_ic |U'| is at most 1152 * in_c (the centre), so |M| <= 1020 *
+    # 1152 * in_c = 1,175,040 * in_c; the inverse transform's 4 * 255 * 9 * 128 * in_c is the same.
+    # < 2^31 up to in_c = 1827 (2,146,798,080), not at 1828 (2,147,973,120)
+    m, y4 = wino_acc_bounds(np.full((1, 3, 3, 1827), -128, np.int8))
+    assert m[0] == y4[0] == 2_146_798_080
+    assert wino_proved(np.full((1, 3, 3, 1827), -128, np.int8))
+    assert not wino_proved(np.full((1, 3, 3, 1828), -128, np.int8))
+    assert wino_proved(np.full((1, 3, 3, 1828), 64, np.int8))
+
+
+def test_layer_over_the_bound_falls_back_to_direct():
+    w = np.full((1, 3, 3, 1828), -128, np.int8)
+    g = make_layer("CONV_2D", (1, 2, 2, 1828), w, np.zeros(1, np.int32), w_scales=[1e-6])
+    g2 = copy.deepcopy(g)
+    g2.ops[0].inputs[1] = g2.add_const("w2", np.full((1, 3, 3, 1828), 64, np.int8), g.tensors[g.ops[0].inputs[1]].quant)
+    assert compile_graph(g, winograd=True).graph.ops[0].kernel == "conv2d_s8"
+    assert compile_graph(g2, winograd=True).graph.ops[0].kernel == "conv2d_wino_s8"
+
+
+# (name, x shape, out_c, options)
+LAYERS = [
+    ("same_even_c8", (1, 6, 8, 8), 6, dict()),
+    ("same_odd_hw_odd_c", (1, 7, 5, 3), 5, dict(act="RELU")),
+    ("valid_odd_out_c5", (1, 8, 9, 5), 4, dict(padding="VALID", act="RELU6")),
+    ("valid_batch2_no_bias", (2, 5, 6, 4), 3, dict(padding="VALID", bias=False)),
+    ("same_1x1_image", (1, 1, 1, 2), 3, dict()),
+    ("same_c1_wide", (1, 3, 11, 1), 2, dict(act="RELU_N1_TO_1")),
+    ("same_c32", (1, 4, 4, 32), 7, dict()),
+]
+
+
+@pytest.mark.parametrize("name,x_shape,oc,opts", LAYERS, ids=[case[0] for case in LAYERS])
+def test_layer_bit_exact_with_tflite_reference(name, x_shape, oc, opts):
+    ic = x_shape[3]
+    w = rng.integers(-128, 128, (oc, 3, 3, ic)).astype(np.int8)
+    bias = None if opts.get("bias") is False else rng.integers(-50000, 50000, oc).astype(np.int32)
+    scales = rng.uniform(0.002, 0.05, oc).astype(np.float32)  # per channel, random
+    in_q = (float(rng.uniform(0.01, 0.1)), int(rng.integers(-128, 128)))
+    out_q = (float(rng.uniform(0.5, 4)), int(rng.integers(-20, 20)))
+    g = make_layer("CONV_2D", x_shape, w, bias, padding=opts.get("padding", "SAME"), act=opts.get("act", "NONE"),
+                   in_q=in_q, w_scales=scales, out_q=out_q)
+    c = compile_graph(copy.deepcopy(g), winograd=True)
+    op: Op = c.graph.ops[0]
+    assert op.kernel == "conv2d_wino_s8"
+    for _ in range(2):
+        x = rng.integers(-128, 128, x_shape).astype(np.int8)
+        np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+    # extremes: every input at -128 / 127 (the transformed values' bounds)
+    for v in (-128, 127):
+        x = np.full(x_shape, v, np.int8)
+        np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+
+
+WINO_FIXTURES = [FIXTURES / f"{n}.tflite" for n in ("conv_odd_valid_int8", "conv_per_tensor_int8",
+                                                     "conv_relu_int8", "conv_relu6_int8")]
+
+
+@pytest.mark.parametrize("path", WINO_FIXTURES, ids=[p.stem for p in WINO_FIXTURES])
+def test_fixture_matches_tflite_micro(path):
+    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    c = compile_model(path, winograd=True)
+    assert c.graph.ops[0].kernel == "conv2d_wino_s8"
+    x = np.random.default_rng(5).integers(-128, 128, c.graph.tensors[c.graph.inputs[0]].shape).astype(np.int8)
+    it = runtime.Interpreter.from_file(str(path))
+    it.set_input(x, 0)
+    it.invoke()
+    np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], it.get_output(0))
+
+
+def test_scratch_size_matches_c(tmp_path):
+    runtime = FIXTURES.parents[2] / "stm32ai" / "runtime" / "src"
+    ops = []
+    for ic in (1, 3, 16):
+        g = make_layer("CONV_2D", (1, 5, 5, ic), rng.integers(-9, 9, (2, 3, 3, ic)).astype(np.int8), None,
+                       w_scales=[0.01, 0.02])
+        ops.append(compile_graph(g, winograd=True).graph.ops[0])
+    assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3
+    printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
+    assert printed == [op.scratch for op in ops] == [wino_scratch_size(ic) for ic in (1, 3, 16)] == [64, 128, 512]
