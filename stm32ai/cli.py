@@ -456,6 +456,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if pruning is not None:
         console.print(pruning)
     _print_conv_layouts(c, args.optimization)
+    _print_winograd(c)
     from stm32ai.report import render_flash
     from stm32ai.report.memory_map import render_text
 
@@ -568,6 +569,21 @@ def _print_conv_layouts(c: Any, optimization: str) -> None:
           f"(+{extra:,} B flash over int8)")
     for r in rows:
         print(f"  layer {r['op']}: {r['layout']} weights, {int(r['weights_bytes']):,} B")
+
+
+def _print_winograd(c: Any) -> None:
+    """--winograd: the layers on the Winograd kernel and their flash cost over int8 weights."""
+    from stm32ai.passes.lower.conv_wino import winograd_choices
+
+    rows = winograd_choices(c.graph)
+    if not rows:
+        return
+    w, i8 = sum(r["weights_bytes"] for r in rows), sum(r["int8_bytes"] for r in rows)
+    print(f"winograd F(2x2,3x3): {len(rows)} conv layers, {w:,} B of transformed int16 weights in flash "
+          f"(+{w - i8:,} B, {w / i8:.2f}x their int8 filters)")
+    for r in rows:
+        print(f"  layer {r['op']}: {r['weights_bytes']:,} B ({r['weights_bytes'] / r['int8_bytes']:.2f}x "
+              f"{r['int8_bytes']:,} B int8)")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -117,7 +117,7 @@ class Graph:
     # kernel has two layouts (set by the pipeline before lowering)
     optimization: str = "balanced"
     # --winograd: int8 3x3 stride-1 convolutions by Winograd F(2x2,3x3) where proved exact
-    # (passes/lower/winograd.py; set by the pipeline before lowering)
+    # (passes/lower/conv_wino.py; set by the pipeline before lowering)
     winograd: bool = False
 
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str,

@@ -57,7 +57,7 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
     constants are re-read get them staged in RAM (passes/staging.py), within the RAM budget
     of `optimization`. winograd: int8 3x3 stride-1 convolutions by exact Winograd where
-    proved (passes/lower/winograd.py)."""
+    proved (passes/lower/conv_wino.py)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):

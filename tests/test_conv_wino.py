@@ -1,5 +1,5 @@
 """Exact integer Winograd F(2x2,3x3) for int8 3x3 stride-1 CONV_2D (--winograd,
-stm32ai/passes/lower/winograd.py, runtime/src/ai_conv_wino_s8.c; docs/kernels_conv_wino.md).
+stm32ai/passes/lower/conv_wino.py, runtime/src/ai_conv_wino_s8.c; docs/kernels_conv_wino.md).
 
 References: TFLite's reference convolution transcribed loop for loop (test_lower_conv.reference),
 TFLite Micro on the converter-made conv fixtures, and hand-computed bounds."""
@@ -14,7 +14,7 @@ from conftest import FIXTURES, WARN, c_scratch_sizes
 from test_lower_conv import make_layer, reference
 
 from stm32ai.ir import Op
-from stm32ai.passes.lower.winograd import (
+from stm32ai.passes.lower.conv_wino import (
     pack_wino_weights,
     transform_filters,
     wino_acc_bounds,

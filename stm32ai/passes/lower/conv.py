@@ -36,8 +36,8 @@ from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv_geometry import ConvGeometry, conv_geometry, out_size, same_padding
+from stm32ai.passes.lower.conv_wino import lower_winograd
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
-from stm32ai.passes.lower.winograd import lower_winograd
 from stm32ai.passes.quant import (
     activation_range_f32,
     activation_range_quantized,
@@ -418,7 +418,7 @@ def lower_conv(op: Op, g: Graph) -> None:
 
 
 def _lower_conv_wino(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str) -> bool:
-    """--winograd: conv2d_wino_s8 where it applies and is proved exact (passes/lower/winograd.py);
+    """--winograd: conv2d_wino_s8 where it applies and is proved exact (passes/lower/conv_wino.py);
     its requant table starts from TFLite's bias (the kernel works on x - in_zp)."""
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
     bias = _bias_values(g, op)

@@ -1,5 +1,5 @@
 /* int8 CONV_2D 3x3, stride 1, dilation 1, by exact integer Winograd F(2x2, 3x3)
- * (docs/kernels_conv_wino.md; lowering: stm32ai/passes/lower/winograd.py).
+ * (docs/kernels_conv_wino.md; lowering: stm32ai/passes/lower/conv_wino.py).
  *
  * Per 2x2 output tile: V = B^T d B per input channel (d = x - pad_value, 0 outside the
  * image; entries 0/+-1, |V| <= 1020, int16), then per output channel and each of the 16

@@ -89,3 +89,16 @@ def lower_winograd(op: Op, g: Graph, geo: ConvGeometry, w: np.ndarray, table: np
                 "act_min": attrs["act_min"], "act_max": attrs["act_max"], "rq_fold": int(fold)}
     op.scratch = wino_scratch_size(geo.in_c)
     return True
+
+
+def winograd_choices(g: Graph) -> list[dict[str, int]]:
+    """Per conv2d_wino_s8 layer (for analyze): its transformed weights' bytes in flash and the
+    bytes of the same filter as int8 (the direct kernel's smallest layout)."""
+    rows = []
+    for op in g.ops:
+        if op.kernel == "conv2d_wino_s8":
+            t = g.tensors[op.inputs[1]]
+            assert t.data is not None
+            rows.append({"op": op.index, "weights_bytes": int(t.data.nbytes),
+                         "int8_bytes": 9 * int(op.attrs["in_c"]) * int(op.attrs["out_c"])})
+    return rows
