@@ -91,6 +91,7 @@ LAYERS = [
     ("same_1x1_image", (1, 1, 1, 2), 3, dict()),
     ("same_c1_wide", (1, 3, 11, 1), 2, dict(act="RELU_N1_TO_1")),
     ("same_c32", (1, 4, 4, 32), 7, dict()),
+    ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),  # 18 tiles a row: blocks of 8, 8, 2
 ]
 
 
@@ -135,10 +136,13 @@ def test_fixture_matches_tflite_micro(path):
 def test_scratch_size_matches_c(tmp_path):
     runtime = FIXTURES.parents[2] / "stm32ai" / "runtime" / "src"
     ops = []
-    for ic in (1, 3, 16):
-        g = make_layer("CONV_2D", (1, 5, 5, ic), rng.integers(-9, 9, (2, 3, 3, ic)).astype(np.int8), None,
+    cases = [(1, 5), (3, 5), (16, 40)]  # (in_c, width): 3, 3 and 8 (a full block) tiles
+    for ic, wd in cases:
+        g = make_layer("CONV_2D", (1, 5, wd, ic), rng.integers(-9, 9, (2, 3, 3, ic)).astype(np.int8), None,
                        w_scales=[0.01, 0.02])
         ops.append(compile_graph(g, winograd=True).graph.ops[0])
     assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3
     printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
-    assert printed == [op.scratch for op in ops] == [wino_scratch_size(ic) for ic in (1, 3, 16)] == [64, 128, 512]
+    # pad pixel (4-aligned) + tiles * 16 positions * in_cp * 2 bytes, by hand
+    want = [4 + 3 * 16 * 2 * 2, 4 + 3 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2]
+    assert printed == [op.scratch for op in ops] == [wino_scratch_size(ic, wd) for ic, wd in cases] == want

@@ -60,9 +60,13 @@ def pack_wino_weights(w: np.ndarray) -> np.ndarray:
     return packed.reshape(-1)
 
 
-def wino_scratch_size(in_c: int) -> int:
-    """ai_conv2d_wino_s8_scratch_size: one tile's transformed input, int16 [16][in_cp]."""
-    return 16 * (in_c + in_c % 2) * 2
+WINO_TB = 8  # AI_WINO_TB in ai_conv_wino_s8.c: tiles transformed per block
+
+
+def wino_scratch_size(in_c: int, out_w: int) -> int:
+    """ai_conv2d_wino_s8_scratch_size: one pad pixel (in_c bytes, 4-aligned), then the
+    transformed input of a block of min(ceil(out_w / 2), WINO_TB) tiles, int16 [tile][16][in_cp]."""
+    return (in_c + 3) // 4 * 4 + min((out_w + 1) // 2, WINO_TB) * 16 * (in_c + in_c % 2) * 2
 
 
 def wino_applies(geo: ConvGeometry) -> bool:
@@ -87,7 +91,7 @@ def lower_winograd(op: Op, g: Graph, geo: ConvGeometry, w: np.ndarray, table: np
     op.inputs = [op.inputs[0], w_id, q_id]
     op.attrs = {**geo.attrs(), "pad_value": attrs["pad_value"], "out_offset": attrs["out_offset"],
                 "act_min": attrs["act_min"], "act_max": attrs["act_max"], "rq_fold": int(fold)}
-    op.scratch = wino_scratch_size(geo.in_c)
+    op.scratch = wino_scratch_size(geo.in_c, geo.out_w)
     return True
 
 

@@ -6,42 +6,79 @@
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
+/* Tiles transformed per block: the scratch holds their V; output channel pairs then sweep the
+ * block two tiles at a time (a 2 channel x 2 tile register block: 4 loads, 4 SMLAD per pair of
+ * input channels). */
+#define AI_WINO_TB 8
+
 static inline int32_t wino_in_cp(const ai_conv2d_wino_s8_params *p) { return (p->in_c + 1) & ~1; }
+static inline int32_t wino_pad_bytes(const ai_conv2d_wino_s8_params *p) { return (p->in_c + 3) & ~3; }
+static inline int32_t wino_tb(const ai_conv2d_wino_s8_params *p) {
+  const int32_t tx = (p->out_w + 1) / 2;
+  return tx < AI_WINO_TB ? tx : AI_WINO_TB;
+}
 
 int32_t ai_conv2d_wino_s8_scratch_size(const ai_conv2d_wino_s8_params *p) {
-  return 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
+  return wino_pad_bytes(p) + wino_tb(p) * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
 }
 
-/* V = B^T d B for one input channel, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
- * v[pos * in_cp] for pos = 4 * row + col. */
-static void wino_in_tf(const int32_t d[16], int16_t *v, int32_t in_cp) {
-  int32_t t[16];
-  for (int j = 0; j < 4; j++) { /* rows: B^T d */
-    t[0 + j] = d[0 + j] - d[8 + j];
-    t[4 + j] = d[4 + j] + d[8 + j];
-    t[8 + j] = d[8 + j] - d[4 + j];
-    t[12 + j] = d[4 + j] - d[12 + j];
+/* V = B^T d B of one tile, every input channel, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
+ * v[pos * in_cp + c], pos = 4 * row + col. src[k]: the pixel of window position k (the pad
+ * pixel, all pad_value, outside the image), so d = x - pad_value is 0 there. */
+static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t in_cp, int32_t zp, int16_t *v) {
+  for (int32_t c = 0; c < in_c; c++) {
+    int32_t d[16], t[16];
+    for (int k = 0; k < 16; k++) d[k] = (int32_t)src[k][c] - zp;
+    for (int j = 0; j < 4; j++) { /* rows: B^T d */
+      t[0 + j] = d[0 + j] - d[8 + j];
+      t[4 + j] = d[4 + j] + d[8 + j];
+      t[8 + j] = d[8 + j] - d[4 + j];
+      t[12 + j] = d[4 + j] - d[12 + j];
+    }
+    int16_t *o = v + c;
+    for (int i = 0; i < 4; i++) { /* columns: (B^T d) B */
+      const int32_t *r = &t[4 * i];
+      o[(4 * i + 0) * in_cp] = (int16_t)(r[0] - r[2]);
+      o[(4 * i + 1) * in_cp] = (int16_t)(r[1] + r[2]);
+      o[(4 * i + 2) * in_cp] = (int16_t)(r[2] - r[1]);
+      o[(4 * i + 3) * in_cp] = (int16_t)(r[1] - r[3]);
+    }
   }
-  for (int i = 0; i < 4; i++) { /* columns: (B^T d) B */
-    const int32_t *r = &t[4 * i];
-    v[(4 * i + 0) * in_cp] = (int16_t)(r[0] - r[2]);
-    v[(4 * i + 1) * in_cp] = (int16_t)(r[1] + r[2]);
-    v[(4 * i + 2) * in_cp] = (int16_t)(r[2] - r[1]);
-    v[(4 * i + 3) * in_cp] = (int16_t)(r[1] - r[3]);
+  if (in_c & 1) {
+    for (int pos = 0; pos < 16; pos++) v[pos * in_cp + in_c] = 0;
   }
 }
 
-/* sum over k of u[k] * v[k], n even (int16 pairs, SMLAD). */
-static inline int32_t wino_dot(const int16_t *u, const int16_t *v, int32_t n) {
-  int32_t acc = 0;
-  for (int32_t k = 0; k < n; k += 2) {
-    uint32_t a, b;
-    memcpy(&a, u + k, 4);
-    memcpy(&b, v + k, 4);
-    acc = smlad(a, b, acc);
-  }
-  return acc;
+static inline uint32_t ld2(const int16_t *p) {
+  uint32_t x;
+  memcpy(&x, p, 4);
+  return x;
 }
+
+/* m[j][pos] for j = 2 * channel + tile: the 16 transformed-domain sums of 2 output channels
+ * (u0, u1: [16][in_cp]) x 2 tiles (v0, v1: [16][in_cp]). */
+static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, const int16_t *v1, int32_t in_cp,
+                       int32_t m[4][16]) {
+  for (int pos = 0; pos < 16; pos++) {
+    int32_t a = 0, b = 0, c = 0, d = 0;
+    const int16_t *pu0 = u0 + pos * in_cp, *pu1 = u1 + pos * in_cp;
+    const int16_t *pv0 = v0 + pos * in_cp, *pv1 = v1 + pos * in_cp;
+    for (int32_t k = in_cp >> 1; k > 0; k--) {
+      const uint32_t x0 = ld2(pu0), x1 = ld2(pu1), y0 = ld2(pv0), y1 = ld2(pv1);
+      pu0 += 2, pu1 += 2, pv0 += 2, pv1 += 2;
+      a = smlad(x0, y0, a);
+      b = smlad(x0, y1, b);
+      c = smlad(x1, y0, c);
+      d = smlad(x1, y1, d);
+    }
+    m[0][pos] = a, m[1][pos] = b, m[2][pos] = c, m[3][pos] = d;
+  }
+}
+
+/* The wrapping int32 add: the inverse transform's partial sums may leave int32 only where
+ * the final (proved) value does not, and wrapping arithmetic gives that value exactly. */
+static inline int32_t wa(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t ws(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
 
 static inline int8_t wino_out(const int32_t *q, int32_t y4, const ai_conv2d_wino_s8_params *p) {
   /* y4 is exactly 4x TFLite's sum (the lowering's proof keeps it an int32): >> 2 is exact */
@@ -55,60 +92,69 @@ static inline int8_t wino_out(const int32_t *q, int32_t y4, const ai_conv2d_wino
   return clamp8(v, p->act_min, p->act_max);
 }
 
-/* The wrapping int32 add: the inverse transform's partial sums may leave int32 only where
- * the final (proved) value does not, and wrapping arithmetic gives that value exactly. */
-static inline int32_t wa(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
-static inline int32_t ws(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+/* A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]), then the output stage; o: the tile's top-left output
+ * of this channel, nx/ny: its columns/rows inside the image (1 or 2). */
+static void wino_tile_out(const int32_t m[16], const int32_t *q, int8_t *o, int32_t row_stride, int32_t col_stride,
+                          int nx, int ny, const ai_conv2d_wino_s8_params *p) {
+  int32_t r0[4], r1[4];
+  for (int j = 0; j < 4; j++) {
+    r0[j] = wa(wa(m[j], m[4 + j]), m[8 + j]);
+    r1[j] = ws(ws(m[4 + j], m[8 + j]), m[12 + j]);
+  }
+  o[0] = wino_out(q, wa(wa(r0[0], r0[1]), r0[2]), p);
+  if (nx > 1) o[col_stride] = wino_out(q, ws(ws(r0[1], r0[2]), r0[3]), p);
+  if (ny > 1) {
+    o[row_stride] = wino_out(q, wa(wa(r1[0], r1[1]), r1[2]), p);
+    if (nx > 1) o[row_stride + col_stride] = wino_out(q, ws(ws(r1[1], r1[2]), r1[3]), p);
+  }
+}
 
 void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, const int16_t *weights,
                        const int32_t *rq, int8_t *output, void *scratch) {
   const int32_t in_cp = wino_in_cp(p), in_c = p->in_c, out_c = p->out_c;
-  int16_t *v = (int16_t *)scratch;
+  const int32_t tsz = 16 * in_cp, tb = wino_tb(p);
+  int8_t *pad = (int8_t *)scratch;
+  int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
+  memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
+  const int32_t row_stride = p->out_w * out_c;
   for (int32_t b = 0; b < p->batches; b++) {
     const int8_t *in_b = input + (size_t)b * (size_t)(p->in_h * p->in_w * in_c);
     int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
-      for (int32_t ox = 0; ox < p->out_w; ox += 2) {
-        const int32_t iy0 = oy - p->pad[0], ix0 = ox - p->pad[1];
-        /* transformed input of this tile, every channel; the pad channel (odd in_c) is 0 */
-        for (int32_t c = 0; c < in_c; c++) {
-          int32_t d[16];
+      const int ny = oy + 1 < p->out_h ? 2 : 1;
+      for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
+        /* this block's tiles: ox0, ox0 + 2, ... */
+        const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb;
+        for (int32_t t = 0; t < nt; t++) {
+          const int8_t *src[16];
+          const int32_t iy0 = oy - p->pad[0], ix0 = ox0 + 2 * t - p->pad[1];
           for (int i = 0; i < 4; i++) {
-            const int32_t iy = iy0 + i;
             for (int j = 0; j < 4; j++) {
-              const int32_t ix = ix0 + j;
-              d[4 * i + j] = (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w)
-                                 ? (int32_t)in_b[((size_t)iy * (size_t)p->in_w + (size_t)ix) * (size_t)in_c +
-                                                 (size_t)c] - p->pad_value
-                                 : 0;
+              const int32_t iy = iy0 + i, ix = ix0 + j;
+              src[4 * i + j] = (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w)
+                                   ? in_b + ((size_t)iy * (size_t)p->in_w + (size_t)ix) * (size_t)in_c
+                                   : pad;
             }
           }
-          wino_in_tf(d, v + c, in_cp);
+          wino_tile_in(src, in_c, in_cp, p->pad_value, v + t * tsz);
         }
-        if (in_c & 1) {
-          for (int pos = 0; pos < 16; pos++) v[pos * in_cp + in_c] = 0;
-        }
-        const int two_y = oy + 1 < p->out_h, two_x = ox + 1 < p->out_w;
-        int8_t *o00 = out_b + ((size_t)oy * (size_t)p->out_w + (size_t)ox) * (size_t)out_c;
-        for (int32_t oc = 0; oc < out_c; oc++) {
-          const int16_t *u = weights + (size_t)oc * 16u * (size_t)in_cp;
-          int32_t m[16];
-          for (int pos = 0; pos < 16; pos++) {
-            m[pos] = wino_dot(u + pos * in_cp, v + pos * in_cp, in_cp);
-          }
-          /* A^T M A, A^T = [1 1 1 0; 0 1 -1 -1] */
-          int32_t r0[4], r1[4];
-          for (int j = 0; j < 4; j++) {
-            r0[j] = wa(wa(m[j], m[4 + j]), m[8 + j]);
-            r1[j] = ws(ws(m[4 + j], m[8 + j]), m[12 + j]);
-          }
-          const int32_t *q = rq + 4 * oc;
-          o00[oc] = wino_out(q, wa(wa(r0[0], r0[1]), r0[2]), p);
-          if (two_x) o00[out_c + oc] = wino_out(q, ws(ws(r0[1], r0[2]), r0[3]), p);
-          if (two_y) {
-            int8_t *o10 = o00 + (size_t)p->out_w * (size_t)out_c;
-            o10[oc] = wino_out(q, wa(wa(r1[0], r1[1]), r1[2]), p);
-            if (two_x) o10[out_c + oc] = wino_out(q, ws(ws(r1[1], r1[2]), r1[3]), p);
+        for (int32_t oc = 0; oc < out_c; oc += 2) {
+          const int two_c = oc + 1 < out_c;
+          const int16_t *u0 = weights + (size_t)oc * (size_t)tsz;
+          const int16_t *u1 = two_c ? u0 + tsz : u0; /* odd last channel: computed twice, stored once */
+          for (int32_t t = 0; t < nt; t += 2) {
+            const int two_t = t + 1 < nt;
+            int32_t m[4][16];
+            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, m);
+            for (int j = 0; j < 4; j++) {
+              const int32_t ci = j >> 1, ti = j & 1;
+              if ((ci && !two_c) || (ti && !two_t)) continue;
+              const int32_t ox = ox0 + 2 * (t + ti);
+              const int nx = ox + 1 < p->out_w ? 2 : 1;
+              wino_tile_out(m[j], rq + 4 * (oc + ci), out_b + (size_t)oy * (size_t)row_stride +
+                                                          (size_t)ox * (size_t)out_c + (size_t)(oc + ci),
+                            row_stride, out_c, nx, ny, p);
+            }
           }
         }
       }
