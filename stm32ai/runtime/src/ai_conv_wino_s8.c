@@ -80,32 +80,38 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
 static inline int32_t wa(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 static inline int32_t ws(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
 
-static inline int8_t wino_out(const int32_t *q, int32_t y4, const ai_conv2d_wino_s8_params *p) {
+/* The output stage's constants, copied out of the params: int8 output stores may alias them,
+ * so read through `p` they would be reloaded after every store. */
+typedef struct {
+  int32_t fold, off, lo, hi;
+} wino_os_t;
+
+static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os) {
   /* y4 is exactly 4x TFLite's sum (the lowering's proof keeps it an int32): >> 2 is exact */
   const int32_t acc = ai_wadd(q[0], y4 >> 2);
   int32_t v;
-  if (p->rq_fold) {
+  if (os->fold) {
     v = ssat8(rq_fold(acc, q[1], q[2], q[3]));
   } else {
-    v = ai_wadd(ai_requant(acc, q[1], q[2]), p->out_offset);
+    v = ai_wadd(ai_requant(acc, q[1], q[2]), os->off);
   }
-  return clamp8(v, p->act_min, p->act_max);
+  return clamp8(v, os->lo, os->hi);
 }
 
 /* A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]), then the output stage; o: the tile's top-left output
  * of this channel, nx/ny: its columns/rows inside the image (1 or 2). */
 static void wino_tile_out(const int32_t m[16], const int32_t *q, int8_t *o, int32_t row_stride, int32_t col_stride,
-                          int nx, int ny, const ai_conv2d_wino_s8_params *p) {
+                          int nx, int ny, wino_os_t os) {
   int32_t r0[4], r1[4];
   for (int j = 0; j < 4; j++) {
     r0[j] = wa(wa(m[j], m[4 + j]), m[8 + j]);
     r1[j] = ws(ws(m[4 + j], m[8 + j]), m[12 + j]);
   }
-  o[0] = wino_out(q, wa(wa(r0[0], r0[1]), r0[2]), p);
-  if (nx > 1) o[col_stride] = wino_out(q, ws(ws(r0[1], r0[2]), r0[3]), p);
+  o[0] = wino_out(q, wa(wa(r0[0], r0[1]), r0[2]), &os);
+  if (nx > 1) o[col_stride] = wino_out(q, ws(ws(r0[1], r0[2]), r0[3]), &os);
   if (ny > 1) {
-    o[row_stride] = wino_out(q, wa(wa(r1[0], r1[1]), r1[2]), p);
-    if (nx > 1) o[row_stride + col_stride] = wino_out(q, ws(ws(r1[1], r1[2]), r1[3]), p);
+    o[row_stride] = wino_out(q, wa(wa(r1[0], r1[1]), r1[2]), &os);
+    if (nx > 1) o[row_stride + col_stride] = wino_out(q, ws(ws(r1[1], r1[2]), r1[3]), &os);
   }
 }
 
@@ -117,6 +123,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
   int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
   memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
   const int32_t row_stride = p->out_w * out_c;
+  const wino_os_t os = {p->rq_fold, p->out_offset, p->act_min, p->act_max};
   for (int32_t b = 0; b < p->batches; b++) {
     const int8_t *in_b = input + (size_t)b * (size_t)(p->in_h * p->in_w * in_c);
     int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
@@ -153,7 +160,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
               const int nx = ox + 1 < p->out_w ? 2 : 1;
               wino_tile_out(m[j], rq + 4 * (oc + ci), out_b + (size_t)oy * (size_t)row_stride +
                                                           (size_t)ox * (size_t)out_c + (size_t)(oc + ci),
-                            row_stride, out_c, nx, ny, p);
+                            row_stride, out_c, nx, ny, os);
             }
           }
         }
