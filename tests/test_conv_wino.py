@@ -10,7 +10,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, WARN, c_scratch_sizes
+from conftest import FIXTURES, WARN, c_scratch_sizes, shared_model
 from test_lower_conv import make_layer, reference
 
 from stm32ai.ir import Op
@@ -146,3 +146,38 @@ def test_scratch_size_matches_c(tmp_path):
     # pad pixel (4-aligned) + tiles * 16 positions * in_cp * 2 bytes, by hand
     want = [4 + 3 * 16 * 2 * 2, 4 + 3 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2]
     assert printed == [op.scratch for op in ops] == [wino_scratch_size(ic, wd) for ic, wd in cases] == want
+
+
+# ---- MLPerf Tiny IC (ResNet-8: all its stride-1 convolutions are 3x3) ---------------------------
+
+def _ic():
+    return shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
+
+
+def test_ic_validates_on_host_with_winograd(capsys):
+    from stm32ai.cli import main
+
+    ic = _ic()
+    assert main(["analyze", str(ic), "--winograd"]) == 0
+    out = capsys.readouterr().out
+    # the 5 stride-1 layers, their transformed weights: 2,048 + 2 * 8,192 + 32,768 + 131,072 B
+    assert "winograd F(2x2,3x3): 5 conv layers, 182,272 B" in out
+    assert main(["validate", str(ic), "--winograd", "-n", "2"]) == 0
+    assert "result: match" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_ic_with_winograd_matches_on_the_emulated_board(tmp_path, capsys):
+    import shutil
+
+    from stm32ai.cli import main
+
+    if not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
+    out = tmp_path / "proj"
+    assert main(["generate", str(_ic()), "--board", "qemu-netduinoplus2", "--winograd", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out)]) == 0
+    kv = dict(ln.split(": ", 1) for ln in capsys.readouterr().out.splitlines() if ": " in ln)
+    assert kv["result"] == "match" and kv["max_err"] == "0"
+    assert "conv2d_wino_s8" in (out / "Model" / "network.c").read_text()
