@@ -327,7 +327,7 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "4:\n\t"
 #endif
 
-static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+static inline __attribute__((always_inline)) void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if defined(__ARM_FEATURE_DSP)
@@ -352,7 +352,7 @@ static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, 
   *wp = w;
 }
 
-static inline void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+static inline __attribute__((always_inline)) void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if defined(__ARM_FEATURE_DSP)
