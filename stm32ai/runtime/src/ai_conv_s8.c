@@ -306,14 +306,12 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "smlad %[a11], %[wb], %[x3], %[a11]\n\t"
 
 #define AI_FOUR_GROUP_LOOP(GROUP)                     \
-  "tst %[g], #1\n\t"                                  \
-  "beq 1f\n\t"                                        \
-  GROUP                                               \
   "1:\n\t"                                            \
-  "tst %[g], #2\n\t"                                  \
+  "tst %[g], #3\n\t"                                  \
   "beq 2f\n\t"                                        \
   GROUP                                               \
-  GROUP                                               \
+  "sub %[g], %[g], #1\n\t"                            \
+  "b 1b\n"                                            \
   "2:\n\t"                                            \
   "lsrs %[g], %[g], #2\n\t"                           \
   "beq 4f\n"                                          \
