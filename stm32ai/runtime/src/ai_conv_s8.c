@@ -305,33 +305,24 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "smlad %[a11], %[wa], %[x2], %[a11]\n\t"            \
   "smlad %[a11], %[wb], %[x3], %[a11]\n\t"
 
-/* g >= 1 groups, four per iteration, entered at group (4 - g % 4) % 4 of the body with
- * ceil(g / 4) iterations (Duff's device: no separate copy of the group for g % 4). ADD/LSR
- * without S keep the flags of the TST for the branches. */
 #define AI_FOUR_GROUP_LOOP(GROUP)                     \
-  "tst %[g], #1\n\t"                                  \
-  "bne 5f\n\t"                                        \
-  "tst %[g], #2\n\t"                                  \
-  "add %[g], %[g], #3\n\t"                            \
-  "lsr %[g], %[g], #2\n\t"                            \
-  "beq 10f\n\t"                                       \
-  "b 12f\n"                                           \
-  "5:\n\t"                                            \
-  "tst %[g], #2\n\t"                                  \
-  "add %[g], %[g], #3\n\t"                            \
-  "lsr %[g], %[g], #2\n\t"                            \
-  "beq 13f\n\t"                                       \
-  "b 11f\n"                                           \
-  "10:\n\t"                                           \
+  "1:\n\t"                                            \
+  "tst %[g], #3\n\t"                                  \
+  "beq 2f\n\t"                                        \
   GROUP                                               \
-  "11:\n\t"                                           \
+  "sub %[g], %[g], #1\n\t"                            \
+  "b 1b\n"                                            \
+  "2:\n\t"                                            \
+  "lsrs %[g], %[g], #2\n\t"                           \
+  "beq 4f\n"                                          \
+  "3:\n\t"                                            \
   GROUP                                               \
-  "12:\n\t"                                           \
   GROUP                                               \
-  "13:\n\t"                                           \
+  GROUP                                               \
   GROUP                                               \
   "subs %[g], %[g], #1\n\t"                           \
-  "bne 10b\n\t"
+  "bne 3b\n"                                          \
+  "4:\n\t"
 #endif
 
 static inline __attribute__((always_inline)) void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
