@@ -148,7 +148,9 @@ static void conv_gather(const ai_conv2d_s8_params *p, const int8_t *in, int32_t 
  * words are written together. */
 static inline void conv_unpack2(uint32_t *d, const int8_t *s0, const int8_t *s1, int32_t groups) {
 #if defined(__ARM_FEATURE_DSP)
-  /* 10 instructions per group (gcc: 13, four separate STR) */
+  /* 12 instructions, 14 estimated Cortex-M4 cycles per group: a STR with an immediate
+   * offset is always one cycle, a STRD two words in three (Cortex-M4 TRM DDI 0439B
+   * §3.3.2), so four STRs beat two STRDs by two cycles */
   if (groups > 0) {
     uint32_t a, b, c, e;
     __asm__ volatile("1:\n\t"
@@ -158,8 +160,10 @@ static inline void conv_unpack2(uint32_t *d, const int8_t *s0, const int8_t *s1,
             "sxtb16 %[a], %[a], ror #8\n\t"
             "sxtb16 %[e], %[b]\n\t"
             "sxtb16 %[b], %[b], ror #8\n\t"
-            "strd %[c], %[a], [%[d]], #8\n\t"
-            "strd %[e], %[b], [%[d]], #8\n\t"
+            "str %[a], [%[d], #4]\n\t"
+            "str %[e], [%[d], #8]\n\t"
+            "str %[b], [%[d], #12]\n\t"
+            "str %[c], [%[d]], #16\n\t"
             "subs %[n], %[n], #1\n\t"
             "bne 1b\n\t"
             : [a] "=&r"(a), [b] "=&r"(b), [c] "=&r"(c), [e] "=&r"(e), [s0] "+r"(s0), [s1] "+r"(s1),
@@ -249,18 +253,25 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
  * acc = {a00, a01, a10, a11} (channel, pixel) accumulate over g >= 1 groups of 4
  * K-elements. Column words per group: {x0,x2} {x1,x3} of pixel 0, then of pixel 1.
  * w8: per group 8 bytes, the 4 int8 weights of oc then of oc+1 (SXTB16 unpacks them in
- *     the column's order): 3 LDRD + 4 SXTB16 + 8 SMLAD = 15 instructions per 16 MACs.
+ *     the column's order): 6 LDR + 4 SXTB16 + 8 SMLAD = 18 instructions per 16 MACs.
  * w16: per group 16 bytes, the weights pre-sign-extended in the column's order,
- *     {w0,w2} {w1,w3} of oc then of oc+1: 1 LDM (the 4 column words, into r8-r11 so that
- *     LDM's ascending register order matches) + 2 LDRD + 8 SMLAD = 11 per 16 MACs.
- * The loops run two groups per iteration (one peeled when g is odd). The DSP path is
- * inline assembly because gcc 12 spills or re-loads with these 13 live registers; the
- * C path below it is the same computation in the same order. */
+ *     {w0,w2} {w1,w3} of oc then of oc+1: 8 LDR + 8 SMLAD = 16 per 16 MACs.
+ * Cycles (Cortex-M4 TRM DDI 0439B §3.3.2): consecutive single LDRs pipeline (N loads in
+ * N+1 cycles) when no address depends on the previous load's results, while LDM (1+N) and
+ * LDRD (3) never pipeline with a neighbour. So the loads are bursts of single LDRs, the
+ * pointer write-back on the first load of each base and the next load from the other base:
+ * w16 6+2 loads = 7+3 cycles per group (LDM + 2 LDRD: 5+3+3), w8 4+2 = 5+3 (3 LDRD: 9).
+ * The loops run four groups per iteration (one then two peeled for g % 4): a taken branch
+ * (1+P) per 64 MACs instead of per 32. The DSP path is inline assembly because gcc 12
+ * spills or re-loads with these 13 live registers; the C path below it is the same
+ * computation (exact int32 wrap-around sums, so the order does not matter). */
 
 #if defined(__ARM_FEATURE_DSP)
 #define AI_W8_GROUP                                   \
-  "ldrd %[wa], %[wb], [%[w]], #8\n\t"                 \
-  "ldrd %[x0], %[x1], [%[c]], #8\n\t"                 \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "ldr %[x1], [%[c], #-12]\n\t"                       \
   "sxtb16 %[l0], %[wa]\n\t"                           \
   "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
   "sxtb16 %[l1], %[wb]\n\t"                           \
@@ -269,47 +280,57 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "smlad %[a00], %[wa], %[x1], %[a00]\n\t"            \
   "smlad %[a10], %[l1], %[x0], %[a10]\n\t"            \
   "smlad %[a10], %[wb], %[x1], %[a10]\n\t"            \
-  "ldrd %[x0], %[x1], [%[c]], #8\n\t"                 \
+  "ldr %[x0], [%[c], #-8]\n\t"                        \
+  "ldr %[x1], [%[c], #-4]\n\t"                        \
   "smlad %[a01], %[l0], %[x0], %[a01]\n\t"            \
   "smlad %[a01], %[wa], %[x1], %[a01]\n\t"            \
   "smlad %[a11], %[l1], %[x0], %[a11]\n\t"            \
   "smlad %[a11], %[wb], %[x1], %[a11]\n\t"
 
-/* the two pixels' 4 column words with one LDM: x0..x3 are pinned to r8-r11 (ascending) */
 #define AI_W16_GROUP                                  \
-  "ldm %[c]!, {%[x0], %[x1], %[x2], %[x3]}\n\t"      \
-  "ldrd %[wa], %[wb], [%[w]], #8\n\t"                 \
+  "ldr %[wa], [%[w]], #16\n\t"                        \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-12]\n\t"                       \
+  "ldr %[x1], [%[c], #-12]\n\t"                       \
+  "ldr %[x2], [%[c], #-8]\n\t"                        \
+  "ldr %[x3], [%[c], #-4]\n\t"                        \
   "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
   "smlad %[a00], %[wb], %[x1], %[a00]\n\t"            \
   "smlad %[a01], %[wa], %[x2], %[a01]\n\t"            \
   "smlad %[a01], %[wb], %[x3], %[a01]\n\t"            \
-  "ldrd %[wa], %[wb], [%[w]], #8\n\t"                 \
+  "ldr %[wa], [%[w], #-8]\n\t"                        \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
   "smlad %[a10], %[wa], %[x0], %[a10]\n\t"            \
   "smlad %[a10], %[wb], %[x1], %[a10]\n\t"            \
   "smlad %[a11], %[wa], %[x2], %[a11]\n\t"            \
   "smlad %[a11], %[wb], %[x3], %[a11]\n\t"
 
-#define AI_TWO_GROUP_LOOP(GROUP)                      \
-  "tst %[g], #1\n\t"                                  \
-  "beq 1f\n\t"                                        \
-  GROUP                                               \
+#define AI_FOUR_GROUP_LOOP(GROUP)                     \
   "1:\n\t"                                            \
-  "lsrs %[g], %[g], #1\n\t"                           \
-  "beq 3f\n"                                          \
+  "tst %[g], #3\n\t"                                  \
+  "beq 2f\n\t"                                        \
+  GROUP                                               \
+  "sub %[g], %[g], #1\n\t"                            \
+  "b 1b\n"                                            \
   "2:\n\t"                                            \
+  "lsrs %[g], %[g], #2\n\t"                           \
+  "beq 4f\n"                                          \
+  "3:\n\t"                                            \
+  GROUP                                               \
+  GROUP                                               \
   GROUP                                               \
   GROUP                                               \
   "subs %[g], %[g], #1\n\t"                           \
-  "bne 2b\n"                                          \
-  "3:\n\t"
+  "bne 3b\n"                                          \
+  "4:\n\t"
 #endif
 
-static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+static inline __attribute__((always_inline)) void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if defined(__ARM_FEATURE_DSP)
   uint32_t wa, wb, l0, l1, x0, x1;
-  __asm__ volatile(AI_TWO_GROUP_LOOP(AI_W8_GROUP)
+  __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W8_GROUP)
           : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
             [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [l0] "=&r"(l0),
             [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
@@ -329,16 +350,12 @@ static inline void mac2x2_w8(const uint32_t **wp, const uint32_t *c, int32_t g, 
   *wp = w;
 }
 
-static inline void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
+static inline __attribute__((always_inline)) void mac2x2_w16(const uint32_t **wp, const uint32_t *c, int32_t g, int32_t *acc) {
   const uint32_t *w = *wp;
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if defined(__ARM_FEATURE_DSP)
-  uint32_t wa, wb;
-  register uint32_t x0 __asm__("r8");
-  register uint32_t x1 __asm__("r9");
-  register uint32_t x2 __asm__("r10");
-  register uint32_t x3 __asm__("r11");
-  __asm__ volatile(AI_TWO_GROUP_LOOP(AI_W16_GROUP)
+  uint32_t wa, wb, x0, x1, x2, x3;
+  __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W16_GROUP)
           : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
             [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0),
             [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3)
