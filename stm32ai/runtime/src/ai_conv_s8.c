@@ -420,6 +420,28 @@ static inline int8_t conv_out(const int32_t *q, int32_t m, int32_t rs, int32_t k
   return (int8_t)v;
 }
 
+/* The last output channel when out_c is odd: out of line, it is one channel of many. */
+static __attribute__((noinline)) void conv_last_channel(int w16, const uint32_t *wp, const int32_t *q,
+                                                        const uint32_t *col, int32_t groups, int8_t *o0,
+                                                        int8_t *o1, const conv_out_t *o, int mode) {
+  int32_t acc[2] = {q[0], q[0]};
+  mac1x2(wp, w16, col, groups, acc);
+  const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3];
+  int8_t y0, y1;
+  if (mode == 1) {
+    y0 = conv_out(q, m0, rs0, kf0, acc[0], o, 1);
+    y1 = conv_out(q, m0, rs0, kf0, acc[1], o, 1);
+  } else if (mode == 2) {
+    y0 = conv_out(q, m0, rs0, kf0, acc[0], o, 2);
+    y1 = conv_out(q, m0, rs0, kf0, acc[1], o, 2);
+  } else {
+    y0 = conv_out(q, m0, rs0, kf0, acc[0], o, 0);
+    y1 = conv_out(q, m0, rs0, kf0, acc[1], o, 0);
+  }
+  o0[0] = y0;
+  o1[0] = y1;
+}
+
 /* Every output channel of a pixel pair (o0, o1; o1 == o0 for an odd last pixel). The MAC
  * loops leave the weight pointer at the next channel pair (the layout is contiguous);
  * outputs are stored through post-incremented pointers. */
@@ -450,15 +472,85 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
     o1 += 2;
   }
   if (cout & 1) {
-    int32_t acc[2] = {q[0], q[0]};
-    mac1x2(wp, w16, col, groups, acc);
-    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3];
-    const int8_t y0 = conv_out(q, m0, rs0, kf0, acc[0], o, mode);
-    const int8_t y1 = conv_out(q, m0, rs0, kf0, acc[1], o, mode);
-    o0[0] = y0;
-    o1[0] = y1;
+    conv_last_channel(w16, (const uint32_t *)(const void *)wp, q, col, groups, o0, o1, o, mode);
   }
 }
+
+/* One block of output channels over every pixel pair of one batch: what the pixel-pair loop
+ * needs, computed once per call. */
+typedef struct {
+  const ai_conv2d_s8_params *p;
+  const int8_t *in;      /* this batch's input */
+  int8_t *out;           /* this batch's output, at the block's first channel */
+  const int8_t *w;       /* the block's weights (staged copy or flash) */
+  const int32_t *q;      /* the block's rq rows */
+  int32_t n;             /* channels in the block */
+  int32_t groups;        /* Kp / 4 */
+  uint32_t *col;
+  int8_t *extra;
+  conv_out_t o;
+  /* fast columns: a window that lies inside the image (and, krow, whose last padded row stays
+   * inside the input tensor) is k_h runs of rowg groups, rowst bytes apart, straight from the
+   * image; others take conv_columns (out of line). fast = 0: always conv_columns. */
+  int32_t fast, rowg, rowst, kh;
+  int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
+} conv_run_t;
+
+/* The first byte of output pixel n's window in the image when the fast path may read it
+ * there, else NULL (every test on values computed once per call: the loop stays short). */
+static inline __attribute__((always_inline)) const int8_t *conv_fast_src(const conv_run_t *r, int32_t n) {
+  const int32_t oy = n / r->out_w, ox = n - oy * r->out_w;
+  const int32_t iy0 = oy * r->sy - r->py, ix0 = ox * r->sx - r->px;
+  if ((uint32_t)iy0 > (uint32_t)r->ymax || (uint32_t)ix0 > (uint32_t)r->xmax) {
+    return 0;
+  }
+  const int32_t off = iy0 * r->row_bytes + ix0 * r->pix_bytes;
+  return off <= r->max_off ? r->in + off : 0;
+}
+
+/* Out of line: border windows (padding) and layers whose window rows are not runs. Kept out
+ * of the pixel-pair loops so that their hot code stays small (the L4's ART I-cache holds
+ * 1 KB; docs/kernels_conv.md "Code size and the ART I-cache"). */
+static __attribute__((noinline)) void conv_columns_slow(const conv_run_t *r, int32_t n0, int32_t n1) {
+  conv_columns(r->p, r->in, n0, n1, r->col, r->extra);
+}
+
+/* The pixel-pair loop of one block, for one (w16, mode) pair: each instance is its own
+ * compact function (pair loop + fast columns + channel loop). `r` is copied to a local: the
+ * byte stores may alias anything reached through a pointer, the local's fields they cannot. */
+static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode) {
+  const conv_run_t r = *rp;
+  const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
+  const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
+  /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
+   * are read into scratch before its outputs are stored, so an output may overlap the
+   * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
+  for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
+    /* an odd last pixel is computed twice (both columns the same pixel) and stored
+     * twice to the same place: one loop structure for every block */
+    const int32_t k1 = k + 1 < npix ? k + 1 : k;
+    const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
+    const int8_t *s1 = s0 ? conv_fast_src(&r, k1) : 0;
+    if (s1) {
+      uint32_t *c = r.col;
+      for (int32_t ky = r.kh; ky > 0; --ky, s0 += r.rowst, s1 += r.rowst, c += 4 * r.rowg) {
+        conv_unpack2(c, s0, s1, r.rowg);
+      }
+    } else {
+      conv_columns_slow(rp, k, k1);
+    }
+    conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode);
+  }
+}
+
+#define AI_CONV_PAIRS(NAME, W16, MODE) \
+  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE); }
+AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1)
+AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2)
+AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1)
+AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2)
+/* the general requantisation (rare) shares one loop for both layouts */
+static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0); }
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
@@ -466,50 +558,56 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
    * stores may alias them), and a const struct in flash would cost wait states each time */
   const ai_conv2d_s8_params local = *p;
   p = &local;
-  const int32_t kp = conv_kp(p), groups = kp >> 2;
+  const int32_t kp = conv_kp(p);
   const int32_t cout = p->out_c, blk = conv_block(p);
   const int32_t npix = p->out_h * p->out_w;
   const int w16 = p->w16 != 0, staged = p->stage_oc > 0;
-  const conv_out_t o = {p->act_min, p->act_max, p->out_offset};
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
   uint32_t *stage = (uint32_t *)scratch;
-  uint32_t *col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
-  int8_t *extra = (int8_t *)col + 4 * kp;
+  conv_run_t r;
+  r.p = p;
+  r.groups = kp >> 2;
+  r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
+  r.extra = (int8_t *)r.col + 4 * kp;
+  r.o.lo = p->act_min, r.o.hi = p->act_max, r.o.off = p->out_offset;
+  r.fast = p->dilation[1] == 1 && (!conv_gathers(p) || p->krow);
+  r.rowg = conv_runp(p) >> 2;
+  r.row_bytes = p->in_w * p->in_c;
+  r.pix_bytes = p->in_c;
+  r.rowst = p->dilation[0] * r.row_bytes;
+  r.kh = p->k_h;
+  r.out_w = p->out_w, r.sy = p->stride[0], r.sx = p->stride[1], r.py = p->pad[0], r.px = p->pad[1];
+  /* inside: 0 <= iy0 <= ymax, 0 <= ix0 <= xmax (as unsigned compares); the last row's padded
+   * run (krow) must end inside the input tensor: offset <= max_off */
+  r.ymax = p->in_h - 1 - (p->k_h - 1) * p->dilation[0];
+  r.xmax = p->in_w - p->k_w;
+  r.max_off = p->in_h * r.row_bytes - (p->k_h - 1) * r.rowst - 4 * r.rowg;
+  if (r.ymax < 0 || r.xmax < 0 || r.max_off < 0) {
+    r.fast = 0;
+  }
   if (!conv_gathers(p) && conv_pads(p)) {
-    memset(extra, (int8_t)p->pad_value, (size_t)p->in_c);
+    memset(r.extra, (int8_t)p->pad_value, (size_t)p->in_c);
   }
   /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
    * staged once, then every batch and pixel pair computes the block's channels. */
   for (int32_t c0 = 0; c0 < cout; c0 += blk) {
-    const int32_t n = cout - c0 < blk ? cout - c0 : blk;
-    const int8_t *wb = weights;
-    const int32_t *qb = rq;
+    r.n = cout - c0 < blk ? cout - c0 : blk;
+    r.w = weights;
+    r.q = rq;
     if (staged) {
-      conv_stage(weights, rq, c0, n, kp, w16, stage);
-      qb = (const int32_t *)stage;
-      wb = (const int8_t *)(stage + 4 * n);
+      conv_stage(weights, rq, c0, r.n, kp, w16, stage);
+      r.q = (const int32_t *)stage;
+      r.w = (const int8_t *)(stage + 4 * r.n);
     }
     for (int32_t b = 0; b < p->batches; ++b) {
-      const int8_t *in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
-      int8_t *out = output + (int32_t)b * npix * cout + c0;
-      /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
-       * are read into scratch before its outputs are stored, so an output may overlap the
-       * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
-      const int32_t last = (npix - 1) & ~1, step = p->reverse ? -2 : 2;
-      for (int32_t k = p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
-        /* an odd last pixel is computed twice (both columns the same pixel) and stored
-         * twice to the same place: one loop structure for every block */
-        const int32_t k1 = k + 1 < npix ? k + 1 : k;
-        conv_columns(p, in, k, k1, col, extra);
-        int8_t *o0 = out + k * cout;
-        int8_t *o1 = out + k1 * cout;
-        if (mode == 1) {
-          conv_channels(wb, w16, groups, qb, n, col, o0, o1, &o, 1);
-        } else if (mode == 2) {
-          conv_channels(wb, w16, groups, qb, n, col, o0, o1, &o, 2);
-        } else {
-          conv_channels(wb, w16, groups, qb, n, col, o0, o1, &o, 0);
-        }
+      r.in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
+      r.out = output + (int32_t)b * npix * cout + c0;
+      if (mode == 0) {
+        conv_pairs_m0(&r, w16);
+      } else if (w16) {
+        (mode == 1 ? conv_pairs_w16_m1 : conv_pairs_w16_m2)(&r);
+      } else {
+        (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
       }
     }
   }
