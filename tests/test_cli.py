@@ -110,7 +110,8 @@ def test_analyze_reports_flash_reads_and_staging(tmp_path):
     assert "weights staging for nucleo-l4r5zi (5 wait states" in r.stdout
     assert "layer 2 conv2d_s8: staged" in r.stdout
     # the layout line says where the weights live and what the staged inner loop reads
-    assert "0 of 5 conv layers with int16 weights in flash (+0 B over int8); 5 staged in RAM, 5 of them as int16 copies" in r.stdout
+    assert ("0 of 5 conv layers with int16 weights in flash (+0 B over int8); 5 staged in RAM, "
+            "5 of them as int16 copies") in r.stdout
     assert "layer 2: int8 weights in flash, 4,096 B, staged: int16 copy in RAM" in r.stdout
     r = stm32ai("analyze", str(kws))
     assert r.returncode == 0 and "weights staging: off" in r.stdout
