@@ -314,7 +314,8 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "b 1b\n"                                            \
   "2:\n\t"                                            \
   "lsrs %[g], %[g], #2\n\t"                           \
-  "beq 4f\n"                                          \
+  "beq 4f\n\t"                                        \
+  ".balign 4\n"                                       \
   "3:\n\t"                                            \
   GROUP                                               \
   GROUP                                               \
@@ -442,6 +443,98 @@ static __attribute__((noinline)) void conv_last_channel(int w16, const uint32_t 
   o1[0] = y1;
 }
 
+#if defined(__ARM_FEATURE_DSP)
+/* w16 group with 4 data registers, one K-pair at a time: {x0,x2} of both channels against
+ * both pixels, then {x1,x3}. Same loads (two bursts of 4: 5 + 5 cycles instead of 7 + 3) and
+ * SMLADs as AI_W16_GROUP, two registers fewer: the whole channel loop fits in 13. */
+#define AI_W16_GROUP4                                 \
+  "ldr %[wa], [%[w]], #16\n\t"                        \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-8]\n\t"                        \
+  "ldr %[x1], [%[c], #-8]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a01], %[wa], %[x1], %[a01]\n\t"            \
+  "smlad %[a10], %[wb], %[x0], %[a10]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"            \
+  "ldr %[wa], [%[w], #-12]\n\t"                       \
+  "ldr %[x0], [%[c], #-12]\n\t"                       \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "ldr %[x1], [%[c], #-4]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a01], %[wa], %[x1], %[a01]\n\t"            \
+  "smlad %[a10], %[wb], %[x0], %[a10]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"
+
+/* One output of the folded requantisation (rq_fold + SSAT, mode 1) stored at [O, #OFF]:
+ * lo:hi = kf:2^30 - 2^31*[acc<0] + acc*m, then hi >> rs saturated to int8. */
+#define AI_RQ_OUT(ACC, O, OFF)                        \
+  "and %[c], %[" ACC "], #0x80000000\n\t"             \
+  "orr %[c], %[c], #0x40000000\n\t"                   \
+  "add %[g], %[x1], %[" ACC "], asr #31\n\t"          \
+  "smlal %[c], %[g], %[" ACC "], %[wa]\n\t"           \
+  "asr %[g], %[g], %[wb]\n\t"                         \
+  "ssat %[g], #8, %[g]\n\t"                           \
+  "strb %[g], [%[" O "], #" OFF "]\n\t"
+
+/* Every channel pair of a pixel pair, w16 weights, rq_fold + SSAT (the default on a board
+ * that stages its weights): MAC loop, requantisation and stores in one assembly loop, so the
+ * per-channel-pair work is ~59 estimated Cortex-M4 cycles instead of the ~77 gcc's code took
+ * (docs/kernels_conv.md). 13 registers (r7 stays free for a frame pointer); the loop's
+ * invariants (columns, group count, end of rq) live in 16 bytes below sp, the current rq
+ * row pointer too. pairs >= 1. */
+static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
+    const uint32_t *w, const uint32_t *col, int32_t groups, const int32_t *q, int32_t pairs,
+    int8_t **o0p, int8_t **o1p) {
+  int32_t a00, a01, a10, a11;
+  uint32_t x0, x1;
+  uint32_t c = (uint32_t)col, g = (uint32_t)groups;
+  uint32_t wa = (uint32_t)q, wb = (uint32_t)(q + 8 * pairs);
+  int8_t *o0 = *o0p, *o1 = *o1p;
+  __asm__ volatile(
+      "sub sp, sp, #16\n\t"
+      "str %[c], [sp]\n\t"
+      "str %[g], [sp, #4]\n\t"
+      "str %[wa], [sp, #8]\n\t"
+      "str %[wb], [sp, #12]\n\t"
+      "mov %[x0], %[wa]\n\t"
+      ".balign 4\n" /* a taken branch to a 32-bit instruction at a halfword address costs a cycle more */
+      "5:\n\t"
+      "ldr %[a00], [%[x0]]\n\t"
+      "ldr %[a10], [%[x0], #16]\n\t"
+      "ldr %[c], [sp]\n\t"
+      "ldr %[g], [sp, #4]\n\t"
+      "mov %[a01], %[a00]\n\t"
+      "mov %[a11], %[a10]\n\t"
+      AI_FOUR_GROUP_LOOP(AI_W16_GROUP4)
+      "ldr %[x0], [sp, #8]\n\t"
+      "ldr %[wa], [%[x0], #4]\n\t"
+      "ldr %[wb], [%[x0], #8]\n\t"
+      "ldr %[x1], [%[x0], #12]\n\t"
+      AI_RQ_OUT("a00", "o0", "0")
+      AI_RQ_OUT("a01", "o1", "0")
+      "ldr %[wa], [%[x0], #20]\n\t"
+      "ldr %[wb], [%[x0], #24]\n\t"
+      "ldr %[x1], [%[x0], #28]\n\t"
+      AI_RQ_OUT("a10", "o0", "1")
+      AI_RQ_OUT("a11", "o1", "1")
+      "add %[o0], %[o0], #2\n\t"
+      "add %[o1], %[o1], #2\n\t"
+      "add %[x0], %[x0], #32\n\t"
+      "str %[x0], [sp, #8]\n\t"
+      "ldr %[x1], [sp, #12]\n\t"
+      "cmp %[x0], %[x1]\n\t"
+      "bne 5b\n\t"
+      "add sp, sp, #16\n\t"
+      : [a00] "=&r"(a00), [a01] "=&r"(a01), [a10] "=&r"(a10), [a11] "=&r"(a11), [w] "+r"(w),
+        [c] "+r"(c), [g] "+r"(g), [wa] "+r"(wa), [wb] "+r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1),
+        [o0] "+r"(o0), [o1] "+r"(o1)
+      :
+      : "cc", "memory");
+  *o0p = o0, *o1p = o1;
+  return w;
+}
+#endif
+
 /* Every output channel of a pixel pair (o0, o1; o1 == o0 for an odd last pixel). The MAC
  * loops leave the weight pointer at the next channel pair (the layout is contiguous);
  * outputs are stored through post-incremented pointers. */
@@ -451,6 +544,16 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
                                                                  int8_t *o0, int8_t *o1,
                                                                  const conv_out_t *o, int mode) {
   const uint32_t *wp = (const uint32_t *)(const void *)w;
+#if defined(__ARM_FEATURE_DSP)
+  if (w16 && mode == 1 && cout >= 2) {
+    wp = conv_pairs_asm_w16(wp, col, groups, q, cout >> 1, &o0, &o1);
+    q += 8 * (cout >> 1);
+    if (cout & 1) {
+      conv_last_channel(w16, wp, q, col, groups, o0, o1, o, mode);
+    }
+    return;
+  }
+#endif
   for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8) {
     int32_t acc[4] = {q[0], q[0], q[4], q[4]};
     if (w16) {
