@@ -176,8 +176,9 @@ TIME_RESERVE = 8
 # the gain (VWW on nucleo-l4r5zi: 1.3 % saved, +1.6 % estimated; docs/flash_staging.md)
 TIME_MIN_GAIN = 0.02
 # balanced also copies them when RAM is plentiful: at least 1/BALANCED_FREE of the board's RAM
-# stays free after the weights, pools, data and stack, and the region is zero-wait. The staging exchange rate (below) prices
-# RAM that is scarce; a board left more than half empty gets the faster placement (AD on
+# stays free after the weights, pools, data and stack, and the region is zero-wait. The staging
+# exchange rate (below) prices RAM that is scarce; a board left more than half empty gets the
+# faster placement (AD on
 # nucleo-l4r5zi: 265 KiB of 640, 594,910 -> ~425,000 estimated cycles; docs/flash_staging.md)
 BALANCED_FREE = 2
 
