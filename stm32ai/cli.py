@@ -455,7 +455,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     pruning = render_pruning(r)
     if pruning is not None:
         console.print(pruning)
-    _print_conv_layouts(c, args.optimization)
+    from stm32ai.project.build import pool_list
+
+    _print_conv_layouts(c, args.optimization, pool_list(getattr(args, "weights_pool", None)))
     _print_winograd(c)
     from stm32ai.report import render_flash
     from stm32ai.report.memory_map import render_text
@@ -556,19 +558,29 @@ def _analyze_several(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_conv_layouts(c: Any, optimization: str) -> None:
-    """--optimization's choice per CONV_2D layer and its flash cost."""
+def _print_conv_layouts(c: Any, optimization: str, weights_pool: list[str] | None) -> None:
+    """--optimization's choice per CONV_2D layer: the layout stored with the weights (where they
+    live: flash unless a --weights-pool, given or chosen by balanced, puts them in a RAM region),
+    what the inner loop reads (a staged RAM copy, docs/flash_staging.md), the extra bytes of int16."""
     from stm32ai.passes.lower.conv import conv_layout_choices
 
     rows = conv_layout_choices(c.graph)
     if not rows:
         return
+    pool = c.weights_pool or weights_pool
+    where = f"in {pool[0]}" if pool and pool[0] != "flash" else "in flash"
     wide = [r for r in rows if r["layout"] == "int16"]
     extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
-    print(f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights in flash "
-          f"(+{extra:,} B flash over int8)")
+    staged = [r for r in rows if r["staged"]]
+    staged16 = [r for r in staged if r["inner_loop"] == "int16"]
+    line = (f"optimization {optimization}: {len(wide)} of {len(rows)} conv layers with int16 weights {where} "
+            f"(+{extra:,} B over int8)")
+    if staged:
+        line += f"; {len(staged)} staged in RAM, {len(staged16)} of them as int16 copies"
+    print(line)
     for r in rows:
-        print(f"  layer {r['op']}: {r['layout']} weights, {int(r['weights_bytes']):,} B")
+        tail = f", staged: {r['inner_loop']} copy in RAM" if r["staged"] else ""
+        print(f"  layer {r['op']}: {r['layout']} weights {where}, {int(r['weights_bytes']):,} B{tail}")
 
 
 def _print_winograd(c: Any) -> None:

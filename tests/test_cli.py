@@ -86,7 +86,7 @@ def test_analyze_shows_the_optimization_choice(tmp_path):
         r = stm32ai("analyze", str(MODEL), "--optimization", mode, "--json", str(tmp_path / f"{mode}.json"))
         assert r.returncode == 0, r.stderr
         out[mode] = (r.stdout, json.loads((tmp_path / f"{mode}.json").read_text())["weights_bytes"])
-    assert "optimization ram: 0 of 1 conv layers with int16 weights in flash (+0 B" in out["ram"][0]
+    assert "optimization ram: 0 of 1 conv layers with int16 weights in flash (+0 B over int8)" in out["ram"][0]
     assert "optimization time: 1 of 1 conv layers with int16 weights in flash" in out["time"][0]
     assert "int16 weights" in out["time"][0] and out["time"][1] > out["ram"][1]
 
@@ -109,6 +109,10 @@ def test_analyze_reports_flash_reads_and_staging(tmp_path):
     assert not any(x["staged"] for x in f["layers"] if x["kernel"].startswith("depthwise"))
     assert "weights staging for nucleo-l4r5zi (5 wait states" in r.stdout
     assert "layer 2 conv2d_s8: staged" in r.stdout
+    # the layout line says where the weights live and what the staged inner loop reads
+    assert ("0 of 5 conv layers with int16 weights in flash (+0 B over int8); 5 staged in RAM, "
+            "5 of them as int16 copies") in r.stdout
+    assert "layer 2: int8 weights in flash, 4,096 B, staged: int16 copy in RAM" in r.stdout
     r = stm32ai("analyze", str(kws))
     assert r.returncode == 0 and "weights staging: off" in r.stdout
     assert "flash reads per inference (analytic" in r.stdout

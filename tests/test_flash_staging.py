@@ -171,19 +171,26 @@ def test_balanced_trades_pool_for_cycles_between_ram_and_time():
     simulate_plan(c.graph, c.plan)
 
 
-def test_weights_to_ram_rules():
+def test_weights_to_ram_rules(monkeypatch):
     """AD (270,880 B of FC weights, read once per inference at 5 wait states): `time` copies them
-    to the L4R5's sram3 at boot (no staging, zero wait); `balanced` keeps them in flash (169 k
-    stall cycles for 265 KiB is 640 per KiB, below 0.5 % of the modelled cycles per KiB); `ram`
-    and an explicit --weights-pool are never changed; a board whose RAM cannot hold them keeps
-    them in flash."""
+    to the L4R5's sram3 at boot (no staging, zero wait); so does `balanced`, the L4R5's RAM being
+    plentiful (367,328 of 655,360 B stay free, >= 1/2); where less would stay free, balanced
+    prices the RAM at staging's rate and keeps them in flash (169 k stall cycles for 265 KiB is
+    640 per KiB, below 0.5 % of the modelled cycles per KiB); `ram` and an explicit
+    --weights-pool are never changed; a board whose RAM cannot hold them keeps them in flash."""
+    import stm32ai.pipeline as pipeline
     from stm32ai.pipeline import compile_for_board
 
     path = shared_model("mlperf_tiny/ad01_int8.tflite")
     t = compile_for_board(path, "network", L4R5, optimization="time")
     assert t.weights_pool == ["sram3"] and t.flash is None and "copied to sram3" in t.weights_choice
     b = compile_for_board(path, "network", L4R5, optimization="balanced")
+    assert b.weights_pool == ["sram3"] and b.flash is None and ">= 1/2 of its 655,360 B" in b.weights_choice
+    monkeypatch.setattr(pipeline, "BALANCED_FREE", 1)  # "plentiful" unreachable: the rate rule alone
+    b = compile_for_board(path, "network", L4R5, optimization="balanced")
     assert b.weights_pool is None and b.flash is not None and "stay in flash" in b.weights_choice
+    assert "< 1/1 of its" in b.weights_choice and "640 stall cycles saved per KiB" in b.weights_choice
+    monkeypatch.undo()
     for kw in ({"optimization": "ram"}, {"optimization": "time", "weights_pool": ["flash"]}):
         c = compile_for_board(path, "network", L4R5, **kw)
         assert c.weights_pool is None and c.weights_choice is None

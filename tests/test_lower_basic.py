@@ -598,6 +598,24 @@ def test_softmax_extreme_scales_and_depths(tmp_path):
         check_against_tflm(mb, tmp_path, n=3, seed=int(scale * 1000))
 
 
+def test_avgpool_four_channel_lanes_at_their_limits(tmp_path):
+    """Channel counts that are multiples of 4 take the int16-lane sums (SXTAB16) for windows of
+    at most 256 taps: all -128 / all 127 over exactly 256 taps are the lanes' extremes (-32768,
+    32512); 289 taps take the int32 path. Against TFLite Micro."""
+    rng = np.random.default_rng(7)
+    mb = ModelBuilder()
+    for h, w, f, s, pad, ch in [(16, 16, (16, 16), 1, "VALID", 8), (17, 17, (17, 17), 1, "VALID", 4),
+                                (25, 5, (25, 5), 1, "VALID", 64), (9, 9, (4, 4), 3, "SAME", 12)]:
+        oh, ow = ((h - f[0] + s) // s, (w - f[1] + s) // s) if pad == "VALID" else ((h + s - 1) // s, (w + s - 1) // s)
+        mb.pool("avg", mb.tensor((1, h, w, ch), "int8", 0.03, 0), mb.tensor((1, oh, ow, ch), "int8", 0.03, 0),
+                f[0], f[1], s, s, pad, "NONE")
+    c = _compile(mb.build(), tmp_path)
+    shapes = [c.graph.tensors[t].shape for t in c.graph.inputs]
+    samples = [[np.full(sh, v, np.int8) for sh in shapes] for v in (-128, 127)]
+    samples += [[rng.integers(-128, 128, sh).astype(np.int8) for sh in shapes] for _ in range(2)]
+    check_against_tflm(mb, tmp_path, samples=samples)
+
+
 def test_avgpool_large_windows_negative_inputs(tmp_path):
     rng = np.random.default_rng(4)
     mb = ModelBuilder()

@@ -111,10 +111,13 @@ def shift_uint8(g: Graph) -> Graph:
     if not shift and not filters & set(touched):
         return g
     ops_on = {id(op): op for tid in shift | (filters & set(touched)) for op in touched[tid]}
-    bad = sorted({op.type for op in ops_on.values() if op.type not in EXACT_OPS})
+    bad_ops = sorted((op for op in ops_on.values() if op.type not in EXACT_OPS), key=lambda op: op.index)
+    bad = sorted({op.type for op in bad_ops})
     if bad:
+        first = bad_ops[0]
+        where = f" (first: {first.type} -> '{g.tensors[first.outputs[0]].name}')" if first.outputs else ""
         raise UnsupportedModelError(
-            f"legacy uint8 model: {', '.join(bad)} on uint8 tensors is not supported (uint8 runs through "
+            f"legacy uint8 model: {', '.join(bad)} on uint8 tensors is not supported{where} (uint8 runs through "
             f"the int8 kernels where that is exact; see 'stm32ai supported-ops') — re-export the model "
             "with int8 quantisation (TFLiteConverter, optimizations=[tf.lite.Optimize.DEFAULT])")
     mixed = sorted({op.type for op in ops_on.values() if op.type not in _NATIVE and _has_int8(g, op, filters)})

@@ -433,8 +433,11 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
         "debug_opt": BUILD_CONFIGS[0]["opt"], "debug_debuglevel": BUILD_CONFIGS[0]["debuglevel"],
         "debug_defines": BUILD_CONFIGS[0]["defines"],
         "ide_source_folders": ["Core", "Model"],
+        # AI_CORE_CM7: kernels whose fastest Cortex-M4 code is slower on the M7's dual issue keep
+        # their C path there (conv2d_s8's assembly channel loop, docs/kernels_conv.md)
         "defines": ["STM32AI_FIRMWARE=1", *(["DEMO_SERVE_PROTOCOL=1"] if validation else []),
-                    *(["AI_PROFILE=1"] if profile else [])],
+                    *(["AI_PROFILE=1"] if profile else []),
+                    *(["AI_CORE_CM7=1"] if board.core == "cortex-m7" else [])],
         "include_dirs": ["Core/Inc", "Model", "Model/runtime/include"],
         "source_dirs": ["Core/Src", "Model", "Model/runtime/src"],
         "linker_script": f"{board.id}.ld",

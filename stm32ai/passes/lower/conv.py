@@ -534,13 +534,17 @@ def choose_conv_layouts(g: Graph, mode: str = "balanced", weights_budget: int | 
 
 
 def conv_layout_choices(g: Graph) -> list[dict[str, object]]:
-    """Per conv2d_s8 layer: the weight layout chosen in flash and its bytes (for analyze). A layer
-    staged in RAM (passes/staging.py) keeps int8 in flash whatever its inner loop reads."""
+    """Per conv2d_s8 layer: the weight layout stored with the model and its bytes, and what the
+    inner loop reads (for analyze). A layer staged in RAM (passes/staging.py) keeps int8 where
+    the weights are stored and its inner loop reads a staged copy, int16 when `w16`."""
     rows = []
     for op in g.ops:
         if op.kernel == "conv2d_s8":
             w16 = g.tensors[op.inputs[1]].dtype == "int16"
             nbytes = int(g.tensors[op.inputs[1]].data.nbytes)  # type: ignore[union-attr]
+            staged = int(op.attrs.get("stage_oc", 0)) > 0
+            loop = "int16" if int(op.attrs.get("w16", 0)) else "int8"
             rows.append({"op": op.index, "layout": "int16" if w16 else "int8",
-                         "weights_bytes": nbytes, "int8_bytes": nbytes // 2 if w16 else nbytes})
+                         "weights_bytes": nbytes, "int8_bytes": nbytes // 2 if w16 else nbytes,
+                         "staged": staged, "inner_loop": loop})
     return rows

@@ -107,23 +107,25 @@ static inline int32_t add_wrap(int32_t a, int32_t b) {
  * -fno-omit-frame-pointer, which GCC cannot announce to the preprocessor. */
 #if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
 #define AI_FC_ASM 1
-/* The block loop, two column groups per iteration: per group one LDR of 4 inputs (any
- * alignment), one LDM of the 4 weight words, 2 + 4 SXTB16 and 8 SMLAD (16 MACs in 17
- * instructions with the loop branch). GCC splits the weight loads into 4 LDRs and keeps
- * separate pointer increments, hence the asm; the C loop in fc_block4 is the same
- * arithmetic. The weight registers are pinned so the LDM register list is ascending. */
-static inline void fc_loop4_asm(const int8_t **xpp, const int8_t **wpp, int32_t n2, int32_t *pab0,
+/* The block loop over n >= 1 column groups: per group 5 single LDRs (the 4 inputs, any
+ * alignment, and the 4 weight words), 2 + 4 SXTB16 and 8 SMLAD (16 MACs). Cycles (Cortex-M4
+ * TRM DDI 0439B §3.3.2): consecutive single LDRs pipeline, N in N+1 cycles, when no address
+ * depends on the previous load's results; LDM (1+N) does not pipeline with its neighbours,
+ * so LDR + LDM cost 2+5 and the 5 LDRs 6 (write-back on the first load of each base, the
+ * next load from the other base). Four groups per iteration (one then two peeled for
+ * n % 4): one taken branch (1+P) per 64 MACs. The C loop in fc_block4 is the same
+ * arithmetic. */
+static inline void fc_loop4_asm(const int8_t **xpp, const int8_t **wpp, int32_t n, int32_t *pab0,
                                 int32_t *pb0, int32_t *pab1, int32_t *pb1) {
-  register uint32_t w0 __asm__("r0");
-  register uint32_t w1 __asm__("r1");
-  register uint32_t w2 __asm__("r2");
-  register uint32_t w3 __asm__("r3");
-  uint32_t xa, xb;
+  uint32_t w0, w1, w2, w3, xa, xb;
   const int8_t *xp = *xpp, *wp = *wpp;
   int32_t ab0 = *pab0, b0 = *pb0, ab1 = *pab1, b1 = *pb1;
 #define AI_FC_GROUP_ASM                                 \
+  "ldr    %[w0], [%[wp]], #16\n\t"                      \
   "ldr    %[xa], [%[xp]], #4\n\t"                       \
-  "ldm    %[wp]!, {%[w0], %[w1], %[w2], %[w3]}\n\t"      \
+  "ldr    %[w1], [%[wp], #-12]\n\t"                     \
+  "ldr    %[w2], [%[wp], #-8]\n\t"                      \
+  "ldr    %[w3], [%[wp], #-4]\n\t"                      \
   "sxtb16 %[xb], %[xa], ror #8\n\t"                     \
   "sxtb16 %[xa], %[xa]\n\t"                             \
   "smlad  %[ab0], %[w0], %[xa], %[ab0]\n\t"              \
@@ -138,11 +140,23 @@ static inline void fc_loop4_asm(const int8_t **xpp, const int8_t **wpp, int32_t 
   "smlad  %[ab1], %[w3], %[xb], %[ab1]\n\t"              \
   "sxtb16 %[w3], %[w3]\n\t"                             \
   "smlad  %[b1], %[w3], %[xb], %[b1]\n\t"
-  __asm__ volatile("1:\n\t" AI_FC_GROUP_ASM AI_FC_GROUP_ASM
+  __asm__ volatile("tst    %[n], #1\n\t"
+                   "beq    1f\n\t"
+                   AI_FC_GROUP_ASM
+                   "1:\n\t"
+                   "tst    %[n], #2\n\t"
+                   "beq    2f\n\t"
+                   AI_FC_GROUP_ASM AI_FC_GROUP_ASM
+                   "2:\n\t"
+                   "lsrs   %[n], %[n], #2\n\t"
+                   "beq    4f\n"
+                   "3:\n\t"
+                   AI_FC_GROUP_ASM AI_FC_GROUP_ASM AI_FC_GROUP_ASM AI_FC_GROUP_ASM
                    "subs   %[n], %[n], #1\n\t"
-                   "bne    1b\n\t"
+                   "bne    3b\n"
+                   "4:\n\t"
                    : [ab0] "+r"(ab0), [b0] "+r"(b0), [ab1] "+r"(ab1), [b1] "+r"(b1),
-                     [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n2), [xa] "=&r"(xa), [xb] "=&r"(xb),
+                     [xp] "+r"(xp), [wp] "+r"(wp), [n] "+r"(n), [xa] "=&r"(xa), [xb] "=&r"(xb),
                      [w0] "=&r"(w0), [w1] "=&r"(w1), [w2] "=&r"(w2), [w3] "=&r"(w3)
                    :
                    : "cc", "memory");
@@ -178,10 +192,10 @@ AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, 
     int32_t ab0 = b0, ab1 = b1; /* ab - b restarts from 0 for each chunk */
     int32_t g = n - last;
 #if AI_FC_ASM
-    if (g >= 2) {
-      fc_loop4_asm(&x, &wa, g >> 1, &ab0, &b0, &ab1, &b1);
+    if (g > 0) {
+      fc_loop4_asm(&x, &wa, g, &ab0, &b0, &ab1, &b1);
     }
-    g &= 1;
+    g = 0;
 #endif
     for (; g > 0; g--) {
       const uint32_t xw = rd32(x);

@@ -9,6 +9,38 @@
  * truncating division (round half away from zero).
  */
 #include "ai_kernels_pool.h"
+#include "ai_simd.h"
+
+/* acc's two int16 lanes += bytes 0 and 2 of x (sign-extended), wrapping per lane: SXTAB16. */
+static inline uint32_t sxtab16(uint32_t acc, uint32_t x) {
+#if defined(__ARM_FEATURE_DSP)
+  return (uint32_t)__sxtab16((int16x2_t)acc, (int8x4_t)x);
+#else
+  const int32_t b0 = (int32_t)((x & 0xFFu) ^ 0x80u) - 128, b2 = (int32_t)(((x >> 16) & 0xFFu) ^ 0x80u) - 128;
+  const uint32_t lo = (uint32_t)((int32_t)(acc & 0xFFFFu) + b0) & 0xFFFFu;
+  const uint32_t hi = (uint32_t)((int32_t)(acc >> 16) + b2) & 0xFFFFu;
+  return lo | (hi << 16);
+#endif
+}
+
+/* Sums of 4 channels over a window of at most 256 taps, two int16 lanes per word (|sum| <=
+ * 256 * 128 = 32768: -32768 fits, the positive side stops at 32512): one LDR and two SXTAB16
+ * per 4 taps instead of 4 byte loads and adds (KWS's 25x5x64 pool: 69 k -> ~20 k estimated
+ * Cortex-M4 cycles). sum[0..3] gets the exact int32 sums. */
+static void pool_sum4(const int8_t *src, int32_t rows, int32_t cols, int32_t row, int32_t c_n,
+                      int32_t *sum) {
+  uint32_t a = 0, b = 0; /* lanes {c0, c2}, {c1, c3} */
+  for (int32_t y = 0; y < rows; y++, src += row) {
+    const int8_t *s = src;
+    for (int32_t x = cols; x > 0; x--, s += c_n) {
+      const uint32_t v = rd32(s);
+      a = sxtab16(a, v);
+      b = sxtab16(b, (v >> 8) | (v << 24));
+    }
+  }
+  sum[0] = (int16_t)(a & 0xFFFFu), sum[1] = (int16_t)(b & 0xFFFFu);
+  sum[2] = (int16_t)(a >> 16), sum[3] = (int16_t)(b >> 16);
+}
 
 typedef struct {
   int32_t y0, y1, x0, x1; /* clipped window, input coordinates [y0, y1) x [x0, x1) */
@@ -47,16 +79,23 @@ void ai_avgpool_s8(const ai_avgpool_s8_params *p, const int8_t *input, int8_t *o
         for (int32_t c0 = 0; c0 < c_n; c0 += AI_POOL_CBLK) {
           const int32_t cn = c_n - c0 < AI_POOL_CBLK ? c_n - c0 : AI_POOL_CBLK;
           int32_t acc[AI_POOL_CBLK];
-          for (int32_t c = 0; c < cn; c++) {
-            acc[c] = 0;
-          }
-          for (int32_t y = win.y0; y < win.y1; y++) {
-            const int8_t *src = in_b + (size_t)y * (size_t)row + (size_t)win.x0 * (size_t)c_n + c0;
-            for (int32_t x = win.x0; x < win.x1; x++) {
-              for (int32_t c = 0; c < cn; c++) {
-                acc[c] += src[c];
+          if ((c_n & 3) == 0 && count <= 256) { /* cn is then a multiple of 4 too */
+            const int8_t *src = in_b + (size_t)win.y0 * (size_t)row + (size_t)win.x0 * (size_t)c_n + c0;
+            for (int32_t c = 0; c < cn; c += 4) {
+              pool_sum4(src + c, win.y1 - win.y0, win.x1 - win.x0, row, c_n, acc + c);
+            }
+          } else {
+            for (int32_t c = 0; c < cn; c++) {
+              acc[c] = 0;
+            }
+            for (int32_t y = win.y0; y < win.y1; y++) {
+              const int8_t *src = in_b + (size_t)y * (size_t)row + (size_t)win.x0 * (size_t)c_n + c0;
+              for (int32_t x = win.x0; x < win.x1; x++) {
+                for (int32_t c = 0; c < cn; c++) {
+                  acc[c] += src[c];
+                }
+                src += c_n;
               }
-              src += c_n;
             }
           }
           for (int32_t c = 0; c < cn; c++) {
