@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, SHARED_MODELS
+from conftest import FIXTURES, ROOT, SHARED_MODELS
 
 from stm32ai.boards import list_boards, load_board
 from stm32ai.errors import Stm32aiError
@@ -151,12 +151,18 @@ def test_placement_suggests_another_region():
                        activations_pool=["dtcm"])
 
 
-def test_placement_bad_region_names_and_bring_up():
+def test_placement_bad_region_names_and_bring_up(tmp_path):
+    import yaml
+
     b = load_board("disco-f746")
     with pytest.raises(Stm32aiError, match="no memory region 'ccm'"):
         plan_placement(b, activations_bytes=1, weights_bytes=1, activations_pool=["ccm"])
-    # a region whose bring-up stm32ai does not generate (the F769 kit's SDRAM) is refused ...
-    f769 = load_board("disco-f769")
+    # a region whose bring-up stm32ai does not generate (the F769 kit without its SDRAM's part
+    # description) is refused ...
+    data = yaml.safe_load((ROOT / "boards" / "disco-f769.yaml").read_text())
+    del data["external"]["sdram"]
+    (tmp_path / "disco-f769.yaml").write_text(yaml.safe_dump(data))
+    f769 = load_board(tmp_path / "disco-f769.yaml")
     with pytest.raises(Stm32aiError, match="sdram needs fmc_sdram bring-up, which stm32ai does not generate"):
         plan_placement(f769, activations_bytes=1, weights_bytes=1, activations_pool=["sdram"])
     # ... and skipped when a later one fits
