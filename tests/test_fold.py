@@ -314,6 +314,19 @@ def test_reshape_to_an_impossible_shape_is_rejected():
     assert "op #7 (RESHAPE)" in str(e.value) and "6 elements" in str(e.value)
 
 
+@pytest.mark.parametrize("shape", [[2.0, np.nan], [2.5, 3.0], [np.inf, 1.0]])
+def test_reshape_to_a_non_integer_shape_is_rejected(shape):
+    """A float shape operand (a malformed model: found by the fuzz campaign, seed 20261128) is
+    refused in one line, not truncated or turned into an internal error."""
+    g = empty_graph()
+    x = g.add_tensor("x", (1, 2, 3), "float32")
+    y = g.add_tensor("y", (-1, -1), "float32")
+    g.ops = [Op("RESHAPE", [x, g.add_const("s", np.asarray(shape, dtype=np.float32))], [y], {}, 3)]
+    g.inputs, g.outputs = [x], [y]
+    with pytest.raises(UnsupportedModelError, match="non-integer values"):
+        fold_constants(g)
+
+
 def test_dead_ops_are_removed_and_ids_stay():
     g = empty_graph()
     x = g.add_tensor("x", (1, 4), "float32")

@@ -40,7 +40,15 @@ def _axis(axis: int, rank: int) -> int:
 
 
 def _ints(a: np.ndarray) -> list[int]:
-    return [int(x) for x in np.asarray(a).reshape(-1)]
+    """A constant operand read as integers (shapes, axes, sizes): a model can give it any element
+    type, so a non-integer or non-finite value is refused rather than truncated."""
+    flat = np.asarray(a).reshape(-1)
+    if flat.dtype.kind == "f" and not (np.all(np.isfinite(flat)) and np.all(flat == np.round(flat))):
+        raise UnsupportedModelError("a constant shape/axis/size operand holds non-integer values "
+                                    f"(type {flat.dtype}): the model is malformed")
+    if flat.dtype.kind not in "biuf":
+        raise UnsupportedModelError(f"a constant shape/axis/size operand has type {flat.dtype}, not an integer type")
+    return [int(x) for x in flat]
 
 
 def _same_quant(a: Quant | None, b: Quant | None) -> bool:
