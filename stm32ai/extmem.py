@@ -105,6 +105,15 @@ class QspiFlash:
 
 
 _PIN = re.compile(r"P([A-K])(1[0-5]|[0-9])")
+# part and loader names reach generated C strings/comments and command lines: plain names only
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+
+
+def _name(d: dict, key: str, where: str) -> str:
+    v = str(d[key])
+    if not _NAME.fullmatch(v):
+        raise ExternalError(f"{where}.{key}: '{v[:40]}' is not a plain part/file name (letters, digits, _ . + -)")
+    return v
 
 
 def _pins(v: Any, where: str) -> tuple[ExtPin, ...]:
@@ -168,7 +177,7 @@ def _sdram(name: str, d: dict, where: str) -> SdramPart:
     if banks not in (2, 4):
         raise ExternalError(f"{where}.internal_banks: {banks} is not 2 or 4")
     return SdramPart(
-        region=name, part=str(d["part"]), bank=_num(d, "bank", where, 1, 1, int), data_bits=data_bits,
+        region=name, part=_name(d, "part", where), bank=_num(d, "bank", where, 1, 1, int), data_bits=data_bits,
         row_bits=_num(d, "row_bits", where, 11, 13, int), col_bits=_num(d, "col_bits", where, 8, 11, int),
         internal_banks=banks, sdclk_div=_num(d, "sdclk_div", where, 2, 3, int),
         cas_tck_min_ns={int(k): float(x) for k, x in cas.items()},
@@ -203,10 +212,10 @@ def _qspi(name: str, d: dict, where: str) -> QspiFlash:
     if size > (1 << 24) and addr != 4:
         raise ExternalError(f"{where}.addr_bytes: a {size >> 20} MiB flash needs 4-byte addresses")
     return QspiFlash(
-        region=name, part=str(d["part"]), size=size, jedec_id=(jid[0], jid[1], jid[2]),
+        region=name, part=_name(d, "part", where), size=size, jedec_id=(jid[0], jid[1], jid[2]),
         max_hz=_num(d, "max_hz", where, 1_000_000, 200_000_000, int), cs_high_ns=_num(d, "cs_high_ns", where, 1, 1000),
         read_cmd=_num(d, "read_cmd", where, 0, 255, int), addr_bytes=addr, dummy=_num(d, "dummy", where, 0, 31, int),
-        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=str(d["stldr"]), datasheet=str(d["datasheet"]))
+        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=_name(d, "stldr", where), datasheet=str(d["datasheet"]))
 
 
 def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], family: str

@@ -123,6 +123,8 @@ def _board_variant(tmp_path: Path, edit) -> Path:
     (lambda e: e["qspi"].update(ncs="PA1"), "external.qspi.ncs: 'PA1' is not one of the pins"),
     (lambda e: e["qspi"].pop("jedec_id"), "external.qspi: missing jedec_id"),
     (lambda e: e.update(nowhere={"controller": "quadspi"}), "external.nowhere: no memory region"),
+    (lambda e: e["sdram"].update(part='X*/ "evil'), "external.sdram.part: 'X*/ \"evil' is not a plain"),
+    (lambda e: e["qspi"].update(stldr="a b;rm"), "external.qspi.stldr: 'a b;rm' is not a plain"),
 ])
 def test_bad_part_description_is_one_line(tmp_path, edit, words):
     with pytest.raises(Stm32aiError, match=re.escape(words)):
