@@ -92,7 +92,7 @@ def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
     from stm32ai.boards import load_board
     from stm32ai.errors import Stm32aiError
     from stm32ai.estimate.estimate import CORE_MODELS, estimate_project
-    from stm32ai.pipeline import compile_model, flash_model_for, weights_budget_for
+    from stm32ai.pipeline import compile_for_board
     from stm32ai.project.build import generate_firmware_project
     from stm32ai.project.spec import Pools, ProjectModel
     from stm32ai.validate.vectors import test_vector
@@ -109,12 +109,12 @@ def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
             continue
         e: dict[str, Any] = {"board": bid, **pub}
         try:
-            # the code `generate --board B` makes: weights staged for B's flash (docs/flash_staging.md)
-            fm = flash_model_for(bid)
-            cb = c if fm is None else compile_model(path, "network", flash=fm, weights_budget=weights_budget_for(bid))
+            # the firmware `generate --board B` makes: weights staged for B's flash, or copied to RAM
+            # at boot where that pays (pipeline.compile_for_board, docs/flash_staging.md)
+            cb = compile_for_board(path, "network", bid)
             proj = workdir / f"est-{bid}"
             generate_firmware_project(proj, board, [ProjectModel("network", cb, test_vector(path, cb, expected=False),
-                                                                 path.name)], Pools())
+                                                                 path.name)], Pools(None, cb.weights_pool or None))
             est = estimate_project(proj, board)
         except Stm32aiError as ex:
             e["status"] = f"error: {ex}"
