@@ -4,7 +4,8 @@
  * the CRC covers version..payload. The receiver is a byte-at-a-time state machine:
  *  - outside a frame it discards everything until the two magic bytes (resynchronisation);
  *  - inside a frame every byte must arrive within byte_timeout_ms of the previous one, else the
- *    partial frame is dropped silently, so a truncated frame never wedges the loop;
+ *    partial frame is dropped (with a TIMEOUT error once its header is known), so a truncated
+ *    frame never wedges the loop;
  *  - a frame is only acted on when its CRC matches: a corrupted request gets an ERROR reply (or,
  *    when its header is unreadable, nothing), never a wrong answer.
  * RUN payloads are received straight into the model's input tensors (no extra RAM); replies are
@@ -36,7 +37,8 @@ enum {
   E_PAYLOAD_SIZE = 4,
   E_VERSION = 5,
   E_RUN_FAILED = 6,
-  E_NO_MODEL = 7 /* model index beyond the firmware's models */
+  E_NO_MODEL = 7, /* model index beyond the firmware's models */
+  E_TIMEOUT = 8    /* a frame stopped mid-way (inter-byte timeout): dropped, the host may resend */
 };
 
 typedef struct {
@@ -385,7 +387,11 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
       }
     }
     if (i < len) {
-      continue; /* truncated payload: dropped */
+      /* Truncated payload: dropped, and said so (the header told us whom to tell), so a host
+       * whose bytes stalled (a loaded PC, an emulator starved of CPU) resends at once instead
+       * of waiting for a reply that cannot come. */
+      send_error(&s, seq, E_TIMEOUT, type, i);
+      continue;
     }
     uint8_t tail[4];
     for (i = 0u; i < 4u; i++) {
@@ -396,6 +402,7 @@ int ai_validation_serve(ai_handle h, const ai_validation_cfg *cfg) {
       tail[i] = (uint8_t)b;
     }
     if (i < 4u) {
+      send_error(&s, seq, E_TIMEOUT, type, len);
       continue;
     }
     if (get_le32(tail) != crc) {

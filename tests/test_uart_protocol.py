@@ -253,14 +253,41 @@ def test_flipped_crc_gets_an_error_and_the_next_frame_works(dev):
 def test_truncated_frame_then_pause_then_valid_frame(dev):
     x = _input(dev)
     expected, _ = dev.run(x)
-    frame = encode_frame(MsgType.RUN, dev.next_seq(), x[0].tobytes())
+    frame = encode_frame(MsgType.RUN, cut := dev.next_seq(), x[0].tobytes())
     dev.send(frame[:40])          # header + part of the payload, then silence
     time.sleep(0.5)               # > the device's 50 ms inter-byte timeout
+    # the drop is reported with the cut frame's seq and the payload bytes that arrived
+    assert decode_error(_expect_error(dev, cut, ErrorCode.TIMEOUT))[2] == 40 - 10
     seq = dev.next_seq()
     dev.send(encode_frame(MsgType.RUN, seq, x[0].tobytes()))
     f = dev.wait_reply({seq}, 60.0)  # an upper bound: a loaded CI machine starves QEMU
     assert f is not None and f.type == MsgType.RUN | MsgType.REPLY
     assert f.payload[8:] == expected[0].tobytes()
+
+
+@needs_qemu
+def test_run_resends_a_frame_the_device_dropped_mid_way(dev):
+    """Bytes that stall longer than the device's inter-byte timeout (a loaded host) cost a
+    resend, not a hang: the device reports TIMEOUT at once and `run` sends the frame again."""
+    x = _input(dev)
+    expected, _ = dev.run(x)
+    real_send, calls = dev.send, []
+
+    def stalling_send(data: bytes) -> None:
+        calls.append(len(data))
+        if len(calls) == 1:       # the first RUN stalls after 30 bytes of its frame
+            real_send(data[:30])
+            time.sleep(0.5)
+            real_send(data[30:])
+        else:
+            real_send(data)
+
+    dev.send = stalling_send
+    try:
+        y, _ = dev.run(x, timeout=60.0)
+    finally:
+        dev.send = real_send
+    assert len(calls) == 2 and np.array_equal(y[0], expected[0])
 
 
 @needs_qemu

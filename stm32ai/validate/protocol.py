@@ -52,6 +52,7 @@ class ErrorCode(IntEnum):
     VERSION = 5
     RUN_FAILED = 6
     NO_MODEL = 7
+    TIMEOUT = 8
 
 
 ERROR_TEXT = {
@@ -62,6 +63,7 @@ ERROR_TEXT = {
     ErrorCode.VERSION: "protocol version mismatch",
     ErrorCode.RUN_FAILED: "the model failed to run on the device",
     ErrorCode.NO_MODEL: "the firmware has no model with this index",
+    ErrorCode.TIMEOUT: "the frame stopped mid-way (the device's inter-byte timeout) and was dropped",
 }
 
 # ai_dtype_code (DLPack) + bits -> numpy dtype

@@ -190,8 +190,9 @@ class TargetClient:
                            "running there? (stm32ai generate MODEL --board B [--validation], flash it)")
 
     def run(self, inputs: list[np.ndarray], timeout: float | None = None) -> tuple[list[np.ndarray], int]:
-        """One inference: (outputs, cycles). A frame the device received corrupted (BAD_CRC) is
-        sent again, up to 3 times."""
+        """One inference: (outputs, cycles). A frame the device received corrupted (BAD_CRC) or
+        cut short (TIMEOUT: our bytes stalled longer than its inter-byte timeout) is sent again,
+        up to 3 times; neither ran anything."""
         if self.info is None:
             self.hello()
         assert self.info is not None
@@ -205,7 +206,7 @@ class TargetClient:
                 f = self.request(msg, payload, timeout)
                 break
             except TargetError as e:
-                if e.code != ErrorCode.BAD_CRC or attempt == 2:
+                if e.code not in (ErrorCode.BAD_CRC, ErrorCode.TIMEOUT) or attempt == 2:
                     raise
         try:
             return parse_run_reply(f, self.info.outputs)
