@@ -234,6 +234,15 @@ def test_squeeze_excite_fixture_every_candidate_at_its_bound():
     simulate_plan(g, plan)  # byte by byte, overlaps inside buffers included
 
 
+def test_squeeze_excite_fixture_bit_exact():
+    """The host build of se_effnet_int8 (both outputs) matches TFLite Micro bit for bit."""
+    from stm32ai.validate.run import validate_model
+
+    res = validate_model(FIXTURES / "se_effnet_int8.tflite", n=2, seed=3)
+    verdict = [c for c in res.comparisons if c.verdict]
+    assert verdict and verdict[0].reference == "tflm" and all(verdict[0].ok), verdict
+
+
 def _all_models() -> list:
     shared = sorted(SHARED_MODELS.glob("**/*.tflite")) if SHARED_MODELS.exists() else []
     return shared + fixture_models()
