@@ -23,8 +23,8 @@ SHARED = sorted(p for p in (SHARED_MODELS.glob("*/*.tflite") if SHARED_MODELS.ex
 # the compiler core's fixtures (the op families' own are validated by their tests); CI takes
 # those whose kernels overlap buffers
 CORE_FIXTURES = [p for p in fixture_models() if p.name.startswith(
-    ("conv_", "dwconv_", "dense_", "avgpool_", "maxpool_", "add_", "classifier_", "two_in_") if ALL
-    else ("conv_", "dwconv_", "add_", "classifier_"))]
+    ("conv_", "dwconv_", "dense_", "avgpool_", "maxpool_", "add_", "classifier_", "two_in_", "se_") if ALL
+    else ("conv_", "dwconv_", "add_", "classifier_", "se_"))]
 MLPERF_INT8 = ("pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8")
 # (model, --optimization, board whose flash staging is compiled in: docs/flash_staging.md)
 CASES = [(p, "balanced", None) for p in SHARED + CORE_FIXTURES] + [
