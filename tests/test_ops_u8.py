@@ -282,3 +282,73 @@ def test_on_the_emulated_board(tmp_path):
     demo = parse_demo_output(text)
     assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text
     assert "LiteRT" in demo.fields.get("expected_output", ""), text
+
+
+def _reducer(b, x, axes: list[int], out_shape, so: float, zo: int, code: str, keep: bool = True) -> int:
+    from builders import schema
+
+    y = b.tensor(out_shape, "uint8", so, zo)
+    o = schema.ReducerOptionsT()
+    o.keepDims = keep
+    b.op(getattr(schema.BuiltinOperator, code), [x, b.tensor((len(axes),), "int32", data=np.int32(axes))], [y],
+         schema.BuiltinOptions.ReducerOptions, o)
+    return y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reduce_arg_prelu_logsoftmax_against_litert(seed, tmp_path):
+    """SUM, REDUCE_MAX/MIN, ARG_MAX/MIN, PRELU and LOG_SOFTMAX on uint8 (TFLM refuses them all,
+    LiteRT-ref runs them: docs/op_types.md): the int8 kernels on shifted codes
+    equal LiteRT-ref's uint8 kernels on hand-built models with random quantisations, 16 random
+    samples (SUM/REDUCE_*: spatial, channel, one axis; PRELU: per-channel alpha, broadcast)."""
+    from builders import TfliteBuilder, schema
+
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.reference import run_litert_ref
+
+    rng = np.random.default_rng(10 + seed)
+
+    def q() -> tuple[float, int]:
+        return float(np.float32(rng.uniform(0.005, 0.2))), int(rng.integers(0, 256))
+
+    b = TfliteBuilder()
+    s_in, zp_in = q()
+    shape = [1, 4, 5, 6]
+    x = b.tensor(shape, "uint8", s_in, zp_in)
+    b.inputs.append(x)
+    outs = []
+    for code in ("SUM", "REDUCE_MAX", "REDUCE_MIN"):
+        for axes, keep in (([1, 2], True), ([3], False), ([2], True)):
+            oshape = [1 if i in axes else d for i, d in enumerate(shape)] if keep else \
+                [d for i, d in enumerate(shape) if i not in axes]
+            # REDUCE_MAX/MIN: the int8 kernels (like TFLM's) want the input's quantisation
+            so, zo = q() if code == "SUM" else (s_in, zp_in)
+            outs.append((f"{code} {axes}", _reducer(b, x, axes, oshape, so, zo, code, keep)))
+    for code, opt in (("ARG_MAX", "ArgMax"), ("ARG_MIN", "ArgMin")):
+        y = b.tensor(shape[:3], "int32")
+        o = getattr(schema, f"{opt}OptionsT")()
+        o.outputType = schema.TensorType.INT32
+        b.op(getattr(schema.BuiltinOperator, code), [x, b.tensor((1,), "int32", data=np.int32([3]))], [y],
+             getattr(schema.BuiltinOptions, f"{opt}Options"), o)
+        outs.append((code, y))
+    sa, za = q()
+    alpha = b.tensor((1, 1, 6), "uint8", sa, za, data=rng.integers(0, 256, (1, 1, 6)).astype(np.uint8))
+    y = b.tensor(shape, "uint8", *q())
+    b.op(schema.BuiltinOperator.PRELU, [x, alpha], [y])
+    outs.append(("PRELU", y))
+    y = b.tensor(shape, "uint8", 16 / 256, 255)
+    b.op(schema.BuiltinOperator.LOG_SOFTMAX, [x], [y], schema.BuiltinOptions.LogSoftmaxOptions,
+         schema.LogSoftmaxOptionsT())
+    outs.append(("LOG_SOFTMAX", y))
+    b.outputs.extend(t for _, t in outs)
+    path = tmp_path / "reduce_u8.tflite"
+    path.write_bytes(b.build())
+    samples = [[rng.integers(0, 256, shape).astype(np.uint8)] for _ in range(16)]
+    ours = run_compiled(compile_model(path), samples)
+    ref = run_litert_ref(path, [np.concatenate([s[0] for s in samples])])
+    bad = []
+    for j, ((name, _), r) in enumerate(zip(outs, ref, strict=True)):
+        o = np.concatenate([out[j] for out in ours])
+        if o.dtype != r.dtype or not np.array_equal(r, o):
+            bad.append((name, str(o.dtype), int((r != o).sum()) if o.shape == r.shape else o.shape))
+    assert not bad, bad
