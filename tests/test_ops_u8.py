@@ -24,7 +24,7 @@ from conftest import FIXTURES
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.legacy_u8 import EXACT_OPS, shift_uint8
-from stm32ai.passes.lower.u8 import concat_rescale_values, pack_conv_weights_wide
+from stm32ai.passes.lower.u8 import concat_rescale_values
 from stm32ai.passes.quant import activation_range_quantized
 from stm32ai.pipeline import compile_for_board, compile_graph
 from stm32ai.validate.host import run_compiled
@@ -90,17 +90,22 @@ def test_shift_identity_exhaustive():
                 assert (lo_s, hi_s) == (lo_u - 128, hi_u - 128), (act, scale, z)
 
 
-def test_wide_layout_matches_int8_layout_on_int8_values():
-    """The w16 packing of re-centred weights is conv2d_s8's int16 layout: on values that fit
-    int8 it equals pack_conv_weights_s16 (the layout the kernel's int16 path reads)."""
-    from stm32ai.passes.lower.conv import pack_conv_weights_s16
+def test_w16_layout_holds_wide_values():
+    """conv.pack_conv_weights_s16 / conv_rows_for_kernel (shared with int8) keep re-centred
+    uint8 weights beyond int8 (hand-computed layout: {w0, w2}, {w1, w3}, K padded to 4)."""
+    from stm32ai.passes.lower.conv import ConvGeometry, conv_rows_for_kernel, pack_conv_weights_s16
 
-    rng = np.random.default_rng(2)
-    for oc, k in ((1, 3), (2, 8), (5, 27), (6, 13)):
-        rows = rng.integers(-128, 128, (oc, k))
-        assert np.array_equal(pack_conv_weights_wide(rows), pack_conv_weights_s16(rows))
-    wide = np.array([[255, -255, 3, 0, 7]])
-    assert pack_conv_weights_wide(wide).tolist() == [255, 3, -255, 0, 7, 0, 0, 0]
+    wide = np.array([[255, -255, 3, 0, 7]], np.int16)
+    assert pack_conv_weights_s16(wide).tolist() == [255, 3, -255, 0, 7, 0, 0, 0]
+    two = np.array([[-200, 1, 2, 3], [4, 5, 6, 250]], np.int16)
+    assert pack_conv_weights_s16(two).tolist() == [-200, 2, 1, 3, 4, 6, 5, 250]
+    # krow: a 2x1 filter on 3 channels, each 3-element filter row padded to 4, int16 kept
+    geo = ConvGeometry(1, 4, 4, 3, 4, 4, 1, 2, 1, (1, 1), (1, 1), (0, 0))
+    rows = np.array([[-255, 1, 2, 3, 4, 255]], np.int16)
+    out = conv_rows_for_kernel(geo, rows)
+    assert out.dtype == np.int16 and out.tolist() == [[-255, 1, 2, 0, 3, 4, 255, 0]]
+    with pytest.raises(ValueError):
+        pack_conv_weights_s16(np.array([[40000]]))
 
 
 def _u8(g: Graph, name: str, shape: tuple[int, ...], scale: float, zp: int, data: np.ndarray | None = None) -> int:
