@@ -48,7 +48,7 @@ from stm32ai.passes.lower.conv import (
     pack_conv_weights_s16,
 )
 from stm32ai.passes.lower.pool import pool_geometry
-from stm32ai.passes.lower.resize import bilinear_float
+from stm32ai.passes.lower.resize import bilinear_float, bilinear_outside
 from stm32ai.passes.quant import activation_range_quantized, per_channel_multiplier, quantize_multiplier
 
 __all__ = ["recentred"]
@@ -291,13 +291,7 @@ def _check_resize_u8(op: Op, g: Graph) -> str | None:
         return reason
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     align, half = bool(op.options.get("align_corners")), bool(op.options.get("half_pixel_centers"))
-    for o, i in ((dst.shape[1], src.shape[1]), (dst.shape[2], src.shape[2])):
-        for k in range(o):
-            lo, hi, _ = bilinear_float(k, i, o, align, half)
-            if not (0 <= lo < i and 0 <= hi < i):
-                return (f"resizing {i} -> {o} makes TFLite's reference read outside the input; "
-                        "not reproducible")
-    return None
+    return bilinear_outside(bilinear_float, src.shape[1:3], dst.shape[1:3], align, half)
 
 
 @register_variant("RESIZE_BILINEAR", "legacy uint8: LiteRT's float32 blend of the uint8 codes, rounded "
