@@ -24,7 +24,7 @@ from conftest import FIXTURES
 from stm32ai.errors import UnsupportedModelError
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.legacy_u8 import EXACT_OPS, shift_uint8
-from stm32ai.passes.lower.u8 import concat_rescale_values, pack_conv_weights_wide
+from stm32ai.passes.lower.u8 import concat_rescale_values
 from stm32ai.passes.quant import activation_range_quantized
 from stm32ai.pipeline import compile_for_board, compile_graph
 from stm32ai.validate.host import run_compiled
@@ -90,17 +90,22 @@ def test_shift_identity_exhaustive():
                 assert (lo_s, hi_s) == (lo_u - 128, hi_u - 128), (act, scale, z)
 
 
-def test_wide_layout_matches_int8_layout_on_int8_values():
-    """The w16 packing of re-centred weights is conv2d_s8's int16 layout: on values that fit
-    int8 it equals pack_conv_weights_s16 (the layout the kernel's int16 path reads)."""
-    from stm32ai.passes.lower.conv import pack_conv_weights_s16
+def test_w16_layout_holds_wide_values():
+    """conv.pack_conv_weights_s16 / conv_rows_for_kernel (shared with int8) keep re-centred
+    uint8 weights beyond int8 (hand-computed layout: {w0, w2}, {w1, w3}, K padded to 4)."""
+    from stm32ai.passes.lower.conv import ConvGeometry, conv_rows_for_kernel, pack_conv_weights_s16
 
-    rng = np.random.default_rng(2)
-    for oc, k in ((1, 3), (2, 8), (5, 27), (6, 13)):
-        rows = rng.integers(-128, 128, (oc, k))
-        assert np.array_equal(pack_conv_weights_wide(rows), pack_conv_weights_s16(rows))
-    wide = np.array([[255, -255, 3, 0, 7]])
-    assert pack_conv_weights_wide(wide).tolist() == [255, 3, -255, 0, 7, 0, 0, 0]
+    wide = np.array([[255, -255, 3, 0, 7]], np.int16)
+    assert pack_conv_weights_s16(wide).tolist() == [255, 3, -255, 0, 7, 0, 0, 0]
+    two = np.array([[-200, 1, 2, 3], [4, 5, 6, 250]], np.int16)
+    assert pack_conv_weights_s16(two).tolist() == [-200, 2, 1, 3, 4, 6, 5, 250]
+    # krow: a 2x1 filter on 3 channels, each 3-element filter row padded to 4, int16 kept
+    geo = ConvGeometry(1, 4, 4, 3, 4, 4, 1, 2, 1, (1, 1), (1, 1), (0, 0))
+    rows = np.array([[-255, 1, 2, 3, 4, 255]], np.int16)
+    out = conv_rows_for_kernel(geo, rows)
+    assert out.dtype == np.int16 and out.tolist() == [[-255, 1, 2, 0, 3, 4, 255, 0]]
+    with pytest.raises(ValueError):
+        pack_conv_weights_s16(np.array([[40000]]))
 
 
 def _u8(g: Graph, name: str, shape: tuple[int, ...], scale: float, zp: int, data: np.ndarray | None = None) -> int:
@@ -282,3 +287,73 @@ def test_on_the_emulated_board(tmp_path):
     demo = parse_demo_output(text)
     assert code == 0 and demo.result == "match" and demo.fields["max_err"] == "0", text
     assert "LiteRT" in demo.fields.get("expected_output", ""), text
+
+
+def _reducer(b, x, axes: list[int], out_shape, so: float, zo: int, code: str, keep: bool = True) -> int:
+    from builders import schema
+
+    y = b.tensor(out_shape, "uint8", so, zo)
+    o = schema.ReducerOptionsT()
+    o.keepDims = keep
+    b.op(getattr(schema.BuiltinOperator, code), [x, b.tensor((len(axes),), "int32", data=np.int32(axes))], [y],
+         schema.BuiltinOptions.ReducerOptions, o)
+    return y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reduce_arg_prelu_logsoftmax_against_litert(seed, tmp_path):
+    """SUM, REDUCE_MAX/MIN, ARG_MAX/MIN, PRELU and LOG_SOFTMAX on uint8 (TFLM refuses them all,
+    LiteRT-ref runs them: docs/op_types.md): the int8 kernels on shifted codes
+    equal LiteRT-ref's uint8 kernels on hand-built models with random quantisations, 16 random
+    samples (SUM/REDUCE_*: spatial, channel, one axis; PRELU: per-channel alpha, broadcast)."""
+    from builders import TfliteBuilder, schema
+
+    from stm32ai.pipeline import compile_model
+    from stm32ai.validate.reference import run_litert_ref
+
+    rng = np.random.default_rng(10 + seed)
+
+    def q() -> tuple[float, int]:
+        return float(np.float32(rng.uniform(0.005, 0.2))), int(rng.integers(0, 256))
+
+    b = TfliteBuilder()
+    s_in, zp_in = q()
+    shape = [1, 4, 5, 6]
+    x = b.tensor(shape, "uint8", s_in, zp_in)
+    b.inputs.append(x)
+    outs = []
+    for code in ("SUM", "REDUCE_MAX", "REDUCE_MIN"):
+        for axes, keep in (([1, 2], True), ([3], False), ([2], True)):
+            oshape = [1 if i in axes else d for i, d in enumerate(shape)] if keep else \
+                [d for i, d in enumerate(shape) if i not in axes]
+            # REDUCE_MAX/MIN: the int8 kernels (like TFLM's) want the input's quantisation
+            so, zo = q() if code == "SUM" else (s_in, zp_in)
+            outs.append((f"{code} {axes}", _reducer(b, x, axes, oshape, so, zo, code, keep)))
+    for code, opt in (("ARG_MAX", "ArgMax"), ("ARG_MIN", "ArgMin")):
+        y = b.tensor(shape[:3], "int32")
+        o = getattr(schema, f"{opt}OptionsT")()
+        o.outputType = schema.TensorType.INT32
+        b.op(getattr(schema.BuiltinOperator, code), [x, b.tensor((1,), "int32", data=np.int32([3]))], [y],
+             getattr(schema.BuiltinOptions, f"{opt}Options"), o)
+        outs.append((code, y))
+    sa, za = q()
+    alpha = b.tensor((1, 1, 6), "uint8", sa, za, data=rng.integers(0, 256, (1, 1, 6)).astype(np.uint8))
+    y = b.tensor(shape, "uint8", *q())
+    b.op(schema.BuiltinOperator.PRELU, [x, alpha], [y])
+    outs.append(("PRELU", y))
+    y = b.tensor(shape, "uint8", 16 / 256, 255)
+    b.op(schema.BuiltinOperator.LOG_SOFTMAX, [x], [y], schema.BuiltinOptions.LogSoftmaxOptions,
+         schema.LogSoftmaxOptionsT())
+    outs.append(("LOG_SOFTMAX", y))
+    b.outputs.extend(t for _, t in outs)
+    path = tmp_path / "reduce_u8.tflite"
+    path.write_bytes(b.build())
+    samples = [[rng.integers(0, 256, shape).astype(np.uint8)] for _ in range(16)]
+    ours = run_compiled(compile_model(path), samples)
+    ref = run_litert_ref(path, [np.concatenate([s[0] for s in samples])])
+    bad = []
+    for j, ((name, _), r) in enumerate(zip(outs, ref, strict=True)):
+        o = np.concatenate([out[j] for out in ours])
+        if o.dtype != r.dtype or not np.array_equal(r, o):
+            bad.append((name, str(o.dtype), int((r != o).sum()) if o.shape == r.shape else o.shape))
+    assert not bad, bad

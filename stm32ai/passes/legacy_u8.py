@@ -51,7 +51,8 @@ WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 ARITHMETIC_OPS = frozenset({*WEIGHTED, "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "SUB", "MUL", "SOFTMAX",
                             "LOGISTIC", "PAD", "QUANTIZE", "DEQUANTIZE", "CONCATENATION", "RESHAPE",
                             "TANH", "HARD_SWISH", "LEAKY_RELU", "RELU", "RELU6", "RELU_N1_TO_1", "MEAN",
-                            "RESIZE_BILINEAR"})
+                            "RESIZE_BILINEAR", "SUM", "REDUCE_MAX", "REDUCE_MIN", "ARG_MAX", "ARG_MIN",
+                            "PRELU", "LOG_SOFTMAX"})
 # ops that only move codes (their int8 kernels refuse an output quantised unlike the input, so
 # no requantisation happens): shift-invariant by construction
 MOVEMENT_OPS = frozenset({"PADV2", "MAXIMUM", "MINIMUM", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "TRANSPOSE",

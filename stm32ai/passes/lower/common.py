@@ -13,7 +13,7 @@ import numpy as np
 from stm32ai.ir import MAX_DIMS, Graph, Op, Tensor
 from stm32ai.passes.quant import activation_range_f32, activation_range_quantized
 
-__all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_strides",
+__all__ = ["FUSED_ACTIVATIONS", "MAX_DIMS", "act_range_f32", "act_range_s8", "broadcast_operands", "broadcast_strides",
            "check_activation", "check_filter_quant", "check_int8_io", "check_per_tensor", "covers",
            "fused_activation", "padded", "per_tensor_io", "per_tensor_quant", "scale_of",
            "weighted_operands", "zp_of"]
@@ -139,6 +139,21 @@ def broadcast_strides(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> 
             return None
         step *= ins[i]
     return strides
+
+
+def broadcast_operands(op: Op, g: Graph) -> tuple[Tensor, Tensor, Tensor] | str:
+    """(a, b, y) of a two-input op whose inputs broadcast to its output (at most MAX_DIMS
+    dimensions), or the reason; the types are the caller's to check."""
+    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
+        return "expects two inputs and one output"
+    a, b = (g.tensors[t] for t in op.inputs)
+    y = g.tensors[op.outputs[0]]
+    if len(y.shape) > MAX_DIMS:
+        return f"output has {len(y.shape)} dimensions, at most {MAX_DIMS} are supported"
+    for t in (a, b):
+        if broadcast_strides(t.shape, y.shape) is None:
+            return f"input '{t.name}' {list(t.shape)} does not broadcast to the output {list(y.shape)}"
+    return a, b, y
 
 
 def covers(t: Tensor, out: Tensor) -> bool:

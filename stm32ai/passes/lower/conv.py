@@ -95,8 +95,12 @@ def pack_conv_weights_s16(w_rows: np.ndarray) -> np.ndarray:
     K-elements, K zero-padded to Kp), each group's 4 weights stored as the int16 pairs
     {w0, w2}, {w1, w3} — the order SXTB16 would unpack them and the im2col column uses —
     so the inner loop feeds them to SMLAD as loaded. Twice the bytes of the int8 layout.
+    Rows beyond int8 (a legacy uint8 filter re-centred to -255..255, passes/lower/u8.py) are
+    laid out the same way: the kernel reads any int16.
     """
-    w_rows = np.asarray(w_rows, np.int8)
+    w_rows = np.asarray(w_rows)
+    if w_rows.size and (int(w_rows.min()) < -32768 or int(w_rows.max()) > 32767):
+        raise ValueError("w16 weights must fit int16")
     oc, k = w_rows.shape
     kp = (k + 3) // 4 * 4
     padded = np.zeros((oc, kp), np.int16)
@@ -194,13 +198,16 @@ def conv_kp(geo: ConvGeometry) -> int:
 
 def conv_rows_for_kernel(geo: ConvGeometry, w_rows: np.ndarray) -> np.ndarray:
     """Filter rows [out_c, K] in the kernel's K order: with krow, each filter row padded
-    with zeros to a multiple of 4."""
+    with zeros to a multiple of 4. int16 rows (legacy uint8, re-centred) stay int16, any
+    other rows become int8."""
+    w_rows = np.asarray(w_rows)
+    dtype = np.int16 if w_rows.dtype == np.int16 else np.int8
     if not conv_krow(geo):
         return w_rows
     run = geo.k_w * geo.in_c
     runp = (run + 3) // 4 * 4
-    rows = np.zeros((geo.out_c, geo.k_h, runp), np.int8)
-    rows[:, :, :run] = np.asarray(w_rows, np.int8).reshape(geo.out_c, geo.k_h, run)
+    rows = np.zeros((geo.out_c, geo.k_h, runp), dtype)
+    rows[:, :, :run] = w_rows.astype(dtype).reshape(geo.out_c, geo.k_h, run)
     return rows.reshape(geo.out_c, -1)
 
 

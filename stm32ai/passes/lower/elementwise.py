@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from stm32ai.ir import MAX_DIMS, Graph, Op, Tensor
+from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.activations import (
     I32_MAX,
@@ -35,7 +35,7 @@ from stm32ai.passes.lower.activations import (
     wrap32,
 )
 from stm32ai.passes.lower.binary import check_s32, loop_attrs
-from stm32ai.passes.lower.common import broadcast_strides, scale_of, zp_of
+from stm32ai.passes.lower.common import broadcast_operands, scale_of, zp_of
 from stm32ai.passes.quant import multiply_by_quantized_multiplier as mbqm
 from stm32ai.passes.quant import quantize_multiplier
 
@@ -284,15 +284,10 @@ for _name in _UNARY:
 # ---------------------------------------------------------------------------------------------
 
 def _binary_io(op: Op, g: Graph) -> tuple[Tensor, Tensor, Tensor] | str:
-    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
-        return "expects two inputs and one output"
-    a, b = (g.tensors[t] for t in op.inputs)
-    y = g.tensors[op.outputs[0]]
-    if len(y.shape) > MAX_DIMS:
-        return f"output has {len(y.shape)} dimensions, at most {MAX_DIMS} are supported"
-    for t in (a, b):
-        if broadcast_strides(t.shape, y.shape) is None:
-            return f"input '{t.name}' {list(t.shape)} does not broadcast to the output {list(y.shape)}"
+    io = broadcast_operands(op, g)
+    if isinstance(io, str):
+        return io
+    a, b, y = io
     if not a.dtype == b.dtype == y.dtype:
         return f"{a.dtype}, {b.dtype} -> {y.dtype}: inputs and output must have one type"
     return a, b, y

@@ -9,22 +9,17 @@ produces: refused). Broadcasting as the binary kernels (same loop attrs).
 
 from __future__ import annotations
 
-from stm32ai.ir import MAX_DIMS, Graph, Op
+from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.binary import check_s32, loop_attrs
-from stm32ai.passes.lower.common import broadcast_strides
+from stm32ai.passes.lower.common import broadcast_operands
 
 
 def _check_floor_div(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 2 or min(op.inputs) < 0 or len(op.outputs) != 1:
-        return "expects two inputs and one output"
-    a, b = (g.tensors[t] for t in op.inputs)
-    y = g.tensors[op.outputs[0]]
-    if len(y.shape) > MAX_DIMS:
-        return f"output has {len(y.shape)} dimensions, at most {MAX_DIMS} are supported"
-    for t in (a, b):
-        if broadcast_strides(t.shape, y.shape) is None:
-            return f"input '{t.name}' {list(t.shape)} does not broadcast to the output {list(y.shape)}"
+    io = broadcast_operands(op, g)
+    if isinstance(io, str):
+        return io
+    a, b, y = io
     dtypes = {a.dtype, b.dtype, y.dtype}
     if dtypes == {"float32"}:
         return None

@@ -14,7 +14,7 @@ from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower import register
 from stm32ai.passes.lower.common import act_range_f32, act_range_s8, check_activation, per_tensor_quant, scale_of, zp_of
 
-__all__ = ["pool_geometry", "compute_padding"]
+__all__ = ["pool_geometry", "compute_padding", "check_pool_options"]
 
 
 def _out_size(padding: str, size: int, filt: int, stride: int) -> int:
@@ -46,19 +46,25 @@ def pool_geometry(op: Op, g: Graph) -> dict[str, int]:
     }
 
 
-def _check_pool(op: Op, g: Graph) -> str | None:
-    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
-        return "expects one input and one output"
-    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
-    if len(x.shape) != 4 or len(y.shape) != 4:
-        return f"input '{x.name}' {list(x.shape)} is not a 4-D NHWC tensor"
+def check_pool_options(op: Op) -> str | None:
+    """The pooling options every pool kernel needs (also L2_POOL_2D, passes/lower/tensor.py):
+    SAME/VALID padding, filter and strides >= 1, a supported fused activation."""
     o = op.options
     if str(o.get("padding", "VALID")) not in ("SAME", "VALID"):
         return f"padding {o.get('padding')} is not supported (SAME or VALID)"
     for key in ("filter_height", "filter_width", "stride_h", "stride_w"):
         if int(o.get(key, 1)) < 1:
             return f"{key} = {o.get(key)} is invalid"
-    reason = check_activation(op)
+    return check_activation(op)
+
+
+def _check_pool(op: Op, g: Graph) -> str | None:
+    if len(op.inputs) != 1 or op.inputs[0] < 0 or len(op.outputs) != 1:
+        return "expects one input and one output"
+    x, y = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
+    if len(x.shape) != 4 or len(y.shape) != 4:
+        return f"input '{x.name}' {list(x.shape)} is not a 4-D NHWC tensor"
+    reason = check_pool_options(op)
     if reason:
         return reason
     geo = pool_geometry(op, g)

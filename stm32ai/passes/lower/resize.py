@@ -10,6 +10,7 @@ copy (nearest: a ``copy_nd`` with row/column offset tables) or blend four neighb
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -96,13 +97,22 @@ def _check_resize(op: Op, g: Graph) -> str | None:
     if op.type == "RESIZE_BILINEAR":
         if src.dtype not in ("int8", "float32"):
             return f"type {src.dtype} (int8 and float32 only)"
-        fn = bilinear_int if src.dtype == "int8" else bilinear_float
-        for o, i in ((oh, src.shape[1]), (ow, src.shape[2])):
-            for k in range(o):
-                lo, hi, _ = fn(k, i, o, align, half)
-                if not (0 <= lo < i and 0 <= hi < i):
-                    return (f"resizing {i} -> {o} makes TFLite's reference read outside the "
-                            "input (its lower source index is not clamped); not reproducible")
+        return bilinear_outside(bilinear_int if src.dtype == "int8" else bilinear_float,
+                                src.shape[1:3], (oh, ow), align, half)
+    return None
+
+
+def bilinear_outside(fn: Callable[..., tuple], in_hw: tuple[int, ...], out_hw: tuple[int, ...], align: bool,
+                     half: bool) -> str | None:
+    """The reason when TFLite's bilinear source indices (`fn`: bilinear_int or bilinear_float)
+    leave the input for some output row or column, else None (also the uint8 variant's check,
+    passes/lower/u8.py)."""
+    for o, i in zip(out_hw, in_hw, strict=True):
+        for k in range(o):
+            lo, hi, _ = fn(k, i, o, align, half)
+            if not (0 <= lo < i and 0 <= hi < i):
+                return (f"resizing {i} -> {o} makes TFLite's reference read outside the "
+                        "input (its lower source index is not clamped); not reproducible")
     return None
 
 

@@ -29,7 +29,8 @@ import numpy as np
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
 
-__all__ = ["kiss_factors", "rfft_plan", "irfft_plan", "log_lut", "MAX_FFT_STAGES", "PCAN_LUT_SIZE", "LOG_LUT_SIZE"]
+__all__ = ["kiss_factors", "rfft_plan", "irfft_plan", "log_lut", "signal_io", "signal_types", "MAX_FFT_STAGES",
+           "PCAN_LUT_SIZE", "LOG_LUT_SIZE"]
 
 MAX_FFT_STAGES = 16  # AI_SIGNAL_MAX_FFT_STAGES in ai_kernels_signal.h
 PCAN_LUT_SIZE = 125  # TFLM indexes up to 4 * 32 - 6 + 2
@@ -121,13 +122,16 @@ def _missing(op: Op, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _io(op: Op, g: Graph, n_in: int, n_out: int) -> tuple[list[Tensor], list[Tensor]] | str:
+def signal_io(op: Op, g: Graph, n_in: int, n_out: int) -> tuple[list[Tensor], list[Tensor]] | str:
+    """The op's input and output tensors, or the reason when their count is not n_in / n_out
+    (shared with passes/lower/signal_stream.py)."""
     if len(op.inputs) != n_in or len(op.outputs) != n_out or any(t < 0 for t in op.inputs):
         return f"expects {n_in} input(s) and {n_out} output(s)"
     return [g.tensors[t] for t in op.inputs], [g.tensors[t] for t in op.outputs]
 
 
-def _types(ts: list[Tensor], want: list[str], what: list[str]) -> str | None:
+def signal_types(ts: list[Tensor], want: list[str], what: list[str]) -> str | None:
+    """The first tensor whose dtype is not the wanted one, named by `what`, or None."""
     for t, d, w in zip(ts, want, what, strict=True):
         if t.dtype != d:
             return f"{w} '{t.name}' is {t.dtype}, expected {d}"
@@ -147,11 +151,11 @@ def _base(op: Op, g: Graph) -> str:
 # ---- SignalWindow ------------------------------------------------------------------------
 
 def _check_window(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 2, 1)
+    io = signal_io(op, g, 2, 1)
     if isinstance(io, str):
         return io
     (x, w), (y,) = io
-    r = (_missing(op, ("shift",)) or _types([x, w, y], ["int16"] * 3, ["input", "window", "output"])
+    r = (_missing(op, ("shift",)) or signal_types([x, w, y], ["int16"] * 3, ["input", "window", "output"])
          or _const_of(w, "window"))
     if r:
         return r
@@ -174,12 +178,12 @@ def _check_vector_op(op: Op, g: Graph, scalar_out: bool, dtypes: list[str], scal
                      usage: str) -> str | None:
     """A 1-D op: input x, output y of x's shape, and a scalar: a second output when
     `scalar_out`, else a second input. `dtypes` are x's, y's and the scalar's types."""
-    io = _io(op, g, 1 if scalar_out else 2, 2 if scalar_out else 1)
+    io = signal_io(op, g, 1 if scalar_out else 2, 2 if scalar_out else 1)
     if isinstance(io, str):
         return io
     ins, outs = io
     x, y, s = ins[0], outs[0], outs[1] if scalar_out else ins[1]
-    r = _types([x, y, s], dtypes, ["input", "output", scalar])
+    r = signal_types([x, y, s], dtypes, ["input", "output", scalar])
     if r:
         return r
     if len(x.shape) != 1 or y.shape != x.shape or s.size != 1:
@@ -206,8 +210,10 @@ _TFL_INT16 = 7
 _FFT_TYPES = {7: "int16", 2: "int32", 0: "float32"}  # TFLite TensorType codes the FFTs take as T
 
 
-def _check_rfft(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+def _check_fft_io(op: Op, g: Graph, what: str) -> tuple[Tensor, Tensor, int] | str:
+    """The checks SignalRfft and SignalIrfft share: one input and one output of the type `T`
+    names, an even fft_length >= 4. (input, output, fft_length) or the reason."""
+    io = signal_io(op, g, 1, 1)
     if isinstance(io, str):
         return io
     (x,), (y,) = io
@@ -217,14 +223,33 @@ def _check_rfft(op: Op, g: Graph) -> str | None:
     t = _int_opt(op, "T")
     want = _FFT_TYPES.get(t) if t is not None else None
     if want is None:
-        return f"T = {t}: the FFT is int16 (7), int32 (2) or float32 (0)"
-    r = _types([x, y], [want, want], ["input", "output"])
+        return f"T = {t}: the {what} is int16 (7), int32 (2) or float32 (0)"
+    r = signal_types([x, y], [want, want], ["input", "output"])
     if r:
         return r
-    n = _int_opt(op, "fft_length")
-    assert n is not None
+    n = int(_int_opt(op, "fft_length") or 0)
     if n < 4 or n % 2:
         return f"fft_length {n} must be even and at least 4"
+    return x, y, n
+
+
+def _check_fft_factors(n: int, note: str = "") -> str | None:
+    """fft_length / 2 must factor into KISS FFT's radices 2..5, in at most MAX_FFT_STAGES stages."""
+    factors = kiss_factors(n // 2)
+    odd = sorted({p for p, _ in factors if p > 5})
+    if odd:
+        return (f"fft_length {n} needs KISS FFT's generic radix {odd[0]} (fft_length / 2 must factor "
+                f"into 2, 3, 4 and 5{note})")
+    if len(factors) > MAX_FFT_STAGES:
+        return f"fft_length {n} needs {len(factors)} FFT stages, at most {MAX_FFT_STAGES} supported"
+    return None
+
+
+def _check_rfft(op: Op, g: Graph) -> str | None:
+    io = _check_fft_io(op, g, "FFT")
+    if isinstance(io, str):
+        return io
+    x, y, n = io
     if not x.shape or not y.shape or len(x.shape) != len(y.shape):
         return "input and output must have the same rank (>= 1)"
     in_len = x.shape[-1]
@@ -233,14 +258,7 @@ def _check_rfft(op: Op, g: Graph) -> str | None:
     if y.shape[-1] != 2 * (n // 2 + 1) or y.size // y.shape[-1] != x.size // in_len:
         return (f"output {list(y.shape)} does not hold {x.size // in_len} frames of "
                 f"{n // 2 + 1} complex values")
-    factors = kiss_factors(n // 2)
-    odd = sorted({p for p, _ in factors if p > 5})
-    if odd:
-        return (f"fft_length {n} needs KISS FFT's generic radix {odd[0]} (fft_length / 2 must factor "
-                "into 2, 3, 4 and 5; TFLite Micro itself crashes on the generic radix)")
-    if len(factors) > MAX_FFT_STAGES:
-        return f"fft_length {n} needs {len(factors)} FFT stages, at most {MAX_FFT_STAGES} supported"
-    return None
+    return _check_fft_factors(n, "; TFLite Micro itself crashes on the generic radix")
 
 
 def rfft_scratch_bytes(fft_length: int) -> int:
@@ -271,11 +289,11 @@ def lower_rfft(op: Op, g: Graph) -> None:
 # ---- SignalEnergy ------------------------------------------------------------------------
 
 def _check_energy(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+    io = signal_io(op, g, 1, 1)
     if isinstance(io, str):
         return io
     (x,), (y,) = io
-    r = _missing(op, ("start_index", "end_index")) or _types([x, y], ["int16", "uint32"], ["input", "output"])
+    r = _missing(op, ("start_index", "end_index")) or signal_types([x, y], ["int16", "uint32"], ["input", "output"])
     if r:
         return r
     if len(x.shape) != 1 or len(y.shape) != 1 or x.size != 2 * y.size:
@@ -300,13 +318,13 @@ def lower_energy(op: Op, g: Graph) -> None:
 # ---- SignalFilterBank --------------------------------------------------------------------
 
 def _check_filter_bank(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 6, 1)
+    io = signal_io(op, g, 6, 1)
     if isinstance(io, str):
         return io
     (x, w, uw, fs, ws, wd), (y,) = io
     names = ["weights", "unweights", "channel frequency starts", "channel weight starts", "channel widths"]
-    r = (_missing(op, ("num_channels",)) or _types([x, y], ["uint32", "uint64"], ["input", "output"])
-         or _types([w, uw, fs, ws, wd], ["int16"] * 5, names))
+    r = (_missing(op, ("num_channels",)) or signal_types([x, y], ["uint32", "uint64"], ["input", "output"])
+         or signal_types([w, uw, fs, ws, wd], ["int16"] * 5, names))
     if r:
         return r
     for t, what in zip((w, uw, fs, ws, wd), names, strict=True):
@@ -355,11 +373,11 @@ _SS_KEYS = ("num_channels", "smoothing", "one_minus_smoothing", "alternate_smoot
 
 
 def _check_spectral_subtraction(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 2)
+    io = signal_io(op, g, 1, 2)
     if isinstance(io, str):
         return io
     (x,), (y, ne) = io
-    r = _missing(op, _SS_KEYS) or _types([x, y, ne], ["uint32"] * 3, ["input", "output", "noise estimate"])
+    r = _missing(op, _SS_KEYS) or signal_types([x, y, ne], ["uint32"] * 3, ["input", "output", "noise estimate"])
     if r:
         return r
     c = _custom(op)
@@ -392,12 +410,12 @@ def lower_spectral_subtraction(op: Op, g: Graph) -> None:
 # ---- SignalPCAN --------------------------------------------------------------------------
 
 def _check_pcan(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 3, 1)
+    io = signal_io(op, g, 3, 1)
     if isinstance(io, str):
         return io
     (x, ne, lut), (y,) = io
     r = (_missing(op, ("snr_shift",))
-         or _types([x, ne, lut, y], ["uint32", "uint32", "int16", "uint32"],
+         or signal_types([x, ne, lut, y], ["uint32", "uint32", "int16", "uint32"],
                    ["input", "noise estimate", "gain table", "output"])
          or _const_of(lut, "gain table"))
     if r:
@@ -420,12 +438,12 @@ def lower_pcan(op: Op, g: Graph) -> None:
 # ---- SignalFilterBankLog -----------------------------------------------------------------
 
 def _check_log(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+    io = signal_io(op, g, 1, 1)
     if isinstance(io, str):
         return io
     (x,), (y,) = io
     r = (_missing(op, ("input_correction_bits", "output_scale"))
-         or _types([x, y], ["uint32", "int16"], ["input", "output"]))
+         or signal_types([x, y], ["uint32", "int16"], ["input", "output"]))
     if r:
         return r
     if len(x.shape) != 1 or y.shape != x.shape:
@@ -473,36 +491,16 @@ def irfft_plan(fft_length: int, dtype: str, inverse: bool = True) -> tuple[list[
 
 
 def _check_irfft(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+    io = _check_fft_io(op, g, "inverse FFT")
     if isinstance(io, str):
         return io
-    (x,), (y,) = io
-    r = _missing(op, ("T", "fft_length"))
-    if r:
-        return r
-    t = _int_opt(op, "T")
-    want = _FFT_TYPES.get(t) if t is not None else None
-    if want is None:
-        return f"T = {t}: the inverse FFT is int16 (7), int32 (2) or float32 (0)"
-    r = _types([x, y], [want, want], ["input", "output"])
-    if r:
-        return r
-    n = int(_int_opt(op, "fft_length") or 0)
-    if n < 4 or n % 2:
-        return f"fft_length {n} must be even and at least 4"
+    x, y, n = io
     if not x.shape or len(x.shape) != len(y.shape):
         return "input and output must have the same rank (>= 1)"
     if x.shape[-1] != 2 * (n // 2 + 1) or y.shape[-1] != n or x.size // x.shape[-1] != y.size // n:
         return (f"expects frames of {n // 2 + 1} complex bins in ([..., {2 * (n // 2 + 1)}]) and "
                 f"of {n} samples out ([..., {n}]), as many of each")
-    factors = kiss_factors(n // 2)
-    odd = sorted({p for p, _ in factors if p > 5})
-    if odd:
-        return (f"fft_length {n} needs KISS FFT's generic radix {odd[0]} (fft_length / 2 must factor "
-                "into 2, 3, 4 and 5)")
-    if len(factors) > MAX_FFT_STAGES:
-        return f"fft_length {n} needs {len(factors)} FFT stages, at most {MAX_FFT_STAGES} supported"
-    return None
+    return _check_fft_factors(n)
 
 
 @register("CUSTOM:SignalIrfft", "int16 / int32 (KISS fixed point) or float32 (/ fft_length); "

@@ -26,6 +26,7 @@ import numpy as np
 
 from stm32ai.ir import Graph, Op, Tensor
 from stm32ai.passes.lower import register
+from stm32ai.passes.lower.signal import signal_io, signal_types
 
 MAX_SAMPLES = 1 << 24  # bound on any buffer length (int32 index arithmetic stays exact)
 _TENSOR_TYPE = {0: "float32", 7: "int16"}  # TFLite TensorType codes OverlapAdd's 'T' may hold
@@ -51,19 +52,6 @@ def _ints(op: Op, keys: tuple[str, ...]) -> dict[str, int] | str:
     return out
 
 
-def _io(op: Op, g: Graph, n_in: int, n_out: int) -> tuple[list[Tensor], list[Tensor]] | str:
-    if len(op.inputs) != n_in or len(op.outputs) != n_out or any(t < 0 for t in op.inputs):
-        return f"expects {n_in} input(s) and {n_out} output(s)"
-    return [g.tensors[t] for t in op.inputs], [g.tensors[t] for t in op.outputs]
-
-
-def _types(ts: list[Tensor], want: list[str], what: list[str]) -> str | None:
-    for t, d, w in zip(ts, want, what, strict=True):
-        if t.dtype != d:
-            return f"{w} '{t.name}' is {t.dtype}, expected {d}"
-    return None
-
-
 def _state(op: Op, g: Graph, what: str, shape: tuple[int, ...], dtype: str) -> int:
     base = g.tensors[op.outputs[0]].name or f"op{op.index}"
     tid = g.add_tensor(f"{base}/{what}", shape, dtype)
@@ -80,14 +68,14 @@ def _rows(x: Tensor) -> tuple[int, int]:
 # ---- SignalDelay ---------------------------------------------------------------------------
 
 def _check_delay(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+    io = signal_io(op, g, 1, 1)
     if isinstance(io, str):
         return io
     (x,), (y,) = io
     o = _ints(op, ("delay_length",))
     if isinstance(o, str):
         return o
-    r = _types([x, y], ["int16", "int16"], ["input", "output"])
+    r = signal_types([x, y], ["int16", "int16"], ["input", "output"])
     if r:
         return r
     if not x.shape or x.shape[-1] < 1 or y.size != x.size:
@@ -111,7 +99,7 @@ def _lower_delay(op: Op, g: Graph) -> None:
 # ---- SignalFramer --------------------------------------------------------------------------
 
 def _check_framer(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 2)
+    io = signal_io(op, g, 1, 2)
     if isinstance(io, str):
         return io
     (x,), (y, v) = io
@@ -120,7 +108,7 @@ def _check_framer(op: Op, g: Graph) -> str | None:
         return o
     if not isinstance((_opts(op) or {}).get("prefill", False), (bool, int, np.integer)):
         return "custom option 'prefill' is not a boolean"
-    r = _types([x, y, v], ["int16", "int16", "bool"], ["input", "output", "valid"])
+    r = signal_types([x, y, v], ["int16", "int16", "bool"], ["input", "output", "valid"])
     if r:
         return r
     size, step = o["frame_size"], o["frame_step"]
@@ -159,14 +147,14 @@ _STACKER_KEYS = ("num_channels", "stacker_left_context", "stacker_right_context"
 
 
 def _check_stacker(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 2)
+    io = signal_io(op, g, 1, 2)
     if isinstance(io, str):
         return io
     (x,), (y, v) = io
     o = _ints(op, _STACKER_KEYS)
     if isinstance(o, str):
         return o
-    r = _types([x, y, v], ["int16", "int16", "bool"], ["input", "output", "valid"])
+    r = signal_types([x, y, v], ["int16", "int16", "bool"], ["input", "output", "valid"])
     if r:
         return r
     ch, left, right, step = (o[k] for k in _STACKER_KEYS)
@@ -198,7 +186,7 @@ def _lower_stacker(op: Op, g: Graph) -> None:
 # ---- SignalOverlapAdd ----------------------------------------------------------------------
 
 def _check_overlap_add(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+    io = signal_io(op, g, 1, 1)
     if isinstance(io, str):
         return io
     (x,), (y,) = io
@@ -208,7 +196,7 @@ def _check_overlap_add(op: Op, g: Graph) -> str | None:
     dtype = _TENSOR_TYPE.get(o["T"])
     if dtype is None:
         return f"custom option T = {o['T']} is neither float32 (0) nor int16 (7)"
-    r = _types([x, y], [dtype, dtype], ["input", "output"])
+    r = signal_types([x, y], [dtype, dtype], ["input", "output"])
     if r:
         return r
     if len(x.shape) < 2:
@@ -237,7 +225,7 @@ def _lower_overlap_add(op: Op, g: Graph) -> None:
 # ---- CIRCULAR_BUFFER (TFLM's streaming-convolution custom op) --------------------------------
 
 def _check_circular_buffer(op: Op, g: Graph) -> str | None:
-    io = _io(op, g, 1, 1)
+    io = signal_io(op, g, 1, 1)
     if isinstance(io, str):
         return io
     (x,), (y,) = io
@@ -246,7 +234,7 @@ def _check_circular_buffer(op: Op, g: Graph) -> str | None:
     if isinstance(cycles, bool) or not isinstance(cycles, (int, np.integer)) or int(cycles) != 1:
         return (f"cycles_max = {cycles!r}: only 1 is supported (with another period, or none, TFLM "
                 "ends the invoke early on skipped cycles with kTfLiteAbort, which ai_run cannot express)")
-    r = _types([x, y], ["int8", "int8"], ["input", "output"])
+    r = signal_types([x, y], ["int8", "int8"], ["input", "output"])
     if r:
         return r
     if (len(x.shape) != 4 or len(y.shape) != 4 or x.shape[0] != 1 or y.shape[0] != 1 or x.shape[1] != 1

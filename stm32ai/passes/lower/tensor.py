@@ -13,7 +13,7 @@ import numpy as np
 
 from stm32ai.ir import DTYPE_SIZES, MAX_DIMS, Graph, Op
 from stm32ai.passes.lower import register
-from stm32ai.passes.lower.common import act_range_f32, check_activation
+from stm32ai.passes.lower.common import act_range_f32
 from stm32ai.passes.lower.movement import (
     Dim,
     check_moved,
@@ -24,7 +24,7 @@ from stm32ai.passes.lower.movement import (
     op_position,
     set_copy,
 )
-from stm32ai.passes.lower.pool import pool_geometry
+from stm32ai.passes.lower.pool import check_pool_options, pool_geometry
 from stm32ai.passes.quant import quantize_multiplier_smaller_than_one_exp
 
 
@@ -469,13 +469,7 @@ def _check_l2_pool(op: Op, g: Graph) -> str | None:
         return f"{x.dtype} -> {y.dtype} is not supported (float32, as TFLite Micro)"
     if len(x.shape) != 4:
         return f"input {list(x.shape)} is not a 4-D NHWC tensor"
-    o = op.options
-    if str(o.get("padding", "VALID")) not in ("SAME", "VALID"):
-        return f"padding {o.get('padding')} is not supported (SAME or VALID)"
-    for key in ("filter_height", "filter_width", "stride_h", "stride_w"):
-        if int(o.get(key, 1)) < 1:
-            return f"{key} = {o.get(key)} is invalid"
-    r = check_activation(op)
+    r = check_pool_options(op)
     if r:
         return r
     geo = pool_geometry(op, g)

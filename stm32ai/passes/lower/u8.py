@@ -4,7 +4,8 @@ int8 activations whose arithmetic still needs the uint8 model's own terms.
 * CONV_2D with a uint8 filter: TFLite's uint8 reference computes
   acc = bias + sum (w - zp_w) * (x - zp_x). The filter is re-centred here, w - zp_w in
   -255..255, and laid out in conv2d_s8's int16 weight layout (`w16`: what SMLAD reads, any
-  int16), the input zero point folded into the bias as for int8; the multiplier is LiteRT's
+  int16; conv.pack_conv_weights_s16 / conv_rows_for_kernel, shared with int8), the input zero
+  point folded into the bias as for int8; the multiplier is LiteRT's
   legacy per-tensor one, double(s_x) * double(s_w) / double(s_y) through QuantizeMultiplier,
   double rounding: the int8 kernel then gives the uint8 model's outputs minus 128.
 * DEPTHWISE_CONV_2D: the same re-centring, read by a plain loop kernel with int16 weights
@@ -40,15 +41,17 @@ from stm32ai.passes.lower.conv import (
     ConvGeometry,
     conv_geometry,
     conv_krow,
+    conv_rows_for_kernel,
     conv_rq_table,
     conv_scratch_size,
     fold_bias,
+    pack_conv_weights_s16,
 )
 from stm32ai.passes.lower.pool import pool_geometry
-from stm32ai.passes.lower.resize import bilinear_float
+from stm32ai.passes.lower.resize import bilinear_float, bilinear_outside
 from stm32ai.passes.quant import activation_range_quantized, per_channel_multiplier, quantize_multiplier
 
-__all__ = ["pack_conv_weights_wide", "recentred"]
+__all__ = ["recentred"]
 
 
 def _legacy(op: Op, g: Graph) -> bool:
@@ -59,36 +62,6 @@ def recentred(w: Tensor) -> np.ndarray:
     """The uint8 filter's codes minus its zero point: int16, -255..255."""
     assert w.data is not None and w.quant is not None
     return (np.asarray(w.data, np.int16) - np.int16(_zp(w))).astype(np.int16)
-
-
-def pack_conv_weights_wide(w_rows: np.ndarray) -> np.ndarray:
-    """int16 [out_c, Kp'] rows -> conv2d_s8's w16 layout (`conv.pack_conv_weights_s16`'s order for
-    values beyond int8): K zero-padded to a multiple of 4, output channels in pairs, per group of
-    4 K-elements the int16 pairs {w0, w2}, {w1, w3} of channel 2p then of channel 2p+1."""
-    w_rows = np.asarray(w_rows, np.int16)
-    oc, k = w_rows.shape
-    kp = (k + 3) // 4 * 4
-    padded = np.zeros((oc, kp), np.int16)
-    padded[:, :k] = w_rows
-    padded = padded.reshape(oc, kp // 4, 4)[:, :, [0, 2, 1, 3]]
-    parts = []
-    pairs = oc // 2
-    if pairs:
-        parts.append(padded[:2 * pairs].reshape(pairs, 2, kp // 4, 4).transpose(0, 2, 1, 3).reshape(-1))
-    if oc % 2:
-        parts.append(padded[-1].reshape(-1))
-    return np.concatenate(parts).astype(np.int16)
-
-
-def _krow_rows(geo: ConvGeometry, rows: np.ndarray) -> np.ndarray:
-    """`conv.conv_rows_for_kernel` for int16 rows (each filter row padded to a multiple of 4)."""
-    if not conv_krow(geo):
-        return rows
-    run = geo.k_w * geo.in_c
-    runp = (run + 3) // 4 * 4
-    out = np.zeros((geo.out_c, geo.k_h, runp), np.int16)
-    out[:, :, :run] = rows.reshape(geo.out_c, geo.k_h, run)
-    return out.reshape(geo.out_c, -1)
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -180,7 +153,8 @@ def _lower_wide_conv(op: Op, g: Graph, geo: ConvGeometry) -> None:
     lo, hi = _act_range(op, y)
     op.macc = int(geo.batches * geo.out_h * geo.out_w * geo.out_c * geo.k_h * geo.k_w * geo.in_c)
     op.kernel = "conv2d_s8"
-    op.inputs = [op.inputs[0], g.add_const(f"{base}/weights_u8_w16", pack_conv_weights_wide(_krow_rows(geo, rows))),
+    w16 = pack_conv_weights_s16(conv_rows_for_kernel(geo, rows))
+    op.inputs = [op.inputs[0], g.add_const(f"{base}/weights_u8_w16", w16),
                  g.add_const(f"{base}/requant", table)]
     op.attrs = {**geo.attrs(), "pad_value": _zp(x), "out_offset": _zp(y), "act_min": int(lo), "act_max": int(hi),
                 "w16": 1, "rq_fold": int(fold), "krow": int(conv_krow(geo)), "reverse": 0, "stage_oc": 0}
@@ -317,13 +291,7 @@ def _check_resize_u8(op: Op, g: Graph) -> str | None:
         return reason
     src, dst = g.tensors[op.inputs[0]], g.tensors[op.outputs[0]]
     align, half = bool(op.options.get("align_corners")), bool(op.options.get("half_pixel_centers"))
-    for o, i in ((dst.shape[1], src.shape[1]), (dst.shape[2], src.shape[2])):
-        for k in range(o):
-            lo, hi, _ = bilinear_float(k, i, o, align, half)
-            if not (0 <= lo < i and 0 <= hi < i):
-                return (f"resizing {i} -> {o} makes TFLite's reference read outside the input; "
-                        "not reproducible")
-    return None
+    return bilinear_outside(bilinear_float, src.shape[1:3], dst.shape[1:3], align, half)
 
 
 @register_variant("RESIZE_BILINEAR", "legacy uint8: LiteRT's float32 blend of the uint8 codes, rounded "

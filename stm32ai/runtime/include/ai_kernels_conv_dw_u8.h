@@ -10,19 +10,14 @@
 
 #include <stdint.h>
 
-#include "ai_kernels_conv.h" /* AI_CONV_GEOMETRY_FIELDS */
+#include "ai_kernels_conv.h" /* ai_depthwise_conv2d_dm_s8_params */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct {
-  AI_CONV_GEOMETRY_FIELDS
-  int32_t depth_mult;
-  int32_t pad_value;  /* input zero point (shifted) */
-  int32_t out_offset; /* output zero point (shifted) */
-  int32_t act_min, act_max;
-} ai_depthwise_conv2d_u8_params;
+/* the int8 kernel's parameters: pad_value / out_offset are the shifted zero points */
+typedef ai_depthwise_conv2d_dm_s8_params ai_depthwise_conv2d_u8_params;
 
 void ai_depthwise_conv2d_u8(const ai_depthwise_conv2d_u8_params *p, const int8_t *input,
                             const int16_t *weights, const int32_t *bias, const int32_t *mult,
