@@ -331,7 +331,7 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
  * previous cycle (jnk0le's M7 notes; docs/estimate.md "Cortex-M7"). So every SMLAD is paired
  * with one LDR issued for a later SMLAD: per half-group (one K-pair: the {x0,x2} or {x1,x3}
  * words) the loads go column px0, weight oc0, column px1, weight oc1, each >= 2 cycles before
- * its first SMLAD; six data registers rotate (interval colouring, scripts/gen_m7_w16.py). Each
+ * its first SMLAD; six data registers rotate (interval colouring, scripts/gen_m7_asm.py). Each
  * 4-group body starts with 3 unpaired loads (nothing is loaded past the arrays' ends) and the
  * pointer updates and loop counter ride in the tail's free slots. Estimated by core_m7.py:
  * 35 cycles per 32 SMLADs (AI_W16_GROUP x4: 49); on the M4 it would be 99 against 75. */

@@ -1,6 +1,7 @@
-"""Print AI_W16_M7_GROUP1 / AI_W16_M7_GROUP4 of stm32ai/runtime/src/ai_conv_s8.c: the w16 2x2
-MAC group software-pipelined for the Cortex-M7's dual issue (docs/kernels_conv.md, "Cortex-M7
-MAC loop").
+"""Print the Cortex-M7 (AI_CORE_CM7) inner-loop macros: AI_W16_M7_GROUP1 / _GROUP4 of
+stm32ai/runtime/src/ai_conv_s8.c (the w16 2x2 MAC group software-pipelined for the M7's dual
+issue; docs/kernels_conv.md, "Cortex-M7 MAC loop") and AI_FC_M7_G1 / _G2 / _G4 of
+stm32ai/runtime/src/ai_fc.c (docs/kernels_fc.md, "Cortex-M7").
 
 Schedule, in issue cycles: half-group h (one K-pair of a group: the {x0,x2} words when h is even,
 {x1,x3} when odd) runs its 4 SMLADs at cycles 3+4h .. 6+4h in the order
@@ -12,7 +13,13 @@ registers are assigned by interval colouring over six registers (at most five va
 a register is reloaded only after its last read. The pointers advance by ADDs in the tail's free
 slots, nothing is loaded beyond the group(s) the body computes.
 
-    python3 scripts/gen_m7_w16.py   # paste the output over the two macros
+FC (4 rows as two pairs, int8 input, per group 5 LDR + 6 SXTB16 + 8 SMLAD): the raw-weight
+SMLADs first, each followed by the SXTB16 of a weight word already used raw (SXTB16 issues only
+as the older of a pair, so each one pairs with the next SMLAD), and the next group's loads and
+input unpacking placed right after the last read of the register they overwrite, where they
+pair with the tail's SMLADs.
+
+    python3 scripts/gen_m7_asm.py   # paste the output over the macros
 """
 
 from __future__ import annotations
@@ -58,6 +65,35 @@ def schedule(groups: int, loop: bool) -> list[str]:
     return out
 
 
+def fc_group(i: int) -> list[str]:
+    """One FC column group at offset i (x: 4 bytes, w: 16 bytes per group), in issue order."""
+    ox, ow = 4 * i, 16 * i
+    return [f"ldr %[xa], [%[xp], #{ox}]", f"ldr %[w0], [%[wp], #{ow}]", f"ldr %[w1], [%[wp], #{ow + 4}]",
+            f"ldr %[w2], [%[wp], #{ow + 8}]", "sxtb16 %[xb], %[xa], ror #8",
+            f"ldr %[w3], [%[wp], #{ow + 12}]", "sxtb16 %[xa], %[xa]",
+            "smlad %[ab0], %[w0], %[xa], %[ab0]",
+            "sxtb16 %[w0], %[w0]", "smlad %[ab0], %[w1], %[xb], %[ab0]",
+            "sxtb16 %[w1], %[w1]", "smlad %[ab1], %[w2], %[xa], %[ab1]",
+            "sxtb16 %[w2], %[w2]", "smlad %[ab1], %[w3], %[xb], %[ab1]",
+            "sxtb16 %[w3], %[w3]", "smlad %[b0], %[w0], %[xa], %[b0]",
+            "smlad %[b0], %[w1], %[xb], %[b0]",
+            "smlad %[b1], %[w2], %[xa], %[b1]",
+            "smlad %[b1], %[w3], %[xb], %[b1]"]
+
+
+def fc_schedule(groups: int) -> list[str]:
+    """`groups` FC column groups, the next group's loads hoisted into the current tail."""
+    out = fc_group(0)[:7]
+    for i in range(groups):
+        g = fc_group(i)[7:]
+        if i + 1 < groups:
+            n = fc_group(i + 1)[:7]
+            # after: g[8] last reads w0, g[9] w1, g[10] xa and w2, g[11] xb and w3
+            g = g[:9] + [n[1], g[9], n[2], g[10], n[0], n[3], g[11], n[4], n[5], n[6]]
+        out += g
+    return out + [f"add %[xp], %[xp], #{4 * groups}", f"add %[wp], %[wp], #{16 * groups}"]
+
+
 def macro(name: str, lines: list[str]) -> str:
     rows = [f"#define {name}"] + [f'  "{x}\\n\\t"' for x in lines]
     return "\n".join(r + " " * max(1, 52 - len(r)) + "\\" for r in rows[:-1]) + "\n" + rows[-1] + "\n"
@@ -66,3 +102,5 @@ def macro(name: str, lines: list[str]) -> str:
 if __name__ == "__main__":
     print(macro("AI_W16_M7_GROUP1", schedule(1, loop=False)))
     print(macro("AI_W16_M7_GROUP4", schedule(4, loop=True)))
+    for n in (1, 2, 4):
+        print(macro(f"AI_FC_M7_G{n}", fc_schedule(n)))
