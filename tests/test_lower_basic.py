@@ -784,7 +784,8 @@ def test_fc_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     (tmp_path / "mps2.ld").write_text(MPS2_LD)
     inc, fc = f"-I{RUNTIME / 'include'}", str(RUNTIME / "src" / "ai_fc.c")
     r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, *defines, inc, "--specs=rdimon.specs", "-T",
-                        "mps2.ld", "fc.c", "startup.c", fc, "-o", "fw.elf"], cwd=tmp_path, capture_output=True, text=True)
+                        "mps2.ld", "fc.c", "startup.c", fc, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
+                       text=True)
     if r.returncode != 0 and "rdimon" in r.stderr:
         pytest.skip("newlib's rdimon (semihosting) library is not installed")
     assert r.returncode == 0, r.stderr
