@@ -770,9 +770,11 @@ def test_fc_kernel_host_path_matches_numpy_transcription(tmp_path):
 
 
 @pytest.mark.slow
-def test_fc_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
+@pytest.mark.parametrize("defines", [[], ["-DAI_CORE_CM7=1"]], ids=["m4", "cm7-paths"])
+def test_fc_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     """The same random layers through the SMLAD/SXTB16 code on an emulated Cortex-M4 and
-    through the portable C on the host (checked against numpy above): identical."""
+    through the portable C on the host (checked against numpy above): identical. `cm7-paths`:
+    the block loop a Cortex-M7 build takes (AI_CORE_CM7), plain Armv7E-M, on the emulated M4."""
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "cc"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed")
@@ -781,8 +783,9 @@ def test_fc_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
     (tmp_path / "startup.c").write_text(STARTUP_C)
     (tmp_path / "mps2.ld").write_text(MPS2_LD)
     inc, fc = f"-I{RUNTIME / 'include'}", str(RUNTIME / "src" / "ai_fc.c")
-    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
-                        "fc.c", "startup.c", fc, "-o", "fw.elf"], cwd=tmp_path, capture_output=True, text=True)
+    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, *defines, inc, "--specs=rdimon.specs", "-T",
+                        "mps2.ld", "fc.c", "startup.c", fc, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
+                       text=True)
     if r.returncode != 0 and "rdimon" in r.stderr:
         pytest.skip("newlib's rdimon (semihosting) library is not installed")
     assert r.returncode == 0, r.stderr

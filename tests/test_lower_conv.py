@@ -945,9 +945,12 @@ int main(void) {
 
 
 @pytest.mark.slow
-def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
+@pytest.mark.parametrize("defines", [[], ["-DAI_CORE_CM7=1"]], ids=["m4", "cm7-paths"])
+def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     """The same random layers through the SMLAD/SXTB16 code on an emulated Cortex-M4 and
-    through the portable C on the host (itself checked against TFLite above): identical."""
+    through the portable C on the host (itself checked against TFLite above): identical.
+    `cm7-paths`: the code a Cortex-M7 build takes (AI_CORE_CM7: the software-pipelined w16 loop
+    and gcc's channel loop), which is plain Armv7E-M and runs on the emulated M4."""
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "cc"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed")
@@ -956,7 +959,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
     (tmp_path / "mps2.ld").write_text(MPS2_LD)
     inc = f"-I{RUNTIME / 'include'}"
     s8 = [str(RUNTIME / "src" / f) for f in ("ai_conv_s8.c", "ai_conv_dw_s8.c")]
-    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
+    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, *defines, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
                         "selftest.c", "startup.c", *s8, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
                        text=True)
     if r.returncode != 0 and "rdimon" in r.stderr:

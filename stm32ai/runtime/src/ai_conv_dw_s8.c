@@ -373,6 +373,10 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   } while (0)
 
 #if defined(__ARM_FEATURE_DSP)
+/* r7 is the frame pointer of unoptimised builds: only optimised M7 builds take the r7 bodies */
+#if defined(AI_CORE_CM7) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_DW3_M7 1
+#endif
 /* The rows in assembly: gcc's register allocation spills the six weight words and the
  * requantisation constants (45-50 instructions per pair). r0 data words, r1 outputs, r2
  * output column pitch, r3 the frame f (below DW3_ROWS_ASM); the weights are reloaded by
@@ -437,36 +441,72 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * stride 2: 5 words instead of 2 x 3), and the weights and requantisation constants are
  * reloaded once per 4 outputs instead of once per 2. A0..A3: the registers the four
  * accumulators start from (themselves, or r12 = the bias on the first kernel row). */
+#if defined(AI_DW3_M7)
+/* Cortex-M7 (AI_CORE_CM7, optimised builds): the same MACs with the row words loaded into two
+ * registers in turn (lr, r7), each load placed right after the last read of its register, so
+ * that it runs ahead of its first SMLAD: on the M7 a MAC operand cannot take a load result from
+ * the previous cycle (docs/estimate.md, "Cortex-M7"), which the single-register order above
+ * pays on every load. Same loads in the same order (the post-incremented ones too). */
 #define DW3_QMAC_S1_BODY(LDL, LDH, LDN, WA, WB, A0, A1, A2, A3) \
-  LDL                                                      \
+  "ldr lr, " LDL "\n\t"                                    \
+  "ldr r7, " LDH "\n\t"                                    \
   "smlad r1, lr, " WA ", " A0 "\n\t"                       \
   "smlatb r2, lr, " WA ", " A1 "\n\t"                      \
-  LDH                                                      \
+  "ldr lr, " LDN "\n\t"                                    \
+  "smlabt r1, r7, " WB ", r1\n\t"                          \
+  "smlad r2, r7, " WB ", r2\n\t"                           \
+  "smlad r11, r7, " WA ", " A2 "\n\t"                      \
+  "smlatb r12, r7, " WA ", " A3 "\n\t"                     \
+  "smlabt r11, lr, " WB ", r11\n\t"                        \
+  "smlad r12, lr, " WB ", r12\n\t"
+#define DW3_QMAC_S2_BODY(LD0, LD1, LD2, LD3, LD4, WA, WB, A0, A1, A2, A3) \
+  "ldr lr, " LD0 "\n\t"                                    \
+  "ldr r7, " LD1 "\n\t"                                    \
+  "smlad r1, lr, " WA ", " A0 "\n\t"                       \
+  "ldr lr, " LD2 "\n\t"                                    \
+  "smlabt r1, r7, " WB ", r1\n\t"                          \
+  "smlad r2, r7, " WA ", " A1 "\n\t"                       \
+  "ldr r7, " LD3 "\n\t"                                    \
+  "smlabt r2, lr, " WB ", r2\n\t"                          \
+  "smlad r11, lr, " WA ", " A2 "\n\t"                      \
+  "ldr lr, " LD4 "\n\t"                                    \
+  "smlabt r11, r7, " WB ", r11\n\t"                        \
+  "smlad r12, r7, " WA ", " A3 "\n\t"                      \
+  "smlabt r12, lr, " WB ", r12\n\t"
+#define DW3_CLOBBER_R7 "r7",
+#else
+#define DW3_QMAC_S1_BODY(LDL, LDH, LDN, WA, WB, A0, A1, A2, A3) \
+  "ldr lr, " LDL "\n\t"                                    \
+  "smlad r1, lr, " WA ", " A0 "\n\t"                       \
+  "smlatb r2, lr, " WA ", " A1 "\n\t"                      \
+  "ldr lr, " LDH "\n\t"                                    \
   "smlabt r1, lr, " WB ", r1\n\t"                          \
   "smlad r2, lr, " WB ", r2\n\t"                           \
   "smlad r11, lr, " WA ", " A2 "\n\t"                      \
   "smlatb r12, lr, " WA ", " A3 "\n\t"                     \
-  LDN                                                      \
+  "ldr lr, " LDN "\n\t"                                    \
   "smlabt r11, lr, " WB ", r11\n\t"                        \
   "smlad r12, lr, " WB ", r12\n\t"
 #define DW3_QMAC_S2_BODY(LD0, LD1, LD2, LD3, LD4, WA, WB, A0, A1, A2, A3) \
-  LD0                                                      \
+  "ldr lr, " LD0 "\n\t"                                    \
   "smlad r1, lr, " WA ", " A0 "\n\t"                       \
-  LD1                                                      \
+  "ldr lr, " LD1 "\n\t"                                    \
   "smlabt r1, lr, " WB ", r1\n\t"                          \
   "smlad r2, lr, " WA ", " A1 "\n\t"                       \
-  LD2                                                      \
+  "ldr lr, " LD2 "\n\t"                                    \
   "smlabt r2, lr, " WB ", r2\n\t"                          \
   "smlad r11, lr, " WA ", " A2 "\n\t"                      \
-  LD3                                                      \
+  "ldr lr, " LD3 "\n\t"                                    \
   "smlabt r11, lr, " WB ", r11\n\t"                        \
   "smlad r12, lr, " WA ", " A3 "\n\t"                      \
-  LD4                                                      \
+  "ldr lr, " LD4 "\n\t"                                    \
   "smlabt r12, lr, " WB ", r12\n\t"
-#define DW3_LDW(G, I, K) "ldr lr, [r0, #" #I "*32*" #G "+" #K "*4*" #G "]\n\t"
+#define DW3_CLOBBER_R7
+#endif
+#define DW3_LDW(G, I, K) "[r0, #" #I "*32*" #G "+" #K "*4*" #G "]"
 /* Kernel row 0 last: its loads post-increment r0 by one word column each (2 at stride 1,
  * 4 at stride 2: the next quad; LDR's post-index reaches 255, 64*G would not encode). */
-#define DW3_LDP(G) "ldr lr, [r0], #32*" #G "\n\t"
+#define DW3_LDP(G) "[r0], #32*" #G
 #define DW3_QMAC_S1_FIRST(G, WA, WB)                                                          \
   DW3_QMAC_S1_BODY(DW3_LDW(G, 0, 2), DW3_LDW(G, 1, 2), DW3_LDW(G, 2, 2), WA, WB, "r12", "r12", \
                    "r12", "r12")
@@ -474,7 +514,7 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   DW3_QMAC_S1_BODY(DW3_LDW(G, 0, K), DW3_LDW(G, 1, K), DW3_LDW(G, 2, K), WA, WB, "r1", "r2",   \
                    "r11", "r12")
 #define DW3_QMAC_S1_LAST(G, WA, WB) \
-  DW3_QMAC_S1_BODY(DW3_LDP(G), DW3_LDP(G), "ldr lr, [r0]\n\t", WA, WB, "r1", "r2", "r11", "r12")
+  DW3_QMAC_S1_BODY(DW3_LDP(G), DW3_LDP(G), "[r0]", WA, WB, "r1", "r2", "r11", "r12")
 #define DW3_QMAC_S2_FIRST(G, WA, WB)                                                          \
   DW3_QMAC_S2_BODY(DW3_LDW(G, 0, 2), DW3_LDW(G, 1, 2), DW3_LDW(G, 2, 2), DW3_LDW(G, 3, 2),     \
                    DW3_LDW(G, 4, 2), WA, WB, "r12", "r12", "r12", "r12")
@@ -482,7 +522,7 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   DW3_QMAC_S2_BODY(DW3_LDW(G, 0, K), DW3_LDW(G, 1, K), DW3_LDW(G, 2, K), DW3_LDW(G, 3, K),     \
                    DW3_LDW(G, 4, K), WA, WB, "r1", "r2", "r11", "r12")
 #define DW3_QMAC_S2_LAST(G, WA, WB)                                                           \
-  DW3_QMAC_S2_BODY(DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), "ldr lr, [r0]\n\t", WA, WB, \
+  DW3_QMAC_S2_BODY(DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), "[r0]", WA, WB, \
                    "r1", "r2", "r11", "r12")
 /* Per output row: quads (r1, r2 become accumulators; the output pointer and pitch live in
  * the frame meanwhile), then at most one pair and one single output. r3 points into the
@@ -560,7 +600,8 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
                                   DW3_MAC_##SV, DW3_MAC_##SV##_LAST, SGN)                      \
                      : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
                      : "r"(f_)                                                                 \
-                     : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc",          \
+                     : DW3_CLOBBER_R7 "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",   \
+                       "cc",                                                                   \
                        "memory");                                                              \
   }
 DW3_ROWS_FN(dw3_rows_s1, 4, 1, S1, DW3_SGN_EOR)

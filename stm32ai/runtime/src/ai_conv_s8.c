@@ -324,6 +324,122 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   "subs %[g], %[g], #1\n\t"                           \
   "bne 3b\n"                                          \
   "4:\n\t"
+
+#if defined(AI_CORE_CM7)
+/* Cortex-M7 (AI_CORE_CM7): the w16 2x2 group software-pipelined for dual issue. The M7 issues
+ * one MAC per cycle and pairs it with a load; a MAC operand cannot take a load result from the
+ * previous cycle (jnk0le's M7 notes; docs/estimate.md "Cortex-M7"). So every SMLAD is paired
+ * with one LDR issued for a later SMLAD: per half-group (one K-pair: the {x0,x2} or {x1,x3}
+ * words) the loads go column px0, weight oc0, column px1, weight oc1, each >= 2 cycles before
+ * its first SMLAD; six data registers rotate (interval colouring, scripts/gen_m7_asm.py). Each
+ * 4-group body starts with 3 unpaired loads (nothing is loaded past the arrays' ends) and the
+ * pointer updates and loop counter ride in the tail's free slots. Estimated by core_m7.py:
+ * 35 cycles per 32 SMLADs (AI_W16_GROUP x4: 49); on the M4 it would be 99 against 75. */
+#define AI_W16_M7_GROUP1                      \
+  "ldr %[x0], [%[c], #0]\n\t"                       \
+  "ldr %[x1], [%[w], #0]\n\t"                       \
+  "ldr %[x2], [%[c], #8]\n\t"                       \
+  "smlad %[a00], %[x1], %[x0], %[a00]\n\t"          \
+  "ldr %[x3], [%[w], #8]\n\t"                       \
+  "smlad %[a01], %[x1], %[x2], %[a01]\n\t"          \
+  "ldr %[wa], [%[c], #4]\n\t"                       \
+  "smlad %[a10], %[x3], %[x0], %[a10]\n\t"          \
+  "ldr %[wb], [%[w], #4]\n\t"                       \
+  "smlad %[a11], %[x3], %[x2], %[a11]\n\t"          \
+  "ldr %[x1], [%[c], #12]\n\t"                      \
+  "smlad %[a00], %[wb], %[wa], %[a00]\n\t"          \
+  "ldr %[x0], [%[w], #12]\n\t"                      \
+  "smlad %[a01], %[wb], %[x1], %[a01]\n\t"          \
+  "add %[c], %[c], #16\n\t"                         \
+  "smlad %[a10], %[x0], %[wa], %[a10]\n\t"          \
+  "add %[w], %[w], #16\n\t"                         \
+  "smlad %[a11], %[x0], %[x1], %[a11]\n\t"
+
+#define AI_W16_M7_GROUP4                      \
+  "ldr %[x0], [%[c], #0]\n\t"                       \
+  "ldr %[x1], [%[w], #0]\n\t"                       \
+  "ldr %[x2], [%[c], #8]\n\t"                       \
+  "smlad %[a00], %[x1], %[x0], %[a00]\n\t"          \
+  "ldr %[x3], [%[w], #8]\n\t"                       \
+  "smlad %[a01], %[x1], %[x2], %[a01]\n\t"          \
+  "ldr %[wa], [%[c], #4]\n\t"                       \
+  "smlad %[a10], %[x3], %[x0], %[a10]\n\t"          \
+  "ldr %[wb], [%[w], #4]\n\t"                       \
+  "smlad %[a11], %[x3], %[x2], %[a11]\n\t"          \
+  "ldr %[x1], [%[c], #12]\n\t"                      \
+  "smlad %[a00], %[wb], %[wa], %[a00]\n\t"          \
+  "ldr %[x0], [%[w], #12]\n\t"                      \
+  "smlad %[a01], %[wb], %[x1], %[a01]\n\t"          \
+  "ldr %[x2], [%[c], #16]\n\t"                      \
+  "smlad %[a10], %[x0], %[wa], %[a10]\n\t"          \
+  "ldr %[x3], [%[w], #16]\n\t"                      \
+  "smlad %[a11], %[x0], %[x1], %[a11]\n\t"          \
+  "ldr %[wb], [%[c], #24]\n\t"                      \
+  "smlad %[a00], %[x3], %[x2], %[a00]\n\t"          \
+  "ldr %[wa], [%[w], #24]\n\t"                      \
+  "smlad %[a01], %[x3], %[wb], %[a01]\n\t"          \
+  "ldr %[x0], [%[c], #20]\n\t"                      \
+  "smlad %[a10], %[wa], %[x2], %[a10]\n\t"          \
+  "ldr %[x1], [%[w], #20]\n\t"                      \
+  "smlad %[a11], %[wa], %[wb], %[a11]\n\t"          \
+  "ldr %[x3], [%[c], #28]\n\t"                      \
+  "smlad %[a00], %[x1], %[x0], %[a00]\n\t"          \
+  "ldr %[x2], [%[w], #28]\n\t"                      \
+  "smlad %[a01], %[x1], %[x3], %[a01]\n\t"          \
+  "ldr %[wa], [%[c], #32]\n\t"                      \
+  "smlad %[a10], %[x2], %[x0], %[a10]\n\t"          \
+  "ldr %[wb], [%[w], #32]\n\t"                      \
+  "smlad %[a11], %[x2], %[x3], %[a11]\n\t"          \
+  "ldr %[x1], [%[c], #40]\n\t"                      \
+  "smlad %[a00], %[wb], %[wa], %[a00]\n\t"          \
+  "ldr %[x0], [%[w], #40]\n\t"                      \
+  "smlad %[a01], %[wb], %[x1], %[a01]\n\t"          \
+  "ldr %[x2], [%[c], #36]\n\t"                      \
+  "smlad %[a10], %[x0], %[wa], %[a10]\n\t"          \
+  "ldr %[x3], [%[w], #36]\n\t"                      \
+  "smlad %[a11], %[x0], %[x1], %[a11]\n\t"          \
+  "ldr %[wb], [%[c], #44]\n\t"                      \
+  "smlad %[a00], %[x3], %[x2], %[a00]\n\t"          \
+  "ldr %[wa], [%[w], #44]\n\t"                      \
+  "smlad %[a01], %[x3], %[wb], %[a01]\n\t"          \
+  "ldr %[x0], [%[c], #48]\n\t"                      \
+  "smlad %[a10], %[wa], %[x2], %[a10]\n\t"          \
+  "ldr %[x1], [%[w], #48]\n\t"                      \
+  "smlad %[a11], %[wa], %[wb], %[a11]\n\t"          \
+  "ldr %[x3], [%[c], #56]\n\t"                      \
+  "smlad %[a00], %[x1], %[x0], %[a00]\n\t"          \
+  "ldr %[x2], [%[w], #56]\n\t"                      \
+  "smlad %[a01], %[x1], %[x3], %[a01]\n\t"          \
+  "ldr %[wa], [%[c], #52]\n\t"                      \
+  "smlad %[a10], %[x2], %[x0], %[a10]\n\t"          \
+  "ldr %[wb], [%[w], #52]\n\t"                      \
+  "smlad %[a11], %[x2], %[x3], %[a11]\n\t"          \
+  "ldr %[x1], [%[c], #60]\n\t"                      \
+  "smlad %[a00], %[wb], %[wa], %[a00]\n\t"          \
+  "ldr %[x0], [%[w], #60]\n\t"                      \
+  "smlad %[a01], %[wb], %[x1], %[a01]\n\t"          \
+  "add %[c], %[c], #64\n\t"                         \
+  "smlad %[a10], %[x0], %[wa], %[a10]\n\t"          \
+  "add %[w], %[w], #64\n\t"                         \
+  "smlad %[a11], %[x0], %[x1], %[a11]\n\t"          \
+  "subs %[g], %[g], #1\n\t"
+
+#define AI_M7_W16_LOOP                              \
+  "1:\n\t"                                          \
+  "tst %[g], #3\n\t"                                \
+  "beq 2f\n\t"                                      \
+  AI_W16_M7_GROUP1                                  \
+  "sub %[g], %[g], #1\n\t"                          \
+  "b 1b\n"                                          \
+  "2:\n\t"                                          \
+  "lsrs %[g], %[g], #2\n\t"                         \
+  "beq 4f\n\t"                                      \
+  ".balign 4\n"                                     \
+  "3:\n\t"                                          \
+  AI_W16_M7_GROUP4                                  \
+  "bne 3b\n"                                        \
+  "4:\n\t"
+#endif
 #endif
 
 /* AI_V6M_ASM: the Armv6-M loops below; at -Os gcc cannot allocate their eleven operands
@@ -456,7 +572,11 @@ static inline __attribute__((always_inline)) void mac2x2_w16(const uint32_t **wp
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
 #if defined(__ARM_FEATURE_DSP)
   uint32_t wa, wb, x0, x1, x2, x3;
+#if defined(AI_CORE_CM7)
+  __asm__ volatile(AI_M7_W16_LOOP
+#else
   __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W16_GROUP)
+#endif
           : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
             [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0),
             [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3)
