@@ -58,11 +58,11 @@ static inline uint32_t ld2(const int16_t *p) {
   return x;
 }
 
-/* m[j][pos] for j = 2 * channel + tile: the 16 transformed-domain sums of 2 output channels
- * (u0, u1: [16][in_cp]) x 2 tiles (v0, v1: [16][in_cp]). */
+/* m[j][pos] for j = 2 * channel + tile: the npos transformed-domain sums of 2 output channels
+ * (u0, u1: [npos][in_cp]) x 2 tiles (v0, v1: [npos][in_cp]); m rows are npos long. */
 static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, const int16_t *v1, int32_t in_cp,
-                       int32_t m[4][16]) {
-  for (int pos = 0; pos < 16; pos++) {
+                       int npos, int32_t *m) {
+  for (int pos = 0; pos < npos; pos++) {
     int32_t a = 0, b = 0, c = 0, d = 0;
     const int16_t *pu0 = u0 + pos * in_cp, *pu1 = u1 + pos * in_cp;
     const int16_t *pv0 = v0 + pos * in_cp, *pv1 = v1 + pos * in_cp;
@@ -74,7 +74,7 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
       c = smlad(x1, y0, c);
       d = smlad(x1, y1, d);
     }
-    m[0][pos] = a, m[1][pos] = b, m[2][pos] = c, m[3][pos] = d;
+    m[pos] = a, m[npos + pos] = b, m[2 * npos + pos] = c, m[3 * npos + pos] = d;
   }
 }
 
@@ -89,9 +89,9 @@ typedef struct {
   int32_t fold, off, lo, hi;
 } wino_os_t;
 
-static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os) {
-  /* y4 is exactly 4x TFLite's sum (the lowering's proof keeps it an int32): >> 2 is exact */
-  const int32_t acc = ai_wadd(q[0], y4 >> 2);
+/* acc: TFLite's accumulator without bias; + bias, requantisation, clamp (conv2d_s8's stage) */
+static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_t *os) {
+  const int32_t acc = ai_wadd(q[0], acc0);
   int32_t v;
   if (os->fold) {
     v = ssat8(rq_fold(acc, q[1], q[2], q[3]));
@@ -99,6 +99,11 @@ static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os)
     v = ai_wadd(ai_requant(acc, q[1], q[2]), os->off);
   }
   return clamp8(v, os->lo, os->hi);
+}
+
+static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os) {
+  /* y4 is exactly 4x TFLite's sum (the lowering's proof keeps it an int32): >> 2 is exact */
+  return wino_out_acc(q, y4 >> 2, os);
 }
 
 /* A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]), then the output stage; o: the tile's top-left output
@@ -155,7 +160,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
           for (int32_t t = 0; t < nt; t += 2) {
             const int two_t = t + 1 < nt;
             int32_t m[4][16];
-            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, m);
+            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, 16, &m[0][0]);
             for (int j = 0; j < 4; j++) {
               const int32_t ci = j >> 1, ti = j & 1;
               if ((ci && !two_c) || (ti && !two_t)) continue;
@@ -164,6 +169,92 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
               wino_tile_out(m[j], rq + 4 * (oc + ci), out_b + (size_t)oy * (size_t)row_stride +
                                                           (size_t)ox * (size_t)out_c + (size_t)(oc + ci),
                             row_stride, out_c, nx, ny, os);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- F(2, 3): 1x3 and 3x1 kernels (1-D, along the kernel's axis) --------------------------
+ * Per tile of 2 outputs along the axis: V = B^T d (4 values per input channel), M[pos] =
+ * sum_ic U'[pos] V[pos] with U' = G' g (G' = 2G), A^T M = 2x TFLite's sum: >> 1 is exact. */
+#define AI_WINO1_TB 16 /* tiles transformed per block */
+
+static inline int wino1_along_w(const ai_conv2d_wino1d_s8_params *p) { return p->k_w == 3; }
+static inline int32_t wino1_tb(const ai_conv2d_wino1d_s8_params *p) {
+  const int32_t tx = ((wino1_along_w(p) ? p->out_w : p->out_h) + 1) / 2;
+  return tx < AI_WINO1_TB ? tx : AI_WINO1_TB;
+}
+
+int32_t ai_conv2d_wino1d_s8_scratch_size(const ai_conv2d_wino1d_s8_params *p) {
+  return wino_pad_bytes(p) + wino1_tb(p) * 4 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
+}
+
+/* V = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; B^T 1 = (0, 2, 0, 0): the zero
+ * point is subtracted once, at position 1. v[pos * in_cp + c]. */
+static void wino1_tile_in(const int8_t *const src[4], int32_t in_c, int32_t in_cp, int32_t zp, int16_t *v) {
+  const int32_t zp2 = 2 * zp;
+  for (int32_t c = 0; c < in_c; c++) {
+    const int32_t x0 = src[0][c], x1 = src[1][c], x2 = src[2][c], x3 = src[3][c];
+    v[c] = (int16_t)(x0 - x2);
+    v[in_cp + c] = (int16_t)(x1 + x2 - zp2);
+    v[2 * in_cp + c] = (int16_t)(x2 - x1);
+    v[3 * in_cp + c] = (int16_t)(x1 - x3);
+  }
+  if (in_c & 1) {
+    for (int pos = 0; pos < 4; pos++) v[pos * in_cp + in_c] = 0;
+  }
+}
+
+void ai_conv2d_wino1d_s8(const ai_conv2d_wino1d_s8_params *p, const int8_t *input, const int16_t *weights,
+                         const int32_t *rq, int8_t *output, void *scratch) {
+  const int32_t in_cp = wino_in_cp(p), in_c = p->in_c, out_c = p->out_c;
+  const int32_t tsz = 4 * in_cp, tb = wino1_tb(p);
+  const int along_w = wino1_along_w(p);
+  const int32_t walk = along_w ? p->out_w : p->out_h, lines = along_w ? p->out_h : p->out_w;
+  const int32_t pad_a = along_w ? p->pad[1] : p->pad[0], pad_l = along_w ? p->pad[0] : p->pad[1];
+  const int32_t step = along_w ? out_c : p->out_w * out_c; /* next output along the axis */
+  int8_t *pad = (int8_t *)scratch;
+  int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
+  memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
+  const wino_os_t os = {p->rq_fold, p->out_offset, p->act_min, p->act_max};
+  for (int32_t b = 0; b < p->batches; b++) {
+    const int8_t *in_b = input + (size_t)b * (size_t)(p->in_h * p->in_w * in_c);
+    int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
+    for (int32_t l = 0; l < lines; l++) {
+      const int32_t il = l - pad_l;
+      for (int32_t o0 = 0; o0 < walk; o0 += 2 * tb) {
+        const int32_t rest = (walk - o0 + 1) / 2, nt = rest < tb ? rest : tb;
+        for (int32_t t = 0; t < nt; t++) {
+          const int8_t *src[4];
+          for (int j = 0; j < 4; j++) {
+            const int32_t ia = o0 + 2 * t + j - pad_a;
+            const int32_t iy = along_w ? il : ia, ix = along_w ? ia : il;
+            src[j] = (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w)
+                         ? in_b + ((size_t)iy * (size_t)p->in_w + (size_t)ix) * (size_t)in_c
+                         : pad;
+          }
+          wino1_tile_in(src, in_c, in_cp, p->pad_value, v + t * tsz);
+        }
+        for (int32_t oc = 0; oc < out_c; oc += 2) {
+          const int two_c = oc + 1 < out_c;
+          const int16_t *u0 = weights + (size_t)oc * (size_t)tsz;
+          const int16_t *u1 = two_c ? u0 + tsz : u0; /* odd last channel: computed twice, stored once */
+          for (int32_t t = 0; t < nt; t += 2) {
+            const int two_t = t + 1 < nt;
+            int32_t m[4][4];
+            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, 4, &m[0][0]);
+            for (int j = 0; j < 4; j++) {
+              const int32_t ci = j >> 1, ti = j & 1;
+              if ((ci && !two_c) || (ti && !two_t)) continue;
+              const int32_t o = o0 + 2 * (t + ti), oy = along_w ? l : o, ox = along_w ? o : l;
+              const int32_t *q = rq + 4 * (oc + ci);
+              int8_t *dst = out_b + ((size_t)oy * (size_t)p->out_w + (size_t)ox) * (size_t)out_c + (size_t)(oc + ci);
+              /* A^T M, A^T = [1 1 1 0; 0 1 -1 -1]: 2x TFLite's sums (proved int32), >> 1 exact */
+              dst[0] = wino_out_acc(q, wa(wa(m[j][0], m[j][1]), m[j][2]) >> 1, &os);
+              if (o + 1 < walk) dst[step] = wino_out_acc(q, ws(ws(m[j][1], m[j][2]), m[j][3]) >> 1, &os);
             }
           }
         }
