@@ -55,11 +55,17 @@ def test_winograd_identity_is_exact_in_integers():
 
 
 def test_weight_layout():
-    w = rng.integers(-128, 128, (2, 3, 3, 3)).astype(np.int8)
+    # [out pair][16 positions][in pair][2 out][2 in]; out_c 3 -> 4 and in_c 3 -> 4 zero-filled
+    w = rng.integers(-128, 128, (3, 3, 3, 3)).astype(np.int8)
     packed = pack_wino_weights(w)
-    assert packed.dtype == np.int16 and packed.size == 2 * 16 * 4  # in_c 3 -> 4 (zero column)
-    p = packed.reshape(2, 16, 4)
-    assert np.array_equal(p[:, :, :3], transform_filters(w)) and not p[:, :, 3].any()
+    assert packed.dtype == np.int16 and packed.size == 4 * 16 * 4
+    p = packed.reshape(2, 16, 2, 2, 2)
+    u = transform_filters(w)
+    for o in range(4):
+        for pos in range(16):
+            for c in range(4):
+                want = u[o, pos, c] if o < 3 and c < 3 else 0
+                assert p[o // 2, pos, c // 2, o % 2, c % 2] == want
 
 
 def test_accumulator_bound_hand_computed():
@@ -143,8 +149,8 @@ def test_scratch_size_matches_c(tmp_path):
         ops.append(compile_graph(g, winograd=True).graph.ops[0])
     assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3
     printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
-    # pad pixel (4-aligned) + tiles * 16 positions * in_cp * 2 bytes, by hand
-    want = [4 + 3 * 16 * 2 * 2, 4 + 3 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2]
+    # pad pixel (4-aligned) + tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes
+    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2]
     assert printed == [op.scratch for op in ops] == [wino_scratch_size(ic, wd) for ic, wd in cases] == want
 
 

@@ -66,15 +66,21 @@ def wino_proved(w: np.ndarray) -> bool:
 
 
 def pack_wino_weights(w: np.ndarray) -> np.ndarray:
-    """int16 [out_c][16][in_cp] (1-D filters: [out_c][4][in_cp]), in_cp = in_c rounded up to
-    even (zero-filled)."""
+    """3x3: int16 [out_cp / 2][16][in_cp / 2][2 out channels][2 in channels], the kernel's
+    channel pair x quad register block (out_cp, in_cp: rounded up to even, zero-filled).
+    1-D filters: int16 [out_c][4][in_cp]."""
     one_d = w.shape[1] == 1 or w.shape[2] == 1
     u = transform_filters_1d(w) if one_d else transform_filters(w)
     assert np.abs(u).max(initial=0) <= 1152
-    oc, _, ic = u.shape
-    packed = np.zeros((oc, u.shape[1], ic + ic % 2), np.int16)
-    packed[:, :, :ic] = u
-    return packed.reshape(-1)
+    oc, npos, ic = u.shape
+    if one_d:
+        packed = np.zeros((oc, npos, ic + ic % 2), np.int16)
+        packed[:, :, :ic] = u
+        return packed.reshape(-1)
+    padded = np.zeros((oc + oc % 2, npos, ic + ic % 2), np.int16)
+    padded[:oc, :, :ic] = u
+    ocp, _, icp = padded.shape
+    return padded.reshape(ocp // 2, 2, npos, icp // 2, 2).transpose(0, 2, 3, 1, 4).reshape(-1)
 
 
 WINO_TB = 8  # AI_WINO_TB in ai_conv_wino_s8.c: tiles transformed per block
@@ -82,8 +88,10 @@ WINO_TB = 8  # AI_WINO_TB in ai_conv_wino_s8.c: tiles transformed per block
 
 def wino_scratch_size(in_c: int, out_w: int) -> int:
     """ai_conv2d_wino_s8_scratch_size: one pad pixel (in_c bytes, 4-aligned), then the
-    transformed input of a block of min(ceil(out_w / 2), WINO_TB) tiles, int16 [tile][16][in_cp]."""
-    return (in_c + 3) // 4 * 4 + min((out_w + 1) // 2, WINO_TB) * 16 * (in_c + in_c % 2) * 2
+    transformed input of a block of min(ceil(out_w / 2), WINO_TB) tiles rounded up to whole
+    quads of 4, int16 [quad][16][in_cp / 2][4][2]."""
+    tiles = -(-min((out_w + 1) // 2, WINO_TB) // 4) * 4
+    return (in_c + 3) // 4 * 4 + tiles * 16 * (in_c + in_c % 2) * 2
 
 
 WINO1_TB = 16  # AI_WINO1_TB: tiles transformed per block (F(2, 3))

@@ -6,9 +6,10 @@
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
-/* Tiles transformed per block: the scratch holds their V; output channel pairs then sweep the
- * block two tiles at a time (a 2 channel x 2 tile register block: 4 loads, 4 SMLAD per pair of
- * input channels). */
+/* Tiles transformed per block: the scratch holds their V, in quads of 4 tiles interleaved per
+ * input channel pair ([quad][pos][in_cp / 2][4 tiles][2]); output channel pairs then sweep the
+ * block a quad at a time (a 2 channel x 4 tile register block: 6 loads, 8 SMLAD per pair of
+ * input channels; each transformed weight is loaded once per quad). */
 #define AI_WINO_TB 8
 
 static inline int32_t wino_in_cp(const ai_conv2d_wino_s8_params *p) { return (p->in_c + 1) & ~1; }
@@ -19,16 +20,17 @@ static inline int32_t wino_tb(const ai_conv2d_wino_s8_params *p) {
 }
 
 int32_t ai_conv2d_wino_s8_scratch_size(const ai_conv2d_wino_s8_params *p) {
-  return wino_pad_bytes(p) + wino_tb(p) * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
+  return wino_pad_bytes(p) + (wino_tb(p) + 3) / 4 * 4 * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
 }
 
 /* V = B^T d B of one tile, every input channel, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
- * v[pos * in_cp + c], pos = 4 * row + col. src[k]: the pixel of window position k (the pad
+ * v[pos * ps + (c / 2) * cs + c % 2], pos = 4 * row + col (ps, cs: the position and channel
+ * pair strides of the quad layout). src[k]: the pixel of window position k (the pad
  * pixel, all pad_value, outside the image). d = x - zp is linear, and B^T 1 B is 4 at (1, 1)
  * and 0 elsewhere, so V = B^T x B - 4 zp e_(1,1): one subtraction instead of 16. */
-static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t in_cp, int32_t zp, int16_t *v) {
+static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t ps, int32_t cs, int32_t zp, int16_t *v) {
   const int32_t zp4 = 4 * zp;
-  const int32_t s1 = in_cp, s2 = 2 * in_cp, s3 = 3 * in_cp;
+  const int32_t s1 = ps, s2 = 2 * ps, s3 = 3 * ps;
   for (int32_t c = 0; c < in_c; c++) {
 #define X(k) ((int32_t)src[k][c])
     /* rows of B^T x, column by column */
@@ -37,18 +39,18 @@ static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t in_c
     const int32_t c0 = X(8) - X(4), c1 = X(9) - X(5), c2 = X(10) - X(6), c3 = X(11) - X(7);
     const int32_t e0 = X(4) - X(12), e1 = X(5) - X(13), e2 = X(6) - X(14), e3 = X(7) - X(15);
 #undef X
-    int16_t *o = v + c;
+    int16_t *o = v + (c >> 1) * cs + (c & 1);
     o[0] = (int16_t)(a0 - a2), o[s1] = (int16_t)(a1 + a2), o[s2] = (int16_t)(a2 - a1), o[s3] = (int16_t)(a1 - a3);
-    o += 4 * in_cp;
+    o += 4 * ps;
     o[0] = (int16_t)(b0 - b2), o[s1] = (int16_t)(b1 + b2 - zp4), o[s2] = (int16_t)(b2 - b1);
     o[s3] = (int16_t)(b1 - b3);
-    o += 4 * in_cp;
+    o += 4 * ps;
     o[0] = (int16_t)(c0 - c2), o[s1] = (int16_t)(c1 + c2), o[s2] = (int16_t)(c2 - c1), o[s3] = (int16_t)(c1 - c3);
-    o += 4 * in_cp;
+    o += 4 * ps;
     o[0] = (int16_t)(e0 - e2), o[s1] = (int16_t)(e1 + e2), o[s2] = (int16_t)(e2 - e1), o[s3] = (int16_t)(e1 - e3);
   }
   if (in_c & 1) {
-    for (int pos = 0; pos < 16; pos++) v[pos * in_cp + in_c] = 0;
+    for (int pos = 0; pos < 16; pos++) v[pos * ps + (in_c >> 1) * cs + 1] = 0; /* channel in_c: odd */
   }
 }
 
@@ -75,6 +77,30 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
       d = smlad(x1, y1, d);
     }
     m[pos] = a, m[npos + pos] = b, m[2 * npos + pos] = c, m[3 * npos + pos] = d;
+  }
+}
+
+/* m[4 * channel + tile][pos]: the 16 transformed-domain sums of an output channel pair (u:
+ * [16][np][2 channels][2]) x a quad of tiles (v: [16][np][4 tiles][2]), np input channel pairs.
+ * Per pair: 2 weight words and 4 input words loaded, 8 SMLAD. */
+static void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m[8][16]) {
+  for (int pos = 0; pos < 16; pos++) {
+    int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    const int16_t *pu = u + pos * np * 4, *pv = v + pos * np * 8;
+    for (int32_t k = np; k > 0; k--) {
+      const uint32_t x0 = ld2(pu), x1 = ld2(pu + 2);
+      uint32_t y = ld2(pv);
+      a0 = smlad(x0, y, a0), b0 = smlad(x1, y, b0);
+      y = ld2(pv + 2);
+      a1 = smlad(x0, y, a1), b1 = smlad(x1, y, b1);
+      y = ld2(pv + 4);
+      a2 = smlad(x0, y, a2), b2 = smlad(x1, y, b2);
+      y = ld2(pv + 6);
+      a3 = smlad(x0, y, a3), b3 = smlad(x1, y, b3);
+      pu += 4, pv += 8;
+    }
+    m[0][pos] = a0, m[1][pos] = a1, m[2][pos] = a2, m[3][pos] = a3;
+    m[4][pos] = b0, m[5][pos] = b1, m[6][pos] = b2, m[7][pos] = b3;
   }
 }
 
@@ -125,8 +151,8 @@ static void wino_tile_out(const int32_t m[16], const int32_t *q, int8_t *o, int3
 
 void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, const int16_t *weights,
                        const int32_t *rq, int8_t *output, void *scratch) {
-  const int32_t in_cp = wino_in_cp(p), in_c = p->in_c, out_c = p->out_c;
-  const int32_t tsz = 16 * in_cp, tb = wino_tb(p);
+  const int32_t in_cp = wino_in_cp(p), np = in_cp >> 1, in_c = p->in_c, out_c = p->out_c;
+  const int32_t ps = 4 * in_cp, qsz = 16 * ps, usz = 32 * in_cp, tb = wino_tb(p);
   int8_t *pad = (int8_t *)scratch;
   int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
   memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
@@ -138,9 +164,14 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
       const int ny = oy + 1 < p->out_h ? 2 : 1;
       for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
-        /* this block's tiles: ox0, ox0 + 2, ... */
-        const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb;
-        for (int32_t t = 0; t < nt; t++) {
+        /* this block's tiles: ox0, ox0 + 2, ...; a last partial quad is zero-filled */
+        const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb, nq = (nt + 3) / 4;
+        for (int32_t t = 0; t < 4 * nq; t++) {
+          int16_t *vt = v + (t >> 2) * qsz + (t & 3) * 2;
+          if (t >= nt) {
+            for (int32_t k = 0; k < 16 * np; k++) vt[8 * k] = 0, vt[8 * k + 1] = 0;
+            continue;
+          }
           const int8_t *src[16];
           const int32_t iy0 = oy - p->pad[0], ix0 = ox0 + 2 * t - p->pad[1];
           for (int i = 0; i < 4; i++) {
@@ -151,20 +182,18 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
-          wino_tile_in(src, in_c, in_cp, p->pad_value, v + t * tsz);
+          wino_tile_in(src, in_c, ps, 8, p->pad_value, vt);
         }
         for (int32_t oc = 0; oc < out_c; oc += 2) {
-          const int two_c = oc + 1 < out_c;
-          const int16_t *u0 = weights + (size_t)oc * (size_t)tsz;
-          const int16_t *u1 = two_c ? u0 + tsz : u0; /* odd last channel: computed twice, stored once */
-          for (int32_t t = 0; t < nt; t += 2) {
-            const int two_t = t + 1 < nt;
-            int32_t m[4][16];
-            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, 16, &m[0][0]);
-            for (int j = 0; j < 4; j++) {
-              const int32_t ci = j >> 1, ti = j & 1;
-              if ((ci && !two_c) || (ti && !two_t)) continue;
-              const int32_t ox = ox0 + 2 * (t + ti);
+          const int two_c = oc + 1 < out_c; /* odd last channel: its pair's second one is zero */
+          const int16_t *u = weights + (size_t)(oc >> 1) * (size_t)usz;
+          for (int32_t q = 0; q < nq; q++) {
+            int32_t m[8][16];
+            wino_dot24(u, v + q * qsz, np, m);
+            for (int j = 0; j < 8; j++) {
+              const int32_t ci = j >> 2, t = 4 * q + (j & 3);
+              if ((ci && !two_c) || t >= nt) continue;
+              const int32_t ox = ox0 + 2 * t;
               const int nx = ox + 1 < p->out_w ? 2 : 1;
               wino_tile_out(m[j], rq + 4 * (oc + ci), out_b + (size_t)oy * (size_t)row_stride +
                                                           (size_t)ox * (size_t)out_c + (size_t)(oc + ci),
