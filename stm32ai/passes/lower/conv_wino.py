@@ -154,6 +154,25 @@ def lower_winograd(op: Op, g: Graph, geo: ConvGeometry, w: np.ndarray, table: np
 WINO_KERNELS = {"conv2d_wino_s8": "F(2x2,3x3)", "conv2d_wino1d_s8": "F(2,3)"}
 
 
+def _blocks(tiles: int, tb: int, group: int) -> int:
+    """Register blocks of `group` tiles in a row of `tiles` tiles swept in blocks of `tb`."""
+    full, rest = divmod(tiles, tb)
+    return full * -(-tb // group) + -(-rest // group)
+
+
+def wino_weight_passes(a: dict) -> tuple[int, int]:
+    """(times the kernel loads its whole transformed weights, tiles it stores) per inference,
+    from the C loops: 3x3, once per quad of tiles; 1-D, once per pair of tiles; the rq table's
+    channel row once per tile and channel."""
+    b, oh, ow = int(a["batches"]), int(a["out_h"]), int(a["out_w"])
+    if int(a["k_h"]) == 3 and int(a["k_w"]) == 3:
+        rows, tx = b * ((oh + 1) // 2), (ow + 1) // 2
+        return rows * _blocks(tx, WINO_TB, 4), rows * tx
+    walk, lines = (ow, oh) if int(a["k_w"]) == 3 else (oh, ow)
+    tx = (walk + 1) // 2
+    return b * lines * _blocks(tx, WINO1_TB, 2), b * lines * tx
+
+
 def winograd_choices(g: Graph) -> list[dict[str, int]]:
     """Per Winograd layer (for analyze): its kernel and tile ("F(2x2,3x3)" / "F(2,3)"), its
     transformed weights' bytes in flash and the bytes of the same filter as int8 (the direct
