@@ -84,9 +84,9 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
  * [16][np][2 channels][2]) x a quad of tiles (v: [16][np][4 tiles][2]), np input channel pairs.
  * Per pair: 2 weight words and 4 input words loaded, 8 SMLAD. */
 static void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m[8][16]) {
+  const int16_t *pu = u, *pv = v; /* both run on from one position to the next */
   for (int pos = 0; pos < 16; pos++) {
     int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-    const int16_t *pu = u + pos * np * 4, *pv = v + pos * np * 8;
     for (int32_t k = np; k > 0; k--) {
       const uint32_t x0 = ld2(pu), x1 = ld2(pu + 2);
       uint32_t y = ld2(pv);
@@ -127,26 +127,33 @@ static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_
   return clamp8(v, os->lo, os->hi);
 }
 
-static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os) {
-  /* y4 is exactly 4x TFLite's sum (the lowering's proof keeps it an int32): >> 2 is exact */
-  return wino_out_acc(q, y4 >> 2, os);
-}
-
-/* A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]), then the output stage; o: the tile's top-left output
- * of this channel, nx/ny: its columns/rows inside the image (1 or 2). */
-static void wino_tile_out(const int32_t m[16], const int32_t *q, int8_t *o, int32_t row_stride, int32_t col_stride,
-                          int nx, int ny, wino_os_t os) {
-  int32_t r0[4], r1[4];
-  for (int j = 0; j < 4; j++) {
-    r0[j] = wa(wa(m[j], m[4 + j]), m[8 + j]);
-    r1[j] = ws(ws(m[4 + j], m[8 + j]), m[12 + j]);
+/* One output channel over the ntq tiles of a quad (m[t]: tile t's 16 sums): A^T M A, the exact
+ * >> 2, + bias, requantisation, clamp. `fold` is a constant at each call (the compiler makes
+ * two copies): the channel's rq row and the clamp bounds stay in registers across the tiles.
+ * o: tile 0's top-left output; ox: its column; w: out_w. */
+static inline void wino_quad_out(const int32_t (*m)[16], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+                                 int32_t cs, int32_t ox, int32_t w, int ny, const wino_os_t *os, const int fold) {
+  const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
+#define WINO_OUT(y)                                                                                   \
+  clamp8(fold ? ssat8(rq_fold(ai_wadd(bias, (y) >> 2), mul, q2, q3))                                \
+              : ai_wadd(ai_requant(ai_wadd(bias, (y) >> 2), mul, q2), off),                         \
+         lo, hi)
+  for (int32_t t = 0; t < ntq; t++, o += 2 * cs, ox += 2) {
+    const int32_t *mm = m[t];
+    int32_t r0[4], r1[4];
+    for (int j = 0; j < 4; j++) {
+      r0[j] = wa(wa(mm[j], mm[4 + j]), mm[8 + j]);
+      r1[j] = ws(ws(mm[4 + j], mm[8 + j]), mm[12 + j]);
+    }
+    const int nx = ox + 1 < w;
+    o[0] = WINO_OUT(wa(wa(r0[0], r0[1]), r0[2]));
+    if (nx) o[cs] = WINO_OUT(ws(ws(r0[1], r0[2]), r0[3]));
+    if (ny > 1) {
+      o[row_stride] = WINO_OUT(wa(wa(r1[0], r1[1]), r1[2]));
+      if (nx) o[row_stride + cs] = WINO_OUT(ws(ws(r1[1], r1[2]), r1[3]));
+    }
   }
-  o[0] = wino_out(q, wa(wa(r0[0], r0[1]), r0[2]), &os);
-  if (nx > 1) o[col_stride] = wino_out(q, ws(ws(r0[1], r0[2]), r0[3]), &os);
-  if (ny > 1) {
-    o[row_stride] = wino_out(q, wa(wa(r1[0], r1[1]), r1[2]), &os);
-    if (nx > 1) o[row_stride + col_stride] = wino_out(q, ws(ws(r1[1], r1[2]), r1[3]), &os);
-  }
+#undef WINO_OUT
 }
 
 void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, const int16_t *weights,
@@ -190,14 +197,15 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
           for (int32_t q = 0; q < nq; q++) {
             int32_t m[8][16];
             wino_dot24(u, v + q * qsz, np, m);
-            for (int j = 0; j < 8; j++) {
-              const int32_t ci = j >> 2, t = 4 * q + (j & 3);
-              if ((ci && !two_c) || t >= nt) continue;
-              const int32_t ox = ox0 + 2 * t;
-              const int nx = ox + 1 < p->out_w ? 2 : 1;
-              wino_tile_out(m[j], rq + 4 * (oc + ci), out_b + (size_t)oy * (size_t)row_stride +
-                                                          (size_t)ox * (size_t)out_c + (size_t)(oc + ci),
-                            row_stride, out_c, nx, ny, os);
+            const int32_t ntq = nt - 4 * q < 4 ? nt - 4 * q : 4, ox = ox0 + 8 * q;
+            int8_t *o = out_b + (size_t)oy * (size_t)row_stride + (size_t)ox * (size_t)out_c + (size_t)oc;
+            const int32_t *qc = rq + 4 * oc;
+            if (os.fold) {
+              wino_quad_out(m, ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+              if (two_c) wino_quad_out(m + 4, ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+            } else {
+              wino_quad_out(m, ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 0);
+              if (two_c) wino_quad_out(m + 4, ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 0);
             }
           }
         }
