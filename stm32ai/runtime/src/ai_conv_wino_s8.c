@@ -83,23 +83,21 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
 /* m[4 * channel + tile][pos]: the 16 transformed-domain sums of an output channel pair (u:
  * [16][np][2 channels][2]) x a quad of tiles (v: [16][np][4 tiles][2]), np input channel pairs.
  * Per pair: 2 weight words and 4 input words loaded, 8 SMLAD. */
-/* An aligned word view of int16 pairs (GCC/Clang: may_alias makes the int16 -> word access
- * defined; the planner and the weights blob align every buffer to 8 bytes, and every offset
- * below is a multiple of 4), so adjacent words can be fetched by one LDRD. */
-typedef uint32_t __attribute__((may_alias, aligned(4))) wino_w32;
-
 static void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m[8][16]) {
-  const wino_w32 *pu = (const wino_w32 *)(const void *)u, *pv = (const wino_w32 *)(const void *)v;
-  for (int pos = 0; pos < 16; pos++) { /* pu, pv run on from one position to the next */
+  const int16_t *pu = u, *pv = v; /* both run on from one position to the next */
+  for (int pos = 0; pos < 16; pos++) {
     int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
     for (int32_t k = np; k > 0; k--) {
-      const uint32_t x0 = pu[0], x1 = pu[1], y0 = pv[0], y1 = pv[1];
-      a0 = smlad(x0, y0, a0), b0 = smlad(x1, y0, b0);
-      a1 = smlad(x0, y1, a1), b1 = smlad(x1, y1, b1);
-      const uint32_t y2 = pv[2], y3 = pv[3];
-      a2 = smlad(x0, y2, a2), b2 = smlad(x1, y2, b2);
-      a3 = smlad(x0, y3, a3), b3 = smlad(x1, y3, b3);
-      pu += 2, pv += 4;
+      const uint32_t x0 = ld2(pu), x1 = ld2(pu + 2);
+      uint32_t y = ld2(pv);
+      a0 = smlad(x0, y, a0), b0 = smlad(x1, y, b0);
+      y = ld2(pv + 2);
+      a1 = smlad(x0, y, a1), b1 = smlad(x1, y, b1);
+      y = ld2(pv + 4);
+      a2 = smlad(x0, y, a2), b2 = smlad(x1, y, b2);
+      y = ld2(pv + 6);
+      a3 = smlad(x0, y, a3), b3 = smlad(x1, y, b3);
+      pu += 4, pv += 8;
     }
     m[0][pos] = a0, m[1][pos] = a1, m[2][pos] = a2, m[3][pos] = a3;
     m[4][pos] = b0, m[5][pos] = b1, m[6][pos] = b2, m[7][pos] = b3;
