@@ -584,17 +584,19 @@ def _print_conv_layouts(c: Any, optimization: str, weights_pool: list[str] | Non
 
 
 def _print_winograd(c: Any) -> None:
-    """--winograd: the layers on the Winograd kernel and their flash cost over int8 weights."""
+    """The layers on a Winograd kernel (--winograd or a "wino" variant) and their flash cost
+    over int8 weights."""
     from stm32ai.passes.lower.conv_wino import winograd_choices
 
     rows = winograd_choices(c.graph)
     if not rows:
         return
     w, i8 = sum(r["weights_bytes"] for r in rows), sum(r["int8_bytes"] for r in rows)
-    print(f"winograd F(2x2,3x3): {len(rows)} conv layers, {w:,} B of transformed int16 weights in flash "
+    tiles = ", ".join(f"{sum(r['tile'] == t for r in rows)} {t}" for t in dict.fromkeys(r["tile"] for r in rows))
+    print(f"winograd: {len(rows)} conv layers ({tiles}), {w:,} B of transformed int16 weights in flash "
           f"(+{w - i8:,} B, {w / i8:.2f}x their int8 filters)")
     for r in rows:
-        print(f"  layer {r['op']}: {r['weights_bytes']:,} B ({r['weights_bytes'] / r['int8_bytes']:.2f}x "
+        print(f"  layer {r['op']} {r['tile']}: {r['weights_bytes']:,} B ({r['weights_bytes'] / r['int8_bytes']:.2f}x "
               f"{r['int8_bytes']:,} B int8)")
 
 

@@ -7,6 +7,7 @@ TFLite Micro on the converter-made conv fixtures, and hand-computed bounds."""
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -15,11 +16,16 @@ from test_lower_conv import make_layer, reference
 
 from stm32ai.ir import Op
 from stm32ai.passes.lower.conv_wino import (
+    WINO_VARIANT,
     pack_wino_weights,
     transform_filters,
+    transform_filters_1d,
+    wino1_scratch_size,
     wino_acc_bounds,
+    wino_legal,
     wino_proved,
     wino_scratch_size,
+    wino_weight_passes,
 )
 from stm32ai.pipeline import compile_graph, compile_model
 from stm32ai.validate.host import run_compiled
@@ -55,11 +61,17 @@ def test_winograd_identity_is_exact_in_integers():
 
 
 def test_weight_layout():
-    w = rng.integers(-128, 128, (2, 3, 3, 3)).astype(np.int8)
+    # [out pair][16 positions][in pair][2 out][2 in]; out_c 3 -> 4 and in_c 3 -> 4 zero-filled
+    w = rng.integers(-128, 128, (3, 3, 3, 3)).astype(np.int8)
     packed = pack_wino_weights(w)
-    assert packed.dtype == np.int16 and packed.size == 2 * 16 * 4  # in_c 3 -> 4 (zero column)
-    p = packed.reshape(2, 16, 4)
-    assert np.array_equal(p[:, :, :3], transform_filters(w)) and not p[:, :, 3].any()
+    assert packed.dtype == np.int16 and packed.size == 4 * 16 * 4
+    p = packed.reshape(2, 16, 2, 2, 2)
+    u = transform_filters(w)
+    for o in range(4):
+        for pos in range(16):
+            for c in range(4):
+                want = u[o, pos, c] if o < 3 and c < 3 else 0
+                assert p[o // 2, pos, c // 2, o % 2, c % 2] == want
 
 
 def test_accumulator_bound_hand_computed():
@@ -142,10 +154,133 @@ def test_scratch_size_matches_c(tmp_path):
                        w_scales=[0.01, 0.02])
         ops.append(compile_graph(g, winograd=True).graph.ops[0])
     assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3
+    for k, shape in (((1, 3), (1, 2, 40, 3)), ((3, 1), (1, 9, 2, 5))):  # 16 and 5 tiles (F(2,3))
+        g = make_layer("CONV_2D", shape, rng.integers(-9, 9, (2, *k, shape[3])).astype(np.int8), None,
+                       w_scales=[0.01, 0.02])
+        ops.append(compile_graph(g, winograd=True).graph.ops[0])
+    assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3 + ["conv2d_wino1d_s8"] * 2
     printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
-    # pad pixel (4-aligned) + tiles * 16 positions * in_cp * 2 bytes, by hand
-    want = [4 + 3 * 16 * 2 * 2, 4 + 3 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2]
-    assert printed == [op.scratch for op in ops] == [wino_scratch_size(ic, wd) for ic, wd in cases] == want
+    # pad pixel (4-aligned) + tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
+    # F(2,3): pad pixel + tiles * 4 positions * in_cp * 2 bytes
+    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2]
+    assert printed == [op.scratch for op in ops] == want
+    assert [wino_scratch_size(ic, wd) for ic, wd in cases] == want[:3]
+    assert [wino1_scratch_size(3, 40), wino1_scratch_size(5, 9)] == want[3:]
+
+
+# ---- F(2, 3): 1x3 and 3x1 kernels ------------------------------------------------------------
+
+def test_1d_identity_is_exact_in_integers():
+    # A^T (U' . B^T d) == 2 * (the 2-output valid correlation of d with g); U' = 2 G g
+    g_f = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    for _ in range(20):
+        g = rng.integers(-128, 128, (1, 1, 3, 1)).astype(np.int8)
+        d = rng.integers(-255, 256, 4).astype(np.int64)
+        u = transform_filters_1d(g)[0, :, 0]
+        assert np.array_equal(u, (2 * g_f @ g[0, 0, :, 0].astype(np.float64)).astype(np.int64))
+        v = B_T @ d
+        assert np.abs(v).max() <= 510
+        assert np.array_equal(A_T @ (u * v), 2 * np.array([d[j:j + 3] @ g[0, 0, :, 0] for j in range(2)]))
+
+
+def test_1d_bound_hand_computed_and_fallback():
+    # all -128, 1x3: sum_ic |U'| <= 3 * 128 * in_c at the middle positions, |M| <= 510 * 384 * in_c
+    # = 195,840 * in_c; 2 * 255 * 3 * 128 * in_c is the same. < 2^31 up to in_c = 10965
+    # (2,147,385,600), not at 10966 (2,147,581,440)
+    m, y2 = wino_acc_bounds(np.full((1, 1, 3, 10965), -128, np.int8))
+    assert m[0] == y2[0] == 2_147_385_600
+    assert not wino_proved(np.full((1, 3, 1, 10966), -128, np.int8))
+    big = np.full((1, 3, 1, 10966), -128, np.int8)
+    g = make_layer("CONV_2D", (1, 3, 1, 10966), big, np.zeros(1, np.int32), w_scales=[1e-6])
+    assert compile_graph(g, winograd=True).graph.ops[0].kernel == "conv2d_s8"
+    g = make_layer("CONV_2D", (1, 3, 1, 10965), big[..., :10965], np.zeros(1, np.int32), w_scales=[1e-6])
+    assert compile_graph(g, winograd=True).graph.ops[0].kernel == "conv2d_wino1d_s8"
+
+
+LAYERS_1D = [
+    ("1x3_same_odd", (1, 4, 9, 5), (1, 3), 3, dict()),
+    ("3x1_valid_batch2", (2, 7, 3, 4), (3, 1), 5, dict(padding="VALID", act="RELU")),
+    ("1x3_long_blocks", (1, 1, 67, 16), (1, 3), 4, dict()),  # 34 tiles: blocks of 16, 16, 2
+    ("3x1_tall_c1", (1, 37, 2, 1), (3, 1), 3, dict(act="RELU6")),
+]
+
+
+@pytest.mark.parametrize("name,x_shape,k,oc,opts", LAYERS_1D, ids=[case[0] for case in LAYERS_1D])
+def test_1d_layer_bit_exact_with_tflite_reference(name, x_shape, k, oc, opts):
+    ic = x_shape[3]
+    for in_zp, wv in ((int(rng.integers(-128, 128)), None), (-128, -128), (127, 127)):
+        # random, then the extremes: zero point -128 / 127 with every weight -128 / 127
+        w = (rng.integers(-128, 128, (oc, *k, ic)) if wv is None else np.full((oc, *k, ic), wv)).astype(np.int8)
+        bias = rng.integers(-50000, 50000, oc).astype(np.int32)
+        g = make_layer("CONV_2D", x_shape, w, bias, padding=opts.get("padding", "SAME"), act=opts.get("act", "NONE"),
+                       in_q=(0.03, in_zp), w_scales=rng.uniform(0.0005, 0.01, oc).astype(np.float32),
+                       out_q=(float(rng.uniform(0.5, 4)), int(rng.integers(-20, 20))))
+        c = compile_graph(copy.deepcopy(g), winograd=True)
+        assert c.graph.ops[0].kernel == "conv2d_wino1d_s8"
+        a = c.graph.ops[0].attrs
+        assert c.graph.ops[0].scratch == wino1_scratch_size(ic, a["out_w"] if k == (1, 3) else a["out_h"])
+        for v in (None, -128, 127):
+            x = rng.integers(-128, 128, x_shape).astype(np.int8) if v is None else np.full(x_shape, v, np.int8)
+            np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+
+
+@pytest.mark.parametrize("k,in_zp", [((1, 3), -128), ((3, 1), 127), ((3, 3), -128)])
+def test_hand_built_model_matches_tflite_micro(tmp_path, k, in_zp):
+    # a .tflite written field by field (tests/builders.py), extreme input zero point, weights
+    # at +-128 / 127 on some channels; TFLM's own kernels are the reference
+    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    from test_dead_channels import ConvBuilder
+
+    mb = ConvBuilder()
+    xs, oc = (1, 6, 7, 6), 5
+    w = rng.integers(-128, 128, (oc, *k, xs[3])).astype(np.int8)
+    w[0], w[1] = -128, 127
+    ws = rng.uniform(0.002, 0.01, oc).astype(np.float32)
+    x_t = mb.tensor(xs, "int8", 0.04, in_zp)
+    w_t = mb.tensor(w.shape, "int8", ws, np.zeros(oc, np.int64), w, axis=0)
+    b_t = mb.tensor((oc,), "int32", np.float32(0.04) * ws, np.zeros(oc, np.int64),
+                    rng.integers(-20000, 20000, oc).astype(np.int32))
+    y_t = mb.tensor((1, 6, 7, oc), "int8", 0.7, -3)
+    mb.conv(x_t, w_t, b_t, y_t, "SAME", act="RELU")
+    path = tmp_path / "m.tflite"
+    path.write_bytes(mb.build())
+    c = compile_model(path, winograd=True)
+    assert c.graph.ops[0].kernel == ("conv2d_wino_s8" if k == (3, 3) else "conv2d_wino1d_s8")
+    it = runtime.Interpreter.from_file(str(path))
+    for v in (None, -128, 127):
+        x = rng.integers(-128, 128, xs).astype(np.int8) if v is None else np.full(xs, v, np.int8)
+        it.set_input(x, 0)
+        it.invoke()
+        np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], it.get_output(0))
+
+
+def test_variant_name_and_legality():
+    # the tuner's variant name; legality = geometry + padding value + the accumulator proof
+    from stm32ai.passes.lower.conv_geometry import conv_geometry
+
+    assert WINO_VARIANT == "wino"
+
+    def legal(k, stride=(1, 1), ic=2, wv=1, pad_value=3) -> bool:
+        w = np.full((2, *k, ic), wv, np.int8)
+        g = make_layer("CONV_2D", (1, 6, 6, ic), w, None, stride=stride, w_scales=[0.01, 0.01], in_q=(0.05, 3))
+        geo = conv_geometry(g.ops[0], g)
+        return wino_legal(geo, w.reshape(2, -1), pad_value, 3)
+
+    assert legal((3, 3)) and legal((1, 3)) and legal((3, 1))
+    assert not legal((3, 3), stride=(2, 2)) and not legal((5, 5)) and not legal((3, 2))
+    assert not legal((3, 3), pad_value=0)  # a fused padding of another value
+    assert not legal((3, 3), ic=1828, wv=-128) and legal((3, 3), ic=1827, wv=-128)
+    g = make_layer("CONV_2D", (1, 4, 4, 2), np.ones((2, 3, 3, 2), np.int8), None, w_scales=[0.01, 0.01])
+    assert compile_graph(copy.deepcopy(g)).graph.ops[0].kernel == "conv2d_s8"  # not asked: direct
+
+
+def test_weight_passes_from_the_loops():
+    # 3x3, out 32x32: 16 tile rows x (two blocks of 8 tiles = 4 quads); 1x3 out 1x67: 34 tiles in
+    # blocks of 16, 16, 2 = 8 + 8 + 1 pairs
+    a = dict(batches=1, out_h=32, out_w=32, k_h=3, k_w=3)
+    assert wino_weight_passes(a) == (16 * 4, 256)
+    assert wino_weight_passes(dict(batches=2, out_h=1, out_w=67, k_h=1, k_w=3)) == (2 * 17, 2 * 34)
+    assert wino_weight_passes(dict(batches=1, out_h=67, out_w=3, k_h=3, k_w=1)) == (3 * 17, 3 * 34)
 
 
 # ---- MLPerf Tiny IC (ResNet-8: all its stride-1 convolutions are 3x3) ---------------------------
@@ -154,14 +289,19 @@ def _ic():
     return shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
 
 
-def test_ic_validates_on_host_with_winograd(capsys):
+def test_ic_validates_on_host_with_winograd(capsys, tmp_path):
     from stm32ai.cli import main
 
     ic = _ic()
-    assert main(["analyze", str(ic), "--winograd"]) == 0
+    js = tmp_path / "a.json"
+    assert main(["analyze", str(ic), "--winograd", "--json", str(js)]) == 0
     out = capsys.readouterr().out
     # the 5 stride-1 layers, their transformed weights: 2,048 + 2 * 8,192 + 32,768 + 131,072 B
-    assert "winograd F(2x2,3x3): 5 conv layers, 182,272 B" in out
+    assert "winograd: 5 conv layers (5 F(2x2,3x3)), 182,272 B" in out
+    rows = json.loads(js.read_text())["winograd"]
+    assert [r["weights_bytes"] for r in rows] == [2_048, 8_192, 8_192, 32_768, 131_072]
+    assert [r["int8_bytes"] for r in rows] == [432, 2_304, 2_304, 9_216, 36_864]  # 9 * in_c * out_c
+    assert {r["tile"] for r in rows} == {"F(2x2,3x3)"}
     assert main(["validate", str(ic), "--winograd", "-n", "2"]) == 0
     assert "result: match" in capsys.readouterr().out
 

@@ -86,6 +86,8 @@ def flash_reads(op: Op, g: Graph) -> int:
       (copied to the assembly's frame on the stack: the MAC loop reads them there);
     * depthwise_conv2d_s8: per output pixel every weight and bias/multiplier/shift word;
     * add_lut_s8: two table entries per output element; add_lut_staged_s8: the tables once;
+    * conv2d_wino_s8 / conv2d_wino1d_s8: the transformed weights once per register block of
+      tiles, the rq table once per tile (passes/lower/conv_wino.py wino_weight_passes);
     * every other kernel: each constant once (one pass over the weights: FULLY_CONNECTED at
       batch 1, tables of a few hundred bytes)."""
     consts = _consts(op, g)
@@ -100,6 +102,11 @@ def flash_reads(op: Op, g: Graph) -> int:
         return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * 40
     if k == "depthwise_conv2d_s8":
         return int(a["batches"]) * int(a["out_h"]) * int(a["out_w"]) * once
+    if k in ("conv2d_wino_s8", "conv2d_wino1d_s8"):
+        from stm32ai.passes.lower.conv_wino import wino_weight_passes
+
+        passes, tiles = wino_weight_passes(a)
+        return passes * _nbytes(g, op.inputs[1]) + tiles * _nbytes(g, op.inputs[2])
     if k == "add_lut_s8" and len(consts) == 2:
         per = 2 if g.tensors[consts[0]].dtype == "int16" else 4
         return 2 * per * _elements(g, op)

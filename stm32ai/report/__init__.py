@@ -40,6 +40,9 @@ class Report:
     memory: dict[str, Any] | None = field(default=None)  # the plan per pool (report/memory_map.py)
     state_bytes: int = 0  # persistent variable tensors (LSTM, SVDF): the instance's state area, RAM
     flash: dict[str, Any] | None = field(default=None)  # weights bytes read per inference, staging (flash_report)
+    # layers on a Winograd kernel: tile, transformed weights' bytes vs their int8 filter
+    # (passes/lower/conv_wino.py winograd_choices); empty without --winograd / a "wino" variant
+    winograd: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,6 +50,7 @@ class Report:
 
 def build_report(c: Compiled) -> Report:
     from stm32ai.graphjson import activation_pools
+    from stm32ai.passes.lower.conv_wino import winograd_choices
     from stm32ai.report.memory_map import memory_map
 
     g = c.graph
@@ -80,6 +84,7 @@ def build_report(c: Compiled) -> Report:
         state_bytes=max((-(-(st["offset"] + st["size"]) // 8) * 8 for st in c.doc["stm32ai"]["storage"]
                          if st["pool"] == "state"), default=0),
         flash=flash_report(c, pools["weights"]["size"]),
+        winograd=winograd_choices(g),
     )
 
 

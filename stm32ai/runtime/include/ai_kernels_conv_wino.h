@@ -35,6 +35,18 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                        const int32_t *rq, int8_t *output, void *scratch);
 int32_t ai_conv2d_wino_s8_scratch_size(const ai_conv2d_wino_s8_params *p);
 
+/* int8 CONV_2D 1x3 or 3x1, stride 1, dilation 1, by exact integer Winograd F(2, 3) along the
+ * kernel's axis (k_w == 3: along the width). Per tile of 2 outputs: V = B^T d (4 values per
+ * input channel, |V| <= 510), M[pos] = sum_ic U'[oc][pos][ic] V[pos][ic] with U' = G' g laid
+ * out as int16 [out_c][4][in_cp]; A^T M is exactly 2x TFLite's accumulator without bias, so
+ * >> 1 is exact; rq and the output stage as above. Scratch: ai_conv2d_wino1d_s8_scratch_size()
+ * bytes (a pad pixel and a block of up to 16 tiles' V). Not in-place. */
+typedef ai_conv2d_wino_s8_params ai_conv2d_wino1d_s8_params;
+
+void ai_conv2d_wino1d_s8(const ai_conv2d_wino1d_s8_params *p, const int8_t *input, const int16_t *weights,
+                         const int32_t *rq, int8_t *output, void *scratch);
+int32_t ai_conv2d_wino1d_s8_scratch_size(const ai_conv2d_wino1d_s8_params *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,9 +6,10 @@
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
-/* Tiles transformed per block: the scratch holds their V; output channel pairs then sweep the
- * block two tiles at a time (a 2 channel x 2 tile register block: 4 loads, 4 SMLAD per pair of
- * input channels). */
+/* Tiles transformed per block: the scratch holds their V, in quads of 4 tiles interleaved per
+ * input channel pair ([quad][pos][in_cp / 2][4 tiles][2]); output channel pairs then sweep the
+ * block a quad at a time (a 2 channel x 4 tile register block: 6 loads, 8 SMLAD per pair of
+ * input channels; each transformed weight is loaded once per quad). */
 #define AI_WINO_TB 8
 
 static inline int32_t wino_in_cp(const ai_conv2d_wino_s8_params *p) { return (p->in_c + 1) & ~1; }
@@ -19,16 +20,17 @@ static inline int32_t wino_tb(const ai_conv2d_wino_s8_params *p) {
 }
 
 int32_t ai_conv2d_wino_s8_scratch_size(const ai_conv2d_wino_s8_params *p) {
-  return wino_pad_bytes(p) + wino_tb(p) * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
+  return wino_pad_bytes(p) + (wino_tb(p) + 3) / 4 * 4 * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
 }
 
 /* V = B^T d B of one tile, every input channel, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
- * v[pos * in_cp + c], pos = 4 * row + col. src[k]: the pixel of window position k (the pad
+ * v[pos * ps + (c / 2) * cs + c % 2], pos = 4 * row + col (ps, cs: the position and channel
+ * pair strides of the quad layout). src[k]: the pixel of window position k (the pad
  * pixel, all pad_value, outside the image). d = x - zp is linear, and B^T 1 B is 4 at (1, 1)
  * and 0 elsewhere, so V = B^T x B - 4 zp e_(1,1): one subtraction instead of 16. */
-static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t in_cp, int32_t zp, int16_t *v) {
+static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t ps, int32_t cs, int32_t zp, int16_t *v) {
   const int32_t zp4 = 4 * zp;
-  const int32_t s1 = in_cp, s2 = 2 * in_cp, s3 = 3 * in_cp;
+  const int32_t s1 = ps, s2 = 2 * ps, s3 = 3 * ps;
   for (int32_t c = 0; c < in_c; c++) {
 #define X(k) ((int32_t)src[k][c])
     /* rows of B^T x, column by column */
@@ -37,18 +39,18 @@ static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t in_c
     const int32_t c0 = X(8) - X(4), c1 = X(9) - X(5), c2 = X(10) - X(6), c3 = X(11) - X(7);
     const int32_t e0 = X(4) - X(12), e1 = X(5) - X(13), e2 = X(6) - X(14), e3 = X(7) - X(15);
 #undef X
-    int16_t *o = v + c;
+    int16_t *o = v + (c >> 1) * cs + (c & 1);
     o[0] = (int16_t)(a0 - a2), o[s1] = (int16_t)(a1 + a2), o[s2] = (int16_t)(a2 - a1), o[s3] = (int16_t)(a1 - a3);
-    o += 4 * in_cp;
+    o += 4 * ps;
     o[0] = (int16_t)(b0 - b2), o[s1] = (int16_t)(b1 + b2 - zp4), o[s2] = (int16_t)(b2 - b1);
     o[s3] = (int16_t)(b1 - b3);
-    o += 4 * in_cp;
+    o += 4 * ps;
     o[0] = (int16_t)(c0 - c2), o[s1] = (int16_t)(c1 + c2), o[s2] = (int16_t)(c2 - c1), o[s3] = (int16_t)(c1 - c3);
-    o += 4 * in_cp;
+    o += 4 * ps;
     o[0] = (int16_t)(e0 - e2), o[s1] = (int16_t)(e1 + e2), o[s2] = (int16_t)(e2 - e1), o[s3] = (int16_t)(e1 - e3);
   }
   if (in_c & 1) {
-    for (int pos = 0; pos < 16; pos++) v[pos * in_cp + in_c] = 0;
+    for (int pos = 0; pos < 16; pos++) v[pos * ps + (in_c >> 1) * cs + 1] = 0; /* channel in_c: odd */
   }
 }
 
@@ -58,11 +60,11 @@ static inline uint32_t ld2(const int16_t *p) {
   return x;
 }
 
-/* m[j][pos] for j = 2 * channel + tile: the 16 transformed-domain sums of 2 output channels
- * (u0, u1: [16][in_cp]) x 2 tiles (v0, v1: [16][in_cp]). */
+/* m[j][pos] for j = 2 * channel + tile: the npos transformed-domain sums of 2 output channels
+ * (u0, u1: [npos][in_cp]) x 2 tiles (v0, v1: [npos][in_cp]); m rows are npos long. */
 static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, const int16_t *v1, int32_t in_cp,
-                       int32_t m[4][16]) {
-  for (int pos = 0; pos < 16; pos++) {
+                       int npos, int32_t *m) {
+  for (int pos = 0; pos < npos; pos++) {
     int32_t a = 0, b = 0, c = 0, d = 0;
     const int16_t *pu0 = u0 + pos * in_cp, *pu1 = u1 + pos * in_cp;
     const int16_t *pv0 = v0 + pos * in_cp, *pv1 = v1 + pos * in_cp;
@@ -74,7 +76,31 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
       c = smlad(x1, y0, c);
       d = smlad(x1, y1, d);
     }
-    m[0][pos] = a, m[1][pos] = b, m[2][pos] = c, m[3][pos] = d;
+    m[pos] = a, m[npos + pos] = b, m[2 * npos + pos] = c, m[3 * npos + pos] = d;
+  }
+}
+
+/* m[4 * channel + tile][pos]: the 16 transformed-domain sums of an output channel pair (u:
+ * [16][np][2 channels][2]) x a quad of tiles (v: [16][np][4 tiles][2]), np input channel pairs.
+ * Per pair: 2 weight words and 4 input words loaded, 8 SMLAD. */
+static void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m[8][16]) {
+  const int16_t *pu = u, *pv = v; /* both run on from one position to the next */
+  for (int pos = 0; pos < 16; pos++) {
+    int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    for (int32_t k = np; k > 0; k--) {
+      const uint32_t x0 = ld2(pu), x1 = ld2(pu + 2);
+      uint32_t y = ld2(pv);
+      a0 = smlad(x0, y, a0), b0 = smlad(x1, y, b0);
+      y = ld2(pv + 2);
+      a1 = smlad(x0, y, a1), b1 = smlad(x1, y, b1);
+      y = ld2(pv + 4);
+      a2 = smlad(x0, y, a2), b2 = smlad(x1, y, b2);
+      y = ld2(pv + 6);
+      a3 = smlad(x0, y, a3), b3 = smlad(x1, y, b3);
+      pu += 4, pv += 8;
+    }
+    m[0][pos] = a0, m[1][pos] = a1, m[2][pos] = a2, m[3][pos] = a3;
+    m[4][pos] = b0, m[5][pos] = b1, m[6][pos] = b2, m[7][pos] = b3;
   }
 }
 
@@ -89,9 +115,9 @@ typedef struct {
   int32_t fold, off, lo, hi;
 } wino_os_t;
 
-static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os) {
-  /* y4 is exactly 4x TFLite's sum (the lowering's proof keeps it an int32): >> 2 is exact */
-  const int32_t acc = ai_wadd(q[0], y4 >> 2);
+/* acc: TFLite's accumulator without bias; + bias, requantisation, clamp (conv2d_s8's stage) */
+static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_t *os) {
+  const int32_t acc = ai_wadd(q[0], acc0);
   int32_t v;
   if (os->fold) {
     v = ssat8(rq_fold(acc, q[1], q[2], q[3]));
@@ -101,27 +127,39 @@ static inline int8_t wino_out(const int32_t *q, int32_t y4, const wino_os_t *os)
   return clamp8(v, os->lo, os->hi);
 }
 
-/* A^T M A (A^T = [1 1 1 0; 0 1 -1 -1]), then the output stage; o: the tile's top-left output
- * of this channel, nx/ny: its columns/rows inside the image (1 or 2). */
-static void wino_tile_out(const int32_t m[16], const int32_t *q, int8_t *o, int32_t row_stride, int32_t col_stride,
-                          int nx, int ny, wino_os_t os) {
-  int32_t r0[4], r1[4];
-  for (int j = 0; j < 4; j++) {
-    r0[j] = wa(wa(m[j], m[4 + j]), m[8 + j]);
-    r1[j] = ws(ws(m[4 + j], m[8 + j]), m[12 + j]);
+/* One output channel over the ntq tiles of a quad (m[t]: tile t's 16 sums): A^T M A, the exact
+ * >> 2, + bias, requantisation, clamp. `fold` is a constant at each call (the compiler makes
+ * two copies): the channel's rq row and the clamp bounds stay in registers across the tiles.
+ * o: tile 0's top-left output; ox: its column; w: out_w. */
+static inline void wino_quad_out(const int32_t (*m)[16], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+                                 int32_t cs, int32_t ox, int32_t w, int ny, const wino_os_t *os, const int fold) {
+  const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
+#define WINO_OUT(y)                                                                                   \
+  clamp8(fold ? ssat8(rq_fold(ai_wadd(bias, (y) >> 2), mul, q2, q3))                                \
+              : ai_wadd(ai_requant(ai_wadd(bias, (y) >> 2), mul, q2), off),                         \
+         lo, hi)
+  for (int32_t t = 0; t < ntq; t++, o += 2 * cs, ox += 2) {
+    const int32_t *mm = m[t];
+    int32_t r0[4], r1[4];
+    for (int j = 0; j < 4; j++) {
+      r0[j] = wa(wa(mm[j], mm[4 + j]), mm[8 + j]);
+      r1[j] = ws(ws(mm[4 + j], mm[8 + j]), mm[12 + j]);
+    }
+    const int nx = ox + 1 < w;
+    o[0] = WINO_OUT(wa(wa(r0[0], r0[1]), r0[2]));
+    if (nx) o[cs] = WINO_OUT(ws(ws(r0[1], r0[2]), r0[3]));
+    if (ny > 1) {
+      o[row_stride] = WINO_OUT(wa(wa(r1[0], r1[1]), r1[2]));
+      if (nx) o[row_stride + cs] = WINO_OUT(ws(ws(r1[1], r1[2]), r1[3]));
+    }
   }
-  o[0] = wino_out(q, wa(wa(r0[0], r0[1]), r0[2]), &os);
-  if (nx > 1) o[col_stride] = wino_out(q, ws(ws(r0[1], r0[2]), r0[3]), &os);
-  if (ny > 1) {
-    o[row_stride] = wino_out(q, wa(wa(r1[0], r1[1]), r1[2]), &os);
-    if (nx > 1) o[row_stride + col_stride] = wino_out(q, ws(ws(r1[1], r1[2]), r1[3]), &os);
-  }
+#undef WINO_OUT
 }
 
 void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, const int16_t *weights,
                        const int32_t *rq, int8_t *output, void *scratch) {
-  const int32_t in_cp = wino_in_cp(p), in_c = p->in_c, out_c = p->out_c;
-  const int32_t tsz = 16 * in_cp, tb = wino_tb(p);
+  const int32_t in_cp = wino_in_cp(p), np = in_cp >> 1, in_c = p->in_c, out_c = p->out_c;
+  const int32_t ps = 4 * in_cp, qsz = 16 * ps, usz = 32 * in_cp, tb = wino_tb(p);
   int8_t *pad = (int8_t *)scratch;
   int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
   memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
@@ -133,9 +171,14 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
       const int ny = oy + 1 < p->out_h ? 2 : 1;
       for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
-        /* this block's tiles: ox0, ox0 + 2, ... */
-        const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb;
-        for (int32_t t = 0; t < nt; t++) {
+        /* this block's tiles: ox0, ox0 + 2, ...; a last partial quad is zero-filled */
+        const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb, nq = (nt + 3) / 4;
+        for (int32_t t = 0; t < 4 * nq; t++) {
+          int16_t *vt = v + (t >> 2) * qsz + (t & 3) * 2;
+          if (t >= nt) {
+            for (int32_t k = 0; k < 16 * np; k++) vt[8 * k] = 0, vt[8 * k + 1] = 0;
+            continue;
+          }
           const int8_t *src[16];
           const int32_t iy0 = oy - p->pad[0], ix0 = ox0 + 2 * t - p->pad[1];
           for (int i = 0; i < 4; i++) {
@@ -146,7 +189,91 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
-          wino_tile_in(src, in_c, in_cp, p->pad_value, v + t * tsz);
+          wino_tile_in(src, in_c, ps, 8, p->pad_value, vt);
+        }
+        for (int32_t oc = 0; oc < out_c; oc += 2) {
+          const int two_c = oc + 1 < out_c; /* odd last channel: its pair's second one is zero */
+          const int16_t *u = weights + (size_t)(oc >> 1) * (size_t)usz;
+          for (int32_t q = 0; q < nq; q++) {
+            int32_t m[8][16];
+            wino_dot24(u, v + q * qsz, np, m);
+            const int32_t ntq = nt - 4 * q < 4 ? nt - 4 * q : 4, ox = ox0 + 8 * q;
+            int8_t *o = out_b + (size_t)oy * (size_t)row_stride + (size_t)ox * (size_t)out_c + (size_t)oc;
+            const int32_t *qc = rq + 4 * oc;
+            if (os.fold) {
+              wino_quad_out(m, ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+              if (two_c) wino_quad_out(m + 4, ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+            } else {
+              wino_quad_out(m, ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 0);
+              if (two_c) wino_quad_out(m + 4, ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- F(2, 3): 1x3 and 3x1 kernels (1-D, along the kernel's axis) --------------------------
+ * Per tile of 2 outputs along the axis: V = B^T d (4 values per input channel), M[pos] =
+ * sum_ic U'[pos] V[pos] with U' = G' g (G' = 2G), A^T M = 2x TFLite's sum: >> 1 is exact. */
+#define AI_WINO1_TB 16 /* tiles transformed per block */
+
+static inline int wino1_along_w(const ai_conv2d_wino1d_s8_params *p) { return p->k_w == 3; }
+static inline int32_t wino1_tb(const ai_conv2d_wino1d_s8_params *p) {
+  const int32_t tx = ((wino1_along_w(p) ? p->out_w : p->out_h) + 1) / 2;
+  return tx < AI_WINO1_TB ? tx : AI_WINO1_TB;
+}
+
+int32_t ai_conv2d_wino1d_s8_scratch_size(const ai_conv2d_wino1d_s8_params *p) {
+  return wino_pad_bytes(p) + wino1_tb(p) * 4 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
+}
+
+/* V = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; B^T 1 = (0, 2, 0, 0): the zero
+ * point is subtracted once, at position 1. v[pos * in_cp + c]. */
+static void wino1_tile_in(const int8_t *const src[4], int32_t in_c, int32_t in_cp, int32_t zp, int16_t *v) {
+  const int32_t zp2 = 2 * zp;
+  for (int32_t c = 0; c < in_c; c++) {
+    const int32_t x0 = src[0][c], x1 = src[1][c], x2 = src[2][c], x3 = src[3][c];
+    v[c] = (int16_t)(x0 - x2);
+    v[in_cp + c] = (int16_t)(x1 + x2 - zp2);
+    v[2 * in_cp + c] = (int16_t)(x2 - x1);
+    v[3 * in_cp + c] = (int16_t)(x1 - x3);
+  }
+  if (in_c & 1) {
+    for (int pos = 0; pos < 4; pos++) v[pos * in_cp + in_c] = 0;
+  }
+}
+
+void ai_conv2d_wino1d_s8(const ai_conv2d_wino1d_s8_params *p, const int8_t *input, const int16_t *weights,
+                         const int32_t *rq, int8_t *output, void *scratch) {
+  const int32_t in_cp = wino_in_cp(p), in_c = p->in_c, out_c = p->out_c;
+  const int32_t tsz = 4 * in_cp, tb = wino1_tb(p);
+  const int along_w = wino1_along_w(p);
+  const int32_t walk = along_w ? p->out_w : p->out_h, lines = along_w ? p->out_h : p->out_w;
+  const int32_t pad_a = along_w ? p->pad[1] : p->pad[0], pad_l = along_w ? p->pad[0] : p->pad[1];
+  const int32_t step = along_w ? out_c : p->out_w * out_c; /* next output along the axis */
+  int8_t *pad = (int8_t *)scratch;
+  int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
+  memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
+  const wino_os_t os = {p->rq_fold, p->out_offset, p->act_min, p->act_max};
+  for (int32_t b = 0; b < p->batches; b++) {
+    const int8_t *in_b = input + (size_t)b * (size_t)(p->in_h * p->in_w * in_c);
+    int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
+    for (int32_t l = 0; l < lines; l++) {
+      const int32_t il = l - pad_l;
+      for (int32_t o0 = 0; o0 < walk; o0 += 2 * tb) {
+        const int32_t rest = (walk - o0 + 1) / 2, nt = rest < tb ? rest : tb;
+        for (int32_t t = 0; t < nt; t++) {
+          const int8_t *src[4];
+          for (int j = 0; j < 4; j++) {
+            const int32_t ia = o0 + 2 * t + j - pad_a;
+            const int32_t iy = along_w ? il : ia, ix = along_w ? ia : il;
+            src[j] = (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w)
+                         ? in_b + ((size_t)iy * (size_t)p->in_w + (size_t)ix) * (size_t)in_c
+                         : pad;
+          }
+          wino1_tile_in(src, in_c, in_cp, p->pad_value, v + t * tsz);
         }
         for (int32_t oc = 0; oc < out_c; oc += 2) {
           const int two_c = oc + 1 < out_c;
@@ -154,16 +281,17 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
           const int16_t *u1 = two_c ? u0 + tsz : u0; /* odd last channel: computed twice, stored once */
           for (int32_t t = 0; t < nt; t += 2) {
             const int two_t = t + 1 < nt;
-            int32_t m[4][16];
-            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, m);
+            int32_t m[4][4];
+            wino_dot22(u0, u1, v + t * tsz, v + (two_t ? t + 1 : t) * tsz, in_cp, 4, &m[0][0]);
             for (int j = 0; j < 4; j++) {
               const int32_t ci = j >> 1, ti = j & 1;
               if ((ci && !two_c) || (ti && !two_t)) continue;
-              const int32_t ox = ox0 + 2 * (t + ti);
-              const int nx = ox + 1 < p->out_w ? 2 : 1;
-              wino_tile_out(m[j], rq + 4 * (oc + ci), out_b + (size_t)oy * (size_t)row_stride +
-                                                          (size_t)ox * (size_t)out_c + (size_t)(oc + ci),
-                            row_stride, out_c, nx, ny, os);
+              const int32_t o = o0 + 2 * (t + ti), oy = along_w ? l : o, ox = along_w ? o : l;
+              const int32_t *q = rq + 4 * (oc + ci);
+              int8_t *dst = out_b + ((size_t)oy * (size_t)p->out_w + (size_t)ox) * (size_t)out_c + (size_t)(oc + ci);
+              /* A^T M, A^T = [1 1 1 0; 0 1 -1 -1]: 2x TFLite's sums (proved int32), >> 1 exact */
+              dst[0] = wino_out_acc(q, wa(wa(m[j][0], m[j][1]), m[j][2]) >> 1, &os);
+              if (o + 1 < walk) dst[step] = wino_out_acc(q, ws(ws(m[j][1], m[j][2]), m[j][3]) >> 1, &os);
             }
           }
         }
