@@ -102,18 +102,12 @@ def _tuning_table(args: argparse.Namespace) -> Any:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """`stm32ai tune MODEL --board B [-o table.json]`: the tuner stage (stm32ai/tune.py)."""
-    from stm32ai.boards import load_board
-    from stm32ai.estimate.estimate import check_estimable
     from stm32ai.outputs import check_output_file
-    from stm32ai.project.run import check_toolchain
     from stm32ai.tune import render_choices, tune
 
     path = _model_path(args.model)
     out = Path(args.output or f"{path.stem}_{args.board}.tuning.json")
     check_output_file(str(out), "-o")
-    board = load_board(args.board)
-    check_estimable(board)
-    check_toolchain()
     res = tune(path, args.board, optimization=args.optimization,
                cache=Path(args.cache_dir) / "tune" if args.cache_dir else None,
                progress=lambda s: print(s, file=sys.stderr, flush=True))

@@ -138,6 +138,12 @@ def tune(path: Path, board_id: str, *, optimization: str = "balanced",
     """The tuning table of the model at `path` on `board_id` (see the module docstring).
     `measure` is the build-and-estimate step (a test may give a fake one)."""
     board = load_board(board_id)
+    if measure is _measure:     # refuse a board without a core/memory model before any build (one line)
+        from stm32ai.estimate.estimate import check_estimable
+        from stm32ai.project.run import check_toolchain
+
+        check_estimable(board)
+        check_toolchain()
     if optimization == "ram":
         raise Stm32aiError("tune: --optimization ram keeps int8 weights on every layer (nothing to tune)")
     cache = cache_dir() if cache is None else cache
