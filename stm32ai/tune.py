@@ -114,7 +114,9 @@ def _cache_file(cache: Path, sig: str) -> Path:
     return cache / f"{sig}.json"
 
 
-def _read_cache(cache: Path, sig: str) -> dict[str, Measured] | None:
+def _read_cache(cache: Path | None, sig: str) -> dict[str, Measured] | None:
+    if cache is None:
+        return None
     try:
         doc = json.loads(_cache_file(cache, sig).read_text())
         return {v: Measured(**m) for v, m in doc["measured"].items()}
@@ -122,13 +124,19 @@ def _read_cache(cache: Path, sig: str) -> dict[str, Measured] | None:
         return None     # absent or unreadable: measured again
 
 
-def _write_cache(cache: Path, sig: str, key: str, measured: dict[str, Measured]) -> None:
-    cache.mkdir(parents=True, exist_ok=True)
+def _write_cache(cache: Path | None, sig: str, key: str, measured: dict[str, Measured]) -> None:
+    """Atomic (rename of a complete file); an unwritable cache only costs the next run time."""
+    if cache is None:
+        return
     f = _cache_file(cache, sig)
     tmp = f.with_name(f".{f.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"key": key, "measured": {v: asdict(m) for v, m in sorted(measured.items())}},
-                              indent=1) + "\n")
-    tmp.replace(f)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": key, "measured": {v: asdict(m) for v, m in sorted(measured.items())}},
+                                  indent=1) + "\n")
+        tmp.replace(f)
+    except OSError:
+        pass
 
 
 def tune(path: Path, board_id: str, *, optimization: str = "balanced",
@@ -146,7 +154,7 @@ def tune(path: Path, board_id: str, *, optimization: str = "balanced",
         check_toolchain()
     if optimization == "ram":
         raise Stm32aiError("tune: --optimization ram keeps int8 weights on every layer (nothing to tune)")
-    cache = cache_dir() if cache is None else cache
+    cache = cache_dir() if cache is None else cache      # still None: STM32AI_CACHE_DIR=off
     base = compile_for_board(path, "network", board_id, optimization=optimization)
     keys = sorted({op.tune_key for op in base.graph.ops if op.tune_key is not None})
     table = TuningTable(board=board.id, core=board.core, tool=tool_hash(), variants=variants,

@@ -163,9 +163,12 @@ def forced(variant: str, keys: list[str], board: str, core: str) -> TuningTable:
                        layers={k: {"variant": variant} for k in keys})
 
 
-def cache_dir() -> Path:
-    """$STM32AI_CACHE_DIR/tune, else $XDG_CACHE_HOME/stm32ai/tune, else ~/.cache/stm32ai/tune."""
+def cache_dir() -> Path | None:
+    """$STM32AI_CACHE_DIR/tune, else $XDG_CACHE_HOME/stm32ai/tune, else ~/.cache/stm32ai/tune
+    (validate/host.py's convention); None with STM32AI_CACHE_DIR=off (nothing cached)."""
     base = os.environ.get("STM32AI_CACHE_DIR")
+    if base == "off":
+        return None
     if base:
         return Path(base) / "tune"
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
