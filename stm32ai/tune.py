@@ -142,16 +142,17 @@ def _write_cache(cache: Path | None, sig: str, key: str, measured: dict[str, Mea
 def tune(path: Path, board_id: str, *, optimization: str = "balanced",
          variants: tuple[str, ...] = CONV_VARIANTS, cache: Path | None = None,
          progress: Callable[[str], None] = lambda s: None,
-         measure: Callable[..., tuple[dict[str, Measured], int, int]] = _measure) -> TuneResult:
+         measure: Callable[..., tuple[dict[str, Measured], int, int]] | None = None) -> TuneResult:
     """The tuning table of the model at `path` on `board_id` (see the module docstring).
-    `measure` is the build-and-estimate step (a test may give a fake one)."""
+    `measure` is the build-and-estimate step (default `_measure`; a test may give a fake one)."""
     board = load_board(board_id)
-    if measure is _measure:     # refuse a board without a core/memory model before any build (one line)
+    if measure is None:     # refuse a board without a core/memory model before any build (one line)
         from stm32ai.estimate.estimate import check_estimable
         from stm32ai.project.run import check_toolchain
 
         check_estimable(board)
         check_toolchain()
+        measure = _measure
     if optimization == "ram":
         raise Stm32aiError("tune: --optimization ram keeps int8 weights on every layer (nothing to tune)")
     cache = cache_dir() if cache is None else cache      # still None: STM32AI_CACHE_DIR=off

@@ -145,6 +145,22 @@ def test_tune_cli_refuses_in_one_line(tmp_path, capsys):
     assert "is not a tuning table" in capsys.readouterr().err
 
 
+def test_generate_autotune_runs_the_tuner_then_compiles_with_its_table(tmp_path, capsys, monkeypatch):
+    import stm32ai.tune
+    from stm32ai.cli import main
+
+    calls: list[str] = []
+    monkeypatch.setenv("STM32AI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stm32ai.tune, "_measure", _fake({"int8": 1000, "int16": 1100, "wino": 500}, calls))
+    out = tmp_path / "c"
+    assert main(["generate", str(TWO), "--board", BOARD, "--c-only", "--autotune", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert calls == ["int8", "int16", "wino"] and "tune [3/3] wino on 1 layers" in err
+    src = (out / "network.c").read_text()
+    # stride 1: Winograd (fastest); stride 2: int8 (faster than int16 in the fake)
+    assert "conv2d_wino_s8" in src and "conv2d_s8" in src
+
+
 @pytest.mark.slow
 def test_real_tuner_on_a_fixture(tmp_path, capsys):
     """Builds and estimates every candidate (3 firmware builds, ~1 min): the table's choice is the
