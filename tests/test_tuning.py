@@ -187,3 +187,14 @@ def test_real_tuner_on_a_fixture(tmp_path, capsys):
     assert "result: match" in capsys.readouterr().out
     assert main(["analyze", str(TWO), "--board", BOARD, "--tuning", str(out)]) == 0
     assert "tuning table (nucleo-l4r5zi" in capsys.readouterr().out
+
+
+def test_bench_labels_the_autotuned_row():
+    from bench.__main__ import estimate_table
+
+    e = {"board": BOARD, "estimated_cycles": 100, "estimated_ms": 1.0, "cpi": 1.0, "flash_bytes_read": 0,
+         "xcube_cycles": 200, "est_vs_xcube": 0.5, "best_cycles": 150, "best_by": "x", "est_vs_best": 0.667,
+         "trace_s": 1, "model": "m", "uncertainty": 0.15}
+    md = estimate_table([{"stem": "ic", "estimates": [e, {**e, "autotuned": True,
+                                                          "choices": {"a": "wino", "b": "int16", "c": "int16"}}]}])
+    assert "| ic | nucleo-l4r5zi | 100 |" in md and "| ic autotuned (int16, wino) | nucleo-l4r5zi | 100 |" in md
