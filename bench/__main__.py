@@ -86,16 +86,14 @@ def published_per_board(text: str | None = None) -> dict[str, dict[str, dict[str
 
 
 def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
-                    published: dict[str, dict[str, dict[str, Any]]]) -> None:
+                    published: dict[str, dict[str, dict[str, Any]]], autotune: bool = False) -> None:
     """Estimated cycles (stm32ai.estimate: the real firmware through the board's core and memory
-    model) on every board with published figures for this model and a core model, with ratios."""
+    model) on every board with published figures for this model and a core model, with ratios.
+    autotune: also a row for the firmware compiled with the tuner's table for that board
+    (stm32ai tune, cached per layer signature; docs/tuning.md)."""
     from stm32ai.boards import load_board
     from stm32ai.errors import Stm32aiError
-    from stm32ai.estimate.estimate import CORE_MODELS, estimate_project
-    from stm32ai.pipeline import compile_for_board
-    from stm32ai.project.build import generate_firmware_project
-    from stm32ai.project.spec import Pools, ProjectModel
-    from stm32ai.validate.vectors import test_vector
+    from stm32ai.estimate.estimate import CORE_MODELS
 
     for bid, per_model in published.items():
         pub = per_model.get(path.stem)
@@ -107,25 +105,44 @@ def bench_estimates(row: dict[str, Any], path: Path, c: Any, workdir: Path,
             continue                                  # no board file yet (NUCLEO-H7A3ZI-Q)
         if board.core not in CORE_MODELS:
             continue
-        e: dict[str, Any] = {"board": bid, **pub}
-        try:
-            # the firmware `generate --board B` makes: weights staged for B's flash, or copied to RAM
-            # at boot where that pays (pipeline.compile_for_board, docs/flash_staging.md)
-            cb = compile_for_board(path, "network", bid)
-            proj = workdir / f"est-{bid}"
-            generate_firmware_project(proj, board, [ProjectModel("network", cb, test_vector(path, cb, expected=False),
-                                                                 path.name)], Pools(None, cb.weights_pool or None))
-            est = estimate_project(proj, board)
-        except Stm32aiError as ex:
-            e["status"] = f"error: {ex}"
-            row.setdefault("estimates", []).append(e)
-            continue
-        e.update(estimated_cycles=est.cycles, estimated_ms=round(est.ms, 3), cpi=round(est.cpi, 3),
-                 instructions=est.instructions, flash_bytes_read=est.flash_bytes_read, model=est.model,
-                 uncertainty=est.uncertainty, trace_s=round(est.trace_seconds, 1),
-                 est_vs_xcube=round(est.cycles / pub["xcube_cycles"], 3) if pub.get("xcube_cycles") else None,
-                 est_vs_best=round(est.cycles / pub["best_cycles"], 3))
-        row.setdefault("estimates", []).append(e)
+        for tuned in (False, True) if autotune else (False,):
+            row.setdefault("estimates", []).append(_estimate_row(path, c, workdir, board, pub, tuned))
+
+
+def _estimate_row(path: Path, c: Any, workdir: Path, board: Any, pub: dict[str, Any], tuned: bool) -> dict[str, Any]:
+    from stm32ai.errors import Stm32aiError
+    from stm32ai.estimate.estimate import estimate_project
+    from stm32ai.pipeline import compile_for_board
+    from stm32ai.project.build import generate_firmware_project
+    from stm32ai.project.spec import Pools, ProjectModel
+    from stm32ai.validate.vectors import test_vector
+
+    bid = board.id
+    e: dict[str, Any] = {"board": bid, **pub}
+    try:
+        tuning = None
+        if tuned:
+            from stm32ai.tune import tune
+
+            table = tune(path, bid, progress=lambda s: print(f"bench: {s}", file=sys.stderr, flush=True)).table
+            tuning = table.choices()
+            e.update(autotuned=True, choices=tuning)
+        # the firmware `generate --board B` makes: weights staged for B's flash, or copied to RAM
+        # at boot where that pays (pipeline.compile_for_board, docs/flash_staging.md)
+        cb = compile_for_board(path, "network", bid, tuning=tuning)
+        proj = workdir / f"est-{bid}{'-tuned' if tuned else ''}"
+        generate_firmware_project(proj, board, [ProjectModel("network", cb, test_vector(path, cb, expected=False),
+                                                             path.name)], Pools(None, cb.weights_pool or None))
+        est = estimate_project(proj, board)
+    except Stm32aiError as ex:
+        e["status"] = f"error: {ex}"
+        return e
+    e.update(estimated_cycles=est.cycles, estimated_ms=round(est.ms, 3), cpi=round(est.cpi, 3),
+             instructions=est.instructions, flash_bytes_read=est.flash_bytes_read, model=est.model,
+             uncertainty=est.uncertainty, trace_s=round(est.trace_seconds, 1),
+             est_vs_xcube=round(est.cycles / pub["xcube_cycles"], 3) if pub.get("xcube_cycles") else None,
+             est_vs_best=round(est.cycles / pub["best_cycles"], 3))
+    return e
 
 
 # Rows of BASELINES.md's second table (published results on real STM32 hardware) -> model stem.
@@ -239,7 +256,8 @@ def _build_run(args: SimpleNamespace, c: Any, proj: Path, board: Any) -> tuple[P
 def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile: bool = True,
                 boards: list[str] | None = None, m7: bool = True, m33: bool = True,
                 published: dict[str, dict[str, dict[str, Any]]] | None = None,
-                memory_of: str | None = None, m0: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                memory_of: str | None = None, m0: dict[str, dict[str, Any]] | None = None,
+                autotune: bool = False) -> dict[str, Any]:
     """memory_of: compile as for that board's flash (staging choices, weights budget)."""
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
@@ -310,7 +328,7 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     if m0 is not None:   # the emulated Cortex-M0 (bench/armv6m.py); m0 = published G0B1RE cycles
         bench_m0(row, path, workdir / "m0", _build_run, m0)
     if published:
-        bench_estimates(row, path, c, workdir, published)
+        bench_estimates(row, path, c, workdir, published, autotune)
     if profile and row["status"] == "ok":
         try:
             _, pout = _build_run(SimpleNamespace(**{**vars(args), "profile": True}), c, workdir / "prof", board)
@@ -461,11 +479,11 @@ def estimate_table(rows: list[dict[str, Any]]) -> str:
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, e in est:
         if "estimated_cycles" not in e:
-            out.append(f"| {r['stem']} | {e['board']} | {e.get('status', '?')} | | | | | | | | |")
+            out.append(f"| {_est_label(r, e)} | {e['board']} | {e.get('status', '?')} | | | | | | | | |")
             continue
         xc = f"{e['xcube_cycles']:,}" if e.get("xcube_cycles") else "—"
         vs = f"{e['est_vs_xcube']:.3f}" if e.get("est_vs_xcube") else "—"
-        out.append(f"| {r['stem']} | {e['board']} | {e['estimated_cycles']:,} | {e['estimated_ms']:.2f} "
+        out.append(f"| {_est_label(r, e)} | {e['board']} | {e['estimated_cycles']:,} | {e['estimated_ms']:.2f} "
                    f"| {e['cpi']:.2f} | {e['flash_bytes_read']:,} | {xc} | {vs} "
                    f"| {e['best_cycles']:,} ({e['best_by']}) | {e['est_vs_best']:.3f} | {e['trace_s']} |")
     # every board's model by name (each core has its own model and stated uncertainty)
@@ -476,6 +494,13 @@ def estimate_table(rows: list[dict[str, Any]]) -> str:
                "Published: real silicon, ../shared/BASELINES.md third table (MLPerf Tiny results, cycles = "
                "latency x clock).\n")
     return "\n".join(out) + "\n"
+
+
+def _est_label(r: dict[str, Any], e: dict[str, Any]) -> str:
+    if not e.get("autotuned"):
+        return str(r["stem"])
+    picks = sorted(set(e.get("choices", {}).values()))
+    return f"{r['stem']} autotuned ({', '.join(picks) or 'nothing tunable'})"
 
 
 def _m7(r: dict[str, Any]) -> str:
@@ -521,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-m0", action="store_true", help="skip the Cortex-M0 (qemu-microbit) run")
     ap.add_argument("--no-estimate", action="store_true",
                     help="skip the estimated cycles (analyze --estimate) on the boards with published figures")
+    ap.add_argument("--autotune", action="store_true",
+                    help="with the estimates: also an autotuned row per board (stm32ai tune's table, docs/tuning.md; "
+                         "three more firmware builds and traces per model and board on a cold cache)")
     ap.add_argument("--memory-of", metavar="BOARD",
                     help="compile the models as for BOARD's flash (weights staging, docs/flash_staging.md) and "
                          "run that code on the emulated board: the instructions of BOARD's choices")
@@ -545,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
                                   m7=not args.no_m7, m33=not args.no_m33, published=published, memory_of=args.memory_of,
-                                  m0=None if args.no_m0 else published_m0(_baselines_text()))
+                                  m0=None if args.no_m0 else published_m0(_baselines_text()),
+                                  autotune=args.autotune)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

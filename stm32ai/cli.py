@@ -60,12 +60,64 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                           prune=not getattr(args, "no_prune", False) if prune is None else prune,
                           optimization=getattr(args, "optimization", "balanced"),
-                          winograd=getattr(args, "winograd", False))
+                          winograd=getattr(args, "winograd", False), tuning=_tuning_choices(args))
     if c.weights_pool and hasattr(args, "weights_pool"):
         # the automatic choice is the --weights-pool every later step of this command uses
         # (placement, project, a recompile without pruning)
         args.weights_pool = ",".join(c.weights_pool)
     return c
+
+
+def _tuning_choices(args: argparse.Namespace) -> dict[str, str] | None:
+    """--tuning FILE (or --autotune: the tuner runs first): the table's per-layer variants."""
+    table = _tuning_table(args)
+    return None if table is None else table.choices()
+
+
+def _tuning_table(args: argparse.Namespace) -> Any:
+    if getattr(args, "_tuning_table", None) is not None:
+        return args._tuning_table
+    autotune, path = getattr(args, "autotune", False), getattr(args, "tuning", None)
+    if not autotune and not path:
+        return None
+    board = getattr(args, "board", None)
+    if not board:
+        raise Stm32aiError(f"{'--autotune' if autotune else '--tuning'} needs --board B (tables are per board)")
+    if autotune and path:
+        raise Stm32aiError("--autotune and --tuning: give one (--autotune makes the table)")
+    if autotune:
+        if len(getattr(args, "models", [])) != 1:
+            raise Stm32aiError("--autotune takes one model")
+        from stm32ai.tune import tune
+
+        table = tune(_model_path(args.models[0]), board, optimization=args.optimization,
+                     progress=lambda s: print(s, file=sys.stderr)).table
+    else:
+        from stm32ai.tuning import load_table
+
+        table = load_table(path, board)
+    args._tuning_table = table
+    return table
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """`stm32ai tune MODEL --board B [-o table.json]`: the tuner stage (stm32ai/tune.py)."""
+    from stm32ai.outputs import check_output_file
+    from stm32ai.tune import render_choices, tune
+
+    path = _model_path(args.model)
+    out = Path(args.output or f"{path.stem}_{args.board}.tuning.json")
+    check_output_file(str(out), "-o")
+    res = tune(path, args.board, optimization=args.optimization,
+               cache=Path(args.cache_dir) / "tune" if args.cache_dir else None,
+               progress=lambda s: print(s, file=sys.stderr, flush=True))
+    res.table.dump(out)
+    for cand in res.candidates:
+        what = cand.skipped or f"{cand.cycles:,} estimated cycles, {cand.instructions:,} instructions in all"
+        print(f"candidate {cand.variant} ({cand.layers} layers): {what}")
+    print("\n".join(render_choices(res.table)))
+    print(f"tuning table: {out}" + (" (all measurements cached)" if res.cached else ""))
+    return 0
 
 
 def model_names(names: str | None, models: list[str]) -> list[str]:
@@ -459,6 +511,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     _print_conv_layouts(c, args.optimization, pool_list(getattr(args, "weights_pool", None)))
     _print_winograd(c)
+    if getattr(args, "tuning", None):
+        from stm32ai.tune import render_choices
+
+        print("\n".join(render_choices(_tuning_table(args), c.graph)))
     from stm32ai.report import render_flash
     from stm32ai.report.memory_map import render_text
 
@@ -612,8 +668,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.mode == "target":
         from stm32ai.validate.target import validate_target
 
-        if args.winograd:
-            raise Stm32aiError("--winograd is for --mode host (on a board: generate --winograd, then run)")
+        if args.winograd or args.tuning:
+            raise Stm32aiError("--winograd/--tuning are for --mode host (on a board: generate with them, then run)")
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,
@@ -626,7 +682,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # --board: the C generated for that board (its weight layouts and staging), run on the host
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
-                      optimization=args.optimization, board=args.board, winograd=args.winograd)
+                      optimization=args.optimization, board=args.board, winograd=args.winograd,
+                      tuning=_tuning_choices(args))
     return report(res, args.json)
 
 
@@ -749,6 +806,9 @@ def _optimization_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--winograd", action="store_true",
                    help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
                         "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")
+    p.add_argument("--tuning", metavar="FILE",
+                   help="with --board: per-layer kernel variants from a table `stm32ai tune` wrote for that board "
+                        "(docs/tuning.md); layers not in it follow --optimization / --winograd")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -807,8 +867,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-test-vector", action="store_true",
                    help="embed no expected output (no reference is run): the demo reports timing and "
                         "memory and `result: no-reference`")
+    g.add_argument("--autotune", action="store_true",
+                   help="run the tuner first (stm32ai tune: every candidate variant built and estimated in cycles "
+                        "on the board, cached per layer signature), then generate with its table")
     _model_options(g)
     g.set_defaults(fn=cmd_generate)
+
+    t = sub.add_parser("tune", help="per-layer kernel variants chosen by estimated cycles on a board "
+                       "(writes a table for generate --tuning)")
+    t.add_argument("model")
+    t.add_argument("--board", "-b", required=True)
+    t.add_argument("-o", "--output", help="the table file (default: <model>_<board>.tuning.json)")
+    t.add_argument("--optimization", choices=("time", "balanced"), default="balanced",
+                   help="the flash rule the tuned model keeps (balanced: within the board's flash)")
+    t.add_argument("--cache-dir", help="measurement cache root (default: $STM32AI_CACHE_DIR, else "
+                   "$XDG_CACHE_HOME/stm32ai, else ~/.cache/stm32ai)")
+    t.set_defaults(fn=cmd_tune)
 
     a = sub.add_parser("analyze", help="per-layer MACC, weights and activations; fits-on-board check")
     a.add_argument("models", nargs="+", metavar="model",

@@ -99,6 +99,10 @@ class Op:
     # and overlap it when the kernel runs with `attrs` applied (its access order): it never
     # writes a byte it still has to read (passes/lower/overlap.py). None: kept apart.
     overlap: list[tuple[int, dict[str, int]]] | None = None
+    # set by lowering for a layer a tuning table can steer (stm32ai/tuning.py): its layer key,
+    # and the variant the table asked for (None: the rules of --optimization / --winograd)
+    tune_key: str | None = None
+    tune_variant: str | None = None
 
     @property
     def where(self) -> str:
@@ -119,6 +123,8 @@ class Graph:
     # --winograd: int8 3x3 stride-1 convolutions by Winograd F(2x2,3x3) where proved exact
     # (passes/lower/conv_wino.py; set by the pipeline before lowering)
     winograd: bool = False
+    # generate --tuning FILE: layer key -> variant (stm32ai/tuning.py; set by the pipeline)
+    tuning: dict[str, str] | None = None
 
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str,
                    quant: Quant | None = None, data: np.ndarray | None = None) -> int:

@@ -51,17 +51,19 @@ class Compiled:
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
                   weights_budget: int | None = None, flash: FlashModel | None = None,
-                  winograd: bool = False) -> Compiled:
+                  winograd: bool = False, tuning: dict[str, str] | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
     constants are re-read get them staged in RAM (passes/staging.py), within the RAM budget
     of `optimization`. winograd: int8 3x3 stride-1 convolutions by exact Winograd where
-    proved (passes/lower/conv_wino.py)."""
+    proved (passes/lower/conv_wino.py). tuning: a tuning table's choices, layer key -> variant
+    (generate --tuning FILE; stm32ai/tuning.py): those layers take that variant instead."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
         g.winograd = winograd
+        g.tuning = dict(tuning) if tuning else None
         return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash)
 
 

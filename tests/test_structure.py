@@ -116,6 +116,22 @@ def test_estimator_is_a_later_stage():
             assert not bad, f"{m} imports {bad}"
 
 
+def test_tuner_is_a_later_stage_and_the_table_module_is_light():
+    """The tuner (stm32ai.tune) builds and estimates candidates: no compiler stage, nor the
+    project generator or the estimator, imports it. The table module both sides read
+    (stm32ai.tuning) imports none of the heavy stages."""
+    graph = import_graph()
+    assert "stm32ai.tune" in graph and "stm32ai.tuning" in graph
+    assert "stm32ai.tuning" in graph["stm32ai.passes.lower.conv"]
+    for m, deps in graph.items():
+        if m.startswith(COMPILER_PACKAGES + ("stm32ai.estimate", "stm32ai.tuning")):
+            assert "stm32ai.tune" not in deps, f"{m} imports the tuner"
+    heavy = ("stm32ai.passes", "stm32ai.frontend", "stm32ai.planner", "stm32ai.emitter", "stm32ai.pipeline",
+             "stm32ai.project", "stm32ai.estimate", "stm32ai.validate", "stm32ai.tune")
+    bad = sorted(d for d in graph["stm32ai.tuning"] if d.startswith(heavy) and d != "stm32ai.tuning")
+    assert not bad, f"stm32ai.tuning imports {bad}"
+
+
 def test_compiler_never_imports_the_project_generator():
     """Data flows forward: the compiler stages (frontend .. pipeline) run before the project
     exists, so none imports stm32ai.project; what both need about a board's memory (the code

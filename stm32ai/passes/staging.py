@@ -184,7 +184,8 @@ def _conv_options(op: Op, g: Graph, flash: FlashModel, lost: int) -> list[tuple[
     rq = _nbytes(g, op.inputs[2])
     flash_w = _nbytes(g, op.inputs[1])
     out = [(0, _conv_cycles(a, flash, int(a.get("w16", 0)), oc, False, flash_w, rq))]
-    for w16 in (1, 0):
+    # a tuning table's int8 / int16 (stm32ai/tuning.py) is the inner loop's layout, staged or not
+    for w16 in {"int8": (0,), "int16": (1,)}.get(op.tune_variant or "", (1, 0)):
         per = 16 + kp * (1 + w16)
         for nblk in range(1, (oc + 1) // 2 + 1):
             blk = oc if nblk == 1 else min(oc, 2 * -(-oc // (2 * nblk)))

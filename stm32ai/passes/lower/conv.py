@@ -44,6 +44,7 @@ from stm32ai.passes.quant import (
     per_channel_multiplier,
     quantize_multiplier,
 )
+from stm32ai.tuning import conv_key
 
 __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
@@ -419,9 +420,22 @@ def lower_conv(op: Op, g: Graph) -> None:
         _lower_f32(op, g, geo, base, "conv2d_f32")
         return
     w_rows = np.asarray(w.data, np.int8).reshape(geo.out_c, -1)
-    if g.winograd and _lower_conv_wino(op, g, geo, w_rows, base):
+    choice = _tuned(op, g, geo)
+    if (choice == "wino" or (choice is None and g.winograd)) and _lower_conv_wino(op, g, geo, w_rows, base):
         return
     _lower_conv_s8_rows(op, g, geo, w_rows, base)
+    op.tune_variant = choice if choice in ("int8", "int16") else None
+
+
+def _tuned(op: Op, g: Graph, geo: ConvGeometry) -> str | None:
+    """Record the layer's tuning key; the variant a --tuning table asks for, if any. `ram`
+    keeps its meaning (int8 weights, nothing that grows flash): the table is not consulted."""
+    x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
+    op.tune_key = conv_key(op.type, geo.attrs(), x.dtype, w.dtype,
+                           bool(w.quant is not None and w.quant.per_channel), y.dtype)
+    if not g.tuning or g.optimization == "ram":
+        return None
+    return g.tuning.get(op.tune_key)
 
 
 def _lower_conv_wino(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str) -> bool:
@@ -474,7 +488,9 @@ def lower_depthwise(op: Op, g: Graph) -> None:
         return
     if geo.in_c == 1 and mult_dm > 1:
         # One input channel: exactly a CONV_2D with out_c filters [kh, kw, 1].
+        choice = _tuned(op, g, geo)
         _lower_conv_s8_rows(op, g, geo, w_taps.T.astype(np.int8), base)
+        op.tune_variant = choice if choice in ("int8", "int16") else None
         return
     bias = _bias_values(g, op)
     folded = fold_bias(bias, w_taps.T, _zp(x))
@@ -527,12 +543,16 @@ def choose_conv_layouts(g: Graph, mode: str = "balanced", weights_budget: int | 
     if mode not in OPTIMIZATIONS:
         raise ValueError(f"optimization {mode!r}")
     # (a layer lowered with int16 weights already, legacy uint8: passes/lower/u8.py, keeps them)
-    convs = [op for op in g.ops if op.kernel == "conv2d_s8" and g.tensors[op.inputs[1]].dtype == "int8"]
+    # A layer a tuning table (generate --tuning) set to int8 stays int8; one set to int16 goes
+    # first (still within the budget under balanced); the others follow the rule.
+    convs = [op for op in g.ops if op.kernel == "conv2d_s8" and g.tensors[op.inputs[1]].dtype == "int8"
+             and op.tune_variant != "int8"]
     if mode == "ram" or not convs:
         return
     budget = DEFAULT_WEIGHTS_BUDGET if weights_budget is None else weights_budget
     total = _weights_bytes(g)
-    convs.sort(key=lambda op: -int(op.attrs["batches"]) * int(op.attrs["out_h"]) * int(op.attrs["out_w"]))
+    convs.sort(key=lambda op: (op.tune_variant != "int16",
+                               -int(op.attrs["batches"]) * int(op.attrs["out_h"]) * int(op.attrs["out_w"])))
     for op in convs:
         extra = int(g.tensors[op.inputs[1]].data.nbytes)  # type: ignore[union-attr]
         if mode == "time" or total + extra <= budget:
