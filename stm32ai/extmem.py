@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAMILY_REGS", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions", "parse_external",
+__all__ = ["FAMILY_REGS", "SDRAM_BANK_ORIGIN", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions", "parse_external",
            "qspi_registers", "sdram_registers", "supported_controllers"]
 
 
@@ -36,17 +36,27 @@ class ExternalError(ValueError):
 #       RCC_AHB3ENR at RCC + 0x38 (FMCEN bit 0, QSPIEN bit 1), RM0385 §5.3.12.
 #   L4: RM0351 §2.2.2 memory map (same addresses) and RCC_AHB3ENR at RCC + 0x50 (FMCEN bit 0,
 #       QSPIEN bit 8), RM0351 §6.4.19.
+#   H7: RM0399 §2.3.2 memory map (FMC 0x5200 4000, QUADSPI 0x5200 5000, both in D1 on AHB3) and
+#       RCC_AHB3ENR at RCC 0x5802 4400 + 0xD4 (FMCEN bit 12, QSPIEN bit 14), RM0399 §9.7.x. The
+#       H7 FMC also has a global enable, FMC_BCR1.FMCEN (bit 31, RM0399 FMC_BCRx): `bcr1_fmcen`.
+#       Their kernel clocks stay at the reset selection rcc_hclk3 (RCC_D1CCIPR FMCSEL = QSPISEL
+#       = 00), which is the board's HCLK (Board.hclk_hz).
 FAMILY_REGS: dict[str, dict[str, int]] = {
     "stm32f7": {"fmc": 0xA0000000, "quadspi": 0xA0001000, "ahb3enr": 0x40023838,
-                "fmcen": 1 << 0, "qspien": 1 << 1},
+                "fmcen": 1 << 0, "qspien": 1 << 1, "bcr1_fmcen": 0},
     "stm32l4": {"fmc": 0xA0000000, "quadspi": 0xA0001000, "ahb3enr": 0x40021050,
-                "fmcen": 1 << 0, "qspien": 1 << 8},
+                "fmcen": 1 << 0, "qspien": 1 << 8, "bcr1_fmcen": 0},
+    "stm32h7": {"fmc": 0x52004000, "quadspi": 0x52005000, "ahb3enr": 0x580244D4,
+                "fmcen": 1 << 12, "qspien": 1 << 14, "bcr1_fmcen": 1 << 31},
 }
+
+# FMC SDRAM bank -> its address (RM0385 §13.7.1 / RM0399 FMC SDRAM banks, default mapping)
+SDRAM_BANK_ORIGIN = {1: 0xC0000000, 2: 0xD0000000}
 
 
 def supported_controllers(family: str) -> set[str]:
     """The `needs_init` kinds stm32ai brings up on this family."""
-    if family == "stm32f7":
+    if family in ("stm32f7", "stm32h7"):
         return {"fmc_sdram", "quadspi"}
     if family == "stm32l4":
         return {"quadspi"}
@@ -64,7 +74,7 @@ class ExtPin:
 class SdramPart:
     region: str
     part: str
-    bank: int                    # FMC SDRAM bank 1 (SDNE0/SDCKE0, 0xC0000000)
+    bank: int                    # FMC SDRAM bank 1 (SDNE0/SDCKE0, 0xC0000000) or 2 (SDNE1/SDCKE1, 0xD0000000)
     data_bits: int               # 8, 16, 32: the bus as the board wires it
     row_bits: int
     col_bits: int
@@ -102,6 +112,7 @@ class QspiFlash:
     ncs: str                     # the chip-select pin (pulled up while idle)
     stldr: str                   # STM32CubeProgrammer's external loader for this board
     datasheet: str
+    dual: bool = False           # two identical parts in dual-flash mode (QUADSPI_CR.DFM); size is their sum
 
 
 _PIN = re.compile(r"P([A-K])(1[0-5]|[0-9])")
@@ -157,6 +168,7 @@ _SDRAM_KEYS = {"controller", "part", "bank", "data_bits", "row_bits", "col_bits"
                "refresh_ms", "refresh_rows", "powerup_us", "autorefresh", "pins", "datasheet"}
 _QSPI_KEYS = {"controller", "part", "size", "jedec_id", "max_hz", "cs_high_ns", "read_cmd", "addr_bytes", "dummy",
               "quad_enable", "pins", "ncs", "stldr", "datasheet"}
+_QSPI_OPTIONAL = {"dual"}
 
 
 def _sdram(name: str, d: dict, where: str) -> SdramPart:
@@ -177,7 +189,7 @@ def _sdram(name: str, d: dict, where: str) -> SdramPart:
     if banks not in (2, 4):
         raise ExternalError(f"{where}.internal_banks: {banks} is not 2 or 4")
     return SdramPart(
-        region=name, part=_name(d, "part", where), bank=_num(d, "bank", where, 1, 1, int), data_bits=data_bits,
+        region=name, part=_name(d, "part", where), bank=_num(d, "bank", where, 1, 2, int), data_bits=data_bits,
         row_bits=_num(d, "row_bits", where, 11, 13, int), col_bits=_num(d, "col_bits", where, 8, 11, int),
         internal_banks=banks, sdclk_div=_num(d, "sdclk_div", where, 2, 3, int),
         cas_tck_min_ns={int(k): float(x) for k, x in cas.items()},
@@ -190,8 +202,8 @@ def _sdram(name: str, d: dict, where: str) -> SdramPart:
 
 
 def _qspi(name: str, d: dict, where: str) -> QspiFlash:
-    if set(d) - _QSPI_KEYS:
-        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _QSPI_KEYS))}")
+    if set(d) - _QSPI_KEYS - _QSPI_OPTIONAL:
+        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _QSPI_KEYS - _QSPI_OPTIONAL))}")
     missing = _QSPI_KEYS - set(d)
     if missing:
         raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
@@ -209,13 +221,23 @@ def _qspi(name: str, d: dict, where: str) -> QspiFlash:
     if m is None or (m.group(1), int(m.group(2))) not in {(p.port, p.pin) for p in pins}:
         raise ExternalError(f"{where}.ncs: '{d['ncs']}' is not one of the pins")
     addr = _num(d, "addr_bytes", where, 3, 4, int)
-    if size > (1 << 24) and addr != 4:
-        raise ExternalError(f"{where}.addr_bytes: a {size >> 20} MiB flash needs 4-byte addresses")
+    dual = d.get("dual", False)
+    if not isinstance(dual, bool):
+        raise ExternalError(f"{where}.dual: expected true or false")
+    if dual and qe != "none":
+        # the QE write would need one status byte per part (even/odd bytes): not generated
+        raise ExternalError(f"{where}.quad_enable: dual-flash mode is supported for parts without a QE bit only")
+    if dual and len(pins) < 10:
+        raise ExternalError(f"{where}.pins: dual-flash mode needs CLK, NCS and both banks' IO0-IO3 (10 pins)")
+    per_part = size // 2 if dual else size
+    if per_part > (1 << 24) and addr != 4:
+        raise ExternalError(f"{where}.addr_bytes: a {per_part >> 20} MiB flash needs 4-byte addresses")
     return QspiFlash(
         region=name, part=_name(d, "part", where), size=size, jedec_id=(jid[0], jid[1], jid[2]),
         max_hz=_num(d, "max_hz", where, 1_000_000, 200_000_000, int), cs_high_ns=_num(d, "cs_high_ns", where, 1, 1000),
         read_cmd=_num(d, "read_cmd", where, 0, 255, int), addr_bytes=addr, dummy=_num(d, "dummy", where, 0, 31, int),
-        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=_name(d, "stldr", where), datasheet=str(d["datasheet"]))
+        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=_name(d, "stldr", where), datasheet=str(d["datasheet"]),
+        dual=dual)
 
 
 def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], family: str
@@ -241,8 +263,9 @@ def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], f
             raise ExternalError(f"{where}.controller: stm32ai does not bring up '{kind}' on {family}")
         if kind == "fmc_sdram":
             part: SdramPart | QspiFlash = _sdram(name, d, where)
-            if origin != 0xC0000000:
-                raise ExternalError(f"{where}: FMC SDRAM bank 1 is at 0xC0000000, the region at 0x{origin:08X}")
+            if origin != SDRAM_BANK_ORIGIN[part.bank]:
+                raise ExternalError(f"{where}: FMC SDRAM bank {part.bank} is at 0x{SDRAM_BANK_ORIGIN[part.bank]:08X}, "
+                                    f"the region at 0x{origin:08X}")
             capacity = (1 << (part.row_bits + part.col_bits)) * part.internal_banks * part.data_bits // 8
             if length > capacity:
                 raise ExternalError(f"{where}: region is {length} B, the part on a {part.data_bits}-bit bus "
@@ -267,10 +290,13 @@ def _cycles(ns: float, tck_ns: float) -> int:
 
 
 def sdram_registers(p: SdramPart, hclk_hz: int) -> dict[str, int]:
-    """FMC SDRAM bank-1 register values and the init sequence's SDCMR words at this HCLK.
+    """FMC SDRAM register values and the init sequence's SDCMR words at this HCLK.
 
     RM0385 §13.7.3 "SDRAM initialization": clock configuration enable, wait the power-up delay,
-    precharge all, auto-refresh (NRFS+1 commands), load mode register, then the refresh rate."""
+    precharge all, auto-refresh (NRFS+1 commands), load mode register, then the refresh rate.
+    SDCR/SDTR are one value for the part's bank: for bank 2 the bring-up writes it to both
+    banks' registers, because SDCR2's SDCLK/RBURST/RPIPE and SDTR2's TRC/TRP are "don't care"
+    (taken from SDCR1/SDTR1, RM0385 §13.7.5 / RM0399 FMC_SDCRx, FMC_SDTRx)."""
     sdclk = hclk_hz / p.sdclk_div
     tck = 1e9 / sdclk
     fits = sorted(cl for cl, tmin in p.cas_tck_min_ns.items() if tck + 1e-9 >= tmin)
@@ -298,7 +324,7 @@ def sdram_registers(p: SdramPart, hclk_hz: int) -> dict[str, int]:
     count = int(p.refresh_ms * 1e-3 / p.refresh_rows * sdclk) - 20
     if not 41 < count < (1 << 13):
         raise ExternalError(f"{p.part}: refresh count {count} at SDCLK {sdclk / 1e6:g} MHz is outside 42..8191")
-    ctb = 1 << 4                                          # CTB1: the command targets bank 1
+    ctb = 1 << 4 if p.bank == 1 else 1 << 3               # CTB1 (bit 4) / CTB2 (bit 3): the bank addressed
     # mode register (the part's datasheet, JEDEC SDR): burst length 1, sequential, CAS latency,
     # standard operation, single-location write bursts (bit 9)
     mrd = cl << 4 | 1 << 9
@@ -319,7 +345,7 @@ def qspi_registers(q: QspiFlash, hclk_hz: int) -> dict[str, int]:
         raise ExternalError(f"{q.part}: no prescaler brings HCLK {hclk_hz / 1e6:g} MHz down to {q.max_hz / 1e6:g} MHz")
     f = hclk_hz / (presc + 1)
     csht = min(7, max(0, math.ceil(q.cs_high_ns * f / 1e9) - 1))   # CS high for CSHT + 1 cycles
-    fsize = q.size.bit_length() - 2                                  # 2^(FSIZE + 1) bytes
+    fsize = q.size.bit_length() - 2                                  # 2^(FSIZE + 1) bytes (both parts)
     single, quad = 1, 3
     indirect_write, indirect_read, memory_mapped = 0, 1, 3
 
@@ -328,7 +354,10 @@ def qspi_registers(q: QspiFlash, hclk_hz: int) -> dict[str, int]:
                 | imode << 8 | cmd)
 
     return {
-        "CR": presc << 24 | 3 << 8 | 1 << 4,    # FTHRES 4 bytes, SSHIFT half a cycle later; EN set last
+        # FTHRES 4 bytes, SSHIFT half a cycle later, DFM (bit 6) for two parts in dual-flash
+        # mode (RM0399 QUADSPI_CR: FSIZE then covers both, even bytes in flash 1, odd in flash 2);
+        # EN set last
+        "CR": presc << 24 | 3 << 8 | (1 << 6 if q.dual else 0) | 1 << 4,
         "DCR": fsize << 16 | csht << 8,
         # RESET ENABLE + RESET MEMORY (0x66, 0x99), first on four lines (a part left in QPI mode
         # by an earlier program), then on one: the flash starts from its power-on state
@@ -375,8 +404,10 @@ def mpu_regions(parts: dict[str, SdramPart | QspiFlash], lengths: dict[str, int]
         out.append((0x90000000, _rasr(256 << 20, _STRONGLY_ORDERED | _AP_NONE | _XN),
                     "QUADSPI space beyond the flash: no speculative reads"))
         q = qspi[0]
-        out.append((0x90000000, _rasr(q.size, _NORMAL_WT | _AP_RO), f"{q.part}: cacheable, read-only"))
+        out.append((0x90000000, _rasr(q.size, _NORMAL_WT | _AP_RO),
+                    f"{q.part}{' x2 (dual-flash)' if q.dual else ''}: cacheable, read-only"))
     for p in sdram:
         size = 1 << (lengths[p.region] - 1).bit_length()
-        out.append((0xC0000000, _rasr(size, _NORMAL_WBWA | _AP_RW | _XN), f"{p.part}: Normal memory, write-back"))
+        out.append((SDRAM_BANK_ORIGIN[p.bank], _rasr(size, _NORMAL_WBWA | _AP_RW | _XN),
+                    f"{p.part}: Normal memory, write-back"))
     return out

@@ -490,7 +490,7 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
     from stm32ai.extmem import FAMILY_REGS, QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
 
     out: dict[str, Any] = {"sdram": None, "qspi": None, "mpu": [],
-                           **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien"), "0u")}
+                           **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien", "bcr1_fmcen"), "0u")}
     used = {rn: board.external[rn] for rn in used_external(board, place)}
     if not used:
         return out
@@ -507,7 +507,7 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
         if isinstance(part, SdramPart):
             r = sdram_registers(part, board.hclk_hz)
             out["sdram"] = {
-                "region": rn, "part": part.part, "origin": board.region(rn).origin, "bytes": length,
+                "region": rn, "part": part.part, "origin": board.region(rn).origin, "bytes": length, "bank": part.bank,
                 "pins": pins(part), "cas": r["CAS"], "sdclk_hz": r["SDCLK_HZ"], "powerup_us": r["POWERUP_US"],
                 "autorefresh": part.autorefresh, "refresh_count": r["SDRTR"] >> 1,
                 **{k: _hex(r[k]) for k in ("SDCR", "SDTR", "SDRTR", "CMD_CLK_ENABLE", "CMD_PALL",
@@ -522,8 +522,10 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
             out["qspi"] = {
                 "region": rn, "part": part.part, "bytes": length, "pins": pins(part), "hz": r["QSPI_HZ"],
                 "read_cmd": part.read_cmd, "dummy": part.dummy, "quad_enable": part.quad_enable,
-                "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id),
-                "id_hex": "".join(f"{b:02X}" for b in part.jedec_id),
+                # dual-flash: READ ID returns the parts' bytes interleaved (even bytes flash 1, odd flash 2)
+                "dual": part.dual, "id_bytes": 6 if part.dual else 3,
+                "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id for _ in range(2 if part.dual else 1)),
+                "id_hex": "".join(f"{b:02X}" for b in part.jedec_id for _ in range(2 if part.dual else 1)),
                 "PRESCALER": r["PRESCALER"], "FSIZE": r["FSIZE"], "CSHT_plus1": r["CSHT"] + 1,
                 **{k: _hex(r[k]) for k in ("CR", "DCR", "CCR_RESET_ENABLE_QPI", "CCR_RESET_QPI", "CCR_RESET_ENABLE",
                                            "CCR_RESET", "CCR_READ_ID", "CCR_READ_SR", "CCR_WRITE_ENABLE",

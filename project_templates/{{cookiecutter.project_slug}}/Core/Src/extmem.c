@@ -72,9 +72,12 @@ __attribute__((unused)) static void delay_us(uint32_t us) {
 
 {% if x.sdram -%}
 #if EXTMEM_SDRAM
-/* FMC SDRAM bank 1 registers (FMC base + 0x140.., {{ c.mcu_manual }} FMC SDRAM registers). */
+/* FMC SDRAM registers (FMC base + 0x140.., {{ c.mcu_manual }} FMC SDRAM registers). */
+#define FMC_BCR1 ({{ x.fmc }} + 0x000u)
 #define FMC_SDCR1 ({{ x.fmc }} + 0x140u)
+#define FMC_SDCR2 ({{ x.fmc }} + 0x144u)
 #define FMC_SDTR1 ({{ x.fmc }} + 0x148u)
+#define FMC_SDTR2 ({{ x.fmc }} + 0x14Cu)
 #define FMC_SDCMR ({{ x.fmc }} + 0x150u)
 #define FMC_SDRTR ({{ x.fmc }} + 0x154u)
 #define FMC_SDSR ({{ x.fmc }} + 0x158u)
@@ -125,6 +128,14 @@ static const char *sdram_init(void) {
   pins_af(k_sdram_pins, sizeof k_sdram_pins / sizeof k_sdram_pins[0]);
   REG32(FMC_SDCR1) = {{ x.sdram.SDCR }}; /* {{ x.sdram.sdcr_note }} */
   REG32(FMC_SDTR1) = {{ x.sdram.SDTR }}; /* {{ x.sdram.sdtr_note }} */
+{%- if x.sdram.bank == 2 %}
+  /* bank 2: SDCR2's SDCLK/RBURST/RPIPE and SDTR2's TRC/TRP are taken from the bank-1 registers */
+  REG32(FMC_SDCR2) = {{ x.sdram.SDCR }};
+  REG32(FMC_SDTR2) = {{ x.sdram.SDTR }};
+{%- endif %}
+{%- if x.bcr1_fmcen != "0u" %}
+  REG32(FMC_BCR1) |= {{ x.bcr1_fmcen }}; /* FMCEN: the FMC's global enable, after its configuration */
+{%- endif %}
   const char *why = sdram_command({{ x.sdram.CMD_CLK_ENABLE }}); /* clock configuration enable */
   if (why != 0) {
     return why;
@@ -163,7 +174,8 @@ static const uint8_t k_qspi_pins[][4] = {
 {%- for p in x.qspi.pins %}
     {{ '{' }}{{ p.port }}u, {{ p.pin }}u, {{ p.af }}u, {{ p.pull }}u{{ '}' }},{% endfor %}
 };
-static const uint8_t k_qspi_id[3] = {{ '{' }}{{ x.qspi.id_c }}{{ '}' }};
+#define QSPI_ID_BYTES {{ x.qspi.id_bytes }}u{% if x.qspi.dual %} /* dual-flash: each part's 3 bytes, interleaved */{% endif %}
+static const uint8_t k_qspi_id[QSPI_ID_BYTES] = {{ '{' }}{{ x.qspi.id_c }}{{ '}' }};
 
 /* One command in indirect mode; `n` data bytes read into / written from `data`. */
 static const char *qspi_command(uint32_t ccr, uint8_t *data, uint32_t n, int write) {
@@ -193,7 +205,7 @@ static const char *qspi_command(uint32_t ccr, uint8_t *data, uint32_t n, int wri
 }
 
 static const char *qspi_init(void) {
-  static char why_id[] = "JEDEC id ?????? (expected {{ x.qspi.id_hex }})";
+  static char why_id[] = "JEDEC id {{ '?' * (2 * x.qspi.id_bytes) }} (expected {{ x.qspi.id_hex }})";
   REG32(RCC_AHB3ENR) |= {{ x.qspien }};
   (void)REG32(RCC_AHB3ENR);
   pins_af(k_qspi_pins, sizeof k_qspi_pins / sizeof k_qspi_pins[0]);
@@ -208,13 +220,17 @@ static const char *qspi_init(void) {
     }
   }
   delay_us(1000u); /* reset recovery */
-  uint8_t id[3] = {0u, 0u, 0u};
-  if ((why = qspi_command({{ x.qspi.CCR_READ_ID }}, id, 3u, 0)) != 0) { /* READ ID (0x9F) */
+  uint8_t id[QSPI_ID_BYTES] = {0u};
+  if ((why = qspi_command({{ x.qspi.CCR_READ_ID }}, id, QSPI_ID_BYTES, 0)) != 0) { /* READ ID (0x9F) */
     return why;
   }
-  if (id[0] != k_qspi_id[0] || id[1] != k_qspi_id[1] || id[2] != k_qspi_id[2]) {
+  uint32_t same = 1u;
+  for (uint32_t k = 0; k < QSPI_ID_BYTES; k++) {
+    same &= (uint32_t)(id[k] == k_qspi_id[k]);
+  }
+  if (!same) {
     static const char hex[] = "0123456789ABCDEF";
-    for (uint32_t k = 0; k < 3u; k++) {
+    for (uint32_t k = 0; k < QSPI_ID_BYTES; k++) {
       why_id[9u + 2u * k] = hex[id[k] >> 4];
       why_id[10u + 2u * k] = hex[id[k] & 0xFu];
     }
