@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAMILY_REGS", "SDRAM_BANK_ORIGIN", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions", "parse_external",
-           "qspi_registers", "sdram_registers", "supported_controllers"]
+__all__ = ["FAMILY_REGS", "SDRAM_BANK_ORIGIN", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions",
+           "parse_external", "qspi_registers", "sdram_registers", "supported_controllers"]
 
 
 class ExternalError(ValueError):

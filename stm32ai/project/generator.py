@@ -480,7 +480,8 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
 
 def used_external(board: Board, place: Placement) -> list[str]:
     """The external memories (board.external) this placement puts weights or activations in."""
-    used = {place.weights_region, place.activations_region} | {p["region"] for p in place.activation_pools}
+    used = ({place.weights_region, place.activations_region} | {p["region"] for p in place.activation_pools}
+            | ({place.weights_load} if place.weights_load else set()))
     return [r.name for r in board.memory if r.name in used and r.name in board.external]
 
 
@@ -489,7 +490,7 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
     external memories the placement uses (none: extmem_init() does nothing)."""
     from stm32ai.extmem import FAMILY_REGS, QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
 
-    out: dict[str, Any] = {"sdram": None, "qspi": None, "mpu": [],
+    out: dict[str, Any] = {"sdram": None, "qspi": None, "mpu": [], "boot_copy": None,
                            **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien", "bcr1_fmcen"), "0u")}
     used = {rn: board.external[rn] for rn in used_external(board, place)}
     if not used:
@@ -531,6 +532,10 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
                                            "CCR_RESET", "CCR_READ_ID", "CCR_READ_SR", "CCR_WRITE_ENABLE",
                                            "CCR_WRITE_SR", "CCR_MEMORY_MAPPED")},
             }
+    if place.weights_load:
+        # the weights' load image in external flash, copied to their run region after the bring-up
+        out["boot_copy"] = {"load": place.weights_load, "run": place.weights_region,
+                            "run_external": place.weights_region in used}
     if board.core == "cortex-m7":
         out["mpu"] = [{"rbar": _hex(b), "rasr": _hex(a), "note": n}
                       for b, a, n in mpu_regions(used, {rn: board.region(rn).length for rn in used})]
@@ -538,7 +543,10 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
 
 
 def _external_flash(board: Board, place: Placement) -> list[str]:
-    """External read-only regions with a load image (the weights placed there)."""
+    """External read-only regions with a load image (the weights placed there, or copied from
+    there at boot)."""
+    if place.weights_load:
+        return [place.weights_load]
     rn = place.weights_region
     return [rn] if rn in board.external and not board.region(rn).writable else []
 
@@ -600,6 +608,7 @@ def _linker_context(board: Board, place: Placement, tool_version: str, activatio
         "text_region": board.text_region, "data_region": board.data_region,
         "stack_region": board.stack_region, "weights_region": place.weights_region,
         "activations_region": place.activations_region, "weights_copied": place.weights_copied,
+        "weights_load": place.weights_load, "LOAD": place.weights_load.upper(),
         "TEXT": board.text_region.upper(), "DATA": board.data_region.upper(),
         "STACK": board.stack_region.upper(), "WEIGHTS": place.weights_region.upper(),
         "ACTIVATIONS": place.activations_region.upper(),

@@ -269,6 +269,36 @@ static const char *qspi_init(void) {
 #endif
 {% endif -%}
 
+{% if x.boot_copy -%}
+/* The weights' load image in {{ x.boot_copy.load }}, copied to their run address in {{ x.boot_copy.run }}
+ * (linker script: .nn_weights > {{ x.boot_copy.run | upper }} AT > {{ x.boot_copy.load | upper }}). */
+extern const uint32_t __nn_weights_load[];
+extern uint32_t __nn_weights_start[], __nn_weights_end[];
+static const char *g_copy_status = "not attempted";
+
+static const char *weights_copy(void) {
+  if (g_qspi_status != 0) {
+    return "{{ x.boot_copy.load }} is not memory-mapped";
+  }
+{%- if x.boot_copy.run_external %}
+  if (g_sdram_status != 0) {
+    return "{{ x.boot_copy.run }} is not up";
+  }
+{%- endif %}
+  const volatile uint32_t *src = __nn_weights_load;
+  uint32_t n = (uint32_t)(__nn_weights_end - __nn_weights_start);
+  for (uint32_t i = 0; i < n; i++) {
+    __nn_weights_start[i] = src[i];
+  }
+  for (uint32_t i = 0; i < n; i++) { /* read back: a write to a region that does not hold them */
+    if (__nn_weights_start[i] != src[i]) {
+      return "read-back mismatch";
+    }
+  }
+  return 0;
+}
+
+{% endif -%}
 {% if x.mpu -%}
 /* Cortex-M7 MPU (Armv7-M ARM B3.5: MPU_CTRL 0xE000ED94, MPU_RNR 0xE000ED98, MPU_RBAR 0xE000ED9C,
  * MPU_RASR 0xE000EDA0); the default map stays for everything else (PRIVDEFENA). */
@@ -295,6 +325,9 @@ void extmem_init(void) {
 {%- if x.mpu %}
   mpu_configure();
 {%- endif %}
+{%- if x.boot_copy %}
+  g_copy_status = weights_copy(); /* caches still off: the copy lands in memory */
+{%- endif %}
 }
 
 uint32_t extmem_report(void) {
@@ -320,6 +353,15 @@ uint32_t extmem_report(void) {
     failed++;
   }
 #endif
+{% endif -%}
+{% if x.boot_copy -%}
+  console_puts(g_copy_status == 0 ? "extmem: weights copied {{ x.boot_copy.load }} -> {{ x.boot_copy.run }}\n"
+                                   : "extmem: weights copy {{ x.boot_copy.load }} -> {{ x.boot_copy.run }} failed (");
+  if (g_copy_status != 0) {
+    console_puts(g_copy_status);
+    console_puts(")\n");
+    failed++;
+  }
 {% endif -%}
   return failed;
 }
