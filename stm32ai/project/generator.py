@@ -488,15 +488,15 @@ def used_external(board: Board, place: Placement) -> list[str]:
 def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
     """extmem.c's values: the register words of stm32ai/extmem.py at the board's HCLK, for the
     external memories the placement uses (none: extmem_init() does nothing)."""
-    from stm32ai.extmem import (FAMILY_REGS, U5_AHB2ENR1, U5_AHB2ENR2, U5_OCTOSPIMEN, QspiFlash, SdramPart,
-                                mpu_regions, octospi_registers, qspi_registers, sdram_registers)
+    from stm32ai import extmem as xm
+    from stm32ai.extmem import QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
 
     out: dict[str, Any] = {"sdram": None, "qspi": None, "ospi": None, "mpu": [], "boot_copy": None,
                            **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien", "bcr1_fmcen"), "0u")}
     used = {rn: board.external[rn] for rn in used_external(board, place)}
     if not used:
         return out
-    out.update({k: _hex(v) for k, v in FAMILY_REGS.get(board.family, {}).items()})
+    out.update({k: _hex(v) for k, v in xm.FAMILY_REGS.get(board.family, {}).items()})
 
     def pins(part: Any) -> list[dict[str, int]]:
         ncs = getattr(part, "ncs", None)
@@ -520,14 +520,15 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
             }
         elif isinstance(part, QspiFlash) and part.octospi:
             # the OCTOSPI kernel clock is SYSCLK (RCC_CCIPR2.OCTOSPISEL reset value)
-            r = octospi_registers(part, board.sysclk_hz)
+            r = xm.octospi_registers(part, board.sysclk_hz)
             out["ospi"] = {
                 "region": rn, "part": part.part, "bytes": length, "pins": pins(part), "hz": r["OSPI_HZ"],
                 "instance": part.octospi, "read_cmd": part.read_cmd, "dummy": part.dummy,
                 "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id),
                 "id_hex": "".join(f"{b:02X}" for b in part.jedec_id),
                 "PRESCALER": r["PRESCALER"], "DEVSIZE": r["DEVSIZE"], "CSHT_plus1": r["CSHT"] + 1,
-                "ahb2enr1": _hex(U5_AHB2ENR1), "ahb2enr2": _hex(U5_AHB2ENR2), "octospimen": _hex(U5_OCTOSPIMEN),
+                "ahb2enr1": _hex(xm.U5_AHB2ENR1), "ahb2enr2": _hex(xm.U5_AHB2ENR2),
+                "octospimen": _hex(xm.U5_OCTOSPIMEN),
                 **{k: _hex(r[k]) for k in ("DCR1", "DCR2", "CR_INDIRECT_WRITE", "CR_INDIRECT_READ",
                                            "CR_MEMORY_MAPPED", "CCR_RESET_OPI_STR", "CCR_RESET_OPI_DTR",
                                            "IR_RESET_ENABLE_OPI", "IR_RESET_OPI", "CCR_RESET", "IR_RESET_ENABLE",
