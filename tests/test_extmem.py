@@ -25,7 +25,7 @@ from conftest import FIXTURES, ROOT, assert_one_line_error, shared_model, stm32a
 
 from stm32ai.boards import load_board
 from stm32ai.errors import Stm32aiError
-from stm32ai.extmem import ExternalError, mpu_regions, qspi_registers, sdram_registers
+from stm32ai.extmem import ExternalError, mpu_regions, octospi_registers, qspi_registers, sdram_registers
 from stm32ai.project.generator import plan_placement
 
 SMALL = FIXTURES / "classifier_softmax_int8.tflite"
@@ -127,6 +127,28 @@ def test_h747_dual_flash_quadspi():
     # single-part kits keep DFM clear
     f7 = load_board("disco-f769")
     assert not qspi_registers(f7.external["qspi"], f7.hclk_hz)["CR"] & 1 << 6
+
+
+def test_u585_octal_flash_octospi_registers():
+    """MX25LM51245G on OCTOSPI2, read in SPI mode (FAST_READ4B 0x0C, 8 dummy) at SYSCLK 160 MHz."""
+    b = load_board("b-u585i-iot02a")
+    q = octospi_registers(b.external["ospi"], b.sysclk_hz)
+    # 133 MHz max: 160 / (1 + 1) = 80 MHz; tSHSL 30 ns x 80 MHz = 2.4 -> 3 cycles (CSHT 2);
+    # 64 MiB = 2^(25 + 1): DEVSIZE 25
+    assert (q["PRESCALER"], q["OSPI_HZ"], q["CSHT"], q["DEVSIZE"]) == (1, 80_000_000, 2, 25)
+    # DCR1: MTYP 010 (standard) << 24 | DEVSIZE << 16 | CSHT << 8 | DLYBYP (bit 3)
+    assert q["DCR1"] == 2 << 24 | 25 << 16 | 2 << 8 | 1 << 3 == 0x02190208
+    assert q["CR_MEMORY_MAPPED"] == 3 << 28 and q["CR_INDIRECT_READ"] == 1 << 28
+    # memory-mapped CCR: DMODE 001 (bit 24), ADSIZE 32-bit (3 << 12), ADMODE 001 (bit 8), IMODE 001
+    assert q["CCR_MEMORY_MAPPED"] == 1 << 24 | 3 << 12 | 1 << 8 | 1 and q["IR_MEMORY_MAPPED"] == 0x0C
+    assert q["TCR_MEMORY_MAPPED"] == 1 << 30 | 8                        # SSHIFT, 8 dummy clocks
+    # octal reset commands: IMODE 100 (8 lines), ISIZE 01 (16 bit: opcode + complement), IDTR bit 3
+    assert q["CCR_RESET_OPI_STR"] & 0x3F == 4 | 1 << 4 and q["CCR_RESET_OPI_DTR"] & 0x3F == 4 | 1 << 4 | 1 << 3
+    assert (q["IR_RESET_ENABLE_OPI"], q["IR_RESET_OPI"]) == (0x6699, 0x9966)
+    # OCTOSPIM_PCR2 (0x420C4008): CLK, DQS, NCS from OCTOSPI2 (SRC bits 1, 5, 9), IO[3:0] from
+    # OCTOSPI2 IO[3:0] (IOLSRC 10), IO[7:4] from OCTOSPI2 IO[7:4] (IOHSRC 11), all enabled
+    assert q["PCR_ADDR"] == 0x420C4008 and q["PCR"] == 0x07050333
+    assert (q["BASE"], q["WINDOW"]) == (0x420D2400, 0x70000000)
 
 
 def test_mpu_closes_the_external_banks_then_opens_the_parts():
@@ -303,6 +325,35 @@ def test_h747_images_and_flash_dry_run(tmp_path):
     if not (shutil.which("openocd") or shutil.which("STM32_Programmer_CLI")):
         assert "openocd -f board/stm32h747i-disco.cfg -c 'program" in r.stdout
         assert "ExternalLoader/MT25TL01G_STM32H747I-DISCO.stldr" in r.stdout
+
+
+@needs_arm
+@pytest.mark.slow
+def test_u585_octal_flash_build_and_flash_dry_run(tmp_path):
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "b-u585i-iot02a", "-o", str(out), "--weights-pool", "ospi",
+                    cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    src = (out / "Core/Src/extmem.c").read_text()
+    for line in ("REG32(OSPI_DCR1) = 0x02190208u;", "REG32(0x420C4008u) = 0x07050333u;",
+                 "REG32(OSPI_TCR) = 0x40000008u;", "k_ospi_id[3] = {0xC2u, 0x85u, 0x3Au};"):
+        assert line in src, line
+    assert "while (1)" not in src and "for (;;)" not in src
+    r = subprocess.run(["make", "-C", str(out), "-j2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "warning" not in (r.stdout + r.stderr).lower()
+    hdr = subprocess.run(["arm-none-eabi-objdump", "-h", str(out / "build/firmware.elf")], capture_output=True,
+                         text=True).stdout
+    row = next(ln.split() for ln in hdr.splitlines() if ".nn_weights" in ln)
+    assert int(row[3], 16) == 0x70000000 and (out / "build/firmware_ospi.bin").stat().st_size == int(row[2], 16)
+    r = stm32ai_cli("flash", str(out), "--dry-run", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "external flash: ospi (0x70000000)" in r.stdout
+    if not shutil.which("STM32_Programmer_CLI"):
+        assert "ExternalLoader/MX25LM51245G_STM32U585I-IOT02A.stldr" in r.stdout
+    assert "openocd" not in r.stdout.replace("STM32_Programmer_CLI", "")   # no OpenOCD config has the bank
+    assert_one_line_error(stm32ai_cli("flash", str(out), "--dry-run", "--programmer", "openocd", cwd=ROOT),
+                          "declares no OCTOSPI flash bank")
 
 
 @needs_arm
