@@ -569,6 +569,9 @@ def _print_conv_layouts(c: Any, optimization: str, weights_pool: list[str] | Non
         return
     pool = c.weights_pool or weights_pool
     where = f"in {pool[0]}" if pool and pool[0] != "flash" else "in flash"
+    if pool and "@" in pool[0]:   # boot copy RUN@LOAD (placement.py): RAM at run time
+        run, _, load = pool[0].partition("@")
+        where = f"in {'RAM' if run == 'ram' else run} (copied from {load} at boot)"
     wide = [r for r in rows if r["layout"] == "int16"]
     extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
     staged = [r for r in rows if r["staged"]]
