@@ -390,16 +390,19 @@ def _has_l475_machine() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_l475_machine(), reason="qemu-system-arm lacks machine b-l475e-iot01a")
-def test_failed_bring_up_is_reported_not_hung_on(tmp_path):
+@pytest.mark.parametrize("option", [["--weights-pool", "qspi"], ["--weights-copy", "ram"]])
+def test_failed_bring_up_is_reported_not_hung_on(tmp_path, option):
     """QEMU 10's b-l475e-iot01a models no QUADSPI: the JEDEC id command never completes. The
-    bounded waits give up, the demo says so and does not run the model."""
+    bounded waits give up, the demo says so and does not run the model; with the boot copy,
+    the copy is not attempted from an unmapped flash and says so too."""
     from stm32ai.project.run import build_project, run_qemu
 
     out = tmp_path / "p"
-    r = stm32ai_cli("generate", str(SMALL), "--board", "disco-l475-iot01", "-o", str(out),
-                    "--weights-pool", "qspi", cwd=ROOT)
+    r = stm32ai_cli("generate", str(SMALL), "--board", "disco-l475-iot01", "-o", str(out), *option, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     build_project(out)
     code, text = run_qemu(out, load_board("disco-l475-iot01"), timeout_s=120, stop_on_done=True)
     assert re.search(r"^extmem: qspi failed \(.+\)$", text, re.M), text
+    if option[0] == "--weights-copy":
+        assert re.search(r"^extmem: weights copy qspi -> sram\d failed \(qspi is not memory-mapped\)$", text, re.M)
     assert "result: error" in text and "done: 1" in text and code == 1
