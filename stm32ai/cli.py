@@ -625,6 +625,9 @@ def _print_conv_layouts(c: Any, optimization: str, weights_pool: list[str] | Non
         return
     pool = c.weights_pool or weights_pool
     where = f"in {pool[0]}" if pool and pool[0] != "flash" else "in flash"
+    if pool and "@" in pool[0]:   # boot copy RUN@LOAD (placement.py): RAM at run time
+        run, _, load = pool[0].partition("@")
+        where = f"in {'RAM' if run == 'ram' else run} (copied from {load} at boot)"
     wide = [r for r in rows if r["layout"] == "int16"]
     extra = sum(int(r["weights_bytes"]) - int(r["int8_bytes"]) for r in wide)
     staged = [r for r in rows if r["staged"]]
@@ -863,7 +866,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "are always emitted: compile with -DAI_PROFILE and provide ai_profile_clock()")
     g.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
                    "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
-    g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
+    g.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference; "
+                   "RUN@LOAD: weights in external flash LOAD, copied at boot into RAM region RUN")
+    g.add_argument("--weights-copy", choices=("ram",), help="ram: the weights' image in the board's external "
+                   "flash, copied at boot into the fastest RAM that holds them (docs/external_memory.md)")
     g.add_argument("--no-test-vector", action="store_true",
                    help="embed no expected output (no reference is run): the demo reports timing and "
                         "memory and `result: no-reference`")
@@ -894,7 +900,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--html", metavar="F", help="also write the report as HTML to F")
     a.add_argument("--activations-pool", help="comma-separated board memory regions, fastest first, each "
                    "REGION or REGION:SIZE (a cap); split across them when no single one holds the pool")
-    a.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference")
+    a.add_argument("--weights-pool", help="comma-separated board memory regions, in order of preference; "
+                   "RUN@LOAD: weights in external flash LOAD, copied at boot into RAM region RUN")
+    a.add_argument("--weights-copy", choices=("ram",), help="ram: the weights' image in the board's external "
+                   "flash, copied at boot into the fastest RAM that holds them (docs/external_memory.md)")
     a.add_argument("--estimate", action="store_true",
                    help="with --board: build the firmware and estimate cycles and ms per inference, per "
                         "layer, on the board's core and memory-system model (docs/estimate.md)")
@@ -964,11 +973,34 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _weights_copy(args: argparse.Namespace) -> None:
+    """--weights-copy ram becomes the weights pool `ram@LOAD` (placement.py picks the RAM):
+    LOAD is --weights-pool's external flash, else the board's first in its weights list."""
+    if getattr(args, "weights_copy", None) is None:
+        return
+    from stm32ai.boards import load_board
+    from stm32ai.placement import BOOT_COPY_AUTO
+
+    if not getattr(args, "board", None):
+        raise Stm32aiError("--weights-copy needs --board (the copy is from the board's external flash)")
+    board = load_board(args.board)
+    given = [e.strip() for e in (args.weights_pool or "").split(",") if e.strip()]
+    if any("@" in e for e in given):
+        raise Stm32aiError("--weights-copy goes with --weights-pool REGION (the external flash), not RUN@LOAD")
+    flashes = [rn for rn in (given or board.weights_pool)
+               if rn in board.external and not board.region(rn).writable]
+    if not flashes:
+        raise Stm32aiError(f"--weights-copy: board {board.id} has no external flash stm32ai brings up"
+                           + (f" in --weights-pool {args.weights_pool}" if given else ""))
+    args.weights_pool = f"{BOOT_COPY_AUTO}@{flashes[0]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     fn: Callable[[argparse.Namespace], int] = args.fn
     try:
+        _weights_copy(args)
         return fn(args)
     except Stm32aiError as e:  # messages may quote model strings: one_line keeps them one line
         print(f"stm32ai: error: {one_line(e)}", file=sys.stderr)

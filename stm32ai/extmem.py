@@ -1,4 +1,5 @@
-"""External memories a board carries: an SDRAM on the FMC and a NOR flash on the QUADSPI.
+"""External memories a board carries: an SDRAM on the FMC and a NOR flash on the QUADSPI or
+(STM32U5) the OCTOSPI.
 
 The board file gives each part's datasheet figures under `external:` (keyed by the memory
 region they back); this module checks them and derives the controller register values at the
@@ -11,6 +12,11 @@ Register layouts (bit positions) are those of the STM32 reference manuals:
   CR (PRESCALER 31:24, FTHRES 11:8, SSHIFT 4, EN 0), DCR (FSIZE 20:16, CSHT 10:8), SR (BUSY 5,
   TCF 1, TEF 0), CCR (FMODE 27:26, DMODE 25:24, DCYC 22:18, ADSIZE 13:12, ADMODE 11:10,
   IMODE 9:8, INSTRUCTION 7:0).
+- OCTOSPI (STM32U5): RM0456 OCTOSPI chapter, "OCTOSPI registers": CR (FMODE 29:28, FTHRES 12:8,
+  EN 0), DCR1 (MTYP 26:24, DEVSIZE 20:16, CSHT 13:8, DLYBYP 3), DCR2 (PRESCALER 7:0), SR (BUSY 5,
+  TCF 1, TEF 0), CCR (DMODE 26:24, ADSIZE 13:12, ADMODE 10:8, ISIZE 5:4, IDTR 3, IMODE 2:0),
+  TCR (SSHIFT 30, DCYC 4:0), IR; the I/O manager OCTOSPIM_PCRn (IOHSRC 26:25, IOHEN 24,
+  IOLSRC 18:17, IOLEN 16, NCSSRC 9, NCSEN 8, DQSSRC 5, DQSEN 4, CLKSRC 1, CLKEN 0).
 - Cortex-M7 MPU: Armv7-M ARM B3.5 (MPU_RBAR/MPU_RASR: XN 28, AP 26:24, TEX 21:19, S 18, C 17,
   B 16, SIZE 5:1, ENABLE 0); the attributes follow ST's AN4838 / AN4839 guidance for external
   memories (see `mpu_regions`).
@@ -23,8 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAMILY_REGS", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions", "parse_external",
-           "qspi_registers", "sdram_registers", "supported_controllers"]
+__all__ = ["FAMILY_REGS", "SDRAM_BANK_ORIGIN", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions",
+           "octospi_registers", "parse_external", "qspi_registers", "sdram_registers", "supported_controllers"]
 
 
 class ExternalError(ValueError):
@@ -36,20 +42,41 @@ class ExternalError(ValueError):
 #       RCC_AHB3ENR at RCC + 0x38 (FMCEN bit 0, QSPIEN bit 1), RM0385 §5.3.12.
 #   L4: RM0351 §2.2.2 memory map (same addresses) and RCC_AHB3ENR at RCC + 0x50 (FMCEN bit 0,
 #       QSPIEN bit 8), RM0351 §6.4.19.
+#   H7: RM0399 §2.3.2 memory map (FMC 0x5200 4000, QUADSPI 0x5200 5000, both in D1 on AHB3) and
+#       RCC_AHB3ENR at RCC 0x5802 4400 + 0xD4 (FMCEN bit 12, QSPIEN bit 14), RM0399 §9.7.x. The
+#       H7 FMC also has a global enable, FMC_BCR1.FMCEN (bit 31, RM0399 FMC_BCRx): `bcr1_fmcen`.
+#       Their kernel clocks stay at the reset selection rcc_hclk3 (RCC_D1CCIPR FMCSEL = QSPISEL
+#       = 00), which is the board's HCLK (Board.hclk_hz).
 FAMILY_REGS: dict[str, dict[str, int]] = {
     "stm32f7": {"fmc": 0xA0000000, "quadspi": 0xA0001000, "ahb3enr": 0x40023838,
-                "fmcen": 1 << 0, "qspien": 1 << 1},
+                "fmcen": 1 << 0, "qspien": 1 << 1, "bcr1_fmcen": 0},
     "stm32l4": {"fmc": 0xA0000000, "quadspi": 0xA0001000, "ahb3enr": 0x40021050,
-                "fmcen": 1 << 0, "qspien": 1 << 8},
+                "fmcen": 1 << 0, "qspien": 1 << 8, "bcr1_fmcen": 0},
+    "stm32h7": {"fmc": 0x52004000, "quadspi": 0x52005000, "ahb3enr": 0x580244D4,
+                "fmcen": 1 << 12, "qspien": 1 << 14, "bcr1_fmcen": 1 << 31},
 }
+
+# STM32U5 OCTOSPI (RM0456 §2.3.2 memory map, non-secure aliases; RCC §11.8.x): instance ->
+# registers, memory-mapped window, RCC_AHB2ENR2 enable bit. Both run from the reset kernel clock
+# selection RCC_CCIPR2.OCTOSPISEL = 00: SYSCLK. The I/O manager OCTOSPIM (0x420C 4000, clock
+# RCC_AHB2ENR1.OCTOSPIMEN bit 21) routes port n to OCTOSPIn.
+OCTOSPI_U5 = {1: {"base": 0x420D1400, "window": 0x90000000, "en_bit": 1 << 4},
+              2: {"base": 0x420D2400, "window": 0x70000000, "en_bit": 1 << 8}}
+U5_OCTOSPIM = 0x420C4000
+U5_AHB2ENR1, U5_AHB2ENR2, U5_OCTOSPIMEN = 0x46020C8C, 0x46020C90, 1 << 21
+
+# FMC SDRAM bank -> its address (RM0385 §13.7.1 / RM0399 FMC SDRAM banks, default mapping)
+SDRAM_BANK_ORIGIN = {1: 0xC0000000, 2: 0xD0000000}
 
 
 def supported_controllers(family: str) -> set[str]:
     """The `needs_init` kinds stm32ai brings up on this family."""
-    if family == "stm32f7":
+    if family in ("stm32f7", "stm32h7"):
         return {"fmc_sdram", "quadspi"}
     if family == "stm32l4":
         return {"quadspi"}
+    if family == "stm32u5":
+        return {"octospi"}
     return set()
 
 
@@ -64,7 +91,7 @@ class ExtPin:
 class SdramPart:
     region: str
     part: str
-    bank: int                    # FMC SDRAM bank 1 (SDNE0/SDCKE0, 0xC0000000)
+    bank: int                    # FMC SDRAM bank 1 (SDNE0/SDCKE0, 0xC0000000) or 2 (SDNE1/SDCKE1, 0xD0000000)
     data_bits: int               # 8, 16, 32: the bus as the board wires it
     row_bits: int
     col_bits: int
@@ -102,6 +129,8 @@ class QspiFlash:
     ncs: str                     # the chip-select pin (pulled up while idle)
     stldr: str                   # STM32CubeProgrammer's external loader for this board
     datasheet: str
+    dual: bool = False           # two identical parts in dual-flash mode (QUADSPI_CR.DFM); size is their sum
+    octospi: int = 0             # controller "octospi": the OCTOSPI instance (1, 2); the read is SPI 1-1-1
 
 
 _PIN = re.compile(r"P([A-K])(1[0-5]|[0-9])")
@@ -157,6 +186,7 @@ _SDRAM_KEYS = {"controller", "part", "bank", "data_bits", "row_bits", "col_bits"
                "refresh_ms", "refresh_rows", "powerup_us", "autorefresh", "pins", "datasheet"}
 _QSPI_KEYS = {"controller", "part", "size", "jedec_id", "max_hz", "cs_high_ns", "read_cmd", "addr_bytes", "dummy",
               "quad_enable", "pins", "ncs", "stldr", "datasheet"}
+_QSPI_OPTIONAL = {"dual", "octospi"}
 
 
 def _sdram(name: str, d: dict, where: str) -> SdramPart:
@@ -177,7 +207,7 @@ def _sdram(name: str, d: dict, where: str) -> SdramPart:
     if banks not in (2, 4):
         raise ExternalError(f"{where}.internal_banks: {banks} is not 2 or 4")
     return SdramPart(
-        region=name, part=_name(d, "part", where), bank=_num(d, "bank", where, 1, 1, int), data_bits=data_bits,
+        region=name, part=_name(d, "part", where), bank=_num(d, "bank", where, 1, 2, int), data_bits=data_bits,
         row_bits=_num(d, "row_bits", where, 11, 13, int), col_bits=_num(d, "col_bits", where, 8, 11, int),
         internal_banks=banks, sdclk_div=_num(d, "sdclk_div", where, 2, 3, int),
         cas_tck_min_ns={int(k): float(x) for k, x in cas.items()},
@@ -190,8 +220,8 @@ def _sdram(name: str, d: dict, where: str) -> SdramPart:
 
 
 def _qspi(name: str, d: dict, where: str) -> QspiFlash:
-    if set(d) - _QSPI_KEYS:
-        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _QSPI_KEYS))}")
+    if set(d) - _QSPI_KEYS - _QSPI_OPTIONAL:
+        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _QSPI_KEYS - _QSPI_OPTIONAL))}")
     missing = _QSPI_KEYS - set(d)
     if missing:
         raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
@@ -202,6 +232,12 @@ def _qspi(name: str, d: dict, where: str) -> QspiFlash:
     if not (isinstance(jid, list) and len(jid) == 3 and all(isinstance(x, int) and 0 <= x <= 255 for x in jid)):
         raise ExternalError(f"{where}.jedec_id: expected three bytes (manufacturer, type, capacity)")
     qe = str(d["quad_enable"])
+    octo = d.get("octospi", 0)
+    if (d.get("controller") == "octospi") != (octo in (1, 2)) or isinstance(octo, bool):
+        raise ExternalError(f"{where}.octospi: an octospi part names its OCTOSPI instance (1 or 2), a quadspi "
+                            "part none")
+    if octo and (qe != "none" or d.get("dual", False)):
+        raise ExternalError(f"{where}: an OCTOSPI flash is read in SPI mode: quad_enable none, no dual")
     if qe not in ("none", "sr_bit6"):
         raise ExternalError(f"{where}.quad_enable: '{qe}' is not none or sr_bit6")
     pins = _pins(d["pins"], where)
@@ -209,13 +245,23 @@ def _qspi(name: str, d: dict, where: str) -> QspiFlash:
     if m is None or (m.group(1), int(m.group(2))) not in {(p.port, p.pin) for p in pins}:
         raise ExternalError(f"{where}.ncs: '{d['ncs']}' is not one of the pins")
     addr = _num(d, "addr_bytes", where, 3, 4, int)
-    if size > (1 << 24) and addr != 4:
-        raise ExternalError(f"{where}.addr_bytes: a {size >> 20} MiB flash needs 4-byte addresses")
+    dual = d.get("dual", False)
+    if not isinstance(dual, bool):
+        raise ExternalError(f"{where}.dual: expected true or false")
+    if dual and qe != "none":
+        # the QE write would need one status byte per part (even/odd bytes): not generated
+        raise ExternalError(f"{where}.quad_enable: dual-flash mode is supported for parts without a QE bit only")
+    if dual and len(pins) < 10:
+        raise ExternalError(f"{where}.pins: dual-flash mode needs CLK, NCS and both banks' IO0-IO3 (10 pins)")
+    per_part = size // 2 if dual else size
+    if per_part > (1 << 24) and addr != 4:
+        raise ExternalError(f"{where}.addr_bytes: a {per_part >> 20} MiB flash needs 4-byte addresses")
     return QspiFlash(
         region=name, part=_name(d, "part", where), size=size, jedec_id=(jid[0], jid[1], jid[2]),
         max_hz=_num(d, "max_hz", where, 1_000_000, 200_000_000, int), cs_high_ns=_num(d, "cs_high_ns", where, 1, 1000),
         read_cmd=_num(d, "read_cmd", where, 0, 255, int), addr_bytes=addr, dummy=_num(d, "dummy", where, 0, 31, int),
-        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=_name(d, "stldr", where), datasheet=str(d["datasheet"]))
+        quad_enable=qe, pins=pins, ncs=str(d["ncs"]), stldr=_name(d, "stldr", where), datasheet=str(d["datasheet"]),
+        dual=dual, octospi=octo)
 
 
 def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], family: str
@@ -241,12 +287,21 @@ def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], f
             raise ExternalError(f"{where}.controller: stm32ai does not bring up '{kind}' on {family}")
         if kind == "fmc_sdram":
             part: SdramPart | QspiFlash = _sdram(name, d, where)
-            if origin != 0xC0000000:
-                raise ExternalError(f"{where}: FMC SDRAM bank 1 is at 0xC0000000, the region at 0x{origin:08X}")
+            if origin != SDRAM_BANK_ORIGIN[part.bank]:
+                raise ExternalError(f"{where}: FMC SDRAM bank {part.bank} is at 0x{SDRAM_BANK_ORIGIN[part.bank]:08X}, "
+                                    f"the region at 0x{origin:08X}")
             capacity = (1 << (part.row_bits + part.col_bits)) * part.internal_banks * part.data_bits // 8
             if length > capacity:
                 raise ExternalError(f"{where}: region is {length} B, the part on a {part.data_bits}-bit bus "
                                     f"has {capacity}")
+        elif kind == "octospi":
+            part = _qspi(name, d, where)
+            window = OCTOSPI_U5[part.octospi]["window"]
+            if origin != window:
+                raise ExternalError(f"{where}: OCTOSPI{part.octospi}'s memory-mapped space is at 0x{window:08X}, "
+                                    f"the region at 0x{origin:08X}")
+            if length > part.size:
+                raise ExternalError(f"{where}: region is {length} B, the flash has {part.size}")
         else:
             part = _qspi(name, d, where)
             if origin != 0x90000000:
@@ -267,10 +322,13 @@ def _cycles(ns: float, tck_ns: float) -> int:
 
 
 def sdram_registers(p: SdramPart, hclk_hz: int) -> dict[str, int]:
-    """FMC SDRAM bank-1 register values and the init sequence's SDCMR words at this HCLK.
+    """FMC SDRAM register values and the init sequence's SDCMR words at this HCLK.
 
     RM0385 §13.7.3 "SDRAM initialization": clock configuration enable, wait the power-up delay,
-    precharge all, auto-refresh (NRFS+1 commands), load mode register, then the refresh rate."""
+    precharge all, auto-refresh (NRFS+1 commands), load mode register, then the refresh rate.
+    SDCR/SDTR are one value for the part's bank: for bank 2 the bring-up writes it to both
+    banks' registers, because SDCR2's SDCLK/RBURST/RPIPE and SDTR2's TRC/TRP are "don't care"
+    (taken from SDCR1/SDTR1, RM0385 §13.7.5 / RM0399 FMC_SDCRx, FMC_SDTRx)."""
     sdclk = hclk_hz / p.sdclk_div
     tck = 1e9 / sdclk
     fits = sorted(cl for cl, tmin in p.cas_tck_min_ns.items() if tck + 1e-9 >= tmin)
@@ -298,7 +356,7 @@ def sdram_registers(p: SdramPart, hclk_hz: int) -> dict[str, int]:
     count = int(p.refresh_ms * 1e-3 / p.refresh_rows * sdclk) - 20
     if not 41 < count < (1 << 13):
         raise ExternalError(f"{p.part}: refresh count {count} at SDCLK {sdclk / 1e6:g} MHz is outside 42..8191")
-    ctb = 1 << 4                                          # CTB1: the command targets bank 1
+    ctb = 1 << 4 if p.bank == 1 else 1 << 3               # CTB1 (bit 4) / CTB2 (bit 3): the bank addressed
     # mode register (the part's datasheet, JEDEC SDR): burst length 1, sequential, CAS latency,
     # standard operation, single-location write bursts (bit 9)
     mrd = cl << 4 | 1 << 9
@@ -319,7 +377,7 @@ def qspi_registers(q: QspiFlash, hclk_hz: int) -> dict[str, int]:
         raise ExternalError(f"{q.part}: no prescaler brings HCLK {hclk_hz / 1e6:g} MHz down to {q.max_hz / 1e6:g} MHz")
     f = hclk_hz / (presc + 1)
     csht = min(7, max(0, math.ceil(q.cs_high_ns * f / 1e9) - 1))   # CS high for CSHT + 1 cycles
-    fsize = q.size.bit_length() - 2                                  # 2^(FSIZE + 1) bytes
+    fsize = q.size.bit_length() - 2                                  # 2^(FSIZE + 1) bytes (both parts)
     single, quad = 1, 3
     indirect_write, indirect_read, memory_mapped = 0, 1, 3
 
@@ -328,7 +386,10 @@ def qspi_registers(q: QspiFlash, hclk_hz: int) -> dict[str, int]:
                 | imode << 8 | cmd)
 
     return {
-        "CR": presc << 24 | 3 << 8 | 1 << 4,    # FTHRES 4 bytes, SSHIFT half a cycle later; EN set last
+        # FTHRES 4 bytes, SSHIFT half a cycle later, DFM (bit 6) for two parts in dual-flash
+        # mode (RM0399 QUADSPI_CR: FSIZE then covers both, even bytes in flash 1, odd in flash 2);
+        # EN set last
+        "CR": presc << 24 | 3 << 8 | (1 << 6 if q.dual else 0) | 1 << 4,
         "DCR": fsize << 16 | csht << 8,
         # RESET ENABLE + RESET MEMORY (0x66, 0x99), first on four lines (a part left in QPI mode
         # by an earlier program), then on one: the flash starts from its power-on state
@@ -341,6 +402,48 @@ def qspi_registers(q: QspiFlash, hclk_hz: int) -> dict[str, int]:
         "CCR_WRITE_SR": ccr(0x01, indirect_write, single),          # WRITE STATUS REGISTER, 1 byte
         "CCR_MEMORY_MAPPED": ccr(q.read_cmd, memory_mapped, quad, single, q.dummy),
         "QSPI_HZ": int(f), "PRESCALER": presc, "CSHT": csht, "FSIZE": fsize,
+    }
+
+
+def octospi_registers(q: QspiFlash, kernel_hz: int) -> dict[str, int]:
+    """OCTOSPI register values for a NOR flash read memory-mapped in SPI mode (1-1-1, the
+    part's power-on mode: no volatile configuration to write, nothing to lose on a reset), at the
+    kernel clock `kernel_hz` (SYSCLK): clock = kernel / (PRESCALER + 1) (RM0456 OCTOSPI_DCR2)."""
+    presc = max(0, math.ceil(kernel_hz / q.max_hz - 1e-9) - 1)
+    if presc > 255:
+        raise ExternalError(f"{q.part}: no prescaler brings {kernel_hz / 1e6:g} MHz down to {q.max_hz / 1e6:g} MHz")
+    f = kernel_hz / (presc + 1)
+    csht = min(63, max(0, math.ceil(q.cs_high_ns * f / 1e9 - 1e-9) - 1))   # CS high for CSHT + 1 cycles
+    devsize = q.size.bit_length() - 2                                      # 2^(DEVSIZE + 1) bytes
+    one, eight = 1, 4                          # IMODE/ADMODE/DMODE: 001 one line, 100 eight lines
+    indirect_write, indirect_read, memory_mapped = 0, 1, 3
+
+    def ccr(imode: int = one, isize: int = 0, idtr: int = 0, admode: int = 0, dmode: int = 0) -> int:
+        return dmode << 24 | (q.addr_bytes - 1) << 12 | admode << 8 | isize << 4 | idtr << 3 | imode
+
+    n = q.octospi
+    pcr = {1: 1 << 24 | 1 << 25 | 1 << 16 | 1 << 8 | 1 << 4 | 1,          # port 1 <- OCTOSPI1 (IO[7:4] src 01)
+           2: 1 << 24 | 3 << 25 | 1 << 16 | 2 << 17 | 1 << 8 | 1 << 9 | 1 << 4 | 1 << 5 | 1 | 1 << 1}[n]
+    return {
+        # MTYP 010 standard (the byte order of Micron/Macronix modes matters for octal DTR only),
+        # DLYBYP: no delay block (STR reads without DQS)
+        "DCR1": 2 << 24 | devsize << 16 | csht << 8 | 1 << 3,
+        "DCR2": presc,
+        "CR_INDIRECT_WRITE": indirect_write << 28, "CR_INDIRECT_READ": indirect_read << 28,
+        "CR_MEMORY_MAPPED": memory_mapped << 28,
+        # RESET ENABLE + RESET MEMORY: first as octal commands (16-bit instruction: the opcode and
+        # its complement), STR then DTR, for a part an earlier program left in OPI mode; then SPI
+        "CCR_RESET_OPI_STR": ccr(eight, isize=1), "CCR_RESET_OPI_DTR": ccr(eight, isize=1, idtr=1),
+        "IR_RESET_ENABLE_OPI": 0x6699, "IR_RESET_OPI": 0x9966,
+        "CCR_RESET": ccr(), "IR_RESET_ENABLE": 0x66, "IR_RESET": 0x99,
+        "CCR_READ_ID": ccr(dmode=one), "IR_READ_ID": 0x9F,
+        # memory-mapped read: instruction, address and data on one line, DCYC dummy clocks,
+        # SSHIFT (bit 30): data sampled half a cycle later (STR)
+        "CCR_MEMORY_MAPPED": ccr(admode=one, dmode=one), "TCR_MEMORY_MAPPED": 1 << 30 | q.dummy,
+        "IR_MEMORY_MAPPED": q.read_cmd,
+        "PCR": pcr, "PCR_ADDR": U5_OCTOSPIM + 4 * n,
+        "BASE": OCTOSPI_U5[n]["base"], "WINDOW": OCTOSPI_U5[n]["window"], "EN_BIT": OCTOSPI_U5[n]["en_bit"],
+        "OSPI_HZ": int(f), "PRESCALER": presc, "CSHT": csht, "DEVSIZE": devsize,
     }
 
 
@@ -367,7 +470,7 @@ def mpu_regions(parts: dict[str, SdramPart | QspiFlash], lengths: dict[str, int]
     the flash read-only and write-through, the SDRAM write-back."""
     out: list[tuple[int, int, str]] = []
     sdram = [p for p in parts.values() if isinstance(p, SdramPart)]
-    qspi = [p for p in parts.values() if isinstance(p, QspiFlash)]
+    qspi = [p for p in parts.values() if isinstance(p, QspiFlash) and not p.octospi]
     if sdram:
         out.append((0x60000000, _rasr(256 << 20, _STRONGLY_ORDERED | _AP_NONE | _XN),
                     "FMC bank 1 (NOR/PSRAM, unpopulated): no speculative reads"))
@@ -375,8 +478,10 @@ def mpu_regions(parts: dict[str, SdramPart | QspiFlash], lengths: dict[str, int]
         out.append((0x90000000, _rasr(256 << 20, _STRONGLY_ORDERED | _AP_NONE | _XN),
                     "QUADSPI space beyond the flash: no speculative reads"))
         q = qspi[0]
-        out.append((0x90000000, _rasr(q.size, _NORMAL_WT | _AP_RO), f"{q.part}: cacheable, read-only"))
+        out.append((0x90000000, _rasr(q.size, _NORMAL_WT | _AP_RO),
+                    f"{q.part}{' x2 (dual-flash)' if q.dual else ''}: cacheable, read-only"))
     for p in sdram:
         size = 1 << (lengths[p.region] - 1).bit_length()
-        out.append((0xC0000000, _rasr(size, _NORMAL_WBWA | _AP_RW | _XN), f"{p.part}: Normal memory, write-back"))
+        out.append((SDRAM_BANK_ORIGIN[p.bank], _rasr(size, _NORMAL_WBWA | _AP_RW | _XN),
+                    f"{p.part}: Normal memory, write-back"))
     return out

@@ -15,8 +15,8 @@ from typing import Any
 from stm32ai.boards import Board, describe_size, list_boards, parse_size
 from stm32ai.errors import Stm32aiError
 
-__all__ = ["ActivationsDoNotFit", "CODE_RESERVE", "DATA_RESERVE", "Placement", "activation_budgets",
-           "code_reserve", "plan_placement", "round8"]
+__all__ = ["ActivationsDoNotFit", "BOOT_COPY_AUTO", "CODE_RESERVE", "DATA_RESERVE", "Placement",
+           "activation_budgets", "boot_copy_targets", "code_reserve", "plan_placement", "round8"]
 
 # Room kept for what is not the model when checking that its pools fit (the linker script
 # checks the exact figures at build time):
@@ -38,6 +38,9 @@ class Placement:
     free: dict[str, int]          # bytes left per region after everything is placed (estimate)
     # one {"region", "bytes"} per activation pool (several when split across regions)
     activation_pools: list[dict[str, Any]] = field(default_factory=list)
+    # boot copy (`--weights-copy ram`, pool entry RUN@LOAD): the external flash region holding the
+    # weights' load image, copied to weights_region by extmem_init() once the memories are up
+    weights_load: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,8 +123,8 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
     needed vs available bytes per region and a suggestion when a pool does not fit
     (ActivationsDoNotFit when the single activation pool fits none of its regions).
     """
-    a_pool, a_caps, (res, w_region, copied) = _pools(board, activations_pool, weights_pool, weights_bytes,
-                                                     vectors_bytes)
+    a_pool, a_caps, (res, w_region, copied, load) = _pools(board, activations_pool, weights_pool, weights_bytes,
+                                                           vectors_bytes)
     need_w = round8(weights_bytes)
 
     def free(rn: str) -> int:
@@ -148,7 +151,7 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
             res[rn] += round8(size)
             pools.append({"region": rn, "bytes": size})
         return Placement(split[0][0], w_region, copied, {r.name: r.length - res[r.name] for r in board.memory},
-                         pools)
+                         pools, load)
 
     need_a = round8(activations_bytes)
     a_region, notes = None, []
@@ -170,18 +173,68 @@ def plan_placement(board: Board, *, activations_bytes: int, weights_bytes: int,
             + "; " + _suggest(board, need_a, a_pool, "activations", res))
     res[a_region] += need_a
     return Placement(a_region, w_region, copied, {r.name: r.length - res[r.name] for r in board.memory},
-                     [{"region": a_region, "bytes": activations_bytes}])
+                     [{"region": a_region, "bytes": activations_bytes}], load)
+
+
+BOOT_COPY_AUTO = "ram"   # RUN of a RUN@LOAD weights entry: stm32ai picks the RAM (boot_copy_targets)
+
+
+def boot_copy_targets(board: Board) -> list[str]:
+    """The RAM regions `--weights-copy ram` tries, in order: the internal RAMs of the board's
+    activation list from last to first (the first, fastest, stays for the activations, as for
+    the automatic weights-in-RAM choice), then its external RAMs. The estimator has no model of
+    the external memories (estimate/cache.py prices them as on-chip SRAM), so the order is a
+    rule (docs/external_memory.md, "Boot copy"): on-chip SRAM beats the FMC SDRAM (row
+    activation + CAS latency per burst), which beats the QUADSPI flash read in place (command,
+    address and dummy clocks per cache-line refill, 4 data bits per clock)."""
+    ram = [rn for rn in board.activations_pool if board.region(rn).writable and board.ready(rn)]
+    return ([rn for rn in reversed(ram) if rn not in board.external]
+            + [rn for rn in ram if rn in board.external])
+
+
+def _boot_copy(board: Board, entry: str, res: dict[str, int], need_w: int) -> tuple[str | None, str, str]:
+    """(run region or None, load region, why not) of a RUN@LOAD weights entry."""
+    run, _, load = (x.strip() for x in entry.partition("@"))
+    lreg = board.region(load)
+    if load not in board.external or lreg.writable:
+        return None, load, f"{load} is not an external flash (the copy's source)"
+    if not board.ready(load):
+        return None, load, f"{load} needs {lreg.needs_init} bring-up, which stm32ai does not generate for {board.id}"
+    if lreg.length - res[load] < need_w:
+        return None, load, f"{load} has {lreg.length - res[load]:,} B free"
+    targets = boot_copy_targets(board) if run == BOOT_COPY_AUTO else [run]
+    why = []
+    for rn in targets:
+        reg = board.region(rn)
+        if not reg.writable or not board.ready(rn):
+            why.append(f"{rn} is not a RAM stm32ai brings up")
+        elif reg.length - res[rn] < need_w:
+            why.append(f"{rn} has {max(reg.length - res[rn], 0):,} B free")
+        else:
+            return rn, load, ""
+    return None, load, "copy from " + load + ": " + ("; ".join(why) or "no RAM region")
 
 
 def _place_weights(board: Board, weights_bytes: int, w_pool: list[str], vectors_bytes: int
-                   ) -> tuple[dict[str, int], str, bool]:
-    """(bytes reserved per region incl. the weights, weights region, copied to RAM at reset)."""
+                   ) -> tuple[dict[str, int], str, bool, str]:
+    """(bytes reserved per region incl. the weights, weights region, copied to RAM at reset,
+    external flash they are copied from at boot or "")."""
     res = _reserved(board, vectors_bytes)
     need_w = round8(weights_bytes)
     text = board.region(board.text_region)
 
     def free(rn: str) -> int:
         return board.region(rn).length - res[rn]
+
+    for entry in w_pool:
+        if "@" not in entry:
+            continue
+        run, load, why = _boot_copy(board, entry, res, need_w)
+        if run is None:
+            raise Stm32aiError(f"weights ({weights_bytes:,} B) cannot be copied at boot on {board.id}: {why}")
+        res[run] += need_w
+        res[load] += need_w
+        return res, run, False, load
 
     w_region, copied, notes = None, False, []
     for rn in w_pool:
@@ -212,19 +265,21 @@ def _place_weights(board: Board, weights_bytes: int, w_pool: list[str], vectors_
     res[w_region] += need_w
     if copied:
         res[board.text_region] += need_w
-    return res, w_region, copied
+    return res, w_region, copied, ""
 
 
 def _pools(board: Board, activations_pool: list[str] | None, weights_pool: list[str] | None,
            weights_bytes: int, vectors_bytes: int
-           ) -> tuple[list[str], dict[str, int], tuple[dict[str, int], str, bool]]:
+           ) -> tuple[list[str], dict[str, int], tuple[dict[str, int], str, bool, str]]:
     """The activation region list (the board's default unless given) and its caps, checked, and
     the weights placed in theirs: (regions, caps, _place_weights' result)."""
     a_pool, caps = _split_caps(list(activations_pool) if activations_pool else list(board.activations_pool),
                                "activations")
     w_pool = list(weights_pool) if weights_pool else list(board.weights_pool)
     _check_pool_names(board, a_pool, "activations")
-    _check_pool_names(board, w_pool, "weights")
+    _check_pool_names(board, [n for e in w_pool for n in e.split("@") if n.strip() != BOOT_COPY_AUTO], "weights")
+    if any("@" in e for e in w_pool) and (len(w_pool) != 1 or w_pool[0].count("@") != 1):
+        raise Stm32aiError("--weights-pool RUN@LOAD (a boot copy from external flash) must be the only entry")
     return a_pool, caps, _place_weights(board, weights_bytes, w_pool, vectors_bytes)
 
 
@@ -232,7 +287,7 @@ def activation_budgets(board: Board, *, weights_bytes: int, activations_pool: li
                        weights_pool: list[str] | None = None, vectors_bytes: int = 0) -> list[tuple[str, int]]:
     """(region, bytes the activations may use there) for each usable region of the activation
     list, in its order (fastest first), after code, data, stack, heap, weights and caps."""
-    a_pool, caps, (res, _, _) = _pools(board, activations_pool, weights_pool, weights_bytes, vectors_bytes)
+    a_pool, caps, (res, _, _, _) = _pools(board, activations_pool, weights_pool, weights_bytes, vectors_bytes)
     out = []
     for rn in a_pool:
         reg = board.region(rn)

@@ -25,7 +25,7 @@ from conftest import FIXTURES, ROOT, assert_one_line_error, shared_model, stm32a
 
 from stm32ai.boards import load_board
 from stm32ai.errors import Stm32aiError
-from stm32ai.extmem import ExternalError, mpu_regions, qspi_registers, sdram_registers
+from stm32ai.extmem import ExternalError, mpu_regions, octospi_registers, qspi_registers, sdram_registers
 from stm32ai.project.generator import plan_placement
 
 SMALL = FIXTURES / "classifier_softmax_int8.tflite"
@@ -93,6 +93,64 @@ def test_qspi_registers_of_the_three_kits():
     assert q["FSIZE"] == 25 and q["PRESCALER"] == 2     # 216 / 3 = 72 MHz <= 104 MHz
 
 
+def test_h747_sdram_bank_2_at_200_mhz():
+    """IS42S32800J-6 on a 32-bit bus at FMC SDRAM bank 2; the FMC kernel clock is HCLK3 200 MHz,
+    SDCLK = 200 / 2 = 100 MHz (tCK 10 ns)."""
+    b = load_board("disco-h747i")
+    assert b.hclk_hz == 200_000_000
+    part = b.external["sdram"]
+    r = sdram_registers(part, b.hclk_hz)
+    assert r["CAS"] == 2                                # CAS 2 needs tCK >= 10 ns: met exactly
+    # tRCD 18 -> 2, tRP 18 -> 2, tRAS 42 -> 5, tRC 60 -> 6, tXSR 70 -> 7, tWR 12 -> 2 raised to
+    # max(TRAS - TRCD = 3, TRC - TRCD - TRP = 2) = 3, tMRD 2
+    assert r["SDTR"] == 1 | 6 << 4 | 4 << 8 | 5 << 12 | 2 << 16 | 1 << 20 | 1 << 24 == 0x01125461
+    # SDCR: NC=1 (9 col) | NR=1<<2 (12 rows) | MWID=2<<4 (32 bit) | NB=1<<6 | CAS=2<<7 | SDCLK=2<<10 | RBURST
+    assert r["SDCR"] == 1 | 4 | 0x20 | 0x40 | 0x100 | 0x800 | 0x1000 == 0x1965
+    # 64 ms / 4096 rows = 15.625 us x 100 MHz = 1562 - 20
+    assert r["SDRTR"] == 1542 << 1
+    # commands go to bank 2: CTB2 = bit 3
+    assert (r["CMD_CLK_ENABLE"], r["CMD_PALL"]) == (0x09, 0x0A)
+    assert r["CMD_AUTOREFRESH"] == 3 | 0x08 | 7 << 5
+    assert r["CMD_LOAD_MODE"] == 4 | 0x08 | (2 << 4 | 1 << 9) << 9
+
+
+def test_h747_dual_flash_quadspi():
+    """Two MT25QL512ABB (64 MiB each) read together: 128 MiB, QUADSPI_CR.DFM (bit 6)."""
+    b = load_board("disco-h747i")
+    q = qspi_registers(b.external["qspi"], b.hclk_hz)
+    # 133 MHz max: 200 / 2 = 100 MHz (PRESCALER 1); tSHSL 50 ns = 5 cycles (CSHT 4);
+    # 128 MiB = 2^(26 + 1): FSIZE 26 (both parts)
+    assert (q["PRESCALER"], q["QSPI_HZ"], q["CSHT"], q["FSIZE"]) == (1, 100_000_000, 4, 26)
+    assert q["CR"] == 1 << 24 | 3 << 8 | 1 << 6 | 1 << 4 and q["DCR"] == 26 << 16 | 4 << 8
+    # 0x6C 4-byte quad output read: FMODE 3, DMODE 4 lines, 8 dummy, ADSIZE 32 bit, ADMODE 1, IMODE 1
+    assert q["CCR_MEMORY_MAPPED"] == 3 << 26 | 3 << 24 | 8 << 18 | 3 << 12 | 1 << 10 | 1 << 8 | 0x6C
+    # single-part kits keep DFM clear
+    f7 = load_board("disco-f769")
+    assert not qspi_registers(f7.external["qspi"], f7.hclk_hz)["CR"] & 1 << 6
+
+
+def test_u585_octal_flash_octospi_registers():
+    """MX25LM51245G on OCTOSPI2, read in SPI mode (FAST_READ4B 0x0C, 8 dummy) at SYSCLK 160 MHz."""
+    b = load_board("b-u585i-iot02a")
+    q = octospi_registers(b.external["ospi"], b.sysclk_hz)
+    # 133 MHz max: 160 / (1 + 1) = 80 MHz; tSHSL 30 ns x 80 MHz = 2.4 -> 3 cycles (CSHT 2);
+    # 64 MiB = 2^(25 + 1): DEVSIZE 25
+    assert (q["PRESCALER"], q["OSPI_HZ"], q["CSHT"], q["DEVSIZE"]) == (1, 80_000_000, 2, 25)
+    # DCR1: MTYP 010 (standard) << 24 | DEVSIZE << 16 | CSHT << 8 | DLYBYP (bit 3)
+    assert q["DCR1"] == 2 << 24 | 25 << 16 | 2 << 8 | 1 << 3 == 0x02190208
+    assert q["CR_MEMORY_MAPPED"] == 3 << 28 and q["CR_INDIRECT_READ"] == 1 << 28
+    # memory-mapped CCR: DMODE 001 (bit 24), ADSIZE 32-bit (3 << 12), ADMODE 001 (bit 8), IMODE 001
+    assert q["CCR_MEMORY_MAPPED"] == 1 << 24 | 3 << 12 | 1 << 8 | 1 and q["IR_MEMORY_MAPPED"] == 0x0C
+    assert q["TCR_MEMORY_MAPPED"] == 1 << 30 | 8                        # SSHIFT, 8 dummy clocks
+    # octal reset commands: IMODE 100 (8 lines), ISIZE 01 (16 bit: opcode + complement), IDTR bit 3
+    assert q["CCR_RESET_OPI_STR"] & 0x3F == 4 | 1 << 4 and q["CCR_RESET_OPI_DTR"] & 0x3F == 4 | 1 << 4 | 1 << 3
+    assert (q["IR_RESET_ENABLE_OPI"], q["IR_RESET_OPI"]) == (0x6699, 0x9966)
+    # OCTOSPIM_PCR2 (0x420C4008): CLK, DQS, NCS from OCTOSPI2 (SRC bits 1, 5, 9), IO[3:0] from
+    # OCTOSPI2 IO[3:0] (IOLSRC 10), IO[7:4] from OCTOSPI2 IO[7:4] (IOHSRC 11), all enabled
+    assert q["PCR_ADDR"] == 0x420C4008 and q["PCR"] == 0x07050333
+    assert (q["BASE"], q["WINDOW"]) == (0x420D2400, 0x70000000)
+
+
 def test_mpu_closes_the_external_banks_then_opens_the_parts():
     b = load_board("disco-f746")
     regs = mpu_regions(b.external, {"sdram": 8 << 20, "qspi": 16 << 20})
@@ -102,6 +160,12 @@ def test_mpu_closes_the_external_banks_then_opens_the_parts():
         (0x90000000, 1 << 28 | 27 << 1 | 1),
         (0x90000000, 6 << 24 | 1 << 17 | 23 << 1 | 1),                # 16 MiB read-only, write-through
         (0xC0000000, 1 << 28 | 3 << 24 | 1 << 19 | 1 << 17 | 1 << 16 | 22 << 1 | 1),  # 8 MiB write-back
+    ]
+    h7 = load_board("disco-h747i")                     # SDRAM bank 2 (0xD0000000, 32 MiB), 128 MiB flash
+    regs = mpu_regions(h7.external, {"sdram": 32 << 20, "qspi": 128 << 20})
+    assert [(rbar, rasr) for rbar, rasr, _ in regs][2:] == [
+        (0x90000000, 6 << 24 | 1 << 17 | 26 << 1 | 1),
+        (0xD0000000, 1 << 28 | 3 << 24 | 1 << 19 | 1 << 17 | 1 << 16 | 24 << 1 | 1),
     ]
 
 
@@ -125,6 +189,9 @@ def _board_variant(tmp_path: Path, edit) -> Path:
     (lambda e: e.update(nowhere={"controller": "quadspi"}), "external.nowhere: no memory region"),
     (lambda e: e["sdram"].update(part='X*/ "evil'), "external.sdram.part: 'X*/ \"evil' is not a plain"),
     (lambda e: e["qspi"].update(stldr="a b;rm"), "external.qspi.stldr: 'a b;rm' is not a plain"),
+    (lambda e: e["sdram"].update(bank=2), "external.sdram: FMC SDRAM bank 2 is at 0xD0000000, the region at 0xC"),
+    (lambda e: e["qspi"].update(dual=True), "external.qspi.pins: dual-flash mode needs CLK, NCS and both"),
+    (lambda e: e["qspi"].update(dual="yes"), "external.qspi.dual: expected true or false"),
 ])
 def test_bad_part_description_is_one_line(tmp_path, edit, words):
     with pytest.raises(Stm32aiError, match=re.escape(words)):
@@ -140,6 +207,37 @@ def test_external_only_for_what_the_chip_cannot_hold():
     assert (small.activations_region, small.weights_region) == ("dtcm", "flash")
     big = plan_placement(b, activations_bytes=20_000, weights_bytes=3 << 20)   # > 1 MiB of flash
     assert (big.weights_region, big.weights_copied) == ("qspi", False)
+
+
+def test_boot_copy_of_the_weights():
+    """--weights-copy ram (pool entry ram@qspi): the image in the QSPI flash, run from RAM: the
+    internal RAMs of the activation list last first, then the SDRAM; activations placed after."""
+    from stm32ai.placement import boot_copy_targets
+
+    b = load_board("disco-h747i")
+    assert boot_copy_targets(b) == ["sram123", "axi_sram", "dtcm", "sdram"]
+    small = plan_placement(b, activations_bytes=20_000, weights_bytes=200_000, weights_pool=["ram@qspi"])
+    assert (small.weights_region, small.weights_load, small.weights_copied) == ("sram123", "qspi", False)
+    assert small.activations_region == "dtcm"
+    # 400 KB: not in sram123 (288K), in axi_sram (512K); 3 MB: only the SDRAM holds it
+    assert plan_placement(b, activations_bytes=20_000, weights_bytes=400_000,
+                          weights_pool=["ram@qspi"]).weights_region == "axi_sram"
+    big = plan_placement(b, activations_bytes=20_000, weights_bytes=3 << 20, weights_pool=["ram@qspi"])
+    assert (big.weights_region, big.weights_load) == ("sdram", "qspi")
+    assert plan_placement(b, activations_bytes=20_000, weights_bytes=3 << 20,
+                          weights_pool=["sdram@qspi"]).weights_region == "sdram"
+    with pytest.raises(Stm32aiError, match="axi_sram has"):
+        plan_placement(b, activations_bytes=20_000, weights_bytes=3 << 20, weights_pool=["axi_sram@qspi"])
+    with pytest.raises(Stm32aiError, match="flash is not an external flash"):
+        plan_placement(b, activations_bytes=20_000, weights_bytes=1000, weights_pool=["ram@flash"])
+    with pytest.raises(Stm32aiError, match="must be the only entry"):
+        plan_placement(b, activations_bytes=20_000, weights_bytes=1000, weights_pool=["ram@qspi", "flash"])
+
+
+def test_weights_copy_option_is_refused_in_one_line_where_it_cannot_work():
+    assert_one_line_error(stm32ai_cli("generate", str(SMALL), "--board", "nucleo-f401re", "--weights-copy", "ram",
+                                      "-o", "/nonexistent/x", cwd=ROOT),
+                          "--weights-copy: board nucleo-f401re has no external flash")
 
 
 def test_weights_larger_than_the_flash_go_to_the_qspi_flash():
@@ -183,6 +281,81 @@ def test_bring_up_code_and_linker_script(external_project):
     assert system.index("extmem_init();") < system.index("cache_enable();\n#endif\n}")
 
 
+def test_h747_bring_up_code_and_boot_copy(tmp_path):
+    """STM32H747I-DISCO: SDRAM bank 2 (SDCR/SDTR written to both banks' registers, FMCEN), the
+    dual-flash id check, and the weights copied from the QSPI flash into the SDRAM at boot."""
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "disco-h747i", "-o", str(out), "--weights-pool",
+                    "sdram@qspi", "--activations-pool", "sdram", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    src = (out / "Core/Src/extmem.c").read_text()
+    for line in ("REG32(FMC_SDCR2) = 0x00001965u;", "REG32(FMC_SDTR2) = 0x01125461u;",
+                 "REG32(FMC_BCR1) |= 0x80000000u;", "#define FMC_SDCR2 (0x52004000u + 0x144u)",
+                 "REG32(QSPI_CR) = 0x01000350u;", "REG32(QSPI_DCR) = 0x001A0400u;",
+                 "k_qspi_id[QSPI_ID_BYTES] = {0x20u, 0x20u, 0xBAu, 0xBAu, 0x20u, 0x20u};",
+                 "REG32(0xE000ED9Cu) = 0xD0000000u;", "g_copy_status = weights_copy();"):
+        assert line in src, line
+    assert src.index("mpu_configure();\n  g_copy_status") > 0   # the copy runs after the bring-up
+    lds = (out / "disco-h747i.ld").read_text()
+    assert re.search(r"\.nn_weights : ALIGN\(8\)\s*\{[^}]*\}\s*> SDRAM AT > QSPI", lds)
+    copy_table = lds[lds.index(".copy_table"):lds.index("__copy_table_end")]
+    assert "nn_weights" not in copy_table                 # not copied at reset: the QSPI is not up yet
+
+
+@needs_arm
+@pytest.mark.slow
+def test_h747_images_and_flash_dry_run(tmp_path):
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "disco-h747i", "-o", str(out), "--weights-copy", "ram",
+                    "--activations-pool", "sdram", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out), "-j2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "warning" not in (r.stdout + r.stderr).lower()
+    hdr = subprocess.run(["arm-none-eabi-objdump", "-h", str(out / "build/firmware.elf")], capture_output=True,
+                         text=True).stdout
+    row = next(ln.split() for ln in hdr.splitlines() if ".nn_weights" in ln)
+    size, vma, lma = int(row[2], 16), int(row[3], 16), int(row[4], 16)
+    assert (vma, lma) == (0x30000000, 0x90000000)      # run in sram123, loaded from the QSPI flash
+    assert (out / "build/firmware_qspi.bin").stat().st_size == size
+    assert (out / "build/firmware.bin").stat().st_size < 1 << 20
+    r = stm32ai_cli("flash", str(out), "--dry-run", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "external flash: qspi (0x90000000)" in r.stdout
+    if not (shutil.which("openocd") or shutil.which("STM32_Programmer_CLI")):
+        assert "openocd -f board/stm32h747i-disco.cfg -c 'program" in r.stdout
+        assert "ExternalLoader/MT25TL01G_STM32H747I-DISCO.stldr" in r.stdout
+
+
+@needs_arm
+@pytest.mark.slow
+def test_u585_octal_flash_build_and_flash_dry_run(tmp_path):
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "b-u585i-iot02a", "-o", str(out), "--weights-pool", "ospi",
+                    cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    src = (out / "Core/Src/extmem.c").read_text()
+    for line in ("REG32(OSPI_DCR1) = 0x02190208u;", "REG32(0x420C4008u) = 0x07050333u;",
+                 "REG32(OSPI_TCR) = 0x40000008u;", "k_ospi_id[3] = {0xC2u, 0x85u, 0x3Au};"):
+        assert line in src, line
+    assert "while (1)" not in src and "for (;;)" not in src
+    r = subprocess.run(["make", "-C", str(out), "-j2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "warning" not in (r.stdout + r.stderr).lower()
+    hdr = subprocess.run(["arm-none-eabi-objdump", "-h", str(out / "build/firmware.elf")], capture_output=True,
+                         text=True).stdout
+    row = next(ln.split() for ln in hdr.splitlines() if ".nn_weights" in ln)
+    assert int(row[3], 16) == 0x70000000 and (out / "build/firmware_ospi.bin").stat().st_size == int(row[2], 16)
+    r = stm32ai_cli("flash", str(out), "--dry-run", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "external flash: ospi (0x70000000)" in r.stdout
+    if not shutil.which("STM32_Programmer_CLI"):
+        assert "ExternalLoader/MX25LM51245G_STM32U585I-IOT02A.stldr" in r.stdout
+    assert "openocd" not in r.stdout.replace("STM32_Programmer_CLI", "")   # no OpenOCD config has the bank
+    assert_one_line_error(stm32ai_cli("flash", str(out), "--dry-run", "--programmer", "openocd", cwd=ROOT),
+                          "declares no OCTOSPI flash bank")
+
+
 @needs_arm
 @pytest.mark.slow
 def test_images_and_flash_dry_run(external_project):
@@ -217,16 +390,19 @@ def _has_l475_machine() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_l475_machine(), reason="qemu-system-arm lacks machine b-l475e-iot01a")
-def test_failed_bring_up_is_reported_not_hung_on(tmp_path):
+@pytest.mark.parametrize("option", [["--weights-pool", "qspi"], ["--weights-copy", "ram"]])
+def test_failed_bring_up_is_reported_not_hung_on(tmp_path, option):
     """QEMU 10's b-l475e-iot01a models no QUADSPI: the JEDEC id command never completes. The
-    bounded waits give up, the demo says so and does not run the model."""
+    bounded waits give up, the demo says so and does not run the model; with the boot copy,
+    the copy is not attempted from an unmapped flash and says so too."""
     from stm32ai.project.run import build_project, run_qemu
 
     out = tmp_path / "p"
-    r = stm32ai_cli("generate", str(SMALL), "--board", "disco-l475-iot01", "-o", str(out),
-                    "--weights-pool", "qspi", cwd=ROOT)
+    r = stm32ai_cli("generate", str(SMALL), "--board", "disco-l475-iot01", "-o", str(out), *option, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     build_project(out)
     code, text = run_qemu(out, load_board("disco-l475-iot01"), timeout_s=120, stop_on_done=True)
     assert re.search(r"^extmem: qspi failed \(.+\)$", text, re.M), text
+    if option[0] == "--weights-copy":
+        assert re.search(r"^extmem: weights copy qspi -> sram\d failed \(qspi is not memory-mapped\)$", text, re.M)
     assert "result: error" in text and "done: 1" in text and code == 1

@@ -173,5 +173,6 @@ def fits_report(board: Board, compiled: Sequence[Compiled], pools: Pools) -> dic
     where = ", ".join(f"{p['region']} {p['bytes']:,} B" for p in place.activation_pools)
     if len(compiled) > 1:
         where += " (shared pool: the largest model)" if pools.shared else " (separate pools: the sum)"
-    return {"ok": True, "summary": f"activations in {where}, weights in {place.weights_region}",
+    copy = f" (copied from {place.weights_load} at boot)" if place.weights_load else ""
+    return {"ok": True, "summary": f"activations in {where}, weights in {place.weights_region}{copy}",
             **place.to_json()}

@@ -48,10 +48,12 @@ class Programmer:
 
     def usable(self, board: Board, external: Sequence[str] = ()) -> bool:
         """OpenOCD needs the board file's config (`openocd:`: for external flash one that
-        declares its QUADSPI bank); st-flash programs the internal flash only; STM32CubeProgrammer
+        declares its QUADSPI bank; no OCTOSPI flash); st-flash programs the internal flash only; STM32CubeProgrammer
         needs the board's external loader for external flash."""
         if self.name == "openocd":
-            return bool(board.openocd)
+            # OpenOCD's configs declare QUADSPI banks only (stmqspi in the kits' board files);
+            # none declares the U5 kit's OCTOSPI flash
+            return bool(board.openocd) and not any(getattr(board.external[rn], "octospi", 0) for rn in external)
         if self.name == "st-flash":
             return not external
         return all(getattr(board.external[rn], "stldr", "") for rn in external)
@@ -105,6 +107,9 @@ def _choose(name: str | None, board: Board, external: Sequence[str] = ()) -> Pro
             if p.name == "cubeprog":
                 raise Stm32aiError(f"board {board.id} names no STM32CubeProgrammer external loader (`stldr:`) for "
                                    f"{', '.join(external)}")
+            if board.openocd:
+                raise Stm32aiError(f"OpenOCD's config for {board.id} declares no OCTOSPI flash bank for "
+                                   f"{', '.join(external)}: use STM32CubeProgrammer (--programmer cubeprog)")
             raise Stm32aiError(f"board {board.id} names no OpenOCD config (add `openocd:` to its board "
                                "file, e.g. board/st_nucleo_f4.cfg)")
         if shutil.which(p.exe) is None:

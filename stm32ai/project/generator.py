@@ -480,22 +480,23 @@ def _project_context(board: Board, name: str, tool_version: str, place: Placemen
 
 def used_external(board: Board, place: Placement) -> list[str]:
     """The external memories (board.external) this placement puts weights or activations in."""
-    used = {place.weights_region, place.activations_region} | {p["region"] for p in place.activation_pools}
+    used = ({place.weights_region, place.activations_region} | {p["region"] for p in place.activation_pools}
+            | ({place.weights_load} if place.weights_load else set()))
     return [r.name for r in board.memory if r.name in used and r.name in board.external]
 
 
 def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
     """extmem.c's values: the register words of stm32ai/extmem.py at the board's HCLK, for the
     external memories the placement uses (none: extmem_init() does nothing)."""
-    from stm32ai.extmem import FAMILY_REGS, QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
+    from stm32ai import extmem as xm
+    from stm32ai.extmem import QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
 
-    out: dict[str, Any] = {"sdram": None, "qspi": None, "mpu": [],
-                           **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien"), "0u")}
+    out: dict[str, Any] = {"sdram": None, "qspi": None, "ospi": None, "mpu": [], "boot_copy": None,
+                           **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien", "bcr1_fmcen"), "0u")}
     used = {rn: board.external[rn] for rn in used_external(board, place)}
     if not used:
         return out
-    fam = FAMILY_REGS[board.family]
-    out.update({k: _hex(v) for k, v in fam.items()})
+    out.update({k: _hex(v) for k, v in xm.FAMILY_REGS.get(board.family, {}).items()})
 
     def pins(part: Any) -> list[dict[str, int]]:
         ncs = getattr(part, "ncs", None)
@@ -507,7 +508,7 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
         if isinstance(part, SdramPart):
             r = sdram_registers(part, board.hclk_hz)
             out["sdram"] = {
-                "region": rn, "part": part.part, "origin": board.region(rn).origin, "bytes": length,
+                "region": rn, "part": part.part, "origin": board.region(rn).origin, "bytes": length, "bank": part.bank,
                 "pins": pins(part), "cas": r["CAS"], "sdclk_hz": r["SDCLK_HZ"], "powerup_us": r["POWERUP_US"],
                 "autorefresh": part.autorefresh, "refresh_count": r["SDRTR"] >> 1,
                 **{k: _hex(r[k]) for k in ("SDCR", "SDTR", "SDRTR", "CMD_CLK_ENABLE", "CMD_PALL",
@@ -517,18 +518,42 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
                              "read burst",
                 "sdtr_note": ", ".join(f"{k[2:]} {r[k]}" for k in r if k.startswith("T_")) + " SDCLK cycles",
             }
+        elif isinstance(part, QspiFlash) and part.octospi:
+            # the OCTOSPI kernel clock is SYSCLK (RCC_CCIPR2.OCTOSPISEL reset value)
+            r = xm.octospi_registers(part, board.sysclk_hz)
+            out["ospi"] = {
+                "region": rn, "part": part.part, "bytes": length, "pins": pins(part), "hz": r["OSPI_HZ"],
+                "instance": part.octospi, "read_cmd": part.read_cmd, "dummy": part.dummy,
+                "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id),
+                "id_hex": "".join(f"{b:02X}" for b in part.jedec_id),
+                "PRESCALER": r["PRESCALER"], "DEVSIZE": r["DEVSIZE"], "CSHT_plus1": r["CSHT"] + 1,
+                "ahb2enr1": _hex(xm.U5_AHB2ENR1), "ahb2enr2": _hex(xm.U5_AHB2ENR2),
+                "octospimen": _hex(xm.U5_OCTOSPIMEN),
+                **{k: _hex(r[k]) for k in ("DCR1", "DCR2", "CR_INDIRECT_WRITE", "CR_INDIRECT_READ",
+                                           "CR_MEMORY_MAPPED", "CCR_RESET_OPI_STR", "CCR_RESET_OPI_DTR",
+                                           "IR_RESET_ENABLE_OPI", "IR_RESET_OPI", "CCR_RESET", "IR_RESET_ENABLE",
+                                           "IR_RESET", "CCR_READ_ID", "IR_READ_ID", "CCR_MEMORY_MAPPED",
+                                           "TCR_MEMORY_MAPPED", "IR_MEMORY_MAPPED", "PCR", "PCR_ADDR", "BASE",
+                                           "WINDOW", "EN_BIT")},
+            }
         elif isinstance(part, QspiFlash):
             r = qspi_registers(part, board.hclk_hz)
             out["qspi"] = {
                 "region": rn, "part": part.part, "bytes": length, "pins": pins(part), "hz": r["QSPI_HZ"],
                 "read_cmd": part.read_cmd, "dummy": part.dummy, "quad_enable": part.quad_enable,
-                "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id),
-                "id_hex": "".join(f"{b:02X}" for b in part.jedec_id),
+                # dual-flash: READ ID returns the parts' bytes interleaved (even bytes flash 1, odd flash 2)
+                "dual": part.dual, "id_bytes": 6 if part.dual else 3,
+                "id_c": ", ".join(f"0x{b:02X}u" for b in part.jedec_id for _ in range(2 if part.dual else 1)),
+                "id_hex": "".join(f"{b:02X}" for b in part.jedec_id for _ in range(2 if part.dual else 1)),
                 "PRESCALER": r["PRESCALER"], "FSIZE": r["FSIZE"], "CSHT_plus1": r["CSHT"] + 1,
                 **{k: _hex(r[k]) for k in ("CR", "DCR", "CCR_RESET_ENABLE_QPI", "CCR_RESET_QPI", "CCR_RESET_ENABLE",
                                            "CCR_RESET", "CCR_READ_ID", "CCR_READ_SR", "CCR_WRITE_ENABLE",
                                            "CCR_WRITE_SR", "CCR_MEMORY_MAPPED")},
             }
+    if place.weights_load:
+        # the weights' load image in external flash, copied to their run region after the bring-up
+        out["boot_copy"] = {"load": place.weights_load, "run": place.weights_region,
+                            "run_external": place.weights_region in used}
     if board.core == "cortex-m7":
         out["mpu"] = [{"rbar": _hex(b), "rasr": _hex(a), "note": n}
                       for b, a, n in mpu_regions(used, {rn: board.region(rn).length for rn in used})]
@@ -536,7 +561,10 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
 
 
 def _external_flash(board: Board, place: Placement) -> list[str]:
-    """External read-only regions with a load image (the weights placed there)."""
+    """External read-only regions with a load image (the weights placed there, or copied from
+    there at boot)."""
+    if place.weights_load:
+        return [place.weights_load]
     rn = place.weights_region
     return [rn] if rn in board.external and not board.region(rn).writable else []
 
@@ -598,6 +626,7 @@ def _linker_context(board: Board, place: Placement, tool_version: str, activatio
         "text_region": board.text_region, "data_region": board.data_region,
         "stack_region": board.stack_region, "weights_region": place.weights_region,
         "activations_region": place.activations_region, "weights_copied": place.weights_copied,
+        "weights_load": place.weights_load, "LOAD": place.weights_load.upper(),
         "TEXT": board.text_region.upper(), "DATA": board.data_region.upper(),
         "STACK": board.stack_region.upper(), "WEIGHTS": place.weights_region.upper(),
         "ACTIVATIONS": place.activations_region.upper(),

@@ -7,6 +7,9 @@
 {%- if x.sdram %}
  *   {{ x.sdram.region }}: {{ x.sdram.part }}, {{ x.sdram.bytes }} B at 0x{{ '%08X' % x.sdram.origin }}, SDCLK {{ x.sdram.sdclk_hz }} Hz, CAS {{ x.sdram.cas }}
 {%- endif %}
+{%- if x.ospi %}
+ *   {{ x.ospi.region }}: {{ x.ospi.part }}, {{ x.ospi.bytes }} B at {{ x.ospi.WINDOW }} (OCTOSPI{{ x.ospi.instance }}), {{ x.ospi.hz }} Hz SPI, read command 0x{{ '%02X' % x.ospi.read_cmd }}
+{%- endif %}
 {%- if x.qspi %}
  *   {{ x.qspi.region }}: {{ x.qspi.part }}, {{ x.qspi.bytes }} B at 0x90000000, {{ x.qspi.hz }} Hz, read command 0x{{ '%02X' % x.qspi.read_cmd }}
 {%- endif %}
@@ -21,10 +24,13 @@
 
 #define EXTMEM_SDRAM {{ 1 if x.sdram else 0 }}
 #define EXTMEM_QSPI {{ 1 if x.qspi else 0 }}
+#define EXTMEM_OSPI {{ 1 if x.ospi else 0 }}
 
-#if EXTMEM_SDRAM || EXTMEM_QSPI
+#if EXTMEM_SDRAM || EXTMEM_QSPI || EXTMEM_OSPI
 #define EXTMEM_WAIT_LOOPS 2000000u /* > 10 ms at the board clock, > 100 ms at the reset clock */
+{%- if x.sdram or x.qspi %}
 #define RCC_AHB3ENR {{ x.ahb3enr }}
+{%- endif %}
 
 #endif
 #if EXTMEM_SDRAM
@@ -33,7 +39,10 @@ static const char *g_sdram_status = "not attempted";
 #if EXTMEM_QSPI
 static const char *g_qspi_status = "not attempted";
 #endif
-#if EXTMEM_SDRAM || EXTMEM_QSPI
+#if EXTMEM_OSPI
+static const char *g_ospi_status = "not attempted";
+#endif
+#if EXTMEM_SDRAM || EXTMEM_QSPI || EXTMEM_OSPI
 
 static int wait_bits(uint32_t reg, uint32_t mask, uint32_t want) {
   for (uint32_t i = 0; i < EXTMEM_WAIT_LOOPS; i++) {
@@ -72,9 +81,12 @@ __attribute__((unused)) static void delay_us(uint32_t us) {
 
 {% if x.sdram -%}
 #if EXTMEM_SDRAM
-/* FMC SDRAM bank 1 registers (FMC base + 0x140.., {{ c.mcu_manual }} FMC SDRAM registers). */
+/* FMC SDRAM registers (FMC base + 0x140.., {{ c.mcu_manual }} FMC SDRAM registers). */
+#define FMC_BCR1 ({{ x.fmc }} + 0x000u)
 #define FMC_SDCR1 ({{ x.fmc }} + 0x140u)
+#define FMC_SDCR2 ({{ x.fmc }} + 0x144u)
 #define FMC_SDTR1 ({{ x.fmc }} + 0x148u)
+#define FMC_SDTR2 ({{ x.fmc }} + 0x14Cu)
 #define FMC_SDCMR ({{ x.fmc }} + 0x150u)
 #define FMC_SDRTR ({{ x.fmc }} + 0x154u)
 #define FMC_SDSR ({{ x.fmc }} + 0x158u)
@@ -125,6 +137,14 @@ static const char *sdram_init(void) {
   pins_af(k_sdram_pins, sizeof k_sdram_pins / sizeof k_sdram_pins[0]);
   REG32(FMC_SDCR1) = {{ x.sdram.SDCR }}; /* {{ x.sdram.sdcr_note }} */
   REG32(FMC_SDTR1) = {{ x.sdram.SDTR }}; /* {{ x.sdram.sdtr_note }} */
+{%- if x.sdram.bank == 2 %}
+  /* bank 2: SDCR2's SDCLK/RBURST/RPIPE and SDTR2's TRC/TRP are taken from the bank-1 registers */
+  REG32(FMC_SDCR2) = {{ x.sdram.SDCR }};
+  REG32(FMC_SDTR2) = {{ x.sdram.SDTR }};
+{%- endif %}
+{%- if x.bcr1_fmcen != "0u" %}
+  REG32(FMC_BCR1) |= {{ x.bcr1_fmcen }}; /* FMCEN: the FMC's global enable, after its configuration */
+{%- endif %}
   const char *why = sdram_command({{ x.sdram.CMD_CLK_ENABLE }}); /* clock configuration enable */
   if (why != 0) {
     return why;
@@ -163,7 +183,8 @@ static const uint8_t k_qspi_pins[][4] = {
 {%- for p in x.qspi.pins %}
     {{ '{' }}{{ p.port }}u, {{ p.pin }}u, {{ p.af }}u, {{ p.pull }}u{{ '}' }},{% endfor %}
 };
-static const uint8_t k_qspi_id[3] = {{ '{' }}{{ x.qspi.id_c }}{{ '}' }};
+#define QSPI_ID_BYTES {{ x.qspi.id_bytes }}u{% if x.qspi.dual %} /* dual-flash: each part's 3 bytes, interleaved */{% endif %}
+static const uint8_t k_qspi_id[QSPI_ID_BYTES] = {{ '{' }}{{ x.qspi.id_c }}{{ '}' }};
 
 /* One command in indirect mode; `n` data bytes read into / written from `data`. */
 static const char *qspi_command(uint32_t ccr, uint8_t *data, uint32_t n, int write) {
@@ -193,7 +214,7 @@ static const char *qspi_command(uint32_t ccr, uint8_t *data, uint32_t n, int wri
 }
 
 static const char *qspi_init(void) {
-  static char why_id[] = "JEDEC id ?????? (expected {{ x.qspi.id_hex }})";
+  static char why_id[] = "JEDEC id {{ '?' * (2 * x.qspi.id_bytes) }} (expected {{ x.qspi.id_hex }})";
   REG32(RCC_AHB3ENR) |= {{ x.qspien }};
   (void)REG32(RCC_AHB3ENR);
   pins_af(k_qspi_pins, sizeof k_qspi_pins / sizeof k_qspi_pins[0]);
@@ -208,13 +229,17 @@ static const char *qspi_init(void) {
     }
   }
   delay_us(1000u); /* reset recovery */
-  uint8_t id[3] = {0u, 0u, 0u};
-  if ((why = qspi_command({{ x.qspi.CCR_READ_ID }}, id, 3u, 0)) != 0) { /* READ ID (0x9F) */
+  uint8_t id[QSPI_ID_BYTES] = {0u};
+  if ((why = qspi_command({{ x.qspi.CCR_READ_ID }}, id, QSPI_ID_BYTES, 0)) != 0) { /* READ ID (0x9F) */
     return why;
   }
-  if (id[0] != k_qspi_id[0] || id[1] != k_qspi_id[1] || id[2] != k_qspi_id[2]) {
+  uint32_t same = 1u;
+  for (uint32_t k = 0; k < QSPI_ID_BYTES; k++) {
+    same &= (uint32_t)(id[k] == k_qspi_id[k]);
+  }
+  if (!same) {
     static const char hex[] = "0123456789ABCDEF";
-    for (uint32_t k = 0; k < 3u; k++) {
+    for (uint32_t k = 0; k < QSPI_ID_BYTES; k++) {
       why_id[9u + 2u * k] = hex[id[k] >> 4];
       why_id[10u + 2u * k] = hex[id[k] & 0xFu];
     }
@@ -253,6 +278,131 @@ static const char *qspi_init(void) {
 #endif
 {% endif -%}
 
+{% if x.ospi -%}
+#if EXTMEM_OSPI
+/* OCTOSPI{{ x.ospi.instance }} registers ({{ c.mcu_manual }}, OCTOSPI chapter) and its I/O manager port. */
+#define OSPI_CR ({{ x.ospi.BASE }} + 0x000u)
+#define OSPI_DCR1 ({{ x.ospi.BASE }} + 0x008u)
+#define OSPI_DCR2 ({{ x.ospi.BASE }} + 0x00Cu)
+#define OSPI_SR ({{ x.ospi.BASE }} + 0x020u)
+#define OSPI_FCR ({{ x.ospi.BASE }} + 0x024u)
+#define OSPI_DLR ({{ x.ospi.BASE }} + 0x040u)
+#define OSPI_DR8 (*(volatile uint8_t *)(uintptr_t)({{ x.ospi.BASE }} + 0x050u))
+#define OSPI_CCR ({{ x.ospi.BASE }} + 0x100u)
+#define OSPI_TCR ({{ x.ospi.BASE }} + 0x108u)
+#define OSPI_IR ({{ x.ospi.BASE }} + 0x110u)
+#define OSPI_FMODE_MASK (3u << 28)
+#define OSPI_SR_TEF (1u << 0)
+#define OSPI_SR_TCF (1u << 1)
+#define OSPI_SR_BUSY (1u << 5)
+
+static const uint8_t k_ospi_pins[][4] = {
+{%- for p in x.ospi.pins %}
+    {{ '{' }}{{ p.port }}u, {{ p.pin }}u, {{ p.af }}u, {{ p.pull }}u{{ '}' }},{% endfor %}
+};
+static const uint8_t k_ospi_id[3] = {{ '{' }}{{ x.ospi.id_c }}{{ '}' }};
+
+/* One indirect command without address: mode (CR.FMODE), CCR, instruction (writing IR starts
+ * it), `n` data bytes read into `data` (indirect read). */
+static const char *ospi_command(uint32_t fmode, uint32_t ccr, uint32_t ir, uint8_t *data, uint32_t n) {
+  if (!wait_bits(OSPI_SR, OSPI_SR_BUSY, 0u)) {
+    return "OCTOSPI busy";
+  }
+  REG32(OSPI_CR) = (REG32(OSPI_CR) & ~OSPI_FMODE_MASK) | fmode;
+  if (n != 0u) {
+    REG32(OSPI_DLR) = n - 1u;
+  }
+  REG32(OSPI_TCR) = 0u;
+  REG32(OSPI_CCR) = ccr;
+  REG32(OSPI_IR) = ir;
+  if (!wait_bits(OSPI_SR, OSPI_SR_TCF | OSPI_SR_TEF, OSPI_SR_TCF)) {
+    REG32(OSPI_FCR) = OSPI_SR_TCF | OSPI_SR_TEF;
+    return "command not completed";
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    data[k] = OSPI_DR8;
+  }
+  REG32(OSPI_FCR) = OSPI_SR_TCF;
+  return 0;
+}
+
+static const char *ospi_init(void) {
+  static char why_id[] = "JEDEC id ?????? (expected {{ x.ospi.id_hex }})";
+  REG32({{ x.ospi.ahb2enr1 }}) |= {{ x.ospi.octospimen }}; /* OCTOSPIM clock */
+  REG32({{ x.ospi.ahb2enr2 }}) |= {{ x.ospi.EN_BIT }}; /* OCTOSPI{{ x.ospi.instance }} clock */
+  (void)REG32({{ x.ospi.ahb2enr2 }});
+  REG32({{ x.ospi.PCR_ADDR }}) = {{ x.ospi.PCR }}; /* OCTOSPIM port {{ x.ospi.instance }}: CLK, NCS, DQS, IO[7:0] from OCTOSPI{{ x.ospi.instance }} */
+  pins_af(k_ospi_pins, sizeof k_ospi_pins / sizeof k_ospi_pins[0]);
+  REG32(OSPI_CR) = 0u;                 /* disabled while configured */
+  REG32(OSPI_DCR1) = {{ x.ospi.DCR1 }}; /* standard mode, DEVSIZE {{ x.ospi.DEVSIZE }}, CS high {{ x.ospi.CSHT_plus1 }} cycles, delay block bypassed */
+  REG32(OSPI_DCR2) = {{ x.ospi.DCR2 }}; /* prescaler {{ x.ospi.PRESCALER }}: {{ x.ospi.hz }} Hz at the board clock */
+  REG32(OSPI_CR) = 1u;                 /* EN, FIFO threshold 1 byte */
+  const char *why = 0;
+  static const uint32_t k_reset[6][2] = {
+      {{ '{' }}{{ x.ospi.CCR_RESET_OPI_STR }}, {{ x.ospi.IR_RESET_ENABLE_OPI }}{{ '}' }}, {{ '{' }}{{ x.ospi.CCR_RESET_OPI_STR }}, {{ x.ospi.IR_RESET_OPI }}{{ '}' }},
+      {{ '{' }}{{ x.ospi.CCR_RESET_OPI_DTR }}, {{ x.ospi.IR_RESET_ENABLE_OPI }}{{ '}' }}, {{ '{' }}{{ x.ospi.CCR_RESET_OPI_DTR }}, {{ x.ospi.IR_RESET_OPI }}{{ '}' }},
+      {{ '{' }}{{ x.ospi.CCR_RESET }}, {{ x.ospi.IR_RESET_ENABLE }}{{ '}' }}, {{ '{' }}{{ x.ospi.CCR_RESET }}, {{ x.ospi.IR_RESET }}{{ '}' }}};
+  for (uint32_t k = 0; k < 6u; k++) { /* software reset: octal STR, octal DTR, then SPI */
+    if ((why = ospi_command({{ x.ospi.CR_INDIRECT_WRITE }}, k_reset[k][0], k_reset[k][1], 0, 0u)) != 0) {
+      return why;
+    }
+    delay_us(100u); /* reset recovery (tens of us after a read; the longest after a write is polled by the id read) */
+  }
+  delay_us(1000u);
+  uint8_t id[3] = {0u, 0u, 0u};
+  if ((why = ospi_command({{ x.ospi.CR_INDIRECT_READ }}, {{ x.ospi.CCR_READ_ID }}, {{ x.ospi.IR_READ_ID }}, id, 3u)) != 0) { /* READ ID */
+    return why;
+  }
+  if (id[0] != k_ospi_id[0] || id[1] != k_ospi_id[1] || id[2] != k_ospi_id[2]) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (uint32_t k = 0; k < 3u; k++) {
+      why_id[9u + 2u * k] = hex[id[k] >> 4];
+      why_id[10u + 2u * k] = hex[id[k] & 0xFu];
+    }
+    return why_id;
+  }
+  if (!wait_bits(OSPI_SR, OSPI_SR_BUSY, 0u)) {
+    return "OCTOSPI busy";
+  }
+  REG32(OSPI_CR) = (REG32(OSPI_CR) & ~OSPI_FMODE_MASK) | {{ x.ospi.CR_MEMORY_MAPPED }};
+  REG32(OSPI_TCR) = {{ x.ospi.TCR_MEMORY_MAPPED }}; /* {{ x.ospi.dummy }} dummy clocks, sample shift */
+  REG32(OSPI_CCR) = {{ x.ospi.CCR_MEMORY_MAPPED }}; /* SPI 1-1-1, 4-byte address */
+  REG32(OSPI_IR) = {{ x.ospi.IR_MEMORY_MAPPED }};  /* memory-mapped: 0x{{ '%02X' % x.ospi.read_cmd }} */
+  return 0;
+}
+#endif
+{% endif -%}
+
+{% if x.boot_copy -%}
+/* The weights' load image in {{ x.boot_copy.load }}, copied to their run address in {{ x.boot_copy.run }}
+ * (linker script: .nn_weights > {{ x.boot_copy.run | upper }} AT > {{ x.boot_copy.load | upper }}). */
+extern const uint32_t __nn_weights_load[];
+extern uint32_t __nn_weights_start[], __nn_weights_end[];
+static const char *g_copy_status = "not attempted";
+
+static const char *weights_copy(void) {
+  if ({{ 'g_ospi_status' if x.ospi else 'g_qspi_status' }} != 0) {
+    return "{{ x.boot_copy.load }} is not memory-mapped";
+  }
+{%- if x.boot_copy.run_external %}
+  if (g_sdram_status != 0) {
+    return "{{ x.boot_copy.run }} is not up";
+  }
+{%- endif %}
+  const volatile uint32_t *src = __nn_weights_load;
+  uint32_t n = (uint32_t)(__nn_weights_end - __nn_weights_start);
+  for (uint32_t i = 0; i < n; i++) {
+    __nn_weights_start[i] = src[i];
+  }
+  for (uint32_t i = 0; i < n; i++) { /* read back: a write to a region that does not hold them */
+    if (__nn_weights_start[i] != src[i]) {
+      return "read-back mismatch";
+    }
+  }
+  return 0;
+}
+
+{% endif -%}
 {% if x.mpu -%}
 /* Cortex-M7 MPU (Armv7-M ARM B3.5: MPU_CTRL 0xE000ED94, MPU_RNR 0xE000ED98, MPU_RBAR 0xE000ED9C,
  * MPU_RASR 0xE000EDA0); the default map stays for everything else (PRIVDEFENA). */
@@ -276,8 +426,14 @@ void extmem_init(void) {
 #if EXTMEM_QSPI
   g_qspi_status = qspi_init();
 #endif
+#if EXTMEM_OSPI
+  g_ospi_status = ospi_init();
+#endif
 {%- if x.mpu %}
   mpu_configure();
+{%- endif %}
+{%- if x.boot_copy %}
+  g_copy_status = weights_copy(); /* caches still off: the copy lands in memory */
 {%- endif %}
 }
 
@@ -304,6 +460,26 @@ uint32_t extmem_report(void) {
     failed++;
   }
 #endif
+{% endif -%}
+{% if x.ospi -%}
+#if EXTMEM_OSPI
+  console_puts(g_ospi_status == 0 ? "extmem: {{ x.ospi.region }} ok ({{ x.ospi.part }}, id {{ x.ospi.id_hex }}, memory-mapped)\n"
+                                  : "extmem: {{ x.ospi.region }} failed (");
+  if (g_ospi_status != 0) {
+    console_puts(g_ospi_status);
+    console_puts(")\n");
+    failed++;
+  }
+#endif
+{% endif -%}
+{% if x.boot_copy -%}
+  console_puts(g_copy_status == 0 ? "extmem: weights copied {{ x.boot_copy.load }} -> {{ x.boot_copy.run }}\n"
+                                   : "extmem: weights copy {{ x.boot_copy.load }} -> {{ x.boot_copy.run }} failed (");
+  if (g_copy_status != 0) {
+    console_puts(g_copy_status);
+    console_puts(")\n");
+    failed++;
+  }
 {% endif -%}
   return failed;
 }
