@@ -71,7 +71,7 @@ def schedules(out_h: int) -> list[list[tuple[int, int]]]:
     for _ in range(2):
         cuts = sorted(set(rng.integers(1, out_h, size=min(out_h - 1, 3)).tolist())) if out_h > 1 else []
         edges = [0, *cuts, out_h]
-        out.append(list(zip(edges[:-1], edges[1:])))
+        out.append(list(zip(edges[:-1], edges[1:], strict=True)))
     uniq = []
     for s in out:
         if s not in uniq:
@@ -381,7 +381,8 @@ def test_fixture_layers_row_windows(tmp_path, fixture):
             continue
         o = ops[0]
         a = o.attrs
-        if o.kernel not in WINDOW and not ("size" in a or ("out_shape" in a and all(v == 1 for v in a["out_shape"][:-1]))):
+        flat = "size" in a or ("out_shape" in a and all(v == 1 for v in a["out_shape"][:-1]))
+        if o.kernel not in WINDOW and not flat:
             continue
         ins = [rng.integers(-128, 128, c.graph.tensors[t].shape).astype(np.int8)
                for t in o.inputs if t >= 0 and not c.graph.tensors[t].is_const]
