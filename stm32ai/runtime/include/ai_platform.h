@@ -71,6 +71,19 @@ typedef enum {
                             (ai_set_row_source), or the row source failed */
 } ai_status;
 
+/* Poison `bytes` bytes at p (a stripe's dead ring rows, docs/stripes.md; here so
+ * generated code, which includes only this header, can call it): with -DAI_POISON the
+ * host poison runner's garbage pattern (stm32ai/validate/poison.py), so a later read of them
+ * shows as a mismatch; otherwise an empty inline function the compiler removes. */
+#ifdef AI_POISON
+void ai_poison_rows(void *p, uint32_t bytes);
+#else
+static inline void ai_poison_rows(void *p, uint32_t bytes) {
+  (void)p;
+  (void)bytes;
+}
+#endif
+
 /* API 1.3, row input (docs/project.md "Inputs in rows"): copy rows [row0, row0 + n_rows) of
  * input `input_index` (NHWC, one row = W * C elements) to dst. A model generated with
  * --input-rows calls it from ai_run for each row-fed input, rows in increasing order, each row

@@ -53,18 +53,6 @@ ai_status ai_set_row_source(ai_handle h, ai_row_source src, void *user);
 /* Inputs of the model fed in rows: bit i set = input i (0 for an ordinary model or a bad handle). */
 uint32_t ai_get_row_inputs(ai_handle h);
 
-/* Poison `bytes` bytes at p (a stripe's dead ring rows, docs/stripes.md): with -DAI_POISON the
- * host poison runner's garbage pattern (stm32ai/validate/poison.py), so a later read of them
- * shows as a mismatch; otherwise an empty inline function the compiler removes. */
-#ifdef AI_POISON
-void ai_poison_rows(void *p, uint32_t bytes);
-#else
-static inline void ai_poison_rows(void *p, uint32_t bytes) {
-  (void)p;
-  (void)bytes;
-}
-#endif
-
 uint32_t ai_get_activations_size(ai_handle h);
 ai_ptr ai_get_activations(ai_handle h);
 /* Activation pools of an instance: count, pool k's buffer and size (0/NULL on a bad handle or k). */
