@@ -260,12 +260,22 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
 
     lines = ["{", f"  ai_u8 *const sc = (ai_u8 *){scratch};",
              f"  AI_POISON_ROWS(sc, {int(a['scratch_bytes'])}u); /* rings start dead */",
+             *([f"  memset(sc + {int(st['acc_offset'])}u, 0, {int(st['acc_bytes'])}u); /* running sums */"]
+               if int(st.get("acc_offset", -1)) >= 0 else []),
              f"  for (uint32_t s = 0u; s < {len(st['table'])}u; ++s) {{",
              f"    const int16_t *e = k{i}_steps[s];",
              "    switch (e[0]) {"]
     for j, m in enumerate(st["members"]):
         k = m["kernel"]
         lines.append(f"    case {j}: {{ /* {untrusted(str(m['source_op']))} #{int(m['source_index'])} */")
+        if m["kind"] == "reduce":  # running sums per band, the rounded mean after the last
+            acc = f"(int32_t *)(void *)(sc + {int(st['acc_offset'])}u)"
+            src = f"(const int8_t *)({buf(m['inputs'][0])} + (uint32_t)e[5] * {int(m['in_row_bytes'][0])}u)"
+            lines.append(f"      ai_avgpool_rows_s8_accumulate(&k{i}_m{j}, {src}, e[1], {acc});")
+            lines.append(f"      if (e[2] != 0) {{ ai_avgpool_rows_s8_finish(&k{i}_m{j}, {acc}, "
+                         f"(int8_t *){buf(m['output'])}); }}")
+            lines.append("    } break;")
+            continue
         lines.append(f"      ai_{k}_params q = k{i}_m{j};")
         n_streamed = len(m["in_row_bytes"])
         if m["kind"] == "window":

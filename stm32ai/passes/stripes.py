@@ -51,18 +51,21 @@ def _first(v: Any) -> int:
 @dataclass
 class Member:
     op: Op
-    kind: str  # "window" | "rows"
+    kind: str  # "window" | "rows" | "reduce" (global average pool as running sums)
     streamed: list[int]  # tensor ids of the row-streamed inputs (in input order)
     out: int
     k: int = 1
     s: int = 1
     p: int = 0
     d: int = 1
+    params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
 
     def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
         """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
         if self.kind == "rows":
             return o0, o1
+        if self.kind == "reduce":
+            return 0, h_in  # its one output row reads every input row (as running sums)
         r0 = max(0, o0 * self.s - self.p)
         r1 = min(h_in, (o1 - 1) * self.s - self.p + (self.k - 1) * self.d + 1)
         return r0, r1
@@ -95,7 +98,7 @@ def as_member(op: Op, g: Graph) -> Member | None:
         if int(a["in_h"]) != h_in or int(a["out_h"]) != h_out or m.k <= 0 or m.s <= 0:
             return None
         if m.k * m.d >= h_in + 2 * m.p and h_out == 1:
-            return None  # a global pool: needs every row (a `reduce` member, not yet)
+            return _reduce_member(op, g)
         return m
     if op.kernel in ROWS_KERNELS:
         n = ROWS_KERNELS[op.kernel]
@@ -113,6 +116,30 @@ def as_member(op: Op, g: Graph) -> Member | None:
     return None
 
 
+def reduce_kernel_available() -> bool:
+    """The running-sum pool kernel (ai_avgpool_rows_s8_*, engineer B's side of issue 24) is in
+    the runtime this tool copies: global pools become `reduce` members only then."""
+    from stm32ai.resources import runtime_dir
+
+    h = runtime_dir() / "include" / "ai_kernels_pool.h"
+    return h.is_file() and "ai_avgpool_rows_s8_accumulate" in h.read_text()
+
+
+def _reduce_member(op: Op, g: Graph) -> Member | None:
+    """A global int8 AVERAGE_POOL_2D (filter = the whole VALID input, one output pixel) as a
+    `reduce` member: ai_avgpool_rows_s8_accumulate per band, _finish after the last."""
+    a = op.attrs
+    if (op.kernel != "avgpool_s8" or int(a["out_w"]) != 1 or int(a["filter_w"]) != int(a["in_w"])
+            or int(a["filter_h"]) != int(a["in_h"]) or int(a["pad_h"]) or int(a["pad_w"])
+            or not reduce_kernel_available()):
+        return None
+    m = Member(op, "reduce", [op.inputs[0]], op.outputs[0])
+    m.params = {"in_w": int(a["in_w"]), "channels": int(a["channels"]),
+                "count": int(a["in_h"]) * int(a["in_w"]), "act_min": int(a["act_min"]),
+                "act_max": int(a["act_max"])}
+    return m
+
+
 @dataclass
 class Stripe:
     members: list[Member]
@@ -123,10 +150,12 @@ class Stripe:
     ring_rows: list[int] = field(default_factory=list)
     ring_offset: list[int] = field(default_factory=list)
     member_scratch_offset: int = 0
+    acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
     #   call:  [m, out_rows, pad_top, in_rows, out_row, in0_row, in1_row] (row offsets into the
     #          operand's buffer: a whole tensor's row index, or the row inside the ring)
+    #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
     #   drop:  [-1 - ring, rows_dropped, rows_live_before, 0, 0, 0, 0]
     table: list[list[int]] = field(default_factory=list)
     calls: int = 0
@@ -166,12 +195,16 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     def avail(t: int) -> int:
         return h[t] if t not in produced else done[produced[t]]
 
+    def goal(j: int) -> int:  # rows a member produces (reduce: input rows it accumulates)
+        m = members[j]
+        return h[m.streamed[0]] if m.kind == "reduce" else h[m.out]
+
     def need_from(t: int) -> int:
         lo = h[t]
         for j in consumers[t]:
             m = members[j]
-            if done[j] < h[m.out]:
-                lo = min(lo, m.rows_needed(done[j], done[j] + 1, h[t])[0])
+            if done[j] < goal(j):
+                lo = min(lo, done[j] if m.kind == "reduce" else m.rows_needed(done[j], done[j] + 1, h[t])[0])
         return lo
 
     def drops() -> None:
@@ -182,10 +215,27 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 base[r] += k
                 count[r] -= k
 
+    for m in members:
+        if m.kind == "reduce" and (m.out in produced_reads(members) or m.out not in outside_reads):
+            raise StripeError("a reduce member's output is read inside the stripe")
     n_calls = 0
-    while any(done[j] < h[m.out] for j, m in enumerate(members)):
+    while any(done[j] < goal(j) for j in range(len(members))):
         progress = False
         for j, m in enumerate(members):
+            if m.kind == "reduce":
+                t = m.streamed[0]
+                r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
+                if r1 <= r0:
+                    continue
+                row = r0 - base[ring_idx[t]] if t in ring_idx else r0
+                if t in ring_idx:
+                    assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
+                table.append([j, r1 - r0, int(r1 == h[t]), r1 - r0, 0, row, 0])
+                n_calls += 1
+                done[j] = r1
+                progress = True
+                drops()
+                continue
             o0 = done[j]
             ho = h[m.out]
             o1 = min(ho, o0 + band)
@@ -227,9 +277,17 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     for r, t in enumerate(rings):
         st.ring_offset.append(off)
         off += -(-cap[r] * _geom(g, t)[1] // ALIGN) * ALIGN  # type: ignore[index]
+    for m in members:
+        if m.kind == "reduce":  # the running sums: int32 per channel
+            st.acc_offset = off
+            off += 4 * g.tensors[m.out].shape[-1]
     st.member_scratch_offset = off
     st.scratch = off + max((m.op.scratch for m in members), default=0)
     return st
+
+
+def produced_reads(members: list[Member]) -> set[int]:
+    return {t for m in members for t in m.streamed}
 
 
 def replay_check(g: Graph, st: Stripe) -> None:
@@ -243,6 +301,10 @@ def replay_check(g: Graph, st: Stripe) -> None:
     # every (tensor, row) read count, from first principles (the full-image geometry)
     for m in st.members:
         for t in m.streamed:
+            if m.kind == "reduce":
+                for r in range(h[t]):
+                    reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
+                continue
             ho = h[m.out]
             for o in range(ho):
                 r0, r1 = m.rows_needed(o, o + 1, h[t])
@@ -259,6 +321,19 @@ def replay_check(g: Graph, st: Stripe) -> None:
             del rings[t][:k]
             continue
         m = st.members[step[0]]
+        if m.kind == "reduce":
+            t = m.streamed[0]
+            r0 = produced_rows[m.out]
+            r1 = r0 + step[1]
+            if t in rings:
+                assert rings[t][step[5]:step[5] + step[1]] == list(range(r0, r1)), "reduce reads rows not held"
+            else:
+                assert step[5] == r0 and (t not in written or all(r in written[t] for r in range(r0, r1)))
+            for r in range(r0, r1):
+                reads_left[(t, r)] -= 1
+            assert step[2] == int(r1 == h[t])
+            produced_rows[m.out] = r1
+            continue
         n_out = step[1]
         o0 = produced_rows[m.out]
         o1 = o0 + n_out
@@ -288,7 +363,8 @@ def replay_check(g: Graph, st: Stripe) -> None:
         written.setdefault(m.out, set()).update(range(o0, o1))
         produced_rows[m.out] = o1
     for m in st.members:
-        assert produced_rows[m.out] == h[m.out], "a member did not produce every row"
+        goal = h[m.streamed[0]] if m.kind == "reduce" else h[m.out]
+        assert produced_rows[m.out] == goal, "a member did not produce every row"
     assert all(v == 0 for v in reads_left.values()), "a row was never read"
 
 
@@ -313,12 +389,12 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
 
     members = []
     for m in st.members:
-        params = dict(m.op.attrs)
+        params = dict(m.params) if m.params is not None else dict(m.op.attrs)
         for a in _OFF_ATTRS:
             if a in params:
                 params[a] = 0
         members.append({
-            "kernel": m.op.kernel, "kind": m.kind, "params": params,
+            "kernel": "avgpool_rows_s8" if m.kind == "reduce" else m.op.kernel, "kind": m.kind, "params": params,
             "inputs": [ref(t) for t in m.op.inputs], "output": ref(m.out),
             "row_bytes": _geom(g, m.out)[1],  # type: ignore[index]
             "in_row_bytes": [_geom(g, t)[1] for t in m.streamed],  # type: ignore[index]
@@ -328,7 +404,9 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
                    "offset": st.ring_offset[r]} for r, t in enumerate(st.rings)],
-        "member_scratch_offset": st.member_scratch_offset, "table": st.table, "calls": st.calls,
+        "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
+        "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
+        if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
     }}
     op = Op("STRIPE", ins, list(st.outputs), kernel="stripe", attrs=attrs,
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
