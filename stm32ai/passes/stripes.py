@@ -38,7 +38,9 @@ WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
     "maxpool_s8": ("filter_h", "stride_h", "pad_h", None),
 }
 # rows members: kernel -> number of streamed leading inputs (the rest are constants)
-ROWS_KERNELS: dict[str, int] = {"add_lut_s8": 2}
+# (same-shape binary kernels walk AI_BINARY_LOOP_FIELDS: out_shape patched to the band's bytes)
+ROWS_KERNELS: dict[str, int] = {"add_lut_s8": 2, "add_s8": 2, "sub_s8": 2, "mul_s8": 2,
+                                "maximum_s8": 2, "minimum_s8": 2}
 # access-order / staging attrs that must be off in a stripe (docs/stripes.md)
 _OFF_ATTRS = ("reverse", "transpose")
 _REFUSE_ATTRS = ("stage_oc", "stage")
@@ -438,6 +440,25 @@ def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
 
 def apply(g: Graph, lo: int, hi: int, st: Stripe) -> None:
     g.ops[lo:hi] = [stripe_op(g, st)]
+
+
+def form_all(g: Graph, band: int = 1) -> list[Stripe]:
+    """Every maximal run of member ops as one stripe, whatever the pool (tests, `--stripes all`):
+    the executor and the schedule exercised on models too small for stripes to pay."""
+    chosen: list[Stripe] = []
+    lo = 0
+    while lo < len(g.ops):
+        hi = lo
+        while hi < len(g.ops) and as_member(g.ops[hi], g) is not None:
+            hi += 1
+        for end in range(hi, lo + 1, -1):  # the longest run from lo that simulates
+            st = try_segment(g, lo, end, band)
+            if st is not None:
+                apply(g, lo, end, st)
+                chosen.append(st)
+                break
+        lo += 1
+    return chosen
 
 
 def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ...] = (1,),
