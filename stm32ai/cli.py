@@ -60,7 +60,8 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                           prune=not getattr(args, "no_prune", False) if prune is None else prune,
                           optimization=getattr(args, "optimization", "balanced"),
-                          winograd=getattr(args, "winograd", False))
+                          winograd=getattr(args, "winograd", False),
+                          stripes=False if getattr(args, "no_stripes", False) else None)
     if c.weights_pool and hasattr(args, "weights_pool"):
         # the automatic choice is the --weights-pool every later step of this command uses
         # (placement, project, a recompile without pruning)
@@ -624,7 +625,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         # --board: the C generated for that board (its weight layouts and staging), run on the host
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
-                      optimization=args.optimization, board=args.board, winograd=args.winograd)
+                      optimization=args.optimization, board=args.board, winograd=args.winograd,
+                      stripes=False if args.no_stripes else None)
     return report(res, args.json)
 
 
@@ -742,8 +744,11 @@ class _VersionAction(argparse.Action):
 def _optimization_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimization", choices=("time", "balanced", "ram"), default="balanced",
                    help="speed/flash trade of the convolution weights: time = int16 weights (fastest, "
-                        "twice the flash), ram = int8, balanced (default) = int16 where the board's "
+                        "twice the flash), ram = int8 and row-streamed stripes where they shrink the "
+                        "pool (docs/stripes.md), balanced (default) = int16 where the board's "
                         "flash allows, layers with the most output pixels first")
+    p.add_argument("--no-stripes", action="store_true",
+                   help="no row-streamed stripes, whatever --optimization (docs/stripes.md)")
     p.add_argument("--winograd", action="store_true",
                    help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
                         "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")

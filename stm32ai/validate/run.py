@@ -236,7 +236,8 @@ def disagreements(res: ValidationResult) -> list[str]:
 
 def collect(model: Path, *, inputs: str | None, n: int, seed: int,
             step: Callable[[str], None] | None = None, prune: bool = True,
-            optimization: str = "balanced", board: str | None = None, winograd: bool = False) -> ValidationResult:
+            optimization: str = "balanced", board: str | None = None, winograd: bool = False,
+            stripes: bool | None = None) -> ValidationResult:
     """`validate --mode host` without the printing: inputs from --inputs or -n random samples;
     `board`: compiled as for that board (weight layouts, staging), run on the host."""
     from stm32ai.pipeline import compile_for_board
@@ -244,7 +245,8 @@ def collect(model: Path, *, inputs: str | None, n: int, seed: int,
     if not 1 <= n <= MAX_SAMPLES:
         raise Stm32aiError(f"-n {n}: give 1 to {MAX_SAMPLES:,} samples")
     (step or (lambda _d: None))("compiling the model")
-    c = compile_for_board(model, "network", board, prune=prune, optimization=optimization, winograd=winograd)
+    c = compile_for_board(model, "network", board, prune=prune, optimization=optimization, winograd=winograd,
+                          stripes=stripes)
     arrays = load_inputs(inputs, c) if inputs else None
     return validate_model(model, arrays, n, seed, compiled=c, step=step)
 
