@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, shared_model
+from conftest import FIXTURES, MPS2_LD, STARTUP_C, shared_model
 from test_lower_conv import LAYERS, make_layer, reference
 
 from stm32ai.emitter import c_value
@@ -127,7 +127,13 @@ def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[lis
     lines += ["int main(void) {",
               f"  int8_t *full = calloc({ybytes}, 1);",
               "  " + call.format(k=op.kernel, p="P", ins=", ".join(args_in), out="full", scr=scr),
+              "#ifdef ROWWIN_TEXT",
+              "  uint32_t fnv = 2166136261u;",
+              f"  for (int i = 0; i < {ybytes}; ++i) {{ fnv = (fnv ^ (uint8_t)full[i]) * 16777619u; }}",
+              '  printf("fnv %08lx\\n", (unsigned long)fnv);',
+              "#else",
               f"  fwrite(full, 1, {ybytes}, stdout);",
+              "#endif",
               f"  for (int s = 0; s < {len(scheds)}; ++s) {{",
               f"    int8_t *band = malloc({ybytes});",
               f"    memset(band, 0x5a, {ybytes});",
@@ -173,7 +179,15 @@ def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[lis
                   f"      memcpy(band + o0 * {row}, dst, (size_t)(o1 - o0) * {row});",
                   "      free(dst);"]
         lines += [f"      free(w{j});" for j, s in enumerate(srcs) if s == f"(const void *)w{j}"]
-    lines += ["    }", f"    fwrite(band, 1, {ybytes}, stdout);", "    free(band);", "  }",
+    lines += ["    }",
+              "#ifdef ROWWIN_TEXT",
+              "    long diff = -1;",
+              f"    for (int i = 0; i < {ybytes}; ++i) {{ if (band[i] != full[i]) {{ diff = i; break; }} }}",
+              '    printf("schedule %d diff %ld\\n", s, diff);',
+              "#else",
+              f"    fwrite(band, 1, {ybytes}, stdout);",
+              "#endif",
+              "    free(band);", "  }",
               "  free(full);", "  return 0;", "}", ""]
     return "\n".join(lines)
 
@@ -231,6 +245,52 @@ def run_bands(g: Graph, op: Op, x, tmp: Path, tag: str) -> tuple[np.ndarray, lis
     return parts[0], parts[1:]
 
 
+# Cortex-M4 (mps2-an386) and Cortex-M7 (mps2-an500, -DAI_CORE_CM7): the DSP paths of the same kernels
+TARGETS = {"m4": (["-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"], "mps2-an386"),
+           "m7": (["-mcpu=cortex-m7", "-mfloat-abi=hard", "-mfpu=fpv5-d16", "-DAI_CORE_CM7"], "mps2-an500")}
+
+
+@functools.cache
+def _target_objects(target: str) -> tuple[Path, ...]:
+    d = Path(tempfile.mkdtemp(prefix=f"rowwin_{target}_"))
+    (d / "startup.c").write_text(STARTUP_C)
+    (d / "mps2.ld").write_text(MPS2_LD)
+    objs = []
+    for src in [*(RUNTIME / "src" / s for s in SOURCES), d / "startup.c"]:
+        o = d / (src.stem + ".o")
+        subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *TARGETS[target][0],
+                        f"-I{RUNTIME / 'include'}", "-c", str(src), "-o", str(o)], check=True)
+        objs.append(o)
+    return tuple(objs)
+
+
+def run_bands_target(g: Graph, op: Op, x, tmp: Path, tag: str, target: str, full: np.ndarray) -> None:
+    """The same harness on an emulated core: every schedule identical to its whole-image run, and
+    that run identical to the host's (FNV-1a of the output)."""
+    a = op.attrs
+    out_h = a["out_h"] if "out_h" in a else g.tensors[op.outputs[0]].shape[1]
+    scheds = schedules(out_h)
+    src = tmp / f"{tag}_{target}.c"
+    src.write_text(harness(g, op, x, scheds, max(op.scratch, 1 << 16)))
+    objs = _target_objects(target)
+    elf = tmp / f"{tag}_{target}.elf"
+    r = subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *TARGETS[target][0], "-DROWWIN_TEXT",
+                        f"-I{RUNTIME / 'include'}", "--specs=rdimon.specs", "-T", str(objs[-1].parent / "mps2.ld"),
+                        str(src), *map(str, objs), "-o", str(elf), "-lm"], capture_output=True, text=True)
+    if r.returncode != 0 and "rdimon" in r.stderr:
+        pytest.skip("newlib's rdimon (semihosting) library is not installed")
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run(["qemu-system-arm", "-M", TARGETS[target][1], "-nographic", "-monitor", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                         capture_output=True, text=True, timeout=300).stdout.replace("\r", "").split("\n")
+    fnv = 2166136261
+    for b in full.tobytes():
+        fnv = ((fnv ^ b) * 16777619) & 0xFFFFFFFF
+    assert out[0] == f"fnv {fnv:08x}", f"{tag} {target}: whole image differs from the host: {out[:2]}"
+    diffs = [ln for ln in out[1:] if ln.startswith("schedule")]
+    assert len(diffs) == len(scheds) and all(ln.endswith(" diff -1") for ln in diffs), (tag, target, diffs, scheds)
+
+
 # ---- hand-built conv / depthwise layers (all kernel variants) -------------------------------
 
 STRIPE_LAYERS = [c for c in LAYERS if c[2][0] == 1]  # batch 1: stripes stream one image
@@ -239,6 +299,23 @@ STRIPE_LAYERS = [c for c in LAYERS if c[2][0] == 1]  # batch 1: stripes stream o
 @pytest.mark.parametrize("optimization", ["ram", "time"])
 @pytest.mark.parametrize("name,kind,xs,ws,opts,kernel", STRIPE_LAYERS, ids=[c[0] for c in STRIPE_LAYERS])
 def test_conv_layer_row_windows(tmp_path, name, kind, xs, ws, opts, kernel, optimization):
+    _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimization", ["ram", "time"])
+@pytest.mark.parametrize("target", ["m4", "m7"])
+@pytest.mark.parametrize("name,kind,xs,ws,opts,kernel", STRIPE_LAYERS, ids=[c[0] for c in STRIPE_LAYERS])
+def test_conv_layer_row_windows_on_target(tmp_path, name, kind, xs, ws, opts, kernel, target, optimization):
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    if optimization == "time" and kind != "CONV_2D":
+        pytest.skip("time differs from ram only in conv2d_s8's int16 weights")
+    _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target)
+
+
+def _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target):
     opts = dict(opts)
     has_bias = opts.pop("bias", True)
     oc = ws[3] if kind == "DEPTHWISE_CONV_2D" else ws[0]
@@ -255,16 +332,21 @@ def test_conv_layer_row_windows(tmp_path, name, kind, xs, ws, opts, kernel, opti
         # members with transpose 0 (rule in docs/stripes.md)
         pytest.skip("transposed walk: not a stripe member")
     op.attrs = {**op.attrs, **({"reverse": 0} if "reverse" in op.attrs else {})}
-    full, _ = run_bands(c.graph, op, x, tmp_path, name)
-    np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
+    def one(tag: str) -> None:
+        full, _ = run_bands(c.graph, op, x, tmp_path, tag)
+        if target:
+            run_bands_target(c.graph, op, x, tmp_path, tag, target, full)
+        np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
+
+    one(name)
     if op.kernel.startswith("depthwise_conv2d_3x3_") and "_g2_" not in op.kernel:
         # the channel-pair variant shares the packed layout (per channel) and the walk
         op.kernel = op.kernel.replace("3x3_", "3x3_g2_")
-        run_bands(c.graph, op, x, tmp_path, name + "_g2")
+        one(name + "_g2")
     if op.kernel == "conv2d_s8" and not op.attrs["w16"] and op.attrs["out_c"] > 2:
         # weights staged per block of output channels (flash staging): the same bands
         op.attrs = {**op.attrs, "stage_oc": 2}
-        run_bands(c.graph, op, x, tmp_path, name + "_stage")
+        one(name + "_stage")
 
 
 # ---- real layers: every window and rows op of the MLPerf Tiny models --------------------------
