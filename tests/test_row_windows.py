@@ -578,3 +578,17 @@ def test_avgpool_rows_only_for_global_pools():
     assert ROWS_MAX_COUNT == 2 ** 23 and 128 * 2 ** 24 + 2 ** 23 > 2 ** 31 - 1
     assert avgpool_rows_attrs({**a, "in_h": 2048, "in_w": 4096, "filter_h": 2048, "filter_w": 4096}) is not None
     assert avgpool_rows_attrs({**a, "in_h": 2049, "in_w": 4096, "filter_h": 2049, "filter_w": 4096}) is None
+
+
+def test_transposed_depthwise_is_never_a_stripe_member():
+    # time/balanced lower a tall 3x3 depthwise to the column walk with transposed constants:
+    # patching transpose to 0 in a stripe would read them wrongly (KWS in time with stripes
+    # mismatched TFLM), so the pass refuses such a member; the ram lowering walks rows
+    from stm32ai.passes.stripes import as_member
+    w = rng.integers(-127, 128, (1, 3, 3, 8)).astype(np.int8)
+    g = make_layer("DEPTHWISE_CONV_2D", (1, 25, 5, 8), w, rng.integers(-500, 500, 8), w_scales=[0.01] * 8)
+    for opt, member in (("time", False), ("ram", True)):
+        c = compile_graph(copy.deepcopy(g), optimization=opt, stripes=False)
+        op = c.graph.ops[0]
+        assert op.kernel.startswith("depthwise_conv2d_3x3") and bool(op.attrs["transpose"]) != member
+        assert (as_member(op, c.graph) is not None) == member, opt

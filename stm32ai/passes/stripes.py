@@ -41,7 +41,9 @@ WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
 # (same-shape binary kernels walk AI_BINARY_LOOP_FIELDS: out_shape patched to the band's bytes)
 ROWS_KERNELS: dict[str, int] = {"add_lut_s8": 2, "add_s8": 2, "sub_s8": 2, "mul_s8": 2,
                                 "maximum_s8": 2, "minimum_s8": 2}
-# access-order / staging attrs that must be off in a stripe (docs/stripes.md)
+# access-order / staging attrs that must be off in a stripe (docs/stripes.md). `reverse` is only
+# the walk's direction; `transpose` (3x3 depthwise) also transposed the packed constants at
+# lowering, so a transposed op is refused (as_member), never patched (tests/test_row_windows.py)
 _OFF_ATTRS = ("reverse", "transpose")
 _REFUSE_ATTRS = ("stage_oc", "stage")
 
@@ -84,6 +86,8 @@ def _geom(g: Graph, tid: int) -> tuple[int, int] | None:
 def as_member(op: Op, g: Graph) -> Member | None:
     """The op as a stripe member, or None when it cannot be one."""
     if op.kernel is None or len(op.outputs) != 1 or any(op.attrs.get(a) for a in _REFUSE_ATTRS):
+        return None
+    if op.attrs.get("transpose"):  # column walk: weights packed transposed (time/balanced lowering)
         return None
     out = op.outputs[0]
     if _geom(g, out) is None:
