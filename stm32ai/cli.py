@@ -442,8 +442,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if fits is not None and not fits["ok"]:
             raise Stm32aiError(f"does not fit {args.board}: {fits['summary']}")
         est = _estimate(args, c, r.weights_bytes)
+    stripes = _stripes_report(args, c)
     if args.json:
         doc = r.to_json()
+        if stripes is not None:
+            doc["stripes"] = stripes
         if est is not None:
             doc["estimate"] = est.to_json()
         write_text_atomic(args.json, json.dumps(doc, indent=1) + "\n", "--json")
@@ -456,6 +459,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     pruning = render_pruning(r)
     if pruning is not None:
         console.print(pruning)
+    if stripes is not None:
+        console.print(f"stripes: pool {stripes['pool']:,} B with, {stripes['pool_without']:,} B without "
+                      "(--no-stripes)")
+        for k, st in enumerate(stripes["stripes"]):
+            rings = ", ".join(f"{x['rows']}x{x['row_bytes']}" for x in st["rings"])
+            console.print(f"  stripe {k}: {len(st['members'])} ops, band {st['band']} row(s), {st['calls']} calls, "
+                          f"scratch {st['scratch']:,} B, step table {st['table_bytes']:,} B flash; "
+                          f"rings (rows x bytes) {rings}")
+            console.print(f"    members: {' '.join(st['members'])}")
     from stm32ai.project.build import pool_list
 
     _print_conv_layouts(c, args.optimization, pool_list(getattr(args, "weights_pool", None)))
@@ -597,6 +609,21 @@ def _print_winograd(c: Any) -> None:
     for r in rows:
         print(f"  layer {r['op']}: {r['weights_bytes']:,} B ({r['weights_bytes'] / r['int8_bytes']:.2f}x "
               f"{r['int8_bytes']:,} B int8)")
+
+
+def _stripes_report(args: argparse.Namespace, c: Any) -> dict[str, Any] | None:
+    """The stripes of `c` and the pool without them (a second compile), None when it has none."""
+    from stm32ai.passes.stripes import summary
+
+    sts = summary(c.graph)
+    if not sts:
+        return None
+    args.no_stripes = True
+    try:
+        without = _compile(args, "network").plan.pool_size
+    finally:
+        args.no_stripes = False
+    return {"pool": c.plan.pool_size, "pool_without": without, "stripes": sts}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -246,7 +246,9 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         init = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["params"].items()) + " }"
         decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j} = {init};")
     rows = ",\n".join("    {" + ", ".join(str(int(v)) for v in step) + "}" for step in st["table"])
-    decls.append(f"static const int16_t k{i}_steps[{len(st['table'])}][7] = {{\n{rows}\n}};")
+    # int8 steps when every row number fits (images < 128 rows): half the flash
+    ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
+    decls.append(f"static const {ety} k{i}_steps[{len(st['table'])}][7] = {{\n{rows}\n}};")
 
     def buf(r: dict[str, int] | None) -> str:
         if r is None:
@@ -263,7 +265,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
              *([f"  memset(sc + {int(st['acc_offset'])}u, 0, {int(st['acc_bytes'])}u); /* running sums */"]
                if int(st.get("acc_offset", -1)) >= 0 else []),
              f"  for (uint32_t s = 0u; s < {len(st['table'])}u; ++s) {{",
-             f"    const int16_t *e = k{i}_steps[s];",
+             f"    const {ety} *e = k{i}_steps[s];",
              "    switch (e[0]) {"]
     for j, m in enumerate(st["members"]):
         k = m["kernel"]

@@ -279,17 +279,75 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         if not progress:
             raise StripeError("no member can advance")
     st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls)
-    off = 0
-    for r, t in enumerate(rings):
-        st.ring_offset.append(off)
-        off += -(-cap[r] * _geom(g, t)[1] // ALIGN) * ALIGN  # type: ignore[index]
-    for m in members:
-        if m.kind == "reduce":  # the running sums: int32 per channel
-            st.acc_offset = off
-            off += 4 * g.tensors[m.out].shape[-1]
-    st.member_scratch_offset = off
-    st.scratch = off + max((m.op.scratch for m in members), default=0)
+    _layout(g, st)
     return st
+
+
+def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
+    """Per ring, the steps at which it holds a row, is written or read (a ring emptied by a
+    drop is free until its producer writes again: the 1-row rings of 1x1 consumers are busy
+    only from their producer's call to their drop); and the steps that call a kernel with
+    scratch."""
+    busy: list[set[int]] = [set() for _ in st.rings]
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+    count = [0] * len(st.rings)
+    scratch_steps: set[int] = set()
+    for s, step in enumerate(st.table):
+        if step[0] < 0:
+            r = -1 - step[0]
+            busy[r].add(s)
+            count[r] -= step[1]
+        else:
+            m = st.members[step[0]]
+            if m.op.scratch > 0 and m.kind != "reduce":
+                scratch_steps.add(s)
+            for t in m.streamed:
+                if t in ring_of:
+                    busy[ring_of[t]].add(s)
+            if m.out in ring_of:
+                r = ring_of[m.out]
+                busy[r].add(s)
+                count[r] += step[1]
+        for r in range(len(st.rings)):
+            if count[r] > 0:
+                busy[r].add(s)
+    return busy, scratch_steps
+
+
+def _layout(g: Graph, st: Stripe) -> None:
+    """Offsets in the stripe scratch: rings never busy at the same step share bytes (first fit,
+    largest first); the members' kernel scratch is one region busy at their calls; the running
+    sums (reduce) are busy throughout."""
+    busy, scratch_steps = _occupancy(st)
+    everything = set(range(len(st.table)))
+    items: list[tuple[int, set[int], str, int]] = []  # (bytes, busy steps, what, ring)
+    for r, t in enumerate(st.rings):
+        items.append((-(-st.ring_rows[r] * _geom(g, t)[1] // ALIGN) * ALIGN, busy[r], "ring", r))  # type: ignore[index]
+    for m in st.members:
+        if m.kind == "reduce":  # the running sums: int32 per channel
+            items.append((4 * g.tensors[m.out].shape[-1], everything, "acc", -1))
+    mscr = max((m.op.scratch for m in st.members if m.kind != "reduce"), default=0)
+    if mscr:
+        items.append((-(-mscr // ALIGN) * ALIGN, scratch_steps, "scratch", -1))
+    placed: list[tuple[int, int, set[int]]] = []
+    st.ring_offset = [0] * len(st.rings)
+    top = 0
+    for size, steps, what, r in sorted(items, key=lambda x: -x[0]):
+        clash = sorted((o, e) for o, e, b in placed if b & steps)
+        off = 0
+        for o, e in clash:
+            if off + size <= o:
+                break
+            off = max(off, e)
+        placed.append((off, off + size, steps))
+        top = max(top, off + size)
+        if what == "ring":
+            st.ring_offset[r] = off
+        elif what == "acc":
+            st.acc_offset = off
+        else:
+            st.member_scratch_offset = off
+    st.scratch = top
 
 
 def produced_reads(members: list[Member]) -> set[int]:
@@ -498,3 +556,23 @@ def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ..
         pool_now, _, lo, hi, st = best
         apply(g, lo, hi, st)
         chosen.append(st)
+
+
+def summary(g: Graph) -> list[dict[str, Any]]:
+    """Each stripe of a compiled graph, for `analyze` (text and --json): members, band height,
+    rings (rows x row bytes), scratch bytes, calls and the step table's flash bytes."""
+    out = []
+    for op in g.ops:
+        if op.kernel != "stripe":
+            continue
+        st = op.attrs["stripe"]
+        out.append({
+            "members": [f"{m['source_op']}#{m['source_index']}:{m['kernel']}" for m in st["members"]],
+            "band": st["band"],
+            "rings": [{"tensor": r["tensor"], "rows": r["rows"], "row_bytes": r["row_bytes"]} for r in st["rings"]],
+            "scratch": int(op.scratch), "calls": st["calls"],
+            # the emitter's element type: int8 when every value fits (emitter._stripe_code)
+            "table_bytes": STEP_WIDTH * len(st["table"]) * (
+                1 if all(-128 <= v <= 127 for step in st["table"] for v in step) else 2),
+        })
+    return out
