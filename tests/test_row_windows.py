@@ -391,9 +391,9 @@ def _layers(path: Path) -> list[tuple[str, Graph]]:
     return out
 
 
-def _run_real(sub: Graph, tmp: Path, tag: str, optimization: str) -> str:
-    """Lower the one-op graph, run it whole and in bands; conv/depthwise whole-image results
-    against TFLite's reference convolution (test_lower_conv.reference)."""
+def _run_real(sub: Graph, tmp: Path, tag: str, optimization: str, target: str | None = None) -> str:
+    """Lower the one-op graph, run it whole and in bands (also on `target`); conv/depthwise
+    whole-image results against TFLite's reference convolution (test_lower_conv.reference)."""
     c = compile_graph(copy.deepcopy(sub), optimization=optimization)
     ops = [o for o in c.graph.ops if o.kernel != "__nop"]
     assert len(ops) == 1, [o.kernel for o in ops]
@@ -407,6 +407,8 @@ def _run_real(sub: Graph, tmp: Path, tag: str, optimization: str) -> str:
            for t in op.inputs if t >= 0 and not c.graph.tensors[t].is_const]
     # an elementwise op lowered in place aliases nothing here: inputs are separate arrays
     full, _ = run_bands(c.graph, op, ins if len(ins) > 1 else ins[0], tmp, tag)
+    if target:
+        run_bands_target(c.graph, op, ins if len(ins) > 1 else ins[0], tmp, tag, target, full)
     if sub.ops[0].type in ("CONV_2D", "DEPTHWISE_CONV_2D"):
         ref = reference(sub, ins[0])
         np.testing.assert_array_equal(full.reshape(ref.shape), ref)
@@ -419,6 +421,19 @@ MLPERF = ["mlperf_tiny/pretrainedResnet_quant.tflite", "mlperf_tiny/kws_ref_mode
 
 @pytest.mark.parametrize("model", MLPERF, ids=lambda m: Path(m).stem)
 def test_mlperf_layers_row_windows(tmp_path, model):
+    _mlperf_layers(tmp_path, model, ("ram", "time"), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", MLPERF, ids=lambda m: Path(m).stem)
+def test_mlperf_layers_row_windows_on_m4(tmp_path, model):
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    _mlperf_layers(tmp_path, model, ("ram",), "m4")
+
+
+def _mlperf_layers(tmp_path: Path, model: str, opts: tuple[str, ...], target: str | None) -> None:
     path = shared_model(model)
     seen: dict[str, int] = {}
     layers = _layers(path)
@@ -432,8 +447,8 @@ def test_mlperf_layers_row_windows(tmp_path, model):
         if key in done:
             continue
         done.add(key)
-        for opt in ("ram", "time"):
-            k = _run_real(sub, tmp_path, f"{tag}_{opt}", opt)
+        for opt in opts:
+            k = _run_real(sub, tmp_path, f"{tag}_{opt}", opt, target)
             # KWS's 25x5 images walk columns outside ram mode: never a stripe member
             assert k != "transposed" or opt != "ram", tag
             seen[k] = seen.get(k, 0) + 1
