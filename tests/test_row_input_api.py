@@ -108,3 +108,82 @@ def test_row_source_api_and_poison_rows(tmp_path):
     got = bytes.fromhex(poisoned.stdout.splitlines()[0])
     assert got[:4] == b"\x11" * 4 and got[36:] == b"\x11" * 4  # exactly the bytes asked for
     assert got[4:36] == _poison_pattern(32)
+
+
+ROWS_MAIN = r"""
+#include <stdio.h>
+#include <string.h>
+#include "ai_runtime.h"
+#include "network.h"
+#include "vec.h"
+
+static int32_t next_row[8], n_calls, bad;
+
+static ai_status src(void *user, int32_t i, int32_t row0, int32_t n, void *dst) {
+  (void)user;
+  if (i != 0 || n <= 0 || row0 != next_row[0] || row0 + n > VEC_H) {
+    bad = 1;
+    return AI_ERR_INDEX;
+  }
+  memcpy(dst, vec_in + (size_t)row0 * VEC_ROW, (size_t)n * VEC_ROW);
+  next_row[0] = row0 + n;
+  ++n_calls;
+  return user == NULL ? AI_OK : AI_ERR_IO; /* user != NULL: fail the source */
+}
+
+int main(void) {
+  ai_handle h = NULL;
+  if (ai_create(&network_info, NULL, &h) != AI_OK || ai_get_row_inputs(h) != 1u) {
+    printf("FAIL create\n");
+    return 1;
+  }
+  if (ai_get_input(h, 0)->data != NULL) { printf("FAIL row-fed input has a buffer\n"); return 1; }
+  if (ai_run(h) != AI_ERR_ROW_SOURCE) { printf("FAIL run without source\n"); return 1; }
+  static int fail_token;
+  ai_set_row_source(h, src, &fail_token);
+  if (ai_run(h) != AI_ERR_ROW_SOURCE || n_calls != 1) { printf("FAIL failing source\n"); return 1; }
+  for (int run = 0; run < 2; ++run) {  /* twice: each run pulls every row again, from row 0 */
+    next_row[0] = 0; n_calls = 0;
+    ai_set_row_source(h, src, NULL);
+    if (ai_run(h) != AI_OK || bad || next_row[0] != VEC_H) {
+      printf("FAIL run %d bad %d rows %d\n", run, bad, (int)next_row[0]);
+      return 1;
+    }
+  }
+  const ai_tensor *o = ai_get_output(h, 0);
+  for (uint32_t k = 0; k < o->size_bytes; ++k) printf("%d ", (int)((const int8_t *)o->data)[k]);
+  printf("\ncalls %d\nOK\n", (int)n_calls);
+  return 0;
+}
+"""
+
+
+def test_row_fed_model_pulls_each_row_once_in_order(tmp_path):
+    """A --input-rows model (engineer A's executor): no run without a source, a failing source
+    fails the run, rows pulled in increasing order, each once, all of them, every run; the
+    output matches TFLite Micro."""
+    import inspect
+
+    from stm32ai.frontend.tflite_reader import load_tflite
+    from stm32ai.validate.reference import run_tflm
+    if "input_rows" not in inspect.signature(compile_graph).parameters:
+        import pytest
+        pytest.skip("compile_graph has no input_rows (engineer A's --input-rows not merged)")
+    from conftest import shared_model
+    path = shared_model("mlperf_tiny/kws_ref_model.tflite")
+    c = compile_graph(load_tflite(path), optimization="ram", input_rows=True)
+    xt = c.graph.tensors[c.graph.inputs[0]]
+    x = np.random.default_rng(5).integers(-128, 128, xt.shape).astype(np.int8)
+    d = tmp_path / "c"
+    emit_c(c.doc, c.params, "network", d)
+    h, row = xt.shape[1], int(np.prod(xt.shape[2:]))
+    (tmp_path / "vec.h").write_text(
+        f"#define VEC_H {h}\n#define VEC_ROW {row}\nstatic const int8_t vec_in[{x.size}] = {{ "
+        + ", ".join(map(str, x.reshape(-1))) + " };\n")
+    (tmp_path / "main.c").write_text(ROWS_MAIN)
+    exe = build_host(d, "network", tmp_path / "rows", [tmp_path / "main.c"], include_dirs=[tmp_path])
+    r = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.endswith("OK\n"), r.stdout
+    got = np.array(r.stdout.splitlines()[0].split(), np.int64)
+    want = np.asarray(run_tflm(path, [x])[0]).reshape(-1)
+    np.testing.assert_array_equal(got, want)
