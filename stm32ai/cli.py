@@ -60,7 +60,8 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                           prune=not getattr(args, "no_prune", False) if prune is None else prune,
                           optimization=getattr(args, "optimization", "balanced"),
-                          winograd=getattr(args, "winograd", False), tuning=_tuning_choices(args))
+                          winograd=getattr(args, "winograd", False), tuning=_tuning_choices(args),
+                          stripes=False if getattr(args, "no_stripes", False) else None)
     if c.weights_pool and hasattr(args, "weights_pool"):
         # the automatic choice is the --weights-pool every later step of this command uses
         # (placement, project, a recompile without pruning)
@@ -493,8 +494,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if fits is not None and not fits["ok"]:
             raise Stm32aiError(f"does not fit {args.board}: {fits['summary']}")
         est = _estimate(args, c, r.weights_bytes)
+    stripes = _stripes_report(args, c)
     if args.json:
         doc = r.to_json()
+        if stripes is not None:
+            doc["stripes"] = stripes
         if est is not None:
             doc["estimate"] = est.to_json()
         write_text_atomic(args.json, json.dumps(doc, indent=1) + "\n", "--json")
@@ -507,6 +511,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     pruning = render_pruning(r)
     if pruning is not None:
         console.print(pruning)
+    if stripes is not None:
+        console.print(f"stripes: pool {stripes['pool']:,} B with, {stripes['pool_without']:,} B without "
+                      "(--no-stripes)")
+        for k, st in enumerate(stripes["stripes"]):
+            rings = ", ".join(f"{x['rows']}x{x['row_bytes']}" for x in st["rings"])
+            console.print(f"  stripe {k}: {len(st['members'])} ops, band {st['band']} row(s), {st['calls']} calls, "
+                          f"scratch {st['scratch']:,} B, step table {st['table_bytes']:,} B flash; "
+                          f"rings (rows x bytes) {rings}")
+            console.print(f"    members: {' '.join(st['members'])}")
     from stm32ai.project.build import pool_list
 
     _print_conv_layouts(c, args.optimization, pool_list(getattr(args, "weights_pool", None)))
@@ -659,6 +672,21 @@ def _print_winograd(c: Any) -> None:
               f"{r['int8_bytes']:,} B int8)")
 
 
+def _stripes_report(args: argparse.Namespace, c: Any) -> dict[str, Any] | None:
+    """The stripes of `c` and the pool without them (a second compile), None when it has none."""
+    from stm32ai.passes.stripes import summary
+
+    sts = summary(c.graph)
+    if not sts:
+        return None
+    args.no_stripes = True
+    try:
+        without = _compile(args, "network").plan.pool_size
+    finally:
+        args.no_stripes = False
+    return {"pool": c.plan.pool_size, "pool_without": without, "stripes": sts}
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from stm32ai.outputs import check_output_file
     from stm32ai.validate.run import MAX_SAMPLES, collect, report
@@ -686,7 +714,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
                       optimization=args.optimization, board=args.board, winograd=args.winograd,
-                      tuning=_tuning_choices(args))
+                      tuning=_tuning_choices(args), stripes=False if args.no_stripes else None)
     return report(res, args.json)
 
 
@@ -804,8 +832,11 @@ class _VersionAction(argparse.Action):
 def _optimization_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimization", choices=("time", "balanced", "ram"), default="balanced",
                    help="speed/flash trade of the convolution weights: time = int16 weights (fastest, "
-                        "twice the flash), ram = int8, balanced (default) = int16 where the board's "
+                        "twice the flash), ram = int8 and row-streamed stripes where they shrink the "
+                        "pool (docs/stripes.md), balanced (default) = int16 where the board's "
                         "flash allows, layers with the most output pixels first")
+    p.add_argument("--no-stripes", action="store_true",
+                   help="no row-streamed stripes, whatever --optimization (docs/stripes.md)")
     p.add_argument("--winograd", action="store_true",
                    help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
                         "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")

@@ -23,6 +23,7 @@ from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
 from stm32ai.passes.output_copies import add_output_copies
 from stm32ai.passes.staging import FlashModel, blocked, choose_staging, modelled_cycles, pool_limit, unstage
+from stm32ai.passes.stripes import form_all, form_stripes
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -51,24 +52,29 @@ class Compiled:
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
                   weights_budget: int | None = None, flash: FlashModel | None = None,
-                  winograd: bool = False, tuning: dict[str, str] | None = None) -> Compiled:
+                  winograd: bool = False, tuning: dict[str, str] | None = None,
+                  stripes: bool | str | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
     constants are re-read get them staged in RAM (passes/staging.py), within the RAM budget
     of `optimization`. winograd: int8 3x3 stride-1 convolutions by exact Winograd where
     proved (passes/lower/conv_wino.py). tuning: a tuning table's choices, layer key -> variant
-    (generate --tuning FILE; stm32ai/tuning.py): those layers take that variant instead."""
+    (generate --tuning FILE; stm32ai/tuning.py): those layers take that variant instead.
+    stripes: row-streamed execution where it shrinks the pool (passes/stripes.py); None: on
+    with --optimization ram; "all": every run of stripe-able ops, whatever the pool (tests)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
         g.winograd = winograd
         g.tuning = dict(tuning) if tuning else None
-        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash)
+        return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash,
+                        optimization == "ram" if stripes is None else stripes)
 
 
 def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool,
-             optimization: str, weights_budget: int | None, flash: FlashModel | None) -> Compiled:
+             optimization: str, weights_budget: int | None, flash: FlashModel | None,
+             stripes: bool | str = False) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize, shift_uint8)):
@@ -89,6 +95,11 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     if each:
         verify_graph(g, allow_unknown_dims=False)
     verify_kernel_bounds(g, n_model_tensors)
+    if stripes == "all":
+        form_all(g)
+    elif stripes:  # after the bounds check: members are checked at their full geometry
+        form_stripes(g, lambda g: plan_memory(g, inputs_in_pool=inputs_in_pool,
+                                              outputs_in_pool=outputs_in_pool).pool_size)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     unstaged = plan.pool_size
     if flash is not None:

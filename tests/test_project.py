@@ -84,7 +84,8 @@ ai_model_info {name}_info = {{
   "{name}", "2024-01-01", "fake", "0", AI_API_VERSION, 1u, 1u, 1u, {act}u, {weights}u,
   {name}_activations, s_inputs, s_outputs, get_params, create, destroy, run, NULL,
   0u, NULL, NULL, NULL, /* n_pools 0: the single pool above (an API 1.0 descriptor) */
-  0u, NULL, NULL, NULL, NULL /* no ai_run_ctx: the runtime runs it the pre-1.2 way */
+  0u, NULL, NULL, NULL, NULL, /* no ai_run_ctx: the runtime runs it the pre-1.2 way */
+  0u /* row_inputs (1.3): no row-fed input */
 }};
 """)
     rt = runtime_dir()

@@ -184,6 +184,17 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
             raise Stm32aiError(f"graph.json node {i}: bad func_name {kernel!r}")
         if i > 0xFFFF:   # the profile's node table (and the validation protocol) use u16
             raise Stm32aiError(f"graph.json has more than 65536 nodes (node {i}): too large a model")
+        if kernel == "stripe":
+            decls, code = _stripe_code(i, a, [None if inp is None else pointer(sids[entry(inp[0], inp[1])])
+                                              for inp in node["inputs"]],
+                                       [pointer(sids[entry(i, k)]) for k in range(int(a["num_outputs"]))],
+                                       pointer(int(a["scratch_storage_id"])))
+            calls.append({
+                "kernel": kernel, "psym": f"k{i}", "params_init": None, "decls": decls,
+                "node": i, "source_op": "STRIPE", "source_index": untrusted(str(a.get("source_index", "?"))),
+                "call": code,
+            })
+            continue
         args = []
         kparams = a.get("params", {})
         psym = f"k{i}"
@@ -200,7 +211,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         if "scratch_storage_id" in a:
             args.append(pointer(int(a["scratch_storage_id"])))
         calls.append({
-            "kernel": kernel, "psym": psym, "params_init": init,
+            "kernel": kernel, "psym": psym, "params_init": init, "decls": None,
             "node": i, "source_op": untrusted(str(a.get("source_op", "?"))),
             "source_index": untrusted(str(a.get("source_index", "?"))),
             "call": f"ai_{kernel}({', '.join(args)});",
@@ -219,8 +230,81 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         "weights_array_size": max(len(blob), 1), "weights_body": _hex_body(blob),
         "kernel_headers": sorted(p.name for p in (runtime_dir() / "include").glob("ai_kernels_*.h")),
         "builtin_pool": True, "calls": calls, "states": states, "state_size": state_size,
-        "needs_math": needs_math, "macc": macc,
+        "needs_math": needs_math, "macc": macc, "stripes": any(c["kernel"] == "stripe" for c in calls),
     }
+
+
+def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[str],
+                 scratch: str) -> tuple[str, str]:
+    """(static declarations, code block) of stripe node i: the member params, the step table
+    and the loop replaying it (docs/stripes.md). Every number comes from the pass's simulation."""
+    st = a["params"]["stripe"]
+    decls = []
+    for j, m in enumerate(st["members"]):
+        if not C_IDENT.match(m["kernel"]):
+            raise Stm32aiError(f"graph.json node {i}: bad member kernel {m['kernel']!r}")
+        init = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["params"].items()) + " }"
+        decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j} = {init};")
+    rows = ",\n".join("    {" + ", ".join(str(int(v)) for v in step) + "}" for step in st["table"])
+    # int8 steps when every row number fits (images < 128 rows): half the flash
+    ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
+    decls.append(f"static const {ety} k{i}_steps[{len(st['table'])}][7] = {{\n{rows}\n}};")
+
+    def buf(r: dict[str, int] | None) -> str:
+        if r is None:
+            return "NULL"
+        if "ring" in r:
+            return f"(sc + {int(st['rings'][r['ring']]['offset'])}u)"
+        if "out" in r:
+            return f"((ai_u8 *){outs[r['out']]})"
+        p = ins[r["in"]]
+        return "NULL" if p is None else p
+
+    lines = ["{", f"  ai_u8 *const sc = (ai_u8 *){scratch};",
+             f"  AI_POISON_ROWS(sc, {int(a['scratch_bytes'])}u); /* rings start dead */",
+             *([f"  memset(sc + {int(st['acc_offset'])}u, 0, {int(st['acc_bytes'])}u); /* running sums */"]
+               if int(st.get("acc_offset", -1)) >= 0 else []),
+             f"  for (uint32_t s = 0u; s < {len(st['table'])}u; ++s) {{",
+             f"    const {ety} *e = k{i}_steps[s];",
+             "    switch (e[0]) {"]
+    for j, m in enumerate(st["members"]):
+        k = m["kernel"]
+        lines.append(f"    case {j}: {{ /* {untrusted(str(m['source_op']))} #{int(m['source_index'])} */")
+        if m["kind"] == "reduce":  # running sums per band, the rounded mean after the last
+            acc = f"(int32_t *)(void *)(sc + {int(st['acc_offset'])}u)"
+            src = f"(const int8_t *)({buf(m['inputs'][0])} + (uint32_t)e[5] * {int(m['in_row_bytes'][0])}u)"
+            lines.append(f"      ai_avgpool_rows_s8_accumulate(&k{i}_m{j}, {src}, e[1], {acc});")
+            lines.append(f"      if (e[2] != 0) {{ ai_avgpool_rows_s8_finish(&k{i}_m{j}, {acc}, "
+                         f"(int8_t *){buf(m['output'])}); }}")
+            lines.append("    } break;")
+            continue
+        lines.append(f"      ai_{k}_params q = k{i}_m{j};")
+        n_streamed = len(m["in_row_bytes"])
+        if m["kind"] == "window":
+            pad = "q.pad_h" if "pad_h" in m["params"] else "q.pad[0]"
+            lines.append(f"      q.out_h = e[1]; {pad} = e[2]; q.in_h = e[3];")
+        else:
+            lines.append(f"      q.out_shape[AI_MAX_DIMS - 1] = (int32_t)e[1] * {int(m['row_bytes'])};")
+        args = ["&q"]
+        for q, r in enumerate(m["inputs"]):
+            if q < n_streamed:
+                args.append(f"(const int8_t *)({buf(r)} + (uint32_t)e[{5 + q}] * {int(m['in_row_bytes'][q])}u)")
+            else:
+                args.append(buf(r))
+        args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
+        if m["scratch"] > 0:
+            args.append(f"(void *)(sc + {int(st['member_scratch_offset'])}u)")
+        lines.append(f"      ai_{k}({', '.join(args)});")
+        lines.append("    } break;")
+    for r, ring in enumerate(st["rings"]):
+        off, rb = int(ring["offset"]), int(ring["row_bytes"])
+        lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")
+        lines.append(f"      memmove(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
+                     f"(uint32_t)(e[2] - e[1]) * {rb}u);")
+        lines.append(f"      AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[2] - e[1]) * {rb}u, (uint32_t)e[1] * {rb}u);")
+        lines.append("      break;")
+    lines += ["    default: break;", "    }", "  }", "}"]
+    return "\n".join(decls), "\n  ".join(lines)
 
 
 def _state_area(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int], int]:

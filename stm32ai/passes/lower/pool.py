@@ -111,3 +111,20 @@ def lower_avgpool(op: Op, g: Graph) -> None:
 @register("MAX_POOL_2D", _CONSTRAINTS, _check_pool)
 def lower_maxpool(op: Op, g: Graph) -> None:
     _lower_pool(op, g, "maxpool")
+
+
+# Running sums for a global int8 average pool inside a row-streamed stripe (issue 24,
+# docs/stripes.md): |acc| <= 128 * count, and acc -+ count / 2 in _finish, must fit int32.
+ROWS_MAX_COUNT = 1 << 23
+
+
+def avgpool_rows_attrs(a: dict) -> dict | None:
+    """The ai_avgpool_rows_s8 params of a lowered `avgpool_s8` op that is a global pool
+    (filter = the whole input, no padding, 1x1 output, one image), else None."""
+    glob = (a["batches"] == 1 and a["out_h"] == 1 and a["out_w"] == 1 and a["filter_h"] == a["in_h"]
+            and a["filter_w"] == a["in_w"] and a["pad_h"] == 0 and a["pad_w"] == 0)
+    count = int(a["in_h"]) * int(a["in_w"])
+    if not glob or count > ROWS_MAX_COUNT:
+        return None
+    return {"in_w": int(a["in_w"]), "channels": int(a["channels"]), "count": count,
+            "act_min": int(a["act_min"]), "act_max": int(a["act_max"])}

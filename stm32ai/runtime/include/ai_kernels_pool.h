@@ -39,6 +39,26 @@ void ai_maxpool_s8(const ai_maxpool_s8_params *p, const int8_t *input, int8_t *o
 void ai_avgpool_f32(const ai_avgpool_f32_params *p, const float *input, float *output);
 void ai_maxpool_f32(const ai_maxpool_f32_params *p, const float *input, float *output);
 
+/* Global int8 AVERAGE_POOL_2D (filter = the whole input, VALID, 1x1 output) as running sums,
+ * for a pool at the end of a row-streamed stripe (docs/stripes.md): the stripe calls
+ * _accumulate on each band of input rows as it is produced, acc[c] += the band's sum of
+ * channel c, then _finish once, out[c] = clamp(round(acc[c] / count)) with TFLite Micro's
+ * int8 AveragePool rounding ((acc + count/2) / count when acc > 0, else (acc - count/2) /
+ * count, C truncating division) — bit-exact with ai_avgpool_s8 on the whole image.
+ * acc: `channels` int32 (4 * channels bytes of the stripe's scratch, 4-byte aligned), zeroed
+ * by the caller before the first band. count = in_h * in_w; the lowering keeps it <= 2^23 so
+ * |acc| <= 128 * count (and acc -+ count / 2) fits int32. */
+typedef struct {
+  int32_t in_w, channels, count;
+  int32_t act_min, act_max;
+} ai_avgpool_rows_s8_params;
+void ai_avgpool_rows_s8_accumulate(const ai_avgpool_rows_s8_params *p, const int8_t *rows,
+                                   int32_t n_rows, int32_t *acc);
+void ai_avgpool_rows_s8_finish(const ai_avgpool_rows_s8_params *p, const int32_t *acc,
+                               int8_t *out);
+/* Bytes of running sums a stripe's scratch must hold for this pool: 4 * channels. */
+int32_t ai_avgpool_rows_s8_acc_size(const ai_avgpool_rows_s8_params *p);
+
 /* int16 (input and output share the quantisation; ai_pool_s16.c). Average: int32 sum of the
  * in-image taps, divided by their count rounding half away from zero (TFLite's reference
  * AveragePool), clamped; the generator bounds the window to 65535 taps so the sum fits

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define AI_API_VERSION "1.2"
+#define AI_API_VERSION "1.3"
 #define AI_BUFFER_ALIGN 8u
 #define AI_MAX_DIMS 6 /* the largest rank a kernel walks: stm32ai.ir.MAX_DIMS (tests/test_structure.py) */
 
@@ -66,8 +66,30 @@ typedef enum {
   AI_ERR_INDEX,          /* input/output index out of range */
   AI_ERR_MODEL,          /* the model descriptor is inconsistent */
   AI_ERR_POOLS,          /* wrong number of activation pools for this model */
-  AI_ERR_STATE           /* state area missing, unaligned, or already used by another instance */
+  AI_ERR_STATE,          /* state area missing, unaligned, or already used by another instance */
+  AI_ERR_ROW_SOURCE      /* API 1.3: the model takes inputs in rows and no row source is set
+                            (ai_set_row_source), or the row source failed */
 } ai_status;
+
+/* Poison `bytes` bytes at p (a stripe's dead ring rows, docs/stripes.md; here so
+ * generated code, which includes only this header, can call it): with -DAI_POISON the
+ * host poison runner's garbage pattern (stm32ai/validate/poison.py), so a later read of them
+ * shows as a mismatch; otherwise an empty inline function the compiler removes. */
+#ifdef AI_POISON
+void ai_poison_rows(void *p, uint32_t bytes);
+#else
+static inline void ai_poison_rows(void *p, uint32_t bytes) {
+  (void)p;
+  (void)bytes;
+}
+#endif
+
+/* API 1.3, row input (docs/project.md "Inputs in rows"): copy rows [row0, row0 + n_rows) of
+ * input `input_index` (NHWC, one row = W * C elements) to dst. A model generated with
+ * --input-rows calls it from ai_run for each row-fed input, rows in increasing order, each row
+ * exactly once; anything but AI_OK aborts the run (ai_run then returns AI_ERR_ROW_SOURCE). */
+typedef ai_status (*ai_row_source)(void *user, int32_t input_index, int32_t row0, int32_t n_rows,
+                                   void *dst);
 
 /* DLPack DLDataType / DLDevice, laid out as in dlpack.h. */
 typedef enum { AI_DT_INT = 0, AI_DT_UINT = 1, AI_DT_FLOAT = 2, AI_DT_BOOL = 6 } ai_dtype_code;
@@ -122,6 +144,8 @@ typedef struct {
   const ai_u8 *weights;
   ai_u8 *pools[AI_MAX_POOLS]; /* activation pools 0..n_pools-1 */
   ai_u8 *state;               /* persistent state area (variable tensors), NULL if none */
+  ai_row_source row_source;   /* API 1.3: where row-fed inputs come from (ai_set_row_source) */
+  void *row_user;             /* its first argument */
 } ai_context;
 
 /* The descriptor every generated model exports as `<name>_info` (docs/architecture.md). */
@@ -158,6 +182,11 @@ typedef struct {
   const uint8_t *io_pools; /* pool of each input, then of each output (in-pool ones) */
   ai_status (*ai_run_ctx)(const ai_context *ctx, ai_tensor *input[], ai_tensor *output[]);
   ai_status (*ai_reset_state)(ai_u8 *state); /* state to its initial value (NULL: built-in) */
+  /* API 1.3: bit i set = input i is row-fed (--input-rows): it has no buffer (data NULL, not in
+   * a pool, size_bytes the whole image for information); ai_run reads it through the row
+   * source. 0 for every model generated without --input-rows (and for older descriptors,
+   * whose positional initialisers leave it 0). */
+  uint32_t row_inputs;
 } ai_model_info;
 
 #ifdef __cplusplus

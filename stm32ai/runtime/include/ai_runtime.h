@@ -45,6 +45,14 @@ ai_status ai_run(ai_handle h);
  * also when the pools are shared with other models. */
 ai_status ai_reset(ai_handle h);
 
+/* API 1.3: the row source of a model generated with --input-rows (ai_row_source in
+ * ai_platform.h; `user` is passed back as its first argument). src NULL unsets it. Kept until
+ * changed or the instance is destroyed; ai_run of a row-fed model without one returns
+ * AI_ERR_ROW_SOURCE. Allowed (and ignored by ai_run) on a model without row-fed inputs. */
+ai_status ai_set_row_source(ai_handle h, ai_row_source src, void *user);
+/* Inputs of the model fed in rows: bit i set = input i (0 for an ordinary model or a bad handle). */
+uint32_t ai_get_row_inputs(ai_handle h);
+
 uint32_t ai_get_activations_size(ai_handle h);
 ai_ptr ai_get_activations(ai_handle h);
 /* Activation pools of an instance: count, pool k's buffer and size (0/NULL on a bad handle or k). */

@@ -111,6 +111,32 @@ void ai_avgpool_s8(const ai_avgpool_s8_params *p, const int8_t *input, int8_t *o
   }
 }
 
+void ai_avgpool_rows_s8_accumulate(const ai_avgpool_rows_s8_params *p, const int8_t *rows,
+                                   int32_t n_rows, int32_t *acc) {
+  const int32_t c_n = p->channels;
+  const int32_t pixels = n_rows * p->in_w; /* the band's rows are contiguous */
+  for (int32_t i = 0; i < pixels; i++, rows += c_n) {
+    for (int32_t c = 0; c < c_n; c++) {
+      acc[c] += rows[c];
+    }
+  }
+}
+
+void ai_avgpool_rows_s8_finish(const ai_avgpool_rows_s8_params *p, const int32_t *acc, int8_t *out) {
+  const int32_t count = p->count, half = count / 2;
+  for (int32_t c = 0; c < p->channels; c++) {
+    int32_t v = acc[c];
+    v = v > 0 ? (v + half) / count : (v - half) / count; /* as ai_avgpool_s8 (TFLM) */
+    v = v < p->act_min ? p->act_min : v;
+    v = v > p->act_max ? p->act_max : v;
+    out[c] = (int8_t)v;
+  }
+}
+
+int32_t ai_avgpool_rows_s8_acc_size(const ai_avgpool_rows_s8_params *p) {
+  return 4 * p->channels;
+}
+
 void ai_maxpool_s8(const ai_maxpool_s8_params *p, const int8_t *input, int8_t *output) {
   const int32_t c_n = p->channels;
   const int32_t row = p->in_w * c_n;

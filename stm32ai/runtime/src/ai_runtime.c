@@ -42,6 +42,7 @@ static const char *status_text(ai_status s) {
     case AI_ERR_MODEL: return "inconsistent model descriptor";
     case AI_ERR_POOLS: return "wrong number of activation pools for this model (see ai_create_pools)";
     case AI_ERR_STATE: return "state area unaligned or already used by another instance (see ai_create_state)";
+    case AI_ERR_ROW_SOURCE: return "model takes inputs in rows: no row source set (ai_set_row_source) or it failed";
   }
   return "unknown error";
 }
@@ -173,6 +174,8 @@ ai_status ai_create_state(ai_model_info *nn, ai_u8 *const pools[], uint32_t n_po
     ctx.pools[k] = act[k];
   }
   ctx.state = st;
+  ctx.row_source = NULL;
+  ctx.row_user = NULL;
   ai_status s = bind(nn, ctx.weights, act);
   if (s == AI_OK) {
     s = reset(nn, &ctx);
@@ -215,7 +218,9 @@ ai_status ai_run(ai_handle h) {
     return AI_ERR_BAD_HANDLE;
   }
   ai_status s;
-  if (has_ctx(inst->nn)) {
+  if (inst->nn->row_inputs != 0u && inst->ctx.row_source == NULL) {
+    s = AI_ERR_ROW_SOURCE; /* never run on inputs nobody supplied */
+  } else if (has_ctx(inst->nn)) {
     s = inst->nn->ai_run_ctx(&inst->ctx, inst->in_ptrs, inst->out_ptrs);
   } else {
     /* a pre-1.2 model: bind this instance's buffers into its statics, then run */
@@ -227,6 +232,34 @@ ai_status ai_run(ai_handle h) {
   inst->error = status_text(s);
   return s;
 }
+
+ai_status ai_set_row_source(ai_handle h, ai_row_source src, void *user) {
+  ai_instance *inst = instance_of(h);
+  if (inst == NULL) {
+    return AI_ERR_BAD_HANDLE;
+  }
+  inst->ctx.row_source = src;
+  inst->ctx.row_user = src != NULL ? user : NULL;
+  return AI_OK;
+}
+
+uint32_t ai_get_row_inputs(ai_handle h) {
+  const ai_instance *inst = instance_of(h);
+  return inst != NULL ? inst->nn->row_inputs : 0u;
+}
+
+#ifdef AI_POISON
+/* The generator of stm32ai/validate/poison.py's <name>_poison (one pattern for every dead
+ * byte), seeded from the length so consecutive drops differ. */
+void ai_poison_rows(void *p, uint32_t bytes) {
+  ai_u8 *b = (ai_u8 *)p;
+  uint32_t x = 0x9E3779B9u ^ (bytes * 2654435761u);
+  for (uint32_t i = 0; i < bytes; ++i) {
+    x = x * 1664525u + 1013904223u;
+    b[i] = (ai_u8)(x >> 24);
+  }
+}
+#endif
 
 ai_status ai_reset(ai_handle h) {
   ai_instance *inst = instance_of(h);

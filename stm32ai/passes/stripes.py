@@ -1,0 +1,578 @@
+"""Depth-first (row-streamed) execution: chains of ops run band by band (issue 24, docs/stripes.md).
+
+A *stripe* replaces a contiguous run of lowered int8 ops by one op (`kernel == "stripe"`): for
+the planner it is one node whose inputs are the whole tensors it reads from outside (and the
+members' constants) and whose outputs are the whole tensors ops outside read; every tensor
+produced and consumed only inside lives in a *ring* (a window of rows) in the stripe's scratch.
+The members are the unchanged kernels, called on a sub-geometry (`in_h`, `out_h`, top pad
+patched): an output row band [o0, o1) of a `window` member reads input rows
+[max(0, o0*s - p), min(H, (o1-1)*s - p + (k-1)*d + 1)), an exact TFLite convolution of that
+n-row image. `rows` members (elementwise, no broadcast) read the same rows they write.
+
+Everything is decided here: `simulate` replays the stripe in Python and yields the static step
+table the generated executor replays (calls with row offsets, ring drops by memmove), the ring
+capacities and the scratch. `choose_stripes` keeps a stripe only where the planned pool shrinks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stm32ai.ir import Graph, Op
+
+ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
+STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
+INT16_MAX = 32767
+
+# window members: kernel -> (k attr, stride attr, pad attr, dilation attr); attrs are the
+# C params fields (lists: index 0 is H)
+_CONV = ("k_h", "stride", "pad", "dilation")
+WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
+    "conv2d_s8": _CONV,
+    "depthwise_conv2d_s8": _CONV,
+    "depthwise_conv2d_3x3_s8": _CONV,
+    "depthwise_conv2d_3x3_sgn_s8": _CONV,
+    "avgpool_s8": ("filter_h", "stride_h", "pad_h", None),
+    "maxpool_s8": ("filter_h", "stride_h", "pad_h", None),
+}
+# rows members: kernel -> number of streamed leading inputs (the rest are constants)
+# (same-shape binary kernels walk AI_BINARY_LOOP_FIELDS: out_shape patched to the band's bytes)
+ROWS_KERNELS: dict[str, int] = {"add_lut_s8": 2, "add_s8": 2, "sub_s8": 2, "mul_s8": 2,
+                                "maximum_s8": 2, "minimum_s8": 2}
+# access-order / staging attrs that must be off in a stripe (docs/stripes.md). `reverse` is only
+# the walk's direction; `transpose` (3x3 depthwise) also transposed the packed constants at
+# lowering, so a transposed op is refused (as_member), never patched (tests/test_row_windows.py)
+_OFF_ATTRS = ("reverse", "transpose")
+_REFUSE_ATTRS = ("stage_oc", "stage")
+
+
+def _first(v: Any) -> int:
+    return int(v[0]) if isinstance(v, list) else int(v)
+
+
+@dataclass
+class Member:
+    op: Op
+    kind: str  # "window" | "rows" | "reduce" (global average pool as running sums)
+    streamed: list[int]  # tensor ids of the row-streamed inputs (in input order)
+    out: int
+    k: int = 1
+    s: int = 1
+    p: int = 0
+    d: int = 1
+    params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
+
+    def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
+        """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
+        if self.kind == "rows":
+            return o0, o1
+        if self.kind == "reduce":
+            return 0, h_in  # its one output row reads every input row (as running sums)
+        r0 = max(0, o0 * self.s - self.p)
+        r1 = min(h_in, (o1 - 1) * self.s - self.p + (self.k - 1) * self.d + 1)
+        return r0, r1
+
+
+def _geom(g: Graph, tid: int) -> tuple[int, int] | None:
+    """(H, row bytes) of an int8 NHWC batch-1 tensor, else None."""
+    t = g.tensors[tid]
+    if t.dtype != "int8" or len(t.shape) != 4 or t.shape[0] != 1 or t.is_const:
+        return None
+    return int(t.shape[1]), int(t.shape[2] * t.shape[3])
+
+
+def as_member(op: Op, g: Graph) -> Member | None:
+    """The op as a stripe member, or None when it cannot be one."""
+    if op.kernel is None or len(op.outputs) != 1 or any(op.attrs.get(a) for a in _REFUSE_ATTRS):
+        return None
+    if op.attrs.get("transpose"):  # column walk: weights packed transposed (time/balanced lowering)
+        return None
+    out = op.outputs[0]
+    if _geom(g, out) is None:
+        return None
+    if op.kernel in WINDOW_KERNELS:
+        ka, sa, pa, da = WINDOW_KERNELS[op.kernel]
+        a = op.attrs
+        if int(a.get("batches", 1)) != 1 or op.inputs[0] < 0 or _geom(g, op.inputs[0]) is None:
+            return None
+        m = Member(op, "window", [op.inputs[0]], out, _first(a[ka]), _first(a[sa]), _first(a[pa]),
+                   _first(a[da]) if da else 1)
+        h_in, _ = _geom(g, op.inputs[0])  # type: ignore[misc]
+        h_out = g.tensors[out].shape[1]
+        if int(a["in_h"]) != h_in or int(a["out_h"]) != h_out or m.k <= 0 or m.s <= 0:
+            return None
+        if m.k * m.d >= h_in + 2 * m.p and h_out == 1:
+            return _reduce_member(op, g)
+        return m
+    if op.kernel in ROWS_KERNELS:
+        n = ROWS_KERNELS[op.kernel]
+        ins = op.inputs[:n]
+        shp = g.tensors[out].shape
+        if any(i < 0 or g.tensors[i].shape != shp or _geom(g, i) is None for i in ins):
+            return None
+        size = g.tensors[out].size
+        flat = [1] * 5 + [size]
+        unit = [0] * 5 + [1]
+        a = op.attrs
+        if a.get("out_shape") != flat or a.get("in1_strides") != unit or a.get("in2_strides") != unit:
+            return None
+        return Member(op, "rows", list(ins), out)
+    return None
+
+
+def reduce_kernel_available() -> bool:
+    """The running-sum pool kernel (ai_avgpool_rows_s8_*, engineer B's side of issue 24) is in
+    the runtime this tool copies: global pools become `reduce` members only then."""
+    from stm32ai.resources import runtime_dir
+
+    h = runtime_dir() / "include" / "ai_kernels_pool.h"
+    return h.is_file() and "ai_avgpool_rows_s8_accumulate" in h.read_text()
+
+
+def _reduce_member(op: Op, g: Graph) -> Member | None:
+    """A global int8 AVERAGE_POOL_2D (filter = the whole VALID input, one output pixel) as a
+    `reduce` member: ai_avgpool_rows_s8_accumulate per band, _finish after the last."""
+    a = op.attrs
+    if (op.kernel != "avgpool_s8" or int(a["out_w"]) != 1 or int(a["filter_w"]) != int(a["in_w"])
+            or int(a["filter_h"]) != int(a["in_h"]) or int(a["pad_h"]) or int(a["pad_w"])
+            or not reduce_kernel_available()):
+        return None
+    m = Member(op, "reduce", [op.inputs[0]], op.outputs[0])
+    m.params = {"in_w": int(a["in_w"]), "channels": int(a["channels"]),
+                "count": int(a["in_h"]) * int(a["in_w"]), "act_min": int(a["act_min"]),
+                "act_max": int(a["act_max"])}
+    return m
+
+
+@dataclass
+class Stripe:
+    members: list[Member]
+    band: int
+    inputs: list[int]  # whole tensors read from outside (activations only)
+    outputs: list[int]  # whole tensors written for ops outside / graph outputs
+    rings: list[int]  # tensor ids held as rings, in ring order
+    ring_rows: list[int] = field(default_factory=list)
+    ring_offset: list[int] = field(default_factory=list)
+    member_scratch_offset: int = 0
+    acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
+    scratch: int = 0
+    # steps, STEP_WIDTH int16 each:
+    #   call:  [m, out_rows, pad_top, in_rows, out_row, in0_row, in1_row] (row offsets into the
+    #          operand's buffer: a whole tensor's row index, or the row inside the ring)
+    #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
+    #   drop:  [-1 - ring, rows_dropped, rows_live_before, 0, 0, 0, 0]
+    table: list[list[int]] = field(default_factory=list)
+    calls: int = 0
+
+
+class StripeError(Exception):
+    """The run cannot be a stripe (a row index past int16, an input row never available...)."""
+
+
+def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]) -> Stripe:
+    """Replay the stripe: each round every member produces up to `band` more rows as soon as its
+    inputs have them; after every call each ring drops the rows no consumer needs any more.
+    outside_reads: tensors read by ops outside the members or graph outputs (kept whole)."""
+    produced = {m.out: i for i, m in enumerate(members)}
+    inputs: list[int] = []
+    for m in members:
+        for t in m.streamed:
+            if t not in produced and t not in inputs:
+                inputs.append(t)
+    outputs = [m.out for m in members if m.out in outside_reads]
+    rings = [m.out for m in members if m.out not in outside_reads]
+    ring_idx = {t: i for i, t in enumerate(rings)}
+    h = {t: _geom(g, t)[0] for t in [*inputs, *produced]}  # type: ignore[index]
+    if max(h.values()) > INT16_MAX:
+        raise StripeError("taller than int16 rows")
+    done = [0] * len(members)
+    base = [0] * len(rings)
+    count = [0] * len(rings)
+    cap = [0] * len(rings)
+    consumers: dict[int, list[int]] = {t: [] for t in rings}
+    for j, m in enumerate(members):
+        for t in m.streamed:
+            if t in consumers:
+                consumers[t].append(j)
+    table: list[list[int]] = []
+
+    def avail(t: int) -> int:
+        return h[t] if t not in produced else done[produced[t]]
+
+    def goal(j: int) -> int:  # rows a member produces (reduce: input rows it accumulates)
+        m = members[j]
+        return h[m.streamed[0]] if m.kind == "reduce" else h[m.out]
+
+    def need_from(t: int) -> int:
+        lo = h[t]
+        for j in consumers[t]:
+            m = members[j]
+            if done[j] < goal(j):
+                lo = min(lo, done[j] if m.kind == "reduce" else m.rows_needed(done[j], done[j] + 1, h[t])[0])
+        return lo
+
+    def drops() -> None:
+        for r, t in enumerate(rings):
+            k = min(need_from(t), base[r] + count[r]) - base[r]
+            if k > 0:
+                table.append([-1 - r, k, count[r], 0, 0, 0, 0])
+                base[r] += k
+                count[r] -= k
+
+    for m in members:
+        if m.kind == "reduce" and (m.out in produced_reads(members) or m.out not in outside_reads):
+            raise StripeError("a reduce member's output is read inside the stripe")
+    n_calls = 0
+    while any(done[j] < goal(j) for j in range(len(members))):
+        progress = False
+        for j, m in enumerate(members):
+            if m.kind == "reduce":
+                t = m.streamed[0]
+                r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
+                if r1 <= r0:
+                    continue
+                row = r0 - base[ring_idx[t]] if t in ring_idx else r0
+                if t in ring_idx:
+                    assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
+                table.append([j, r1 - r0, int(r1 == h[t]), r1 - r0, 0, row, 0])
+                n_calls += 1
+                done[j] = r1
+                progress = True
+                drops()
+                continue
+            o0 = done[j]
+            ho = h[m.out]
+            o1 = min(ho, o0 + band)
+            while o1 > o0 and any(m.rows_needed(o0, o1, h[t])[1] > avail(t) for t in m.streamed):
+                o1 -= 1
+            if o1 <= o0:
+                continue
+            step = [j, o1 - o0, 0, 0, 0, 0, 0]
+            for q, t in enumerate(m.streamed):
+                r0, r1 = m.rows_needed(o0, o1, h[t])
+                if r1 <= r0:
+                    raise StripeError("a band reads no input row")
+                if q == 0:
+                    step[2] = (m.p - o0 * m.s + r0) if m.kind == "window" else 0
+                    step[3] = r1 - r0
+                if t in ring_idx:
+                    r = ring_idx[t]
+                    assert base[r] <= r0 and r1 <= base[r] + count[r], "ring lost a row still needed"
+                    step[5 + q] = r0 - base[r]
+                else:
+                    step[5 + q] = r0
+            if m.out in ring_idx:
+                r = ring_idx[m.out]
+                assert base[r] + count[r] == o0
+                step[4] = o0 - base[r]
+                count[r] += o1 - o0
+                cap[r] = max(cap[r], count[r])
+            else:
+                step[4] = o0
+            table.append(step)
+            n_calls += 1
+            done[j] = o1
+            progress = True
+            drops()
+        if not progress:
+            raise StripeError("no member can advance")
+    st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls)
+    _layout(g, st)
+    return st
+
+
+def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
+    """Per ring, the steps at which it holds a row, is written or read (a ring emptied by a
+    drop is free until its producer writes again: the 1-row rings of 1x1 consumers are busy
+    only from their producer's call to their drop); and the steps that call a kernel with
+    scratch."""
+    busy: list[set[int]] = [set() for _ in st.rings]
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+    count = [0] * len(st.rings)
+    scratch_steps: set[int] = set()
+    for s, step in enumerate(st.table):
+        if step[0] < 0:
+            r = -1 - step[0]
+            busy[r].add(s)
+            count[r] -= step[1]
+        else:
+            m = st.members[step[0]]
+            if m.op.scratch > 0 and m.kind != "reduce":
+                scratch_steps.add(s)
+            for t in m.streamed:
+                if t in ring_of:
+                    busy[ring_of[t]].add(s)
+            if m.out in ring_of:
+                r = ring_of[m.out]
+                busy[r].add(s)
+                count[r] += step[1]
+        for r in range(len(st.rings)):
+            if count[r] > 0:
+                busy[r].add(s)
+    return busy, scratch_steps
+
+
+def _layout(g: Graph, st: Stripe) -> None:
+    """Offsets in the stripe scratch: rings never busy at the same step share bytes (first fit,
+    largest first); the members' kernel scratch is one region busy at their calls; the running
+    sums (reduce) are busy throughout."""
+    busy, scratch_steps = _occupancy(st)
+    everything = set(range(len(st.table)))
+    items: list[tuple[int, set[int], str, int]] = []  # (bytes, busy steps, what, ring)
+    for r, t in enumerate(st.rings):
+        items.append((-(-st.ring_rows[r] * _geom(g, t)[1] // ALIGN) * ALIGN, busy[r], "ring", r))  # type: ignore[index]
+    for m in st.members:
+        if m.kind == "reduce":  # the running sums: int32 per channel
+            items.append((4 * g.tensors[m.out].shape[-1], everything, "acc", -1))
+    mscr = max((m.op.scratch for m in st.members if m.kind != "reduce"), default=0)
+    if mscr:
+        items.append((-(-mscr // ALIGN) * ALIGN, scratch_steps, "scratch", -1))
+    placed: list[tuple[int, int, set[int]]] = []
+    st.ring_offset = [0] * len(st.rings)
+    top = 0
+    for size, steps, what, r in sorted(items, key=lambda x: -x[0]):
+        clash = sorted((o, e) for o, e, b in placed if b & steps)
+        off = 0
+        for o, e in clash:
+            if off + size <= o:
+                break
+            off = max(off, e)
+        placed.append((off, off + size, steps))
+        top = max(top, off + size)
+        if what == "ring":
+            st.ring_offset[r] = off
+        elif what == "acc":
+            st.acc_offset = off
+        else:
+            st.member_scratch_offset = off
+    st.scratch = top
+
+
+def produced_reads(members: list[Member]) -> set[int]:
+    return {t for m in members for t in m.streamed}
+
+
+def replay_check(g: Graph, st: Stripe) -> None:
+    """Independent check of a stripe's table (tests/test_stripes.py): replays it on row labels,
+    asserting every call reads only rows present in its window, every row is written before it
+    is read, and no row is dropped before its last read."""
+    h = {t: _geom(g, t)[0] for t in [*st.inputs, *(m.out for m in st.members)]}  # type: ignore[index]
+    rings: dict[int, list[int]] = {t: [] for t in st.rings}  # row labels held, in order
+    written: dict[int, set[int]] = {t: set() for t in [*st.rings, *st.outputs]}
+    reads_left: dict[tuple[int, int], int] = {}
+    # every (tensor, row) read count, from first principles (the full-image geometry)
+    for m in st.members:
+        for t in m.streamed:
+            if m.kind == "reduce":
+                for r in range(h[t]):
+                    reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
+                continue
+            ho = h[m.out]
+            for o in range(ho):
+                r0, r1 = m.rows_needed(o, o + 1, h[t])
+                for r in range(r0, r1):
+                    reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
+    produced_rows: dict[int, int] = {m.out: 0 for m in st.members}
+    for step in st.table:
+        if step[0] < 0:
+            t = st.rings[-1 - step[0]]
+            k, live = step[1], step[2]
+            assert live == len(rings[t]) and 0 < k <= live, f"bad drop {step}"
+            for r in rings[t][:k]:
+                assert reads_left.get((t, r), 0) == 0, f"row {r} of {t} dropped before its last read"
+            del rings[t][:k]
+            continue
+        m = st.members[step[0]]
+        if m.kind == "reduce":
+            t = m.streamed[0]
+            r0 = produced_rows[m.out]
+            r1 = r0 + step[1]
+            if t in rings:
+                assert rings[t][step[5]:step[5] + step[1]] == list(range(r0, r1)), "reduce reads rows not held"
+            else:
+                assert step[5] == r0 and (t not in written or all(r in written[t] for r in range(r0, r1)))
+            for r in range(r0, r1):
+                reads_left[(t, r)] -= 1
+            assert step[2] == int(r1 == h[t])
+            produced_rows[m.out] = r1
+            continue
+        n_out = step[1]
+        o0 = produced_rows[m.out]
+        o1 = o0 + n_out
+        for q, t in enumerate(m.streamed):
+            r0, r1 = m.rows_needed(o0, o1, h[t])
+            if q == 0 and m.kind == "window":
+                assert step[2] == m.p - o0 * m.s + r0 and 0 <= step[2] <= m.p and step[3] == r1 - r0
+            if t in rings:
+                assert rings[t][step[5 + q]:step[5 + q] + r1 - r0] == list(range(r0, r1)), \
+                    f"call {step} reads rows not in the window of {t}"
+            else:
+                assert step[5 + q] == r0
+                if t in written:
+                    assert all(r in written[t] for r in range(r0, r1)), "read before written"
+            # output rows [o0, o1) consume one read of each needed row per output row
+            for o in range(o0, o1):
+                a, b = m.rows_needed(o, o + 1, h[t])
+                for r in range(a, b):
+                    reads_left[(t, r)] -= 1
+        if m.out in rings:
+            assert step[4] == len(rings[m.out]), "ring write not contiguous"
+            rings[m.out].extend(range(o0, o1))
+            cap = st.ring_rows[st.rings.index(m.out)]
+            assert len(rings[m.out]) <= cap, "ring overflow"
+        else:
+            assert step[4] == o0
+        written.setdefault(m.out, set()).update(range(o0, o1))
+        produced_rows[m.out] = o1
+    for m in st.members:
+        goal = h[m.streamed[0]] if m.kind == "reduce" else h[m.out]
+        assert produced_rows[m.out] == goal, "a member did not produce every row"
+    assert all(v == 0 for v in reads_left.values()), "a row was never read"
+
+
+def stripe_op(g: Graph, st: Stripe) -> Op:
+    """The one op standing for the stripe: inputs = whole activations read + the members'
+    constants, outputs = the whole tensors kept; attrs["stripe"] = what graph.json carries."""
+    ins = list(st.inputs)
+    for m in st.members:
+        for t in m.op.inputs:
+            if t >= 0 and g.tensors[t].is_const and t not in ins:
+                ins.append(t)
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+
+    def ref(t: int) -> dict[str, int] | None:
+        if t < 0:
+            return None
+        if t in ring_of:
+            return {"ring": ring_of[t]}
+        if t in st.outputs:
+            return {"out": st.outputs.index(t)}
+        return {"in": ins.index(t)}
+
+    members = []
+    for m in st.members:
+        params = dict(m.params) if m.params is not None else dict(m.op.attrs)
+        for a in _OFF_ATTRS:
+            if a in params:
+                params[a] = 0
+        members.append({
+            "kernel": "avgpool_rows_s8" if m.kind == "reduce" else m.op.kernel, "kind": m.kind, "params": params,
+            "inputs": [ref(t) for t in m.op.inputs], "output": ref(m.out),
+            "row_bytes": _geom(g, m.out)[1],  # type: ignore[index]
+            "in_row_bytes": [_geom(g, t)[1] for t in m.streamed],  # type: ignore[index]
+            "scratch": int(m.op.scratch), "source_op": m.op.type, "source_index": m.op.index,
+        })
+    attrs = {"stripe": {
+        "band": st.band, "members": members,
+        "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
+                   "offset": st.ring_offset[r]} for r, t in enumerate(st.rings)],
+        "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
+        "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
+        if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
+    }}
+    op = Op("STRIPE", ins, list(st.outputs), kernel="stripe", attrs=attrs,
+            index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
+    return op
+
+
+def _outside_reads(g: Graph, members: set[int]) -> set[int]:
+    reads = set(g.outputs)
+    for i, op in enumerate(g.ops):
+        if i not in members:
+            reads.update(t for t in op.inputs if t >= 0)
+    return reads
+
+
+def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
+    """The stripe of ops [lo, hi) of g.ops, or None when they cannot form one."""
+    ms = [as_member(g.ops[i], g) for i in range(lo, hi)]
+    if any(m is None for m in ms):
+        return None
+    members = [m for m in ms if m is not None]
+    produced = {m.out for m in members}
+    if not any(t in produced for m in members for t in m.streamed):
+        return None  # no ring: nothing to gain
+    try:
+        return simulate(g, members, band, _outside_reads(g, set(range(lo, hi))))
+    except StripeError:
+        return None
+
+
+def apply(g: Graph, lo: int, hi: int, st: Stripe) -> None:
+    g.ops[lo:hi] = [stripe_op(g, st)]
+
+
+def form_all(g: Graph, band: int = 1) -> list[Stripe]:
+    """Every maximal run of member ops as one stripe, whatever the pool (tests, `--stripes all`):
+    the executor and the schedule exercised on models too small for stripes to pay."""
+    chosen: list[Stripe] = []
+    lo = 0
+    while lo < len(g.ops):
+        hi = lo
+        while hi < len(g.ops) and as_member(g.ops[hi], g) is not None:
+            hi += 1
+        for end in range(hi, lo + 1, -1):  # the longest run from lo that simulates
+            st = try_segment(g, lo, end, band)
+            if st is not None:
+                apply(g, lo, end, st)
+                chosen.append(st)
+                break
+        lo += 1
+    return chosen
+
+
+def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ...] = (1,),
+                 max_len: int = 64) -> list[Stripe]:
+    """Greedy search over cut points: repeatedly apply the segment (and band height) that
+    shrinks the planned pool most, until none does. pool_of plans a graph (the planner is fast)."""
+    chosen: list[Stripe] = []
+    pool_now = pool_of(g)
+    while True:
+        best: tuple[int, int, int, int, Stripe] | None = None  # (pool, calls, lo, hi, stripe)
+        n = len(g.ops)
+        ok = [as_member(op, g) is not None for op in g.ops]
+        for lo in range(n):
+            if not ok[lo]:
+                continue
+            for hi in range(lo + 2, min(n, lo + max_len) + 1):
+                if not ok[hi - 1]:
+                    break
+                for band in bands:
+                    st = try_segment(g, lo, hi, band)
+                    if st is None:
+                        continue
+                    saved_ops = g.ops[lo:hi]
+                    apply(g, lo, hi, st)
+                    try:
+                        pool = pool_of(g)
+                    finally:
+                        g.ops[lo:lo + 1] = saved_ops
+                    if pool < pool_now and (best is None or (pool, st.calls) < best[:2]):
+                        best = (pool, st.calls, lo, hi, st)
+        if best is None:
+            return chosen
+        pool_now, _, lo, hi, st = best
+        apply(g, lo, hi, st)
+        chosen.append(st)
+
+
+def summary(g: Graph) -> list[dict[str, Any]]:
+    """Each stripe of a compiled graph, for `analyze` (text and --json): members, band height,
+    rings (rows x row bytes), scratch bytes, calls and the step table's flash bytes."""
+    out = []
+    for op in g.ops:
+        if op.kernel != "stripe":
+            continue
+        st = op.attrs["stripe"]
+        out.append({
+            "members": [f"{m['source_op']}#{m['source_index']}:{m['kernel']}" for m in st["members"]],
+            "band": st["band"],
+            "rings": [{"tensor": r["tensor"], "rows": r["rows"], "row_bytes": r["row_bytes"]} for r in st["rings"]],
+            "scratch": int(op.scratch), "calls": st["calls"],
+            # the emitter's element type: int8 when every value fits (emitter._stripe_code)
+            "table_bytes": STEP_WIDTH * len(st["table"]) * (
+                1 if all(-128 <= v <= 127 for step in st["table"] for v in step) else 2),
+        })
+    return out

@@ -1,0 +1,613 @@
+"""Row windows (issue 24, docs/kernels_conv.md "Row windows"): every kernel a stripe uses,
+called on a sub-geometry, computes exactly the output rows the whole-image call computes.
+
+A stripe (contract in docs/stripes.md) calls the unchanged kernel with a copy of its params
+where `out_h = o1 - o0`, `in_h = n` (the rows of its window buffer), top pad
+`p - o0*s + r0`; the input pointer is the window's first row, the output pointer where output
+row o0 goes. `rows` members (elementwise) get the band's element count. Here each lowered
+layer — real MLPerf Tiny layers and hand-built ones (test_lower_conv.LAYERS, fixtures) — runs
+once on the whole image and then band by band (heights 1, 2, 3, odd tails, random cuts), every
+window copied to a buffer of exactly its size (built with AddressSanitizer where the host has
+it: a read outside the window fails), and the outputs must be byte-identical; the whole-image
+result is compared with TFLite's reference convolution (test_lower_conv.reference) for the
+hand-built conv layers, and the MLPerf models as wholes match TFLite Micro in test_models_host.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, MPS2_LD, STARTUP_C, shared_model
+from test_lower_conv import LAYERS, make_layer, reference
+
+from stm32ai.emitter import c_value
+from stm32ai.frontend.tflite_reader import load_tflite
+from stm32ai.ir import Graph, Op
+from stm32ai.pipeline import compile_graph
+
+RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
+rng = np.random.default_rng(2024)
+
+CONV = {"conv2d_s8", "depthwise_conv2d_s8", "depthwise_conv2d_dm_s8", "depthwise_conv2d_3x3_s8",
+        "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8"}
+POOL = {"avgpool_s8", "maxpool_s8"}
+WINDOW = CONV | POOL
+SOURCES = ["ai_conv_s8.c", "ai_conv_dw_s8.c", "ai_pool.c", "ai_binary.c", "ai_activations.c",
+           "ai_quantize.c", "ai_elementwise.c"]
+
+
+def geometry(op: Op) -> tuple[int, int, int, int, int]:
+    """(H, k, stride, dilation, top pad) along the streamed dimension."""
+    a = op.attrs
+    if op.kernel in POOL:
+        return a["in_h"], a["filter_h"], a["stride_h"], 1, a["pad_h"]
+    return a["in_h"], a["k_h"], a["stride"][0], a["dilation"][0], a["pad"][0]
+
+
+def window(op: Op, o0: int, o1: int) -> tuple[int, int, int]:
+    """The contract's sub-geometry: first stored input row r0, row count n, top pad."""
+    h, k, s, d, p = geometry(op)
+    r0 = max(0, o0 * s - p)
+    n = min(h, (o1 - 1) * s - p + (k - 1) * d + 1) - r0
+    return r0, n, p - o0 * s + r0
+
+
+def schedules(out_h: int) -> list[list[tuple[int, int]]]:
+    """Band partitions of [0, out_h): uniform heights 1, 2, 3 (odd tails), a lone top and
+    bottom row, and two random cuts."""
+    out = []
+    for b in (1, 2, 3):
+        out.append([(o, min(o + b, out_h)) for o in range(0, out_h, b)])
+    if out_h > 2:
+        out.append([(0, 1), (1, out_h - 1), (out_h - 1, out_h)])
+    for _ in range(2):
+        cuts = sorted(set(rng.integers(1, out_h, size=min(out_h - 1, 3)).tolist())) if out_h > 1 else []
+        edges = [0, *cuts, out_h]
+        out.append(list(zip(edges[:-1], edges[1:], strict=True)))
+    uniq = []
+    for s in out:
+        if s not in uniq:
+            uniq.append(s)
+    return uniq
+
+
+def _c_array(name: str, data: np.ndarray) -> str:
+    ctype = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int32_t"}[data.dtype.name]
+    flat = data.reshape(-1)
+    body = ", ".join(str(int(v)) for v in flat) or "0"
+    return f"static const {ctype} {name}[{max(flat.size, 1)}] __attribute__((aligned(8))) = {{ {body} }};"
+
+
+def _has_scratch_fn(kernel: str) -> bool:
+    return kernel not in ("depthwise_conv2d_dm_s8",) and kernel not in POOL
+
+
+def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[list[tuple[int, int]]],
+            scratch: int) -> str:
+    """C: the whole-image call, then every schedule band by band; writes the outputs to stdout."""
+    a = op.attrs
+    lines = ["#include <stdint.h>", "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
+             '#include "ai_kernels_conv.h"', '#include "ai_kernels_pool.h"', '#include "ai_kernels_binary.h"',
+             '#include "ai_kernels_activations.h"', '#include "ai_kernels_quantize.h"',
+             '#include "ai_kernels_elementwise.h"']
+    init = ", ".join(f".{k} = {c_value(v)}" for k, v in a.items())
+    lines.append(f"static const ai_{op.kernel}_params P = {{ {init} }};")
+    ins = x if isinstance(x, list) else [x]
+    args_in: list[str] = []
+    dyn = 0
+    for j, t in enumerate(op.inputs):
+        if t < 0:
+            args_in.append("NULL")
+        elif g.tensors[t].is_const:
+            lines.append(_c_array(f"c{j}", np.ascontiguousarray(g.tensors[t].data)))
+            args_in.append(f"(const void *)c{j}")
+        else:
+            lines.append(_c_array(f"x{dyn}", ins[dyn]))
+            args_in.append(f"(const void *)x{dyn}")
+            dyn += 1
+    y = g.tensors[op.outputs[0]]
+    ybytes = y.nbytes
+    sch = [v for s in scheds for band in s for v in band]
+    starts = [0]
+    for s in scheds:
+        starts.append(starts[-1] + len(s))
+    lines.append(f"static const int32_t bands[{max(len(sch), 1)}] = {{ {', '.join(map(str, sch)) or '0'} }};")
+    lines.append(f"static const int32_t first[{len(starts)}] = {{ {', '.join(map(str, starts))} }};")
+    lines.append(f"static int8_t scratch[{max(scratch, 8)}] __attribute__((aligned(8), unused));")
+    call = "ai_{k}(&{p}, {ins}, (void *){out}{scr});"
+    scr = ", scratch" if op.scratch > 0 or scratch_needed(op) else ""
+    lines += ["int main(void) {",
+              f"  int8_t *full = calloc({ybytes}, 1);",
+              "  " + call.format(k=op.kernel, p="P", ins=", ".join(args_in), out="full", scr=scr),
+              "#ifdef ROWWIN_TEXT",
+              "  uint32_t fnv = 2166136261u;",
+              f"  for (int i = 0; i < {ybytes}; ++i) {{ fnv = (fnv ^ (uint8_t)full[i]) * 16777619u; }}",
+              '  printf("fnv %08lx\\n", (unsigned long)fnv);',
+              "#else",
+              f"  fwrite(full, 1, {ybytes}, stdout);",
+              "#endif",
+              f"  for (int s = 0; s < {len(scheds)}; ++s) {{",
+              f"    int8_t *band = malloc({ybytes});",
+              f"    memset(band, 0x5a, {ybytes});",
+              "    for (int b = first[s]; b < first[s + 1]; ++b) {",
+              "      const int32_t o0 = bands[2 * b], o1 = bands[2 * b + 1];",
+              f"      ai_{op.kernel}_params q = P;"]
+    if op.kernel in WINDOW:
+        h, k, s_, d, p = geometry(op)
+        in_row = a["in_w"] * (a["channels"] if op.kernel in POOL else a["in_c"])
+        out_row = a["out_w"] * (a["channels"] if op.kernel in POOL else a["out_c"])
+        pad = "pad_h" if op.kernel in POOL else "pad[0]"
+        lines += [f"      const int32_t r0 = o0 * {s_} - {p} > 0 ? o0 * {s_} - {p} : 0;",
+                  f"      int32_t end = (o1 - 1) * {s_} - {p} + {(k - 1) * d} + 1;",
+                  f"      if (end > {h}) end = {h};",
+                  "      const int32_t n = end - r0;",
+                  f"      q.in_h = n; q.out_h = o1 - o0; q.{pad} = {p} - o0 * {s_} + r0;",
+                  f"      int8_t *win = malloc((size_t)n * {in_row});",
+                  f"      memcpy(win, (const int8_t *){args_in[0]} + r0 * {in_row}, (size_t)n * {in_row});"]
+        if _has_scratch_fn(op.kernel):
+            lines.append(f"      if (ai_{op.kernel}_scratch_size(&q) > ai_{op.kernel}_scratch_size(&P)) return 3;")
+        win_args = ["(const void *)win", *args_in[1:]]
+        lines += [f"      int8_t *dst = malloc((size_t)(o1 - o0) * {out_row});",
+                  "      " + call.format(k=op.kernel, p="q", ins=", ".join(win_args), out="dst", scr=scr),
+                  f"      memcpy(band + o0 * {out_row}, dst, (size_t)(o1 - o0) * {out_row});",
+                  "      free(win); free(dst);"]
+    else:  # rows: the band's elements, row-offset pointers
+        row = int(np.prod(y.shape[2:]))
+        if "size" in a:
+            lines.append(f"      q.size = (o1 - o0) * {row};")
+        else:
+            lines.append(f"      q.out_shape[{len(a['out_shape']) - 1}] = (o1 - o0) * {row};")
+        srcs = []
+        for j, arg in enumerate(args_in):
+            t = op.inputs[j]
+            if t >= 0 and not g.tensors[t].is_const:
+                lines += [f"      int8_t *w{j} = malloc((size_t)(o1 - o0) * {row});",
+                          f"      memcpy(w{j}, (const int8_t *){arg} + o0 * {row}, (size_t)(o1 - o0) * {row});"]
+                srcs.append(f"(const void *)w{j}")
+            else:
+                srcs.append(arg)
+        lines += [f"      int8_t *dst = malloc((size_t)(o1 - o0) * {row});",
+                  "      " + call.format(k=op.kernel, p="q", ins=", ".join(srcs), out="dst", scr=scr),
+                  f"      memcpy(band + o0 * {row}, dst, (size_t)(o1 - o0) * {row});",
+                  "      free(dst);"]
+        lines += [f"      free(w{j});" for j, s in enumerate(srcs) if s == f"(const void *)w{j}"]
+    lines += ["    }",
+              "#ifdef ROWWIN_TEXT",
+              "    long diff = -1;",
+              f"    for (int i = 0; i < {ybytes}; ++i) {{ if (band[i] != full[i]) {{ diff = i; break; }} }}",
+              '    printf("schedule %d diff %ld\\n", s, diff);',
+              "#else",
+              f"    fwrite(band, 1, {ybytes}, stdout);",
+              "#endif",
+              "    free(band);", "  }",
+              "  free(full);", "  return 0;", "}", ""]
+    return "\n".join(lines)
+
+
+def scratch_needed(op: Op) -> bool:
+    return op.kernel in CONV and op.kernel != "depthwise_conv2d_dm_s8" or op.kernel == "add_lut_staged_s8"
+
+
+_CC = shutil.which("cc") or "cc"
+
+
+@functools.cache
+def _flags() -> tuple[str, ...]:
+    """Host flags, with -fsanitize=address,undefined when the host cc links it (a read outside
+    a window then fails the run)."""
+    base = ("-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME / 'include'}")
+    san = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+    d = Path(tempfile.mkdtemp(prefix="rowwin_"))
+    (d / "t.c").write_text("int main(void) { return 0; }\n")
+    r = subprocess.run([_CC, *san, str(d / "t.c"), "-o", str(d / "t")], capture_output=True)
+    shutil.rmtree(d, ignore_errors=True)
+    return base + san if r.returncode == 0 else base
+
+
+@functools.cache
+def _runtime_objects() -> tuple[Path, ...]:
+    """The kernels compiled once per test session."""
+    d = Path(tempfile.mkdtemp(prefix="rowwin_rt_"))
+    objs = []
+    for s in SOURCES:
+        o = d / (s[:-2] + ".o")
+        subprocess.run([_CC, *_flags(), "-c", str(RUNTIME / "src" / s), "-o", str(o)], check=True)
+        objs.append(o)
+    return tuple(objs)
+
+
+def run_bands(g: Graph, op: Op, x, tmp: Path, tag: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    a = op.attrs
+    out_h = a["out_h"] if "out_h" in a else g.tensors[op.outputs[0]].shape[1]
+    scheds = schedules(out_h)
+    src = tmp / f"{tag}.c"
+    # scratch: the op's planned size, or the C query for attrs patched by the test (stage_oc)
+    src.write_text(harness(g, op, x, scheds, max(op.scratch, 1 << 16)))
+    exe = tmp / tag
+    subprocess.run([_CC, *_flags(), str(src), *map(str, _runtime_objects()), "-o", str(exe), "-lm"],
+                   check=True)
+    r = subprocess.run([str(exe)], capture_output=True, check=False)
+    assert r.returncode == 0, f"{tag}: exit {r.returncode} {r.stderr.decode(errors='replace')[-2000:]}"
+    ybytes = g.tensors[op.outputs[0]].nbytes
+    raw = np.frombuffer(r.stdout, np.int8)
+    assert raw.size == ybytes * (1 + len(scheds))
+    parts = [raw[i * ybytes:(i + 1) * ybytes] for i in range(1 + len(scheds))]
+    for s, got in zip(scheds, parts[1:], strict=True):
+        assert np.array_equal(got, parts[0]), f"{tag} ({op.kernel}): bands {s} differ from the whole image"
+    return parts[0], parts[1:]
+
+
+# Cortex-M4 (mps2-an386) and Cortex-M7 (mps2-an500, -DAI_CORE_CM7): the DSP paths of the same kernels
+TARGETS = {"m4": (["-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"], "mps2-an386"),
+           "m7": (["-mcpu=cortex-m7", "-mfloat-abi=hard", "-mfpu=fpv5-d16", "-DAI_CORE_CM7"], "mps2-an500")}
+
+
+@functools.cache
+def _target_objects(target: str) -> tuple[Path, ...]:
+    d = Path(tempfile.mkdtemp(prefix=f"rowwin_{target}_"))
+    (d / "startup.c").write_text(STARTUP_C)
+    (d / "mps2.ld").write_text(MPS2_LD)
+    objs = []
+    for src in [*(RUNTIME / "src" / s for s in SOURCES), d / "startup.c"]:
+        o = d / (src.stem + ".o")
+        subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *TARGETS[target][0],
+                        f"-I{RUNTIME / 'include'}", "-c", str(src), "-o", str(o)], check=True)
+        objs.append(o)
+    return tuple(objs)
+
+
+def run_bands_target(g: Graph, op: Op, x, tmp: Path, tag: str, target: str, full: np.ndarray) -> None:
+    """The same harness on an emulated core: every schedule identical to its whole-image run, and
+    that run identical to the host's (FNV-1a of the output)."""
+    a = op.attrs
+    out_h = a["out_h"] if "out_h" in a else g.tensors[op.outputs[0]].shape[1]
+    scheds = schedules(out_h)
+    src = tmp / f"{tag}_{target}.c"
+    src.write_text(harness(g, op, x, scheds, max(op.scratch, 1 << 16)))
+    objs = _target_objects(target)
+    elf = tmp / f"{tag}_{target}.elf"
+    r = subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *TARGETS[target][0], "-DROWWIN_TEXT",
+                        f"-I{RUNTIME / 'include'}", "--specs=rdimon.specs", "-T", str(objs[-1].parent / "mps2.ld"),
+                        str(src), *map(str, objs), "-o", str(elf), "-lm"], capture_output=True, text=True)
+    if r.returncode != 0 and "rdimon" in r.stderr:
+        pytest.skip("newlib's rdimon (semihosting) library is not installed")
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run(["qemu-system-arm", "-M", TARGETS[target][1], "-nographic", "-monitor", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)],
+                         capture_output=True, text=True, timeout=300).stdout.replace("\r", "").split("\n")
+    fnv = 2166136261
+    for b in full.tobytes():
+        fnv = ((fnv ^ b) * 16777619) & 0xFFFFFFFF
+    assert out[0] == f"fnv {fnv:08x}", f"{tag} {target}: whole image differs from the host: {out[:2]}"
+    diffs = [ln for ln in out[1:] if ln.startswith("schedule")]
+    assert len(diffs) == len(scheds) and all(ln.endswith(" diff -1") for ln in diffs), (tag, target, diffs, scheds)
+
+
+# ---- hand-built conv / depthwise layers (all kernel variants) -------------------------------
+
+STRIPE_LAYERS = [c for c in LAYERS if c[2][0] == 1]  # batch 1: stripes stream one image
+
+
+@pytest.mark.parametrize("optimization", ["ram", "time"])
+@pytest.mark.parametrize("name,kind,xs,ws,opts,kernel", STRIPE_LAYERS, ids=[c[0] for c in STRIPE_LAYERS])
+def test_conv_layer_row_windows(tmp_path, name, kind, xs, ws, opts, kernel, optimization):
+    _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimization", ["ram", "time"])
+@pytest.mark.parametrize("target", ["m4", "m7"])
+@pytest.mark.parametrize("name,kind,xs,ws,opts,kernel", STRIPE_LAYERS, ids=[c[0] for c in STRIPE_LAYERS])
+def test_conv_layer_row_windows_on_target(tmp_path, name, kind, xs, ws, opts, kernel, target, optimization):
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    if optimization == "time" and kind != "CONV_2D":
+        pytest.skip("time differs from ram only in conv2d_s8's int16 weights")
+    _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target)
+
+
+def _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target):
+    opts = dict(opts)
+    has_bias = opts.pop("bias", True)
+    oc = ws[3] if kind == "DEPTHWISE_CONV_2D" else ws[0]
+    w = rng.integers(-127, 128, ws).astype(np.int8)
+    bias = rng.integers(-5000, 5000, oc) if has_bias else None
+    g = make_layer(kind, xs, w, bias, w_scales=rng.uniform(0.002, 0.02, oc),
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+    x = rng.integers(-128, 128, xs).astype(np.int8)
+    c = compile_graph(copy.deepcopy(g), optimization=optimization)
+    op = c.graph.ops[0]
+    assert op.kernel in WINDOW
+    if op.attrs.get("transpose"):
+        # the column walk is a lowering choice outside --optimization ram: stripes lower their
+        # members with transpose 0 (rule in docs/stripes.md)
+        pytest.skip("transposed walk: not a stripe member")
+    op.attrs = {**op.attrs, **({"reverse": 0} if "reverse" in op.attrs else {})}
+    def one(tag: str) -> None:
+        full, _ = run_bands(c.graph, op, x, tmp_path, tag)
+        if target:
+            run_bands_target(c.graph, op, x, tmp_path, tag, target, full)
+        np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
+
+    one(name)
+    if op.kernel.startswith("depthwise_conv2d_3x3_") and "_g2_" not in op.kernel:
+        # the channel-pair variant shares the packed layout (per channel) and the walk
+        op.kernel = op.kernel.replace("3x3_", "3x3_g2_")
+        one(name + "_g2")
+    if op.kernel == "conv2d_s8" and not op.attrs["w16"] and op.attrs["out_c"] > 2:
+        # weights staged per block of output channels (flash staging): the same bands
+        op.attrs = {**op.attrs, "stage_oc": 2}
+        one(name + "_stage")
+
+
+# ---- real layers: every window and rows op of the MLPerf Tiny models --------------------------
+
+def _single(g: Graph, op: Op) -> Graph:
+    """The layer `op` of `g` as a one-op graph (its tensors copied)."""
+    ids = [t for t in op.inputs + op.outputs if t >= 0]
+    sub = Graph(f"layer{op.index}", [], [], [], [])
+    remap = {}
+    for t in ids:
+        if t in remap:
+            continue
+        src = g.tensors[t]
+        if src.is_const:
+            remap[t] = sub.add_const(src.name, src.data, src.quant)
+        else:
+            remap[t] = sub.add_tensor(src.name, src.shape, src.dtype, src.quant)
+    new = Op(op.type, [remap.get(t, -1) for t in op.inputs], [remap[t] for t in op.outputs],
+             dict(op.options), index=op.index)
+    sub.ops.append(new)
+    sub.inputs = [remap[t] for t in op.inputs if t >= 0 and not g.tensors[t].is_const]
+    sub.inputs = list(dict.fromkeys(sub.inputs))
+    sub.outputs = [remap[t] for t in op.outputs]
+    return sub
+
+
+STREAMABLE = {"CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D", "ADD", "MUL"}
+
+
+def _layers(path: Path) -> list[tuple[str, Graph]]:
+    g = load_tflite(path)
+    out = []
+    for op in g.ops:
+        if op.type not in STREAMABLE:
+            continue
+        y = g.tensors[op.outputs[0]]
+        if len(y.shape) != 4 or y.shape[0] != 1 or y.dtype != "int8":
+            continue
+        if op.type in ("ADD", "MUL") and len({g.tensors[t].shape for t in op.inputs}) != 1:
+            continue
+        out.append((f"{path.stem}_op{op.index}_{op.type.lower()}", _single(g, op)))
+    return out
+
+
+def _run_real(sub: Graph, tmp: Path, tag: str, optimization: str, target: str | None = None) -> str:
+    """Lower the one-op graph, run it whole and in bands (also on `target`); conv/depthwise
+    whole-image results against TFLite's reference convolution (test_lower_conv.reference)."""
+    c = compile_graph(copy.deepcopy(sub), optimization=optimization)
+    ops = [o for o in c.graph.ops if o.kernel != "__nop"]
+    assert len(ops) == 1, [o.kernel for o in ops]
+    op = ops[0]
+    if op.attrs.get("transpose"):
+        return "transposed"
+    for k in ("reverse",):
+        if k in op.attrs:
+            op.attrs = {**op.attrs, k: 0}
+    ins = [rng.integers(-128, 128, c.graph.tensors[t].shape).astype(np.int8)
+           for t in op.inputs if t >= 0 and not c.graph.tensors[t].is_const]
+    # an elementwise op lowered in place aliases nothing here: inputs are separate arrays
+    full, _ = run_bands(c.graph, op, ins if len(ins) > 1 else ins[0], tmp, tag)
+    if target:
+        run_bands_target(c.graph, op, ins if len(ins) > 1 else ins[0], tmp, tag, target, full)
+    if sub.ops[0].type in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        ref = reference(sub, ins[0])
+        np.testing.assert_array_equal(full.reshape(ref.shape), ref)
+    return op.kernel
+
+
+MLPERF = ["mlperf_tiny/pretrainedResnet_quant.tflite", "mlperf_tiny/kws_ref_model.tflite",
+          "mlperf_tiny/vww_96_int8.tflite"]
+
+
+@pytest.mark.parametrize("model", MLPERF, ids=lambda m: Path(m).stem)
+def test_mlperf_layers_row_windows(tmp_path, model):
+    _mlperf_layers(tmp_path, model, ("ram", "time"), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", MLPERF, ids=lambda m: Path(m).stem)
+def test_mlperf_layers_row_windows_on_m4(tmp_path, model):
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    _mlperf_layers(tmp_path, model, ("ram",), "m4")
+
+
+def _mlperf_layers(tmp_path: Path, model: str, opts: tuple[str, ...], target: str | None) -> None:
+    path = shared_model(model)
+    seen: dict[str, int] = {}
+    layers = _layers(path)
+    assert layers
+    # one layer per distinct (kernel-relevant) shape: the models repeat blocks
+    done = set()
+    for tag, sub in layers:
+        op = sub.ops[0]
+        key = (op.type, tuple(sub.tensors[op.inputs[0]].shape), tuple(sub.tensors[op.outputs[0]].shape),
+               tuple(sorted((k, str(v)) for k, v in op.options.items())))
+        if key in done:
+            continue
+        done.add(key)
+        for opt in opts:
+            k = _run_real(sub, tmp_path, f"{tag}_{opt}", opt, target)
+            # KWS's 25x5 images walk columns outside ram mode: never a stripe member
+            assert k != "transposed" or opt != "ram", tag
+            seen[k] = seen.get(k, 0) + 1
+    assert {"conv2d_s8", "depthwise_conv2d_3x3_s8"} <= set(seen) or "Resnet" in model, seen
+
+
+ROWS_FIXTURES = ["act_relu_int8", "act_relu6_int8", "act_logistic_int8", "act_tanh_int8", "act_hard_swish_int8",
+                 "act_leaky_relu_int8", "act_chain_int8", "avgpool_p3s1_same_int8", "avgpool_p2s2_valid_int8",
+                 "maxpool_p2s1_valid_int8", "maxpool_p3s2_same_int8", "add_residual_int8", "bin_maxmin_int8",
+                 "bin_mul_gate_int8", "ew_q_int8"]
+
+
+@pytest.mark.parametrize("fixture", ROWS_FIXTURES)
+def test_fixture_layers_row_windows(tmp_path, fixture):
+    path = FIXTURES / f"{fixture}.tflite"
+    g = load_tflite(path)
+    kernels = []
+    for op in g.ops:
+        y = g.tensors[op.outputs[0]]
+        if len(y.shape) != 4 or y.shape[0] != 1 or y.dtype != "int8" or y.shape[1] < 2:
+            continue
+        if any(g.tensors[t].dtype != "int8" for t in op.inputs if t >= 0 and not g.tensors[t].is_const):
+            continue  # stripes are int8 end to end
+        if any(not g.tensors[t].is_const and g.tensors[t].shape != y.shape and op.type not in STREAMABLE
+               for t in op.inputs if t >= 0):
+            continue
+        sub = _single(g, op)
+        c = compile_graph(copy.deepcopy(sub), optimization="ram")
+        ops = [o for o in c.graph.ops if o.kernel != "__nop"]
+        if len(ops) != 1:
+            continue
+        o = ops[0]
+        a = o.attrs
+        flat = "size" in a or ("out_shape" in a and all(v == 1 for v in a["out_shape"][:-1]))
+        if o.kernel not in WINDOW and not flat:
+            continue
+        ins = [rng.integers(-128, 128, c.graph.tensors[t].shape).astype(np.int8)
+               for t in o.inputs if t >= 0 and not c.graph.tensors[t].is_const]
+        run_bands(c.graph, o, ins if len(ins) > 1 else ins[0], tmp_path, f"{fixture}_{op.index}")
+        kernels.append(o.kernel)
+    assert kernels, f"{fixture}: no streamable layer"
+
+
+def _attrs_text(a: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in a.items())
+
+
+# ---- running-sum global average pool (ai_avgpool_rows_s8_accumulate / _finish) ---------------
+
+def _rows_pool_c(attrs: dict[str, Any], x: np.ndarray, bands: list[tuple[int, int]]) -> str:
+    init = ", ".join(f".{k} = {c_value(v)}" for k, v in attrs.items())
+    row = attrs["in_w"] * attrs["channels"]
+    flat = [v for b in bands for v in b]
+    return "\n".join([
+        "#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>", '#include "ai_kernels_pool.h"',
+        f"static const ai_avgpool_rows_s8_params P = {{ {init} }};",
+        _c_array("x", x),
+        f"static const int32_t bands[{len(flat)}] = {{ {', '.join(map(str, flat))} }};",
+        "int main(void) {",
+        "  int32_t *acc = calloc((size_t)ai_avgpool_rows_s8_acc_size(&P), 1);",
+        f"  for (int b = 0; b < {len(bands)}; ++b) {{",
+        "    const int32_t r0 = bands[2 * b], n = bands[2 * b + 1] - r0;",
+        f"    int8_t *win = malloc((size_t)n * {row});",
+        f"    memcpy(win, x + r0 * {row}, (size_t)n * {row});",
+        "    ai_avgpool_rows_s8_accumulate(&P, win, n, acc);",
+        "    free(win);",
+        "  }",
+        f"  int8_t *out = malloc({attrs['channels']});",
+        "  ai_avgpool_rows_s8_finish(&P, acc, out);",
+        f"  fwrite(out, 1, {attrs['channels']}, stdout);",
+        "  free(out); free(acc);",
+        "  return 0;", "}", ""])
+
+
+def _pool_model(tmp: Path, shape: tuple[int, ...], zp: int, act: str) -> Path:
+    from test_lower_basic import ModelBuilder
+    b = ModelBuilder()
+    x = b.tensor(shape, "int8", 0.05, zp)
+    y = b.tensor((1, 1, 1, shape[3]), "int8", 0.05, zp)
+    b.pool("avg", x, y, shape[1], shape[2], shape[1], shape[2], "VALID", act)
+    path = tmp / "gpool.tflite"
+    path.write_bytes(b.build())
+    return path
+
+
+def _avg_inputs(shape: tuple[int, ...], kind: str) -> np.ndarray:
+    n = shape[1] * shape[2]
+    if kind == "random":
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    if kind == "negative":  # all sums negative, -128 everywhere in channel 0
+        x = rng.integers(-128, 0, shape).astype(np.int8)
+        x[..., 0] = -128
+        return x
+    # rounding ties: per channel a sum of exactly +-(k + 1/2) * n where n is even
+    x = np.zeros(shape, np.int8)
+    flat = x.reshape(n, shape[3])
+    for c in range(shape[3]):
+        k = (c % 7) - 3
+        sign = 1 if c % 2 else -1
+        flat[:, c] = k
+        flat[: n // 2, c] += sign  # mean k + sign/2: a tie when n is even
+    return x
+
+
+GPOOLS = [((1, 8, 8, 64), "random", 3, "NONE"),       # IC ResNet-8's global pool
+          ((1, 25, 5, 64), "random", -2, "NONE"),     # KWS DS-CNN's
+          ((1, 3, 3, 256), "random", -128, "NONE"),   # VWW MobileNet's
+          ((1, 4, 6, 9), "ties", 0, "NONE"),
+          ((1, 2, 2, 5), "ties", 7, "NONE"),
+          ((1, 7, 3, 13), "negative", -100, "RELU"),
+          ((1, 5, 5, 3), "negative", 20, "RELU6"),
+          ((1, 1, 9, 4), "random", 0, "RELU_N1_TO_1")]
+
+
+@pytest.mark.parametrize("shape,kind,zp,act", GPOOLS, ids=[f"{s[1]}x{s[2]}x{s[3]}_{k}_{a}" for s, k, _, a in GPOOLS])
+def test_avgpool_rows_matches_tflm(tmp_path, shape, kind, zp, act):
+    from stm32ai.passes.lower.pool import avgpool_rows_attrs
+    from stm32ai.validate.reference import run_tflm
+    model = _pool_model(tmp_path, shape, zp, act)
+    x = _avg_inputs(shape, kind)
+    want = np.asarray(run_tflm(model, [x])[0]).reshape(-1)
+    c = compile_graph(load_tflite(model))
+    op = next(o for o in c.graph.ops if o.kernel == "avgpool_s8")
+    attrs = avgpool_rows_attrs(op.attrs)
+    assert attrs is not None and attrs["count"] == shape[1] * shape[2]
+    h = shape[1]
+    for bands in ([(0, h)], [(r, r + 1) for r in range(h)],
+                  [(r, min(r + 2, h)) for r in range(0, h, 2)], [(0, 1), (1, h)] if h > 1 else [(0, h)]):
+        src = tmp_path / "gp.c"
+        src.write_text(_rows_pool_c(attrs, x, bands))
+        exe = tmp_path / "gp"
+        subprocess.run([_CC, *_flags(), str(src), *map(str, _runtime_objects()), "-o", str(exe), "-lm"],
+                       check=True)
+        got = np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.int8)
+        np.testing.assert_array_equal(got, want, err_msg=f"bands {bands}")
+
+
+def test_avgpool_rows_only_for_global_pools():
+    from stm32ai.passes.lower.pool import ROWS_MAX_COUNT, avgpool_rows_attrs
+    a = {"batches": 1, "in_h": 8, "in_w": 8, "channels": 64, "out_h": 1, "out_w": 1, "filter_h": 8,
+         "filter_w": 8, "stride_h": 8, "stride_w": 8, "pad_h": 0, "pad_w": 0, "act_min": -128, "act_max": 127}
+    assert avgpool_rows_attrs(a) == {"in_w": 8, "channels": 64, "count": 64, "act_min": -128, "act_max": 127}
+    assert avgpool_rows_attrs({**a, "filter_h": 4, "stride_h": 4, "out_h": 2}) is None
+    assert avgpool_rows_attrs({**a, "batches": 2}) is None
+    # 128 * count + count / 2 must fit int32: 2^23 taps (2^30 + 2^22) is the limit
+    assert ROWS_MAX_COUNT == 2 ** 23 and 128 * 2 ** 24 + 2 ** 23 > 2 ** 31 - 1
+    assert avgpool_rows_attrs({**a, "in_h": 2048, "in_w": 4096, "filter_h": 2048, "filter_w": 4096}) is not None
+    assert avgpool_rows_attrs({**a, "in_h": 2049, "in_w": 4096, "filter_h": 2049, "filter_w": 4096}) is None
+
+
+def test_transposed_depthwise_is_never_a_stripe_member():
+    # time/balanced lower a tall 3x3 depthwise to the column walk with transposed constants:
+    # patching transpose to 0 in a stripe would read them wrongly (KWS in time with stripes
+    # mismatched TFLM), so the pass refuses such a member; the ram lowering walks rows
+    from stm32ai.passes.stripes import as_member
+    w = rng.integers(-127, 128, (1, 3, 3, 8)).astype(np.int8)
+    g = make_layer("DEPTHWISE_CONV_2D", (1, 25, 5, 8), w, rng.integers(-500, 500, 8), w_scales=[0.01] * 8)
+    for opt, member in (("time", False), ("ram", True)):
+        c = compile_graph(copy.deepcopy(g), optimization=opt, stripes=False)
+        op = c.graph.ops[0]
+        assert op.kernel.startswith("depthwise_conv2d_3x3") and bool(op.attrs["transpose"]) != member
+        assert (as_member(op, c.graph) is not None) == member, opt

@@ -1,0 +1,181 @@
+"""Row-streamed stripes (issue 24, docs/stripes.md): every stripe schedule replayed on row labels
+by an independent checker, and models run with stripes on against TFLite Micro (host build)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from builders import TfliteBuilder, schema
+from conftest import shared_model
+from plan_sim import simulate_plan
+
+from stm32ai.passes import stripes as sp
+from stm32ai.pipeline import compile_model
+from stm32ai.planner import check_plan
+from stm32ai.validate.run import validate_model
+
+pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+
+_ACT = {"NONE": 0, "RELU": 1, "RELU6": 3}
+
+
+class Chain(TfliteBuilder):
+    """A chain of int8 NHWC layers with random weights, one graph input and output."""
+
+    def __init__(self, shape, seed: int) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+        self.x = self.tensor(shape, "int8", 0.05, -3)
+        self.inputs = [self.x]
+
+    def _out(self, shape, act: str = "NONE"):
+        return self.tensor(shape, "int8", float(self.rng.uniform(0.03, 0.12)), int(self.rng.integers(-20, 20)))
+
+    def conv(self, x, oc, k, s=1, d=1, padding="SAME", act="RELU", dw=False):
+        _, h, w, c = self.tensors[x].shape
+        eff = (k - 1) * d + 1
+        oh = -(-h // s) if padding == "SAME" else (h - eff) // s + 1
+        ow = -(-w // s) if padding == "SAME" else (w - eff) // s + 1
+        oc = c if dw else oc
+        wshape = (1, k, k, oc) if dw else (oc, k, k, c)
+        scales = self.rng.uniform(0.002, 0.01, oc)
+        wt = self.tensor(wshape, "int8", scales, np.zeros(oc, np.int64),
+                         self.rng.integers(-127, 128, wshape, dtype=np.int8), axis=3 if dw else 0)
+        in_scale = float(self.tensors[x].quantization.scale[0])
+        bt = self.tensor((oc,), "int32", scales * in_scale, np.zeros(oc, np.int64),
+                         self.rng.integers(-2000, 2000, oc, dtype=np.int32))
+        y = self._out((1, oh, ow, oc))
+        if dw:
+            o = schema.DepthwiseConv2DOptionsT()
+            o.depthMultiplier = 1
+            code, ot = schema.BuiltinOperator.DEPTHWISE_CONV_2D, schema.BuiltinOptions.DepthwiseConv2DOptions
+        else:
+            o = schema.Conv2DOptionsT()
+            code, ot = schema.BuiltinOperator.CONV_2D, schema.BuiltinOptions.Conv2DOptions
+        o.padding = 0 if padding == "SAME" else 1
+        o.strideH = o.strideW = s
+        o.dilationHFactor = o.dilationWFactor = d
+        o.fusedActivationFunction = _ACT[act]
+        self.op(code, [x, wt, bt], [y], ot, o)
+        return y
+
+    def pool(self, x, kind, k, s, padding="SAME"):
+        _, h, w, c = self.tensors[x].shape
+        oh = -(-h // s) if padding == "SAME" else (h - k) // s + 1
+        ow = -(-w // s) if padding == "SAME" else (w - k) // s + 1
+        # TFLite pools keep the input's quantisation
+        q = self.tensors[x].quantization
+        y = self.tensor((1, oh, ow, c), "int8", q.scale[0], q.zeroPoint[0])
+        o = schema.Pool2DOptionsT()
+        o.padding = 0 if padding == "SAME" else 1
+        o.filterHeight = o.filterWidth = k
+        o.strideH = o.strideW = s
+        code = schema.BuiltinOperator.AVERAGE_POOL_2D if kind == "avg" else schema.BuiltinOperator.MAX_POOL_2D
+        self.op(code, [x], [y], schema.BuiltinOptions.Pool2DOptions, o)
+        return y
+
+    def add(self, a, b, act="NONE"):
+        y = self._out(self.tensors[a].shape)
+        o = schema.AddOptionsT()
+        o.fusedActivationFunction = _ACT[act]
+        self.op(schema.BuiltinOperator.ADD, [a, b], [y], schema.BuiltinOptions.AddOptions, o)
+        return y
+
+    def save(self, y, path: Path) -> Path:
+        self.outputs = [y]
+        path.write_bytes(self.build())
+        return path
+
+
+def _chain_models(tmp: Path) -> dict[str, Path]:
+    out = {}
+    b = Chain((1, 13, 7, 3), 1)  # stride 2 SAME, residual ADD, depthwise, 1x1, odd heights
+    a = b.conv(b.x, 8, 3, s=2)
+    c = b.conv(a, 8, 3, dw=True)
+    c = b.conv(c, 8, 1, act="NONE")
+    y = b.add(a, c, act="RELU")
+    y = b.pool(y, "max", 3, 2)
+    out["residual_s2"] = b.save(y, tmp / "residual_s2.tflite")
+
+    b = Chain((1, 17, 10, 4), 2)  # dilation, VALID, stride-2 VALID depthwise, avg pool VALID
+    a = b.conv(b.x, 6, 3, d=2, padding="VALID")
+    a = b.conv(a, 6, 3, s=2, padding="VALID", dw=True, act="RELU6")
+    a = b.conv(a, 5, 2, padding="SAME")
+    y = b.pool(a, "avg", 2, 1, padding="VALID")
+    out["dilated_valid"] = b.save(y, tmp / "dilated_valid.tflite")
+
+    b = Chain((1, 9, 9, 8), 3)  # 5x5 SAME, a skip over two layers, global average pool last
+    a = b.conv(b.x, 8, 5)
+    c = b.conv(a, 8, 3, dw=True, d=2)
+    c = b.conv(c, 8, 3)
+    y = b.add(c, a)
+    y = b.pool(y, "avg", 9, 9, padding="VALID")
+    out["skip_global"] = b.save(y, tmp / "skip_global.tflite")
+    return out
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory):
+    return _chain_models(tmp_path_factory.mktemp("stripes"))
+
+
+def _stripes(c):
+    return [op for op in c.graph.ops if op.kernel == "stripe"]
+
+
+@pytest.mark.parametrize("name", ["residual_s2", "dilated_valid", "skip_global"])
+@pytest.mark.parametrize("band", [1, 2, 5])
+def test_schedule_replays(chains, name, band):
+    """The pass's schedule, band heights 1/2/5, checked by replay_check (reads only rows held,
+    writes before reads, drops after the last read) and the member geometry by first principles."""
+    from stm32ai.frontend.tflite_reader import load_tflite
+    from stm32ai.passes.lower import lower_graph
+
+    g = load_tflite(chains[name])
+    lower_graph(g)
+    ms = [sp.as_member(op, g) for op in g.ops]
+    run = []
+    for m in ms:
+        if m is None:
+            break
+        run.append(m)
+    assert len(run) >= 3
+    st = sp.simulate(g, run, band, sp._outside_reads(g, set(range(len(run)))))
+    sp.replay_check(g, st)
+    for r, t in enumerate(st.rings):  # a ring never holds a whole tensor when rows are dropped
+        assert st.ring_rows[r] <= g.tensors[t].shape[1]
+
+
+def test_replay_catches_an_early_drop(chains):
+    from stm32ai.frontend.tflite_reader import load_tflite
+    from stm32ai.passes.lower import lower_graph
+
+    g = load_tflite(chains["residual_s2"])
+    lower_graph(g)
+    run = [sp.as_member(op, g) for op in g.ops[:4]]
+    st = sp.simulate(g, run, 1, sp._outside_reads(g, set(range(4))))
+    first_drop = next(i for i, s in enumerate(st.table) if s[0] < 0)
+    st.table[first_drop][1] += 1  # drop one row more than the schedule may
+    st.table[first_drop][2] = max(st.table[first_drop][2], st.table[first_drop][1])
+    with pytest.raises(AssertionError):
+        sp.replay_check(g, st)
+
+
+@pytest.mark.parametrize("name", ["residual_s2", "dilated_valid", "skip_global"])
+def test_chain_matches_tflm_with_stripes(chains, name):
+    c = compile_model(chains[name], "network", stripes="all")
+    assert _stripes(c), "the chain formed no stripe"
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(chains[name], n=2, compiled=c).outcome == "match"
+
+
+def test_ic_ram_stripes_shrink_pool_and_match():
+    m = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
+    off = compile_model(m, optimization="ram", stripes=False)
+    c = compile_model(m, "network", optimization="ram")
+    assert _stripes(c)
+    assert c.plan.pool_size < off.plan.pool_size
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(m, n=2, compiled=c).outcome == "match"
