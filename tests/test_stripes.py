@@ -179,3 +179,18 @@ def test_ic_ram_stripes_shrink_pool_and_match():
     check_plan(c.plan)
     simulate_plan(c.graph, c.plan)
     assert validate_model(m, n=2, compiled=c).outcome == "match"
+
+
+def test_poisoned_runs_with_stripes(chains, tmp_path):
+    """The host poison runner (dead pool bytes garbage before each kernel, dead ring rows
+    garbage the moment they are dropped, AI_POISON_ROWS) with stripes on: still TFLM's result."""
+    from stm32ai.validate.poison import PoisonBuild
+
+    cases = {f"s{i}": (p, compile_model(p, f"s{i}", stripes="all")) for i, p in enumerate(chains.values())}
+    ic = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
+    cases["ic"] = (ic, compile_model(ic, "ic", optimization="ram"))
+    build = PoisonBuild({k: c for k, (_, c) in cases.items()}, tmp_path)
+    for name, (path, c) in cases.items():
+        assert _stripes(c)
+        res = validate_model(path, n=1, seed=5, compiled=c, runner=lambda cc, s, name=name: build.run(cc, s, name))
+        assert res.outcome == "match", name
