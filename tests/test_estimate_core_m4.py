@@ -209,3 +209,20 @@ def test_memsys_schema_errors_name_file_and_key():
         assert str(e.value).startswith("boards/soc/stm32l4r5xi.yaml: ")
     with pytest.raises(Stm32aiError, match="has no memsys: section"):
         load_spec(dataclasses.replace(BOARD, memsys=None))
+
+
+def test_stale_it_state_after_a_block_is_cleared_not_obeyed(tmp_path):
+    """unicorn 2.1 can leave an IT block's state behind when its memory hooks fire inside the
+    block (unicorn-engine/unicorn#2309); the instruction after the block then runs as if
+    conditional and is skipped when the condition fails. The trace clears that state: here the
+    core starts right after an `it mi` block with its IT bits still set and N clear, and the
+    following MOVS must still execute (7 in r0), as on silicon."""
+    from unicorn import arm_const as C
+
+    elf = _build(tmp_path, "it mi\n strmi r3, [r1]\n .global post\npost:\n movs r0, #7\n adds r0, r0, #1")
+    tr = Trace(elf, board_regions(BOARD))
+    tr.start(pc=tr.symbol("post"), sp=0x20010000)
+    tr.uc.reg_write(C.UC_ARM_REG_R0, 0)
+    tr.uc.reg_write(C.UC_ARM_REG_XPSR, (1 << 24) | 0x4800)    # Thumb, IT = MI with one slot, N = 0
+    r = tr.measure(CortexM4(), ZeroWaitMemory(BOARD), stop=tr.symbol("bench_end"))
+    assert tr.uc.reg_read(C.UC_ARM_REG_R0) == 8 and r.instructions == 2 and tr.it_repairs == 1

@@ -38,6 +38,7 @@ from typing import Any
 
 from unicorn import (
     UC_ARCH_ARM,
+    UC_HOOK_BLOCK,
     UC_HOOK_CODE,
     UC_HOOK_MEM_READ,
     UC_HOOK_MEM_WRITE,
@@ -57,6 +58,7 @@ _CPU_MODELS = {"cortex-m4": C.UC_CPU_ARM_CORTEX_M4, "cortex-m7": C.UC_CPU_ARM_CO
 _SCS = (0xE0000000, 0x00100000)
 _PERIPH = (0x40000000, 0x20000000)
 DEFAULT_BUDGET = 200_000_000        # instructions, for any one run (a runaway firmware stops here)
+_IT_BITS = 0x0600FC00               # xPSR IT[1:0] (bits 26:25) and IT[7:2] (bits 15:10), ARMv7-M ARM B1.4.2
 
 _REG = {**{f"r{i}": getattr(C, f"UC_ARM_REG_R{i}") for i in range(13)}, "sb": C.UC_ARM_REG_R9,
         "sl": C.UC_ARM_REG_R10, "fp": C.UC_ARM_REG_R11, "ip": C.UC_ARM_REG_R12, "sp": C.UC_ARM_REG_SP,
@@ -143,6 +145,7 @@ class Trace:
             self._vectors = int(vec["sh_addr"]) if vec is not None else None
         self.insns = insns if insns is not None else decode_elf(self.elf)
         self._started = False
+        self.it_repairs = 0    # stale IT states cleared by `measure` (unicorn#2309)
 
     # ---- the peripheral model: every register reads all ones, writes are dropped ----------
     @staticmethod
@@ -152,6 +155,20 @@ class Trace:
     @staticmethod
     def _periph_write(uc: Uc, offset: int, size: int, value: int, data: Any) -> None:
         return None
+
+    def _it_block_addresses(self) -> set[int]:
+        """Every instruction inside an IT block (the only places the IT state may be set)."""
+        out: set[int] = set()
+        for addr, insn in self.insns.items():
+            if insn.cls == Cls.IT:
+                a = addr + insn.size
+                for _ in range(len(insn.mnemonic) - 1):
+                    nxt = self.insns.get(a)
+                    if nxt is None:
+                        break
+                    out.add(a)
+                    a += nxt.size
+        return out
 
     def symbol(self, name: str) -> int:
         """Address of a symbol (Thumb bit cleared)."""
@@ -289,7 +306,21 @@ class Trace:
             st["cycles"] += c
             st["n"] += 1
 
+        in_block = self._it_block_addresses()
+
+        def on_block(uc: Uc, addr: int, size: int, _: Any) -> None:
+            # unicorn 2.1 (unicorn-engine/unicorn#2309): with memory hooks on, a load/store in an
+            # IT block can leave the block's IT state behind for the next translation block, whose
+            # instructions then run as if conditional (skipped when the condition fails: wrong
+            # results, a wild branch). A block that starts outside every IT block must start with
+            # the IT state clear: stop before it; the loop below clears the bits and resumes.
+            if addr not in in_block and reg_read(C.UC_ARM_REG_XPSR) & _IT_BITS:
+                st["repair"] = addr
+                uc.emu_stop()
+
         def on_code(uc: Uc, addr: int, size: int, _: Any) -> None:
+            if st["repair"] is not None:
+                return                      # stopping before this block (on_block)
             cur = st["cur"]
             block = st["it"]
             if block is not None:
@@ -348,11 +379,19 @@ class Trace:
             s = mem_write(addr, size)
             st["cur"][1].accesses.append(Access(addr, size, True, s))
 
-        hooks = [uc.hook_add(UC_HOOK_CODE, on_code), uc.hook_add(UC_HOOK_MEM_READ, on_read),
+        hooks = [uc.hook_add(UC_HOOK_BLOCK, on_block), uc.hook_add(UC_HOOK_CODE, on_code),
+                 uc.hook_add(UC_HOOK_MEM_READ, on_read),
                  uc.hook_add(UC_HOOK_MEM_WRITE, on_write)]
         uc.ctl_flush_tb()       # code translated before the hooks existed would not call them
         try:
-            self._emu(budget)
+            while True:
+                st["repair"] = None
+                self._emu(budget)
+                if st["repair"] is None or self.pc != st["repair"]:
+                    break
+                uc.reg_write(C.UC_ARM_REG_XPSR, int(reg_read(C.UC_ARM_REG_XPSR)) & ~_IT_BITS)
+                uc.ctl_flush_tb()   # blocks translated with the stale IT state
+                self.it_repairs += 1
         finally:
             for h in hooks:
                 uc.hook_del(h)
