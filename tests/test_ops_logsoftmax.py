@@ -239,10 +239,21 @@ def _refused(tmp_path: Path, data: bytes, *words: str) -> str:
     ("zero_point", ((1, 10), "int8", 0.1, 0, 16 / 256, 0), ("16/256", "zero point 0")),
     ("scale_only", ((2, 3, 5), "int8", 0.1, 4, 1 / 16 + 1e-3, 127), ("16/256",)),
     ("int16", ((1, 10), "int16", 0.001, 0, 1 / 2048, 0), ("int16",)),
-    ("uint8", ((1, 10), "uint8", 0.1, 128, 16 / 256, 255), ("uint8",)),
 ])
 def test_cli_refuses_unsupported_quantisation(tmp_path, case, layer, words):
     _refused(tmp_path, _model([layer]), "LOG_SOFTMAX", "'t1'", *words)  # op and output tensor
+
+
+def test_legacy_uint8_runs_bit_exact(tmp_path):
+    """Legacy uint8 (TFLite's 16/256 output with zero point 255) is accepted and matches LiteRT's
+    reference kernels (TFLM has no uint8 LOG_SOFTMAX)."""
+    rng = np.random.default_rng(8)
+    path = tmp_path / "lsm_u8.tflite"
+    path.write_bytes(_model([((1, 10), "uint8", 0.1, 128, 16 / 256, 255)]))
+    res = validate_model(path, [rng.integers(0, 256, (4, 1, 10), dtype=np.uint8)])
+    v = next(c for c in res.comparisons if c.verdict)
+    assert v.reference == "litert-ref"
+    assert all(v.ok) and all(m.max_lsb == 0 for m in v.outputs)
 
 
 # ---------------------------------------------------------------------------------------------

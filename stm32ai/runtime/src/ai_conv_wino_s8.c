@@ -131,7 +131,7 @@ static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_
  * >> 2, + bias, requantisation, clamp. `fold` is a constant at each call (the compiler makes
  * two copies): the channel's rq row and the clamp bounds stay in registers across the tiles.
  * o: tile 0's top-left output; ox: its column; w: out_w. */
-static inline void wino_quad_out(const int32_t (*m)[16], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+static inline void wino_quad_out(int32_t (*m)[16], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
                                  int32_t cs, int32_t ox, int32_t w, int ny, const wino_os_t *os, const int fold) {
   const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
 #define WINO_OUT(y)                                                                                   \
