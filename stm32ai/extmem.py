@@ -613,7 +613,8 @@ def _rasr(size: int, attrs: int) -> int:
     return attrs | (size.bit_length() - 2) << 1 | 1
 
 
-def mpu_regions(parts: dict[str, SdramPart | QspiFlash | OctalPsram], lengths: dict[str, int]) -> list[tuple[int, int, str]]:
+def mpu_regions(parts: dict[str, SdramPart | QspiFlash | OctalPsram], lengths: dict[str, int]
+                ) -> list[tuple[int, int, str]]:
     """(RBAR, RASR, note) per Cortex-M7 MPU region, lowest number first (a higher one wins
     where they overlap). The default memory map makes 0x60000000-0x9FFFFFFF Normal memory the
     core may read speculatively, and 0xA0000000-0xDFFFFFFF Device memory (no cache, no unaligned

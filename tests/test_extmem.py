@@ -25,8 +25,14 @@ from conftest import FIXTURES, ROOT, assert_one_line_error, shared_model, stm32a
 
 from stm32ai.boards import load_board
 from stm32ai.errors import Stm32aiError
-from stm32ai.extmem import (ExternalError, mpu_regions, octospi_registers, psram_registers, qspi_registers,
-                            sdram_registers)
+from stm32ai.extmem import (
+    ExternalError,
+    mpu_regions,
+    octospi_registers,
+    psram_registers,
+    qspi_registers,
+    sdram_registers,
+)
 from stm32ai.project.generator import plan_placement
 
 SMALL = FIXTURES / "classifier_softmax_int8.tflite"
@@ -438,7 +444,7 @@ def test_u585_psram_bring_up_code(tmp_path):
              "| 0x30000009u;", "return psram_check();"]
     init = src[src.index("static const char *psram_init(void)"):]
     at = [init.find(line) for line in order]
-    assert all(i >= 0 for i in at), [line for line, i in zip(order, at) if i < 0]
+    assert all(i >= 0 for i in at), [line for line, i in zip(order, at, strict=True) if i < 0]
     assert at == sorted(at)
     assert "#define DLYB_CR (0x420CF000u + 0x0u)" in src and "#define PSR_BASE 0x420D1400u" in src
     assert "while (1)" not in src and "for (;;)" not in src
