@@ -280,7 +280,7 @@ static const char *psram_delay_block(void) {
  * their value). */
 static const char *psram_check(void) {
   volatile uint32_t *m = (volatile uint32_t *)(uintptr_t)PSRAM_BASE;
-  const uint32_t run = ({{ r.page_bytes }}u * 3u) / 4u; /* words {{ r.page_bytes * 3 // 4 }}.. : across two page boundaries */
+  const uint32_t run = {{ r.page_bytes * 3 // 16 }}u; /* from byte {{ r.page_bytes * 3 // 4 }}, 2 pages of words: across two page boundaries */
   for (uint32_t k = 0; k < {{ r.page_bytes // 2 }}u; k++) {
     m[run + k] = ~(k * 0x01010101u) ^ 0x5A00u;
   }
