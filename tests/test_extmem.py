@@ -453,6 +453,22 @@ def test_u585_psram_bring_up_code(tmp_path):
     assert main.index("extmem_report()") < main.index("ai_create(")
 
 
+def test_u585_boot_copy_into_the_psram_waits_for_its_check(tmp_path):
+    """--weights-pool psram@ospi: the weights' image in the octal flash, copied into the PSRAM
+    only when the PSRAM passed its read-back check (not the SDRAM status of the F7/H7 kits)."""
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "b-u585i-iot02a", "-o", str(out), "--weights-pool",
+                    "psram@ospi", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    src = (out / "Core/Src/extmem.c").read_text()
+    copy = src[src.index("static const char *weights_copy(void)"):]
+    copy = copy[:copy.index("\n}\n")]
+    assert 'if (g_psram_status != 0) {\n    return "psram is not up";' in copy and "g_sdram_status" not in copy
+    assert src.index("g_psram_status = psram_init();") < src.index("g_copy_status = weights_copy();")
+    lds = (out / "b-u585i-iot02a.ld").read_text()
+    assert re.search(r"\.nn_weights : ALIGN\(8\)\s*\{[^}]*\}\s*> PSRAM AT > OSPI", lds)
+
+
 @needs_arm
 @pytest.mark.slow
 def test_u585_octal_flash_and_psram_build_and_flash_dry_run(tmp_path):
