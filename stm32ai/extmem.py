@@ -1,5 +1,5 @@
-"""External memories a board carries: an SDRAM on the FMC and a NOR flash on the QUADSPI or
-(STM32U5) the OCTOSPI.
+"""External memories a board carries: an SDRAM on the FMC, a NOR flash on the QUADSPI or
+(STM32U5) the OCTOSPI, and (STM32U5) an octal DDR PSRAM on the OCTOSPI.
 
 The board file gives each part's datasheet figures under `external:` (keyed by the memory
 region they back); this module checks them and derives the controller register values at the
@@ -17,6 +17,11 @@ Register layouts (bit positions) are those of the STM32 reference manuals:
   TCF 1, TEF 0), CCR (DMODE 26:24, ADSIZE 13:12, ADMODE 10:8, ISIZE 5:4, IDTR 3, IMODE 2:0),
   TCR (SSHIFT 30, DCYC 4:0), IR; the I/O manager OCTOSPIM_PCRn (IOHSRC 26:25, IOHEN 24,
   IOLSRC 18:17, IOLEN 16, NCSSRC 9, NCSEN 8, DQSSRC 5, DQSEN 4, CLKSRC 1, CLKEN 0).
+  For the PSRAM also: CR TCEN 3 (timeout counter, memory-mapped), DCR1 FRCK 1, DCR3 CSBOUND 20:16,
+  DCR4 REFRESH 31:0, LPTR TIMEOUT 15:0, CCR DQSE 29, DDTR 27, ADDTR 11, TCR DHQC 28, and the
+  write-side WCCR/WTCR/WIR (offsets 0x180/0x188/0x190), same layouts as CCR/TCR/IR.
+- Delay block (DLYB, RM0456 DLYB chapter): CR (SEN 1, DEN 0), CFGR (LNGF 31, LNG 27:16, UNIT 14:8,
+  SEL 3:0).
 - Cortex-M7 MPU: Armv7-M ARM B3.5 (MPU_RBAR/MPU_RASR: XN 28, AP 26:24, TEX 21:19, S 18, C 17,
   B 16, SIZE 5:1, ENABLE 0); the attributes follow ST's AN4838 / AN4839 guidance for external
   memories (see `mpu_regions`).
@@ -29,8 +34,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAMILY_REGS", "SDRAM_BANK_ORIGIN", "ExternalError", "QspiFlash", "SdramPart", "mpu_regions",
-           "octospi_registers", "parse_external", "qspi_registers", "sdram_registers", "supported_controllers"]
+__all__ = ["FAMILY_REGS", "SDRAM_BANK_ORIGIN", "ExternalError", "OctalPsram", "QspiFlash", "SdramPart", "mpu_regions",
+           "octospi_registers", "parse_external", "psram_registers", "qspi_registers", "sdram_registers",
+           "supported_controllers"]
 
 
 class ExternalError(ValueError):
@@ -64,6 +70,9 @@ OCTOSPI_U5 = {1: {"base": 0x420D1400, "window": 0x90000000, "en_bit": 1 << 4},
               2: {"base": 0x420D2400, "window": 0x70000000, "en_bit": 1 << 8}}
 U5_OCTOSPIM = 0x420C4000
 U5_AHB2ENR1, U5_AHB2ENR2, U5_OCTOSPIMEN = 0x46020C8C, 0x46020C90, 1 << 21
+# The OCTOSPIs' delay blocks (DQS delay for DTR reads): DLYB_OCTOSPI1/2 at AHB2 + 0xAF000/0xAF400
+# (RM0456 §2.3.2 memory map, non-secure aliases); clocked with their OCTOSPI.
+U5_DLYB = {1: 0x420CF000, 2: 0x420CF400}
 
 # FMC SDRAM bank -> its address (RM0385 §13.7.1 / RM0399 FMC SDRAM banks, default mapping)
 SDRAM_BANK_ORIGIN = {1: 0xC0000000, 2: 0xD0000000}
@@ -76,7 +85,7 @@ def supported_controllers(family: str) -> set[str]:
     if family == "stm32l4":
         return {"quadspi"}
     if family == "stm32u5":
-        return {"octospi"}
+        return {"octospi", "octospi_psram"}
     return set()
 
 
@@ -131,6 +140,25 @@ class QspiFlash:
     datasheet: str
     dual: bool = False           # two identical parts in dual-flash mode (QUADSPI_CR.DFM); size is their sum
     octospi: int = 0             # controller "octospi": the OCTOSPI instance (1, 2); the read is SPI 1-1-1
+
+
+@dataclass(frozen=True)
+class OctalPsram:
+    """An octal DDR PSRAM (AP Memory APS6408L-style command set) on a STM32U5 OCTOSPI, read and
+    written memory-mapped in octal DTR with DQS (docs/external_memory.md, "Octal PSRAM")."""
+    region: str
+    part: str
+    octospi: int                 # the OCTOSPI instance (1, 2) and OCTOSPIM port
+    size: int                    # bytes
+    max_hz: int                  # the part's fastest clock
+    latency_max_mhz: dict[int, float]   # latency code (clocks) -> the fastest clock it allows
+    cem_ns: float                # tCEM: longest CE# low time (the part refreshes while CE# is high)
+    cph_ns: float                # tCPH: shortest CE# high time between two bursts
+    page_bytes: int              # row (page) size: no burst crosses it (OCTOSPI_DCR3 CSBOUND)
+    drive: str                   # output drive strength: full, half, quarter, eighth (MR0[1:0])
+    pins: tuple[ExtPin, ...]
+    ncs: str
+    datasheet: str
 
 
 _PIN = re.compile(r"P([A-K])(1[0-5]|[0-9])")
@@ -264,15 +292,57 @@ def _qspi(name: str, d: dict, where: str) -> QspiFlash:
         dual=dual, octospi=octo)
 
 
+_PSRAM_KEYS = {"controller", "octospi", "part", "size", "max_hz", "latency_max_mhz", "cem_ns", "cph_ns", "page_bytes",
+               "drive", "pins", "ncs", "datasheet"}
+_DRIVE = {"full": 0, "half": 1, "quarter": 2, "eighth": 3}   # MR0[1:0]: 25, 50, 100, 200 ohm
+
+
+def _psram(name: str, d: dict, where: str) -> OctalPsram:
+    if set(d) - _PSRAM_KEYS:
+        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _PSRAM_KEYS))}")
+    missing = _PSRAM_KEYS - set(d)
+    if missing:
+        raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
+    size = _size(d["size"], f"{where}.size")
+    if size & (size - 1):
+        raise ExternalError(f"{where}.size: {size} is not a power of two")
+    lat = d["latency_max_mhz"]
+    if (not isinstance(lat, dict) or not lat
+            or not all(isinstance(k, int) and not isinstance(k, bool) and 3 <= k <= 7
+                       and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for k, x in lat.items())):
+        raise ExternalError(f"{where}.latency_max_mhz: expected {{latency code 3..7: fastest clock in MHz}}")
+    octo = d["octospi"]
+    if octo not in (1, 2) or isinstance(octo, bool):
+        raise ExternalError(f"{where}.octospi: expected the OCTOSPI instance, 1 or 2")
+    drive = str(d["drive"])
+    if drive not in _DRIVE:
+        raise ExternalError(f"{where}.drive: '{drive}' is not one of {', '.join(_DRIVE)}")
+    page = _num(d, "page_bytes", where, 16, 1 << 16, int)
+    if page & (page - 1):
+        raise ExternalError(f"{where}.page_bytes: {page} is not a power of two")
+    pins = _pins(d["pins"], where)
+    if len(pins) != 11:
+        raise ExternalError(f"{where}.pins: an octal PSRAM needs CLK, NCS, DQS and IO0-IO7 (11 pins)")
+    m = _PIN.fullmatch(str(d["ncs"]))
+    if m is None or (m.group(1), int(m.group(2))) not in {(p.port, p.pin) for p in pins}:
+        raise ExternalError(f"{where}.ncs: '{d['ncs']}' is not one of the pins")
+    return OctalPsram(
+        region=name, part=_name(d, "part", where), octospi=octo, size=size,
+        max_hz=_num(d, "max_hz", where, 1_000_000, 400_000_000, int),
+        latency_max_mhz={int(k): float(x) for k, x in lat.items()},
+        cem_ns=_num(d, "cem_ns", where, 100, 100_000), cph_ns=_num(d, "cph_ns", where, 1, 1000),
+        page_bytes=page, drive=drive, pins=pins, ncs=str(d["ncs"]), datasheet=str(d["datasheet"]))
+
+
 def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], family: str
-                   ) -> dict[str, SdramPart | QspiFlash]:
+                   ) -> dict[str, SdramPart | QspiFlash | OctalPsram]:
     """The board file's `external:` mapping, checked against its memory regions
     (name -> (origin, length, needs_init)) and the family's controllers."""
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ExternalError("external: expected a mapping of region name -> memory part")
-    out: dict[str, SdramPart | QspiFlash] = {}
+    out: dict[str, SdramPart | QspiFlash | OctalPsram] = {}
     for name, d in data.items():
         where = f"external.{name}"
         if name not in regions:
@@ -286,7 +356,7 @@ def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], f
         if kind not in supported_controllers(family):
             raise ExternalError(f"{where}.controller: stm32ai does not bring up '{kind}' on {family}")
         if kind == "fmc_sdram":
-            part: SdramPart | QspiFlash = _sdram(name, d, where)
+            part: SdramPart | QspiFlash | OctalPsram = _sdram(name, d, where)
             if origin != SDRAM_BANK_ORIGIN[part.bank]:
                 raise ExternalError(f"{where}: FMC SDRAM bank {part.bank} is at 0x{SDRAM_BANK_ORIGIN[part.bank]:08X}, "
                                     f"the region at 0x{origin:08X}")
@@ -294,6 +364,14 @@ def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], f
             if length > capacity:
                 raise ExternalError(f"{where}: region is {length} B, the part on a {part.data_bits}-bit bus "
                                     f"has {capacity}")
+        elif kind == "octospi_psram":
+            part = _psram(name, d, where)
+            window = OCTOSPI_U5[part.octospi]["window"]
+            if origin != window:
+                raise ExternalError(f"{where}: OCTOSPI{part.octospi}'s memory-mapped space is at 0x{window:08X}, "
+                                    f"the region at 0x{origin:08X}")
+            if length > part.size:
+                raise ExternalError(f"{where}: region is {length} B, the PSRAM has {part.size}")
         elif kind == "octospi":
             part = _qspi(name, d, where)
             window = OCTOSPI_U5[part.octospi]["window"]
@@ -310,6 +388,9 @@ def parse_external(data: Any, regions: dict[str, tuple[int, int, str | None]], f
             if length > part.size:
                 raise ExternalError(f"{where}: region is {length} B, the flash has {part.size}")
         out[name] = part
+    used = [p.octospi for p in out.values() if isinstance(p, (QspiFlash, OctalPsram)) and p.octospi]
+    if len(used) != len(set(used)):
+        raise ExternalError("external: two memories on the same OCTOSPI instance")
     return out
 
 
@@ -447,6 +528,77 @@ def octospi_registers(q: QspiFlash, kernel_hz: int) -> dict[str, int]:
     }
 
 
+# APS6408L write latency code (MR4[7:5]) of each latency: the bit-reversed binary of latency - 3
+# (APS6408L datasheet, MR4 table: 000 = 3, 100 = 4, 010 = 5, 110 = 6, 001 = 7)
+_WLC = {3: 0b000, 4: 0b100, 5: 0b010, 6: 0b110, 7: 0b001}
+
+
+def psram_registers(p: OctalPsram, kernel_hz: int) -> dict[str, int]:
+    """OCTOSPI and mode-register values for an octal DDR PSRAM read and written memory-mapped in
+    octal DTR (8-8-8: instruction on one edge, address and data on both, DQS) at the kernel
+    clock `kernel_hz` (SYSCLK; clock = kernel / (PRESCALER + 1), RM0456 OCTOSPI_DCR2).
+
+    Timings from the datasheet figures at the clock reached:
+    - latency: the smallest code whose maximum clock the clock meets; the PSRAM is set to fixed
+      latency (MR0.LT): a read always waits 2 x the code (a refresh never stretches it: the
+      OCTOSPI's regular-command mode does not follow the PSRAM's variable-latency signalling),
+      a write the code (the write latency is always fixed);
+    - CSHT (RM0456 OCTOSPI_DCR1): nCS high for at least tCPH, CSHT + 1 cycles;
+    - REFRESH (OCTOSPI_DCR4): nCS is released every REFRESH + 4 cycles in a read (REFRESH + 1 in
+      a write), so CE# stays low at most tCEM: REFRESH = floor(tCEM x f) - 4;
+    - CSBOUND (OCTOSPI_DCR3): no transfer crosses a page (row) of the part."""
+    presc = max(0, math.ceil(kernel_hz / p.max_hz - 1e-9) - 1)
+    if presc > 255:
+        raise ExternalError(f"{p.part}: no prescaler brings {kernel_hz / 1e6:g} MHz down to {p.max_hz / 1e6:g} MHz")
+    f = kernel_hz / (presc + 1)
+    fits = sorted(code for code, mhz in p.latency_max_mhz.items() if f <= mhz * 1e6 + 1e-3)
+    if not fits:
+        raise ExternalError(f"{p.part}: {f / 1e6:g} MHz is faster than any latency code allows ({p.latency_max_mhz})")
+    lat = fits[0]
+    read_dcyc, write_dcyc = 2 * lat, lat
+    csht = max(0, math.ceil(p.cph_ns * f / 1e9 - 1e-9) - 1)
+    refresh = math.floor(p.cem_ns * f / 1e9 + 1e-9) - 4
+    overhead = 1 + 2 + read_dcyc                  # instruction, 4 address bytes on both edges, latency
+    if csht > 63 or refresh < overhead + 2:
+        raise ExternalError(f"{p.part}: tCPH {p.cph_ns:g} ns / tCEM {p.cem_ns:g} ns do not fit OCTOSPI_DCR1/DCR4 at "
+                            f"{f / 1e6:g} MHz (CSHT {csht}, REFRESH {refresh} for a {overhead}-cycle command)")
+    devsize = p.size.bit_length() - 2
+    csbound = p.page_bytes.bit_length() - 1
+    eight, indirect_write, memory_mapped = 4, 0, 3
+    addr32_dtr = eight << 8 | 1 << 11 | 3 << 12           # ADMODE 100, ADDTR, ADSIZE 32-bit
+    data_dtr = eight << 24 | 1 << 27                       # DMODE 100, DDTR
+    dqse, dhqc = 1 << 29, 1 << 28
+    n = p.octospi
+    pcr = {1: 1 << 24 | 1 << 25 | 1 << 16 | 1 << 8 | 1 << 4 | 1,          # port 1 <- OCTOSPI1
+           2: 1 << 24 | 3 << 25 | 1 << 16 | 2 << 17 | 1 << 8 | 1 << 9 | 1 << 4 | 1 << 5 | 1 | 1 << 1}[n]
+    return {
+        # MTYP 010: AP Memory mode (D0/D1 byte order in octal DTR; the HAL's HAL_OSPI_MEMTYPE_APMEMORY);
+        # the delay block in use (DLYBYP clear): it delays DQS to the middle of each data half-cycle
+        "DCR1": 2 << 24 | devsize << 16 | csht << 8, "DCR1_FRCK": 2 << 24 | devsize << 16 | csht << 8 | 1 << 1,
+        "DCR2": presc, "DCR3": csbound << 16, "DCR4": refresh,
+        "CR_INDIRECT_WRITE": indirect_write << 28,
+        # memory-mapped, timeout counter on (nCS released after LPTR idle cycles, so the PSRAM
+        # refreshes between sparse accesses), EN
+        "CR_MEMORY_MAPPED": memory_mapped << 28 | 1 << 3 | 1, "LPTR": overhead,
+        # global reset: 0xFF on eight lines, 3 address bytes (don't care), no data
+        "CCR_RESET": eight | eight << 8 | 2 << 12, "IR_RESET": 0xFF,
+        # mode register write (0xC0): instruction on 8 lines (STR), register address 32-bit DTR,
+        # one data clock (the value on both edges), no latency, no DQS
+        "CCR_MRW": eight | addr32_dtr | data_dtr, "TCR_MRW": dhqc, "IR_MRW": 0xC0,
+        "MR0": 1 << 5 | (lat - 3) << 2 | _DRIVE[p.drive],  # LT fixed, read latency code, drive strength
+        "MR4": _WLC[lat] << 5,          # write latency code; RF 00 (always 4x refresh), PASR 000 (whole array)
+        "MR8": 0b11 | 1 << 3,           # burst length 2K (never reached: CSBOUND is smaller), RBX
+        # memory-mapped read (0x00 SYNC READ) and write (0x80 SYNC WRITE): DQS on (reads: strobe;
+        # writes: data mask, so a single byte can be written)
+        "CCR_READ": eight | addr32_dtr | data_dtr | dqse, "TCR_READ": dhqc | read_dcyc, "IR_READ": 0x00,
+        "WCCR": eight | addr32_dtr | data_dtr | dqse, "WTCR": dhqc | write_dcyc, "WIR": 0x80,
+        "PCR": pcr, "PCR_ADDR": U5_OCTOSPIM + 4 * n, "DLYB": U5_DLYB[n],
+        "BASE": OCTOSPI_U5[n]["base"], "WINDOW": OCTOSPI_U5[n]["window"], "EN_BIT": OCTOSPI_U5[n]["en_bit"],
+        "OSPI_HZ": int(f), "PRESCALER": presc, "LATENCY": lat, "READ_DCYC": read_dcyc, "WRITE_DCYC": write_dcyc,
+        "CSHT": csht, "REFRESH": refresh, "CSBOUND": csbound, "DEVSIZE": devsize,
+    }
+
+
 # MPU_RASR attribute fields (Armv7-M ARM B3.5.9): TEX 21:19, C 17, B 16; AP 26:24; XN 28.
 _STRONGLY_ORDERED = 0
 _NORMAL_WT = 1 << 17                      # TEX 000, C 1, B 0: write-through, no write-allocate
@@ -461,7 +613,8 @@ def _rasr(size: int, attrs: int) -> int:
     return attrs | (size.bit_length() - 2) << 1 | 1
 
 
-def mpu_regions(parts: dict[str, SdramPart | QspiFlash], lengths: dict[str, int]) -> list[tuple[int, int, str]]:
+def mpu_regions(parts: dict[str, SdramPart | QspiFlash | OctalPsram], lengths: dict[str, int]
+                ) -> list[tuple[int, int, str]]:
     """(RBAR, RASR, note) per Cortex-M7 MPU region, lowest number first (a higher one wins
     where they overlap). The default memory map makes 0x60000000-0x9FFFFFFF Normal memory the
     core may read speculatively, and 0xA0000000-0xDFFFFFFF Device memory (no cache, no unaligned

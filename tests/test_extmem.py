@@ -25,7 +25,14 @@ from conftest import FIXTURES, ROOT, assert_one_line_error, shared_model, stm32a
 
 from stm32ai.boards import load_board
 from stm32ai.errors import Stm32aiError
-from stm32ai.extmem import ExternalError, mpu_regions, octospi_registers, qspi_registers, sdram_registers
+from stm32ai.extmem import (
+    ExternalError,
+    mpu_regions,
+    octospi_registers,
+    psram_registers,
+    qspi_registers,
+    sdram_registers,
+)
 from stm32ai.project.generator import plan_placement
 
 SMALL = FIXTURES / "classifier_softmax_int8.tflite"
@@ -151,6 +158,56 @@ def test_u585_octal_flash_octospi_registers():
     assert (q["BASE"], q["WINDOW"]) == (0x420D2400, 0x70000000)
 
 
+def test_u585_octal_psram_registers():
+    """APS6408L on OCTOSPI1 in octal DTR, at SYSCLK 160 MHz. Datasheet figures (board file):
+    133 MHz max, latency code 3/4/5 up to 66/109/133 MHz, tCEM 4 us, tCPH 24 ns, 1 KiB pages."""
+    b = load_board("b-u585i-iot02a")
+    r = psram_registers(b.external["psram"], b.sysclk_hz)
+    # 160 / 133 -> divide by 2: PRESCALER 1, 80 MHz; 80 <= 109 MHz: latency code 4
+    assert (r["PRESCALER"], r["OSPI_HZ"], r["LATENCY"]) == (1, 80_000_000, 4)
+    # fixed latency: reads wait 2 x 4 clocks, writes 4
+    assert (r["READ_DCYC"], r["WRITE_DCYC"]) == (8, 4)
+    # tCPH 24 ns x 80 MHz = 1.92 -> 2 cycles high (CSHT 1); tCEM 4 us x 80 MHz = 320 cycles, a
+    # read releases nCS every REFRESH + 4: REFRESH 316; 8 MiB = 2^(22 + 1): DEVSIZE 22; 1 KiB: CSBOUND 10
+    assert (r["CSHT"], r["REFRESH"], r["DEVSIZE"], r["CSBOUND"]) == (1, 316, 22, 10)
+    # DCR1: MTYP 010 (AP Memory) << 24 | DEVSIZE << 16 | CSHT << 8, delay block in use (DLYBYP 0)
+    assert r["DCR1"] == 2 << 24 | 22 << 16 | 1 << 8 == 0x02160100
+    assert r["DCR1_FRCK"] == r["DCR1"] | 1 << 1
+    assert (r["DCR2"], r["DCR3"], r["DCR4"]) == (1, 10 << 16, 316)
+    # MR0: LT fixed (bit 5) | read latency code 4 - 3 = 001 << 2 | drive full 00
+    assert r["MR0"] == 0x24
+    # MR4: write latency 4 -> code 100 (bits 7:5), refresh 00, PASR 000; MR8: BL 11 (2K) | RBX (bit 3)
+    assert (r["MR4"], r["MR8"]) == (0x80, 0x0B)
+    # memory-mapped read: IMODE 100 | ADMODE 100 << 8 | ADDTR << 11 | ADSIZE 11 << 12 | DMODE 100 << 24
+    # | DDTR << 27 | DQSE << 29; TCR: DHQC (bit 28) | 8 dummy; instruction 0x00 (read), 0x80 (write)
+    ccr = 4 | 4 << 8 | 1 << 11 | 3 << 12 | 4 << 24 | 1 << 27 | 1 << 29
+    assert r["CCR_READ"] == r["WCCR"] == ccr == 0x2C003C04
+    assert (r["TCR_READ"], r["WTCR"]) == (1 << 28 | 8, 1 << 28 | 4)
+    assert (r["IR_READ"], r["WIR"], r["IR_MRW"], r["IR_RESET"]) == (0x00, 0x80, 0xC0, 0xFF)
+    assert r["CCR_MRW"] == ccr & ~(1 << 29)            # register write: no DQS
+    assert r["CCR_RESET"] == 4 | 4 << 8 | 2 << 12       # 0xFF on 8 lines, 3 address bytes, no data
+    # CR: FMODE 11 (memory-mapped) | TCEN (bit 3) | EN
+    assert r["CR_MEMORY_MAPPED"] == 3 << 28 | 1 << 3 | 1
+    # OCTOSPIM_PCR1 (0x420C4004): port 1 from OCTOSPI1, all enabled (its reset value, 0x03010111)
+    assert (r["PCR_ADDR"], r["PCR"]) == (0x420C4004, 0x03010111)
+    assert (r["BASE"], r["WINDOW"], r["EN_BIT"], r["DLYB"]) == (0x420D1400, 0x90000000, 1 << 4, 0x420CF000)
+
+
+def test_psram_timings_follow_the_clock():
+    from dataclasses import replace
+
+    part = load_board("b-u585i-iot02a").external["psram"]
+    r = psram_registers(part, 100_000_000)             # no division: 100 MHz, still latency 4
+    # tCEM 4 us x 100 MHz = 400 - 4; tCPH 24 ns x 100 MHz = 2.4 -> 3 cycles
+    assert (r["PRESCALER"], r["LATENCY"], r["REFRESH"], r["CSHT"]) == (0, 4, 396, 2)
+    r = psram_registers(part, 266_000_000)             # / 2 = 133 MHz: latency 5, reads wait 10
+    assert (r["OSPI_HZ"], r["LATENCY"], r["READ_DCYC"], r["MR0"], r["MR4"]) == (133_000_000, 5, 10, 0x28, 0x40)
+    with pytest.raises(ExternalError, match="faster than any latency code"):
+        psram_registers(replace(part, latency_max_mhz={3: 66.0}), 160_000_000)
+    with pytest.raises(ExternalError, match="do not fit OCTOSPI_DCR1/DCR4"):
+        psram_registers(replace(part, cem_ns=100.0), 160_000_000)   # 8 cycles: not even one command
+
+
 def test_mpu_closes_the_external_banks_then_opens_the_parts():
     b = load_board("disco-f746")
     regs = mpu_regions(b.external, {"sdram": 8 << 20, "qspi": 16 << 20})
@@ -198,6 +255,23 @@ def test_bad_part_description_is_one_line(tmp_path, edit, words):
         load_board(_board_variant(tmp_path, edit))
 
 
+@pytest.mark.parametrize("edit, words", [
+    (lambda e: e["psram"].update(drive="strong"), "external.psram.drive: 'strong' is not one of full"),
+    (lambda e: e["psram"]["pins"].pop(), "external.psram.pins: an octal PSRAM needs CLK, NCS, DQS and IO0-IO7"),
+    (lambda e: e["psram"].update(latency_max_mhz={9: 300}), "external.psram.latency_max_mhz: expected"),
+    (lambda e: e["psram"].update(octospi=2), "external.psram: OCTOSPI2's memory-mapped space is at 0x70000000"),
+    (lambda e: e["psram"].update(page_bytes=1000), "external.psram.page_bytes: 1000 is not a power of two"),
+    (lambda e: e["psram"].pop("cem_ns"), "external.psram: missing cem_ns"),
+])
+def test_bad_psram_description_is_one_line(tmp_path, edit, words):
+    data = yaml.safe_load((ROOT / "boards" / "b-u585i-iot02a.yaml").read_text())
+    edit(data["external"])
+    p = tmp_path / "b-u585i-iot02a.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(Stm32aiError, match=re.escape(words)):
+        load_board(p)
+
+
 # ---------------------------------------------------------------------------------------------
 # Placement
 # ---------------------------------------------------------------------------------------------
@@ -207,6 +281,30 @@ def test_external_only_for_what_the_chip_cannot_hold():
     assert (small.activations_region, small.weights_region) == ("dtcm", "flash")
     big = plan_placement(b, activations_bytes=20_000, weights_bytes=3 << 20)   # > 1 MiB of flash
     assert (big.weights_region, big.weights_copied) == ("qspi", False)
+
+
+def test_u585_activations_go_to_the_psram_only_when_the_srams_cannot_hold_them():
+    """The kit's activation list ends with the PSRAM: a pool that fits an SRAM stays there; one
+    that does not (palm_detection_full_192: 591 KB, buffers of 295 KB alive together) is split,
+    the hottest buffers in SRAM3 and the rest in the PSRAM; --activations-pool psram asks for it."""
+    b = load_board("b-u585i-iot02a")
+    assert b.activations_pool[-1] == "psram"
+    assert plan_placement(b, activations_bytes=400_000, weights_bytes=50_000).activations_region == "sram3"
+    p = plan_placement(b, activations_bytes=20_000, weights_bytes=50_000, activations_pool=["psram"])
+    assert p.activations_region == "psram"
+    # never weights in the PSRAM (it is up only after the reset-time copy)
+    with pytest.raises(Stm32aiError, match="psram is external RAM"):
+        plan_placement(b, activations_bytes=20_000, weights_bytes=50_000, weights_pool=["psram"])
+
+
+def test_palm_detection_is_split_into_the_u585_psram():
+    from stm32ai.pipeline import compile_model
+    from stm32ai.project.build import place_model
+
+    c = compile_model(shared_model("openmv/palm_detection_full_192.tflite"), "network")
+    p = place_model(load_board("b-u585i-iot02a"), c, None, None)
+    regions = [q["region"] for q in p.activation_pools]
+    assert regions[0] == "sram3" and "psram" in regions and p.weights_region == "flash"
 
 
 def test_boot_copy_of_the_weights():
@@ -327,16 +425,63 @@ def test_h747_images_and_flash_dry_run(tmp_path):
         assert "ExternalLoader/MT25TL01G_STM32H747I-DISCO.stldr" in r.stdout
 
 
+def test_u585_psram_bring_up_code(tmp_path):
+    """--activations-pool psram: extmem.c writes the values of test_u585_octal_psram_registers in
+    the order of docs/external_memory.md and checks a written pattern before the model runs."""
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "b-u585i-iot02a", "-o", str(out), "--activations-pool",
+                    "psram", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    lds = (out / "b-u585i-iot02a.ld").read_text()
+    assert re.search(r"\.nn_activations \(NOLOAD\) : ALIGN\(8\)\s*\{[^}]*\}\s*> PSRAM", lds)
+    src = (out / "Core/Src/extmem.c").read_text()
+    order = ["REG32(0x420C4004u) = 0x03010111u;", "REG32(PSR_DCR1) = 0x02160100u;", "REG32(PSR_DCR2) = 0x00000001u;",
+             "REG32(PSR_DCR3) = 0x000A0000u;", "REG32(PSR_DCR4) = 0x0000013Cu;", "psram_delay_block();",
+             "psram_command(0x00002404u, 0u, 0x000000FFu, 0u, 0, 0u)",
+             "{0x00u, 0x00000024u}, {0x04u, 0x00000080u}, {0x08u, 0x0000000Bu}",
+             "REG32(PSR_WCCR) = 0x2C003C04u;", "REG32(PSR_WTCR) = 0x10000004u;", "REG32(PSR_WIR) = 0x00000080u;",
+             "REG32(PSR_CCR) = 0x2C003C04u;", "REG32(PSR_TCR) = 0x10000008u;", "REG32(PSR_IR) = 0x00000000u;",
+             "| 0x30000009u;", "return psram_check();"]
+    init = src[src.index("static const char *psram_init(void)"):]
+    at = [init.find(line) for line in order]
+    assert all(i >= 0 for i in at), [line for line, i in zip(order, at, strict=True) if i < 0]
+    assert at == sorted(at)
+    assert "#define DLYB_CR (0x420CF000u + 0x0u)" in src and "#define PSR_BASE 0x420D1400u" in src
+    assert "while (1)" not in src and "for (;;)" not in src
+    assert '"extmem: psram ok (APS6408L-3OBM, 8388608 B, 80000000 Hz octal DTR, latency 4)\\n"' in src
+    main = (out / "Core/Src/main.c").read_text()
+    assert main.index("extmem_report()") < main.index("ai_create(")
+
+
+def test_u585_boot_copy_into_the_psram_waits_for_its_check(tmp_path):
+    """--weights-pool psram@ospi: the weights' image in the octal flash, copied into the PSRAM
+    only when the PSRAM passed its read-back check (not the SDRAM status of the F7/H7 kits)."""
+    out = tmp_path / "p"
+    r = stm32ai_cli("generate", str(SMALL), "--board", "b-u585i-iot02a", "-o", str(out), "--weights-pool",
+                    "psram@ospi", cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    src = (out / "Core/Src/extmem.c").read_text()
+    copy = src[src.index("static const char *weights_copy(void)"):]
+    copy = copy[:copy.index("\n}\n")]
+    assert 'if (g_psram_status != 0) {\n    return "psram is not up";' in copy and "g_sdram_status" not in copy
+    assert src.index("g_psram_status = psram_init();") < src.index("g_copy_status = weights_copy();")
+    lds = (out / "b-u585i-iot02a.ld").read_text()
+    assert re.search(r"\.nn_weights : ALIGN\(8\)\s*\{[^}]*\}\s*> PSRAM AT > OSPI", lds)
+
+
 @needs_arm
 @pytest.mark.slow
-def test_u585_octal_flash_build_and_flash_dry_run(tmp_path):
+def test_u585_octal_flash_and_psram_build_and_flash_dry_run(tmp_path):
+    """Weights in the octal flash (OCTOSPI2) and activations in the octal PSRAM (OCTOSPI1): both
+    bring-ups in one firmware, built warning-free; the dry run programs internal + external flash."""
     out = tmp_path / "p"
     r = stm32ai_cli("generate", str(SMALL), "--board", "b-u585i-iot02a", "-o", str(out), "--weights-pool", "ospi",
-                    cwd=ROOT)
+                    "--activations-pool", "psram", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     src = (out / "Core/Src/extmem.c").read_text()
     for line in ("REG32(OSPI_DCR1) = 0x02190208u;", "REG32(0x420C4008u) = 0x07050333u;",
-                 "REG32(OSPI_TCR) = 0x40000008u;", "k_ospi_id[3] = {0xC2u, 0x85u, 0x3Au};"):
+                 "REG32(OSPI_TCR) = 0x40000008u;", "k_ospi_id[3] = {0xC2u, 0x85u, 0x3Au};",
+                 "REG32(PSR_DCR1) = 0x02160100u;", "REG32(0x420C4004u) = 0x03010111u;"):
         assert line in src, line
     assert "while (1)" not in src and "for (;;)" not in src
     r = subprocess.run(["make", "-C", str(out), "-j2"], capture_output=True, text=True, timeout=600)

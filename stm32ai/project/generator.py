@@ -489,9 +489,9 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
     """extmem.c's values: the register words of stm32ai/extmem.py at the board's HCLK, for the
     external memories the placement uses (none: extmem_init() does nothing)."""
     from stm32ai import extmem as xm
-    from stm32ai.extmem import QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
+    from stm32ai.extmem import OctalPsram, QspiFlash, SdramPart, mpu_regions, qspi_registers, sdram_registers
 
-    out: dict[str, Any] = {"sdram": None, "qspi": None, "ospi": None, "mpu": [], "boot_copy": None,
+    out: dict[str, Any] = {"sdram": None, "qspi": None, "ospi": None, "psram": None, "mpu": [], "boot_copy": None,
                            **dict.fromkeys(("fmc", "quadspi", "ahb3enr", "fmcen", "qspien", "bcr1_fmcen"), "0u")}
     used = {rn: board.external[rn] for rn in used_external(board, place)}
     if not used:
@@ -517,6 +517,23 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
                              f"{part.internal_banks} banks, CAS {r['CAS']}, SDCLK = HCLK / {part.sdclk_div}, "
                              "read burst",
                 "sdtr_note": ", ".join(f"{k[2:]} {r[k]}" for k in r if k.startswith("T_")) + " SDCLK cycles",
+            }
+        elif isinstance(part, OctalPsram):
+            # the OCTOSPI kernel clock is SYSCLK (RCC_CCIPR2.OCTOSPISEL reset value)
+            r = xm.psram_registers(part, board.sysclk_hz)
+            out["psram"] = {
+                "region": rn, "part": part.part, "bytes": length, "pins": pins(part), "hz": r["OSPI_HZ"],
+                "instance": part.octospi, "drive": part.drive, "page_bytes": part.page_bytes,
+                "cem_ns": f"{part.cem_ns:g}", "cph_ns": f"{part.cph_ns:g}",
+                "ahb2enr1": _hex(xm.U5_AHB2ENR1), "ahb2enr2": _hex(xm.U5_AHB2ENR2),
+                "octospimen": _hex(xm.U5_OCTOSPIMEN),
+                **{k: r[k] for k in ("PRESCALER", "LATENCY", "READ_DCYC", "WRITE_DCYC", "CSHT", "REFRESH", "CSBOUND",
+                                     "DEVSIZE", "LPTR")},
+                **{f"{k}_hex": _hex(r[k]) for k in ("DCR1", "DCR1_FRCK", "DCR2", "DCR3", "DCR4", "CR_INDIRECT_WRITE",
+                                                    "CR_MEMORY_MAPPED", "LPTR", "CCR_RESET", "IR_RESET", "CCR_MRW",
+                                                    "TCR_MRW", "IR_MRW", "MR0", "MR4", "MR8", "CCR_READ", "TCR_READ",
+                                                    "IR_READ", "WCCR", "WTCR", "WIR", "PCR", "PCR_ADDR", "DLYB",
+                                                    "BASE", "WINDOW", "EN_BIT")},
             }
         elif isinstance(part, QspiFlash) and part.octospi:
             # the OCTOSPI kernel clock is SYSCLK (RCC_CCIPR2.OCTOSPISEL reset value)
@@ -552,8 +569,11 @@ def _extmem_context(board: Board, place: Placement) -> dict[str, Any]:
             }
     if place.weights_load:
         # the weights' load image in external flash, copied to their run region after the bring-up
+        run = used.get(place.weights_region)
         out["boot_copy"] = {"load": place.weights_load, "run": place.weights_region,
-                            "run_external": place.weights_region in used}
+                            "run_external": run is not None,
+                            # the status of the external RAM the copy goes to (brought up first)
+                            "run_status": "g_psram_status" if isinstance(run, OctalPsram) else "g_sdram_status"}
     if board.core == "cortex-m7":
         out["mpu"] = [{"rbar": _hex(b), "rasr": _hex(a), "note": n}
                       for b, a, n in mpu_regions(used, {rn: board.region(rn).length for rn in used})]

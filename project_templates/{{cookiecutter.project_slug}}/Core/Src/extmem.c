@@ -10,6 +10,9 @@
 {%- if x.ospi %}
  *   {{ x.ospi.region }}: {{ x.ospi.part }}, {{ x.ospi.bytes }} B at {{ x.ospi.WINDOW }} (OCTOSPI{{ x.ospi.instance }}), {{ x.ospi.hz }} Hz SPI, read command 0x{{ '%02X' % x.ospi.read_cmd }}
 {%- endif %}
+{%- if x.psram %}
+ *   {{ x.psram.region }}: {{ x.psram.part }}, {{ x.psram.bytes }} B at {{ x.psram.WINDOW_hex }} (OCTOSPI{{ x.psram.instance }}), {{ x.psram.hz }} Hz octal DTR, latency {{ x.psram.LATENCY }}
+{%- endif %}
 {%- if x.qspi %}
  *   {{ x.qspi.region }}: {{ x.qspi.part }}, {{ x.qspi.bytes }} B at 0x90000000, {{ x.qspi.hz }} Hz, read command 0x{{ '%02X' % x.qspi.read_cmd }}
 {%- endif %}
@@ -25,8 +28,9 @@
 #define EXTMEM_SDRAM {{ 1 if x.sdram else 0 }}
 #define EXTMEM_QSPI {{ 1 if x.qspi else 0 }}
 #define EXTMEM_OSPI {{ 1 if x.ospi else 0 }}
+#define EXTMEM_PSRAM {{ 1 if x.psram else 0 }}
 
-#if EXTMEM_SDRAM || EXTMEM_QSPI || EXTMEM_OSPI
+#if EXTMEM_SDRAM || EXTMEM_QSPI || EXTMEM_OSPI || EXTMEM_PSRAM
 #define EXTMEM_WAIT_LOOPS 2000000u /* > 10 ms at the board clock, > 100 ms at the reset clock */
 {%- if x.sdram or x.qspi %}
 #define RCC_AHB3ENR {{ x.ahb3enr }}
@@ -42,7 +46,10 @@ static const char *g_qspi_status = "not attempted";
 #if EXTMEM_OSPI
 static const char *g_ospi_status = "not attempted";
 #endif
-#if EXTMEM_SDRAM || EXTMEM_QSPI || EXTMEM_OSPI
+#if EXTMEM_PSRAM
+static const char *g_psram_status = "not attempted";
+#endif
+#if EXTMEM_SDRAM || EXTMEM_QSPI || EXTMEM_OSPI || EXTMEM_PSRAM
 
 static int wait_bits(uint32_t reg, uint32_t mask, uint32_t want) {
   for (uint32_t i = 0; i < EXTMEM_WAIT_LOOPS; i++) {
@@ -161,6 +168,200 @@ static const char *sdram_init(void) {
   }
   REG32(FMC_SDRTR) = {{ x.sdram.SDRTR }}; /* refresh every {{ x.sdram.refresh_count }} SDCLK cycles */
   return sdram_check();
+}
+#endif
+{% endif -%}
+
+{% if x.psram -%}
+{%- set r = x.psram -%}
+#if EXTMEM_PSRAM
+/* OCTOSPI{{ r.instance }} registers ({{ c.mcu_manual }}, OCTOSPI chapter: CR 0x000, DCR1-4 0x008-0x014,
+ * SR 0x020, FCR 0x024, DLR 0x040, AR 0x048, DR 0x050, CCR/TCR/IR 0x100/0x108/0x110, LPTR 0x130,
+ * WCCR/WTCR/WIR 0x180/0x188/0x190) and its delay block (DLYB chapter: CR 0x0, CFGR 0x4). */
+#define PSR_BASE {{ r.BASE_hex }}
+#define PSR_CR (PSR_BASE + 0x000u)
+#define PSR_DCR1 (PSR_BASE + 0x008u)
+#define PSR_DCR2 (PSR_BASE + 0x00Cu)
+#define PSR_DCR3 (PSR_BASE + 0x010u)
+#define PSR_DCR4 (PSR_BASE + 0x014u)
+#define PSR_SR (PSR_BASE + 0x020u)
+#define PSR_FCR (PSR_BASE + 0x024u)
+#define PSR_DLR (PSR_BASE + 0x040u)
+#define PSR_AR (PSR_BASE + 0x048u)
+#define PSR_DR8 (*(volatile uint8_t *)(uintptr_t)(PSR_BASE + 0x050u))
+#define PSR_CCR (PSR_BASE + 0x100u)
+#define PSR_TCR (PSR_BASE + 0x108u)
+#define PSR_IR (PSR_BASE + 0x110u)
+#define PSR_LPTR (PSR_BASE + 0x130u)
+#define PSR_WCCR (PSR_BASE + 0x180u)
+#define PSR_WTCR (PSR_BASE + 0x188u)
+#define PSR_WIR (PSR_BASE + 0x190u)
+#define PSR_FMODE_MASK (3u << 28)
+#define PSR_SR_TEF (1u << 0)
+#define PSR_SR_TCF (1u << 1)
+#define PSR_SR_BUSY (1u << 5)
+#define DLYB_CR ({{ r.DLYB_hex }} + 0x0u)
+#define DLYB_CFGR ({{ r.DLYB_hex }} + 0x4u)
+#define DLYB_DEN (1u << 0)
+#define DLYB_SEN (1u << 1)
+#define DLYB_LNGF (1u << 31)
+#define PSRAM_BASE {{ r.WINDOW_hex }}
+#define PSRAM_BYTES {{ r.bytes }}u
+
+static const uint8_t k_psram_pins[][4] = {
+{%- for p in r.pins %}
+    {{ '{' }}{{ p.port }}u, {{ p.pin }}u, {{ p.af }}u, {{ p.pull }}u{{ '}' }},{% endfor %}
+};
+
+/* One indirect-write command with a 32-bit address: CCR, TCR, instruction, address (writing AR
+ * starts a command without data), then `n` data bytes (the FIFO starts one with data). */
+static const char *psram_command(uint32_t ccr, uint32_t tcr, uint32_t ir, uint32_t addr, const uint8_t *data,
+                                 uint32_t n) {
+  if (!wait_bits(PSR_SR, PSR_SR_BUSY, 0u)) {
+    return "OCTOSPI busy";
+  }
+  REG32(PSR_CR) = (REG32(PSR_CR) & ~PSR_FMODE_MASK) | {{ r.CR_INDIRECT_WRITE_hex }};
+  if (n != 0u) {
+    REG32(PSR_DLR) = n - 1u;
+  }
+  REG32(PSR_TCR) = tcr;
+  REG32(PSR_CCR) = ccr;
+  REG32(PSR_IR) = ir;
+  REG32(PSR_AR) = addr;
+  for (uint32_t k = 0; k < n; k++) {
+    PSR_DR8 = data[k];
+  }
+  if (!wait_bits(PSR_SR, PSR_SR_TCF | PSR_SR_TEF, PSR_SR_TCF)) {
+    REG32(PSR_FCR) = PSR_SR_TCF | PSR_SR_TEF;
+    return "command not completed";
+  }
+  REG32(PSR_FCR) = PSR_SR_TCF;
+  return 0;
+}
+
+/* Delay block: DQS (edge-aligned with the PSRAM's read data) is delayed by a quarter clock period
+ * to the middle of each DTR half-cycle. Delay line length configuration ({{ c.mcu_manual }}, DLYB
+ * chapter): with all 12 delay cells selected, the smallest UNIT for which the sampled line holds
+ * one clock period (LNG[10:0] not 0, LNG[11:10] not both set); the highest set LNG bit is the
+ * number of cells in one period. Measured on the running clock (DCR1.FRCK). */
+static const char *psram_delay_block(void) {
+  uint32_t unit = 0u, lng = 0u;
+  REG32(PSR_DCR1) = {{ r.DCR1_FRCK_hex }}; /* free-running clock while measured */
+  REG32(DLYB_CR) = DLYB_DEN | DLYB_SEN;
+  for (; unit < 128u; unit++) {
+    REG32(DLYB_CFGR) = 12u | (unit << 8);
+    if (!wait_bits(DLYB_CFGR, DLYB_LNGF, DLYB_LNGF)) {
+      unit = 128u;
+      break;
+    }
+    lng = (REG32(DLYB_CFGR) >> 16) & 0xFFFu;
+    if ((lng & 0x7FFu) != 0u && (lng & 0xC00u) != 0xC00u) {
+      break;
+    }
+  }
+  REG32(PSR_DCR1) = {{ r.DCR1_hex }};
+  uint32_t cells = 10u;
+  while (cells > 0u && (lng >> cells) == 0u) {
+    cells--;
+  }
+  if (unit == 128u || cells < 4u) {
+    REG32(DLYB_CR) = 0u;
+    return "delay block: clock period not found";
+  }
+  REG32(DLYB_CR) = DLYB_DEN | DLYB_SEN;
+  REG32(DLYB_CFGR) = (cells / 4u) | (unit << 8); /* output phase: a quarter period */
+  REG32(DLYB_CR) = DLYB_DEN;
+  return 0;
+}
+
+/* Read-back of written patterns through the memory-mapped window, before any model uses it:
+ * a run of words across a page boundary (bursts split by CSBOUND), one word per address line,
+ * then single bytes and a half-word (written with the DQS data mask: their neighbours must keep
+ * their value). */
+static const char *psram_check(void) {
+  volatile uint32_t *m = (volatile uint32_t *)(uintptr_t)PSRAM_BASE;
+  const uint32_t run = {{ r.page_bytes * 3 // 16 }}u; /* from byte {{ r.page_bytes * 3 // 4 }}, 2 pages of words: across two page boundaries */
+  for (uint32_t k = 0; k < {{ r.page_bytes // 2 }}u; k++) {
+    m[run + k] = ~(k * 0x01010101u) ^ 0x5A00u;
+  }
+  for (uint32_t k = 0; k < {{ r.page_bytes // 2 }}u; k++) {
+    if (m[run + k] != (~(k * 0x01010101u) ^ 0x5A00u)) {
+      return "read-back mismatch (consecutive words)";
+    }
+  }
+  m[0] = 0xA5A5A5A5u;
+  for (uint32_t off = 1u; off < PSRAM_BYTES / 4u; off <<= 1) {
+    m[off] = 0x01234567u ^ (off * 0x9E3779B9u);
+  }
+  if (m[0] != 0xA5A5A5A5u) {
+    return "read-back mismatch at the first word";
+  }
+  for (uint32_t off = 1u; off < PSRAM_BYTES / 4u; off <<= 1) {
+    if (m[off] != (0x01234567u ^ (off * 0x9E3779B9u))) {
+      return "read-back mismatch (data or address line)";
+    }
+  }
+  volatile uint8_t *b = (volatile uint8_t *)(uintptr_t)PSRAM_BASE;
+  volatile uint16_t *h = (volatile uint16_t *)(uintptr_t)PSRAM_BASE;
+  b[5] = 0x3Cu;  /* byte 1 of word 1 */
+  b[0] = 0xC3u;  /* byte 0 of word 0 */
+  h[5] = 0xBEEFu; /* upper half of word 2 */
+  const uint32_t w1 = 0x01234567u ^ 0x9E3779B9u, w2 = 0x01234567u ^ (2u * 0x9E3779B9u);
+  if (m[0] != 0xA5A5A5C3u || m[1] != ((w1 & ~0xFF00u) | 0x3C00u) || m[2] != ((w2 & 0xFFFFu) | 0xBEEF0000u)) {
+    return "read-back mismatch (byte or half-word write)";
+  }
+  return 0;
+}
+
+static const char *psram_init(void) {
+#if !BOARD_CLOCK_FIXED
+  if (g_clock_fallback != 0) {
+    return "skipped: the clock fell back, its timings were computed for {{ c.cpu_mhz }} MHz";
+  }
+#endif
+  REG32({{ r.ahb2enr1 }}) |= {{ r.octospimen }}; /* OCTOSPIM clock */
+  REG32({{ r.ahb2enr2 }}) |= {{ r.EN_BIT_hex }}; /* OCTOSPI{{ r.instance }} clock */
+  (void)REG32({{ r.ahb2enr2 }});
+  REG32({{ r.PCR_ADDR_hex }}) = {{ r.PCR_hex }}; /* OCTOSPIM port {{ r.instance }}: CLK, NCS, DQS, IO[7:0] from OCTOSPI{{ r.instance }} */
+  pins_af(k_psram_pins, sizeof k_psram_pins / sizeof k_psram_pins[0]);
+  REG32(PSR_CR) = 0u;                    /* disabled while configured */
+  REG32(PSR_DCR1) = {{ r.DCR1_hex }};      /* AP Memory mode, DEVSIZE {{ r.DEVSIZE }}, CS high {{ r.CSHT + 1 }} cycles (tCPH {{ r.cph_ns }} ns), delay block used */
+  REG32(PSR_DCR2) = {{ r.DCR2_hex }};      /* prescaler {{ r.PRESCALER }}: {{ r.hz }} Hz at the board clock */
+  REG32(PSR_DCR3) = {{ r.DCR3_hex }};      /* CSBOUND {{ r.CSBOUND }}: no burst crosses a {{ r.page_bytes }}-byte page */
+  REG32(PSR_DCR4) = {{ r.DCR4_hex }};      /* REFRESH {{ r.REFRESH }}: CE# low at most tCEM {{ r.cem_ns }} ns */
+  REG32(PSR_CR) = 1u;                    /* EN, FIFO threshold 1 byte */
+  const char *why = psram_delay_block();
+  if (why != 0) {
+    return why;
+  }
+  /* global reset (0xFF), then tRST */
+  if ((why = psram_command({{ r.CCR_RESET_hex }}, 0u, {{ r.IR_RESET_hex }}, 0u, 0, 0u)) != 0) {
+    return why;
+  }
+  delay_us(1000u);
+  /* mode registers (write 0xC0, the value on both edges): MR0 fixed latency {{ r.LATENCY }}, {{ r.drive }} drive;
+   * MR4 write latency {{ r.LATENCY }}, 4x refresh, whole array; MR8 2K burst, row-boundary crossing */
+  static const uint8_t k_mr[3][2] = {{ '{' }}{0x00u, {{ r.MR0_hex }}}, {0x04u, {{ r.MR4_hex }}}, {0x08u, {{ r.MR8_hex }}}{{ '}' }};
+  for (uint32_t k = 0; k < 3u; k++) {
+    const uint8_t value[2] = {k_mr[k][1], k_mr[k][1]};
+    if ((why = psram_command({{ r.CCR_MRW_hex }}, {{ r.TCR_MRW_hex }}, {{ r.IR_MRW_hex }}, k_mr[k][0], value, 2u)) != 0) {
+      return why;
+    }
+  }
+  if (!wait_bits(PSR_SR, PSR_SR_BUSY, 0u)) {
+    return "OCTOSPI busy";
+  }
+  /* memory-mapped octal DTR: write SYNC WRITE 0x80 ({{ r.WRITE_DCYC }} latency clocks), read SYNC READ 0x00
+   * ({{ r.READ_DCYC }}: 2 x {{ r.LATENCY }}, fixed latency), DQS on both; nCS released after {{ r.LPTR }} idle clocks */
+  REG32(PSR_WCCR) = {{ r.WCCR_hex }};
+  REG32(PSR_WTCR) = {{ r.WTCR_hex }};
+  REG32(PSR_WIR) = {{ r.WIR_hex }};
+  REG32(PSR_CCR) = {{ r.CCR_READ_hex }};
+  REG32(PSR_TCR) = {{ r.TCR_READ_hex }};
+  REG32(PSR_IR) = {{ r.IR_READ_hex }};
+  REG32(PSR_LPTR) = {{ r.LPTR_hex }};
+  REG32(PSR_CR) = (REG32(PSR_CR) & ~PSR_FMODE_MASK) | {{ r.CR_MEMORY_MAPPED_hex }};
+  return psram_check();
 }
 #endif
 {% endif -%}
@@ -385,7 +586,7 @@ static const char *weights_copy(void) {
     return "{{ x.boot_copy.load }} is not memory-mapped";
   }
 {%- if x.boot_copy.run_external %}
-  if (g_sdram_status != 0) {
+  if ({{ x.boot_copy.run_status }} != 0) {
     return "{{ x.boot_copy.run }} is not up";
   }
 {%- endif %}
@@ -429,6 +630,9 @@ void extmem_init(void) {
 #if EXTMEM_OSPI
   g_ospi_status = ospi_init();
 #endif
+#if EXTMEM_PSRAM
+  g_psram_status = psram_init();
+#endif
 {%- if x.mpu %}
   mpu_configure();
 {%- endif %}
@@ -467,6 +671,17 @@ uint32_t extmem_report(void) {
                                   : "extmem: {{ x.ospi.region }} failed (");
   if (g_ospi_status != 0) {
     console_puts(g_ospi_status);
+    console_puts(")\n");
+    failed++;
+  }
+#endif
+{% endif -%}
+{% if x.psram -%}
+#if EXTMEM_PSRAM
+  console_puts(g_psram_status == 0 ? "extmem: {{ x.psram.region }} ok ({{ x.psram.part }}, {{ x.psram.bytes }} B, {{ x.psram.hz }} Hz octal DTR, latency {{ x.psram.LATENCY }})\n"
+                                   : "extmem: {{ x.psram.region }} failed (");
+  if (g_psram_status != 0) {
+    console_puts(g_psram_status);
     console_puts(")\n");
     failed++;
   }
