@@ -230,7 +230,7 @@ def test_balanced_trades_pool_for_cycles_between_ram_and_time():
     fm = flash_model_for(L4R5)
     unstaged = compile_model(path).plan.pool_size
     c = compile_model(path, flash=fm)
-    share = unstaged + (fm.ram_room - unstaged) // staging.BALANCED_SHARE
+    share = unstaged + (fm.ram_room - unstaged) // staging.STAGING_SHARE
     assert unstaged < c.plan.pool_size < share
     fast = compile_model(path, flash=dataclasses.replace(fm, ram_room=share), optimization="time")
     ref = staging.modelled_cycles(fast.graph, fm)
