@@ -312,6 +312,22 @@ def test_mlperf_flash_reads_at_most_1_5x_weights_and_bit_exact(stem, tmp_path):
     assert all(verdict.ok), verdict.reference
 
 
+@pytest.mark.parametrize("board", ["disco-f746", "nucleo-h7a3zi-q"])
+def test_m7_boards_read_flash_at_most_1_5x_weights(board):
+    """Issue 26's bar on the Cortex-M7 boards, as `generate --board B` compiles (balanced):
+    weights left in flash are read at most 1.5x per inference (analytic count, each kernel's
+    loops); weights copied to RAM at boot are read from flash 0 times."""
+    from stm32ai.pipeline import compile_for_board
+
+    for stem in MLPERF:
+        c = compile_for_board(shared_model(f"mlperf_tiny/{stem}.tflite"), "network", board)
+        weights = next(p["size"] for p in c.doc["stm32ai"]["pools"] if p["name"] == "weights")
+        if c.weights_pool:  # in RAM at boot
+            continue
+        reads = sum(flash_reads(op, c.graph) for op in c.graph.ops)
+        assert reads <= 1.5 * weights, (stem, reads, weights)
+
+
 @pytest.mark.slow
 def test_disco_f746_resnet_tiles_bit_exact():
     """IC compiled for disco-f746 (tiles of output channels on layers 8 and 9, cache-resident
