@@ -335,7 +335,7 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
             bands, consts = _dw3_bands(op.attrs), sum(_nbytes(g, i) for i in _consts(op, g))
             gain = flash.stalls((bands - 1) * consts) if consts > flash.cache_bytes else 0
             cost = consts // 4 * 2 * flash.loop_cpi
-            resident = consts <= flash.cache_bytes and bands * consts >= RESIDENT_READS * consts  # _resident
+            resident = consts <= flash.cache_bytes and bands >= RESIDENT_READS  # read once per band: _resident
             if bands > 1 and group * 40 <= budget and (gain > cost or resident):
                 op.attrs["stage"] = 1
                 op.scratch = int(op.scratch or 0) + group * 40
@@ -385,9 +385,9 @@ def saved_per_byte(g: Graph, op: Op, before: dict, flash: FlashModel) -> float:
 def _resident(g: Graph, op: Op, flash: FlashModel) -> bool:
     """conv2d_s8 constants the flash data cache holds between pixel pairs (the model charges
     their stalls once) yet re-read from it RESIDENT_READS times or more. The choice stages them
-    anyway when the staging bytes are already free at the layer's step (the pool does not grow):
-    the copy costs ~0.1 % of the layer (disco-f746 IC: +826 cycles on layer 0's 770 k), the
-    reads leave a cache the other flash data shares (the M7's D-cache replacement is
+    whole anyway (the layer's own inner loop) when the bytes fit the mode's budget at its step
+    (`ram`: bytes already free; balanced: its share, not the Pareto target): the copy costs
+    ~0.1 % of the layer (disco-f746 IC: +826 cycles on layer 0's 770 k), the reads leave a cache the other flash data shares (the M7's D-cache replacement is
     pseudo-random, TRM §5), and the flash bytes read per inference meet issue 26's 1.5x
     (IC's layer 0 alone read 720 KB of its 1.4 KB per inference from the cache)."""
     passed = _nbytes(g, op.inputs[1]) + _nbytes(g, op.inputs[2])
