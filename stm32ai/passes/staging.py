@@ -387,8 +387,9 @@ def _resident(g: Graph, op: Op, flash: FlashModel) -> bool:
     their stalls once) yet re-read from it RESIDENT_READS times or more. The choice stages them
     whole anyway (the layer's own inner loop) when the bytes fit the mode's budget at its step
     (`ram`: bytes already free; balanced: its share, not the Pareto target): the copy costs
-    ~0.1 % of the layer (disco-f746 IC: +826 cycles on layer 0's 770 k), the reads leave a cache the other flash data shares (the M7's D-cache replacement is
-    pseudo-random, TRM §5), and the flash bytes read per inference meet issue 26's 1.5x
+    ~0.1 % of the layer (disco-f746 IC: +826 cycles on layer 0's 770 k), the reads leave a cache
+    the other flash data shares (the M7's D-cache replacement is pseudo-random, TRM §5), and the
+    flash bytes read per inference meet issue 26's 1.5x
     (IC's layer 0 alone read 720 KB of its 1.4 KB per inference from the cache)."""
     passed = _nbytes(g, op.inputs[1]) + _nbytes(g, op.inputs[2])
     return 0 < passed <= flash.cache_bytes and flash_reads(op, g) >= RESIDENT_READS * passed
