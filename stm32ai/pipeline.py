@@ -11,7 +11,7 @@ import numpy as np
 
 from stm32ai.frontend.tflite_reader import load_tflite
 from stm32ai.graphjson import to_graph_json
-from stm32ai.ir import Graph
+from stm32ai.ir import Graph, Op
 from stm32ai.passes.canonicalize import canonicalize
 from stm32ai.passes.check_support import check_supported
 from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
@@ -22,7 +22,20 @@ from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
 from stm32ai.passes.lower.overlap import annotate_overlaps
 from stm32ai.passes.output_copies import add_output_copies
-from stm32ai.passes.staging import FlashModel, blocked, choose_staging, modelled_cycles, pool_limit, unstage
+from stm32ai.passes.staging import (
+    M7_AXI_ROUND_TRIP,
+    M7_COLUMN_CPI,
+    M7_LOOP8_CPI,
+    M7_LOOP_CPI,
+    FlashModel,
+    blocked,
+    choose_staging,
+    modelled_cycles,
+    pool_limit,
+    restage_whole,
+    saved_per_byte,
+    unstage,
+)
 from stm32ai.passes.stripes import form_all, form_stripes
 from stm32ai.passes.verify import (
     verify_accumulators,
@@ -126,16 +139,41 @@ def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inp
     # the mode's limit, not balanced's Pareto target: the re-plan may differ from the
     # unstaged plan's free bytes by a few buffers either way
     limit = pool_limit(optimization, plan.pool_size, flash)
-    for keep in (lambda op: True, lambda op: not blocked(op), lambda op: False):
-        for op, before in staged:
-            if not keep(op):
-                unstage(op, before)
-        staged = [(op, b) for op, b in staged if keep(op)]
+
+    def replan() -> Plan:
         annotate_overlaps(g, ALIGN)
-        new = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
-        if new.pool_size <= limit or not staged:
-            return new
+        return plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+
+    new = replan()
+    # over the limit: take back tile splits one at a time (a wholesale retreat lost IC's three
+    # tiled layers on disco-f746 for the one whose lost overlap the re-plan could not absorb):
+    # the first, by fewest cycles saved per staging byte, whose return alone makes the pool fit,
+    # else the fewest saved per byte; a layer taken back is staged whole when its choice had a
+    # single-block candidate (`restage_whole`); past the last split, every layer
+    while new.pool_size > limit:
+        tiles = sorted((s for s in staged if blocked(s[0])), key=lambda s: saved_per_byte(g, s[0], s[1], flash))
+        if not tiles:
+            break
+        drop = next((s for s in tiles if _fits_without(g, s, replan, limit)), tiles[0])
+        if not restage_whole(g, *drop):
+            staged = [s for s in staged if s[0] is not drop[0]]
+        new = replan()
+    if new.pool_size > limit:
+        for op, before in staged:
+            unstage(op, before)
+        new = replan()
+    annotate_overlaps(g, ALIGN)
     return new
+
+
+def _fits_without(g: Graph, s: tuple[Op, dict], replan: Any, limit: int) -> bool:
+    """Whether the re-plan fits the limit with this tiled layer staged whole (or not staged)."""
+    op, before = s
+    kept = (op.kernel, list(op.inputs), dict(op.attrs), op.scratch)
+    restage_whole(g, op, before)
+    fits = replan().pool_size <= limit
+    op.kernel, op.inputs, op.attrs, op.scratch = kept
+    return fits
 
 
 def weights_budget_for(board_id: str | None) -> int | None:
@@ -176,8 +214,14 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
     if b.cache and l1:
         cache = max(cache, parse_size(l1["size"], "memsys.l1.dcache.size"))
     budgets = activation_budgets(b, weights_bytes=0, activations_pool=activations_pool, weights_pool=w_pool)
-    return FlashModel(b.id, int(b.clock.flash_latency), int(flash["read_bytes"]), cache,
-                      budgets[0][1] if budgets else 0)
+    ws, line = int(b.clock.flash_latency), int(flash["read_bytes"])
+    core: dict[str, float] = {}
+    if b.core == "cortex-m7":  # dual issue; with the L1 D-cache on, one line fill per 32-B line
+        ratio = max(1, round(b.cpu_hz / b.hclk_hz))
+        core = {"miss_cycles": (ws + 1) * ratio + M7_AXI_ROUND_TRIP, "loop_cpi": M7_LOOP_CPI,
+                "column_cpi": M7_COLUMN_CPI, "loop8_cpi": M7_LOOP8_CPI}
+        line = int(l1["line_bytes"]) if b.cache and l1 else line
+    return FlashModel(b.id, ws, line, cache, budgets[0][1] if budgets else 0, **core)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:

@@ -32,15 +32,38 @@ import numpy as np
 from stm32ai.ir import Graph, Op
 
 __all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage", "blocked",
-           "modelled_cycles", "pool_limit", "pool_target", "staging_budget", "staging_rows", "BALANCED_SHARE",
+           "modelled_cycles", "pool_limit", "saved_per_byte", "restage_whole",
+           "pool_target", "staging_budget", "staging_rows", "BALANCED_SHARE", "STAGING_SHARE",
            "BALANCED_RATE", "STAGED_LUT"]
 
-BALANCED_SHARE = 4  # balanced: staging may grow the pool by at most 1/BALANCED_SHARE of the room left
+BALANCED_SHARE = 4  # balanced: weights copied to RAM take at most 1/BALANCED_SHARE of the RAM left free
+# balanced: staging may grow the pool by at most 1/STAGING_SHARE of the region's room left (was
+# 1/4: on disco-f746 the DTCM room after IC's pool is 23 KB, and 1/4 of it held neither a layer
+# whose 18 KB the Pareto rate pays for nor a tile split plus the in-place overlap it loses)
+STAGING_SHARE = 2
 # balanced: a KiB of pool is worth BALANCED_RATE of the modelled cycles; the pool stops growing
 # where one more KiB would save less (docs/flash_staging.md, "balanced: the Pareto choice":
 # calibrated with the estimator, 1 % took IC's last 2.5 KB for +5 % of its estimated cycles)
 BALANCED_RATE = 0.005
 STAGED_LUT = {"add_lut_s8": "add_lut_staged_s8"}
+RESIDENT_READS = 4  # constants the data cache holds, read this many times per inference: `_resident`
+
+
+# Cortex-M7 cycles per modelled instruction of conv2d_s8's MAC loop and of its column rebuilds
+# (`_conv_cycles`' units are the Cortex-M4 loops' instructions). Calibrated with the cycle
+# estimator on disco-f746 IC (docs/flash_staging.md, "Cortex-M7: tiles of output channels"):
+# the MAC loop dual-issues (0.79-0.86 cycles per unit over layers 5, 8, 9 unstaged, data
+# stalls removed), the int8 -> int16 column unpack does not (1.20-1.31 per unit: the cycles one
+# more block adds on layers 5, 8, 9). Cortex-M4/M33: 1 and 1, the units the model was made in.
+M7_LOOP_CPI = 0.82
+M7_COLUMN_CPI = 1.27
+# the int8 MAC loop (SXTB16 per pair, loads that do not pair): 1.05 per unit (layer 5 staged
+# int8: 2,477,966 estimated cycles for 2.36 M units, above its 2,270,205 read from flash)
+M7_LOOP8_CPI = 1.05
+# Cortex-M7: a D-cache line fill from the flash on AXIM costs the first access (wait states +
+# 1 bus cycles, times the core/bus clock ratio) plus the AXI round trip (2 core cycles, the
+# estimator's assumption, docs/estimate.md "Cortex-M7 memory system")
+M7_AXI_ROUND_TRIP = 2
 
 
 @dataclass(frozen=True)
@@ -53,10 +76,14 @@ class FlashModel:
     cache_bytes: int    # data cache in front of the flash (ART D-cache, or the enabled M7 L1
                         # D-cache): a layer whose re-read constants fit it pays once
     ram_room: int       # bytes the activation pool may use in its region (staged pool limit)
+    miss_cycles: float = 0.0  # cycles one flash read stalls (0: the wait states; M7: the line fill)
+    loop_cpi: float = 1.0     # core cycles per modelled MAC-loop / copy instruction (M7_LOOP_CPI)
+    column_cpi: float = 1.0   # core cycles per modelled column-rebuild instruction (M7_COLUMN_CPI)
+    loop8_cpi: float = 1.0    # ... per modelled int8 MAC-loop instruction (M7_LOOP8_CPI)
 
     def stalls(self, nbytes: float) -> float:
-        """Estimated wait-state cycles of reading nbytes sequentially from flash."""
-        return nbytes / self.line_bytes * self.wait_states
+        """Estimated stall cycles of reading nbytes sequentially from flash."""
+        return nbytes / self.line_bytes * (self.miss_cycles or self.wait_states)
 
 
 # ---- analytic flash reads (bytes loaded from the weights array per inference) -----------------
@@ -159,14 +186,14 @@ def _conv_cycles(a: dict, flash: FlashModel, w16: int, blk: int, staged: bool, w
     read costs the wait states on top (no prefetch on the data side)."""
     oc, kp, pairs = int(a["out_c"]), _kp(a), _pairs(a)
     groups = kp // 4
-    loop = pairs * ((oc + 1) // 2) * groups * (12 if w16 else 16)
+    loop = pairs * ((oc + 1) // 2) * groups * (12 * flash.loop_cpi if w16 else 16 * flash.loop8_cpi)
     col = groups * 10 + 30 + (3 * kp if int(a["in_c"]) % 4 else 0)
     nblk = -(-oc // blk)
-    rebuild = (nblk - 1) * pairs * col
+    rebuild = (nblk - 1) * pairs * col * flash.column_cpi
     passed = wbytes + rq
     if staged:
         words = (oc * kp + rq) // 4
-        copy = words * 2 + (oc * kp // 4) * 4 * w16
+        copy = (words * 2 + (oc * kp // 4) * 4 * w16) * flash.loop_cpi
         reads = passed
         return _Cand(blk if nblk > 1 else oc, w16, blk * (16 + kp * (1 + w16)),
                      loop + rebuild + copy + flash.stalls(reads), reads)
@@ -227,7 +254,7 @@ def _lost_overlap(plan, g: Graph, op: Op) -> int:
 def staging_budget(mode: str, pool: int, live: int, flash: FlashModel) -> int:
     """Upper bound of the staging bytes a layer may add at its step:
     ram: the pool's bytes already free at that step (the pool does not grow);
-    balanced: those plus 1/BALANCED_SHARE of the region's room left after the pool (the Pareto
+    balanced: those plus 1/STAGING_SHARE of the region's room left after the pool (the Pareto
     choice, `pool_target`, may stop below);
     time: whatever the activation region still holds."""
     free = max(pool - live, 0)
@@ -235,7 +262,7 @@ def staging_budget(mode: str, pool: int, live: int, flash: FlashModel) -> int:
     if mode == "ram":
         return min(free, room)
     if mode == "balanced":
-        return min(free + max(flash.ram_room - pool, 0) // BALANCED_SHARE, room)
+        return min(free + max(flash.ram_room - pool, 0) // STAGING_SHARE, room)
     return room
 
 
@@ -287,7 +314,18 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
         budget = staging_budget(mode, pool, at, flash)
         before = {"kernel": op.kernel, "inputs": list(op.inputs), "attrs": dict(op.attrs), "scratch": op.scratch}
         if op.kernel == "conv2d_s8" and idx in options:
-            best = _fastest(options[idx], max(min(budget, target - at), 0))
+            room = max(min(budget, target - at), 0)
+            best = _fastest(options[idx], room)
+            if best.stage_oc and best.stage_oc < int(op.attrs["out_c"]):
+                # the re-plan's fallback when this tile split does not fit (pipeline._plan_staged)
+                one = [(need, c) for need, c in options[idx] if c.stage_oc in (0, int(op.attrs["out_c"]))]
+                alt = _fastest(one, room) if any(need <= room for need, _ in one) else None
+                before["alt"] = alt if alt is not None and alt.stage_oc else None
+            if not best.stage_oc and _resident(g, op, flash):
+                # constants the data cache holds: staged whole within the mode's budget (`_resident`)
+                whole = [c for need, c in options[idx] if c.stage_oc == int(op.attrs["out_c"])
+                         and c.w16 == int(op.attrs.get("w16", 0)) and need <= budget]
+                best = whole[0] if whole else best
             if best.stage_oc:
                 _stage_conv(g, op, best)
                 staged.append((op, before))
@@ -296,8 +334,9 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
             group = 2 if "_g2" in (op.kernel or "") else 4
             bands, consts = _dw3_bands(op.attrs), sum(_nbytes(g, i) for i in _consts(op, g))
             gain = flash.stalls((bands - 1) * consts) if consts > flash.cache_bytes else 0
-            cost = consts // 4 * 2
-            if bands > 1 and group * 40 <= budget and gain > cost:
+            cost = consts // 4 * 2 * flash.loop_cpi
+            resident = consts <= flash.cache_bytes and bands >= RESIDENT_READS  # read once per band: _resident
+            if bands > 1 and group * 40 <= budget and (gain > cost or resident):
                 op.attrs["stage"] = 1
                 op.scratch = int(op.scratch or 0) + group * 40
                 staged.append((op, before))
@@ -305,8 +344,9 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
             tables = sum(_nbytes(g, i) for i in _consts(op, g))
             reads = flash_reads(op, g)
             gain = flash.stalls(reads) if tables > flash.cache_bytes else 0
-            cost = tables // 4 * 2 + flash.stalls(tables)
-            if tables <= budget and gain > cost:
+            cost = tables // 4 * 2 * flash.loop_cpi + flash.stalls(tables)
+            resident = tables <= flash.cache_bytes and reads >= RESIDENT_READS * tables
+            if tables <= budget and (gain > cost or resident):
                 op.kernel = STAGED_LUT[op.kernel]
                 op.scratch = tables
                 staged.append((op, before))
@@ -321,18 +361,57 @@ def modelled_cycles(g: Graph, flash: FlashModel) -> float:
     total = 0.0
     for op in g.ops:
         if op.kernel == "conv2d_s8":
-            a = op.attrs
-            s = int(a.get("stage_oc", 0))
-            rq, w = _nbytes(g, op.inputs[2]), _nbytes(g, op.inputs[1])
-            total += _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq).cycles
+            total += _op_cycles(g, op.attrs, op.inputs, flash)
         else:
             total += flash.stalls(flash_reads(op, g))
     return total
 
 
+def _op_cycles(g: Graph, a: dict, inputs: list[int], flash: FlashModel) -> float:
+    s = int(a.get("stage_oc", 0))
+    rq, w = _nbytes(g, inputs[2]), _nbytes(g, inputs[1])
+    return _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq).cycles
+
+
+def saved_per_byte(g: Graph, op: Op, before: dict, flash: FlashModel) -> float:
+    """Modelled cycles a staged conv2d_s8 saves per byte of its staging area (what the re-plan
+    gives back first when the pool passes the mode's limit: the least paid-for bytes)."""
+    if op.kernel != "conv2d_s8":
+        return float("inf")
+    saved = _op_cycles(g, before["attrs"], before["inputs"], flash) - _op_cycles(g, op.attrs, op.inputs, flash)
+    return saved / max(conv_stage_bytes(op.attrs), 1)
+
+
+def _resident(g: Graph, op: Op, flash: FlashModel) -> bool:
+    """conv2d_s8 constants the flash data cache holds between pixel pairs (the model charges
+    their stalls once) yet re-read from it RESIDENT_READS times or more. The choice stages them
+    whole anyway (the layer's own inner loop) when the bytes fit the mode's budget at its step
+    (`ram`: bytes already free; balanced: its share, not the Pareto target): the copy costs
+    ~0.1 % of the layer (disco-f746 IC: +826 cycles on layer 0's 770 k), the reads leave a cache
+    the other flash data shares (the M7's D-cache replacement is pseudo-random, TRM §5), and the
+    flash bytes read per inference meet issue 26's 1.5x
+    (IC's layer 0 alone read 720 KB of its 1.4 KB per inference from the cache)."""
+    passed = _nbytes(g, op.inputs[1]) + _nbytes(g, op.inputs[2])
+    return 0 < passed <= flash.cache_bytes and flash_reads(op, g) >= RESIDENT_READS * passed
+
+
 def unstage(op: Op, before: dict) -> None:
     """Put a staged op back as it was (its constants: the original ones, still in the graph)."""
-    op.kernel, op.inputs, op.attrs, op.scratch = before["kernel"], before["inputs"], before["attrs"], before["scratch"]
+    op.kernel, op.inputs, op.attrs, op.scratch = (before["kernel"], list(before["inputs"]), dict(before["attrs"]),
+                                                  before["scratch"])
+
+
+def restage_whole(g: Graph, op: Op, before: dict) -> bool:
+    """A blocked conv2d_s8 put back, then staged as its best single-block choice (`alt`, recorded
+    by choose_staging: no access-order change, so its input and output may still overlap) when
+    it had one. Returns whether it is staged."""
+    alt = before.get("alt")
+    if alt is None:
+        unstage(op, before)
+        return False
+    op.attrs = dict(before["attrs"], w16=alt.w16, stage_oc=alt.stage_oc)  # inputs: the int8 layout already
+    op.scratch = int(before["scratch"] or 0) + conv_stage_bytes(op.attrs)
+    return True
 
 
 def blocked(op: Op) -> bool:
