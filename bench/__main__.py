@@ -16,6 +16,9 @@ For every model in ../shared/models (when present) and a few project fixtures:
   * a per-layer table per model (kernel, shapes, MACC, instructions, instr/MAC, share), from a
     second firmware built with --profile; the headline figure comes from the plain firmware, so
     it carries no profiling overhead;
+  * for the MLPerf Tiny models, the `--optimization ram` table (bench/ram.py): pools balanced /
+    ram without / with stripes, the ram firmware's instructions and verdict, estimated cycles on
+    NUCLEO-L4R5ZI and the cost of the mode;
   * compile + emit time.
 Writes bench/results/bench.json and bench/results/bench.md.
 

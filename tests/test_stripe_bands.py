@@ -104,3 +104,22 @@ def test_estimator_confirms_stripe_flash_reads(tmp_path):
                                                                    m.name)], Pools())
     est = estimate_project(tmp_path / "p", board)
     assert abs(est.flash_bytes_read - analytic) <= 0.03 * analytic
+
+
+@pytest.mark.slow
+def test_bench_ram_row(tmp_path):
+    """bench's RAM-mode row (bench/ram.py) on a chain where a stripe pays: the ram firmware
+    runs on the emulated board and its output matches TFLite Micro (the demo's verdict), its pool
+    is below --no-stripes', and the table renders the row."""
+    from bench.__main__ import _build_run
+    from bench.ram import bench_ram, ram_table
+    from stm32ai.boards import load_board
+
+    p = _chain(tmp_path, oc=32)
+    row = {"stem": p.stem, "pool_bytes": compile_model(p).plan.pool_size}
+    bench_ram(row, p, tmp_path, _build_run, load_board("qemu-netduinoplus2"), estimate=False)
+    r = row["ram"]
+    assert r["result"] == "match" and r["instructions"] > 0
+    assert r["pool_ram"] < r["pool_ram_no_stripes"] and r["bands"] == [1]
+    assert f"| {p.stem} | {row['pool_bytes']:,} | {r['pool_ram_no_stripes']:,} | {r['pool_ram']:,} | 1 | match |" \
+        in ram_table([row])
