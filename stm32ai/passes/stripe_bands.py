@@ -56,8 +56,8 @@ def choose_bands(g: Graph, chosen: list[Stripe], evaluate: Callable[[Graph], tup
     picks, or back to layer by layer; returns every option evaluated (the stripe-less graph
     first), the picked one marked."""
     pos = [i for i, op in enumerate(g.ops) if op.kernel == "stripe"]
-    by_first = {st.members[0].op.index: st for st in chosen}
-    stripes = [by_first[int(g.ops[i].attrs["stripe"]["members"][0]["source_index"])] for i in pos]
+    by_out = {tuple(st.outputs): st for st in chosen}  # a tensor has one producer: outputs name the stripe
+    stripes = [by_out[tuple(g.ops[i].outputs)] for i in pos]
     variants = [_variants(g, g.ops[i], st) for i, st in zip(pos, stripes, strict=True)]
     ops = list(g.ops)
     seen: dict[tuple[int | None, ...], Option] = {}
