@@ -211,9 +211,15 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
     l1 = ((b.memsys or {}).get("l1") or {}).get("dcache")
     if b.cache and l1:
         cache = max(cache, parse_size(l1["size"], "memsys.l1.dcache.size"))
+    icache = 0
+    if flash.get("icache"):
+        icache = int(flash["icache"]["lines"]) * int(flash["icache"]["line_bytes"])
+    l1i = ((b.memsys or {}).get("l1") or {}).get("icache")
+    if b.cache and l1i:
+        icache = max(icache, parse_size(l1i["size"], "memsys.l1.icache.size"))
     budgets = activation_budgets(b, weights_bytes=0, activations_pool=activations_pool, weights_pool=w_pool)
     return FlashModel(b.id, int(b.clock.flash_latency), int(flash["read_bytes"]), cache,
-                      budgets[0][1] if budgets else 0)
+                      budgets[0][1] if budgets else 0, icache)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:

@@ -53,6 +53,8 @@ class FlashModel:
     cache_bytes: int    # data cache in front of the flash (ART D-cache, or the enabled M7 L1
                         # D-cache): a layer whose re-read constants fit it pays once
     ram_room: int       # bytes the activation pool may use in its region (staged pool limit)
+    icache_bytes: int = 0  # instruction cache in front of the flash (ART I-cache, M7 L1 I-cache,
+                           # the U5's ICACHE): the stripe cost model's code re-fetch per call
 
     def stalls(self, nbytes: float) -> float:
         """Estimated wait-state cycles of reading nbytes sequentially from flash."""
@@ -413,8 +415,8 @@ CPI = 1.14                 # estimated cycles per modelled instruction, stalls a
 DW3_BAND_CYCLES = 270.0    # per channel and row band of a 3x3 depthwise: frame set-up, row loops
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
-CALL_CODE_BYTES = 4096     # per kernel call: code refetched from flash when the calls alternate
-                           # between kernels (the L4R5's 1 KiB ART I-cache holds one kernel's loops)
+CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
+                           # board's I-cache does not hold is re-fetched from flash at every call
 MEMMOVE_CYCLES_PER_BYTE = 1.0  # a ring drop moves the live rows to the ring's start (word copy)
 ZERO_WAIT = FlashModel("", 0, 8, 0, 0)  # weights read at no cost (no board, RAM, emulated)
 
@@ -465,23 +467,23 @@ def _col_cycles(a: dict) -> int:
     return (kp // 4) * 10 + 30 + (3 * kp if int(a["in_c"]) % 4 else 0)
 
 
-def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None, cached: bool) -> float:
+def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> float:
     """Modelled cycles of one kernel call that depend on its geometry: conv2d_s8's MAC loop,
     columns, requantisation and weight stalls (its staging choice included); the 3x3
     depthwise's per-channel band set-up and frame reads; every other kernel's constant reads
-    (stalls). cached: constants that fit the flash data cache pay once (layer by layer; in a
-    stripe the members evict each other). MAC_CYCLES and call_cycles are added by the caller."""
+    (stalls). Constants that fit the flash data cache stall once per call (a stripe's members
+    evict each other between calls). MAC_CYCLES and call_cycles are added by the caller."""
     a = mop.attrs
     if mop.kernel == "conv2d_s8":
         w, rq = _nbytes(g, mop.inputs[1]), _nbytes(g, mop.inputs[2])
         s = int(a.get("stage_oc", 0))
         c = _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq)
-        reads = c.reads if s > 0 or (cached and w + rq <= flash.cache_bytes) else _pairs(a) * (w + rq)
+        reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _pairs(a) * (w + rq)
         instr = c.cycles - flash.stalls(c.reads) + _pairs(a) * (_col_cycles(a) + CONV_REQ_INSTR * int(a["out_c"]))
         return CPI * instr + flash.stalls(reads)
     reads = flash_reads(mop, g, elements)
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))
-    stalls = 0.0 if cached and consts <= flash.cache_bytes else flash.stalls(reads)
+    stalls = flash.stalls(consts if consts <= flash.cache_bytes else reads)
     if (mop.kernel or "").startswith("depthwise_conv2d_3x3"):
         return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * DW3_BAND_CYCLES + stalls
     return stalls
@@ -492,17 +494,17 @@ def _mac_cycles(op: Op) -> float:
 
 
 def call_cycles(flash: FlashModel) -> float:
-    """Modelled cycles of one kernel call (CALL_INSTR, CALL_CODE_BYTES at the flash's wait states)."""
-    return CPI * CALL_INSTR + flash.stalls(CALL_CODE_BYTES)
+    """Modelled cycles of one kernel call: CALL_INSTR, and the part of CALL_CODE_BYTES the
+    I-cache does not hold re-fetched at the flash's wait states."""
+    return CPI * CALL_INSTR + flash.stalls(max(CALL_CODE_BYTES - flash.icache_bytes, 0))
 
 
 def stripe_cycles(op: Op, g: Graph, flash: FlashModel | None) -> float:
-    """Modelled cycles of a stripe op: every call at its band's geometry (constants never
-    cached: the members evict each other), call_cycles per call, the members' MACs once, and
-    the ring drops' memmove."""
+    """Modelled cycles of a stripe op: every call at its band's geometry, call_cycles per
+    call, the members' MACs once, and the ring drops' memmove."""
     fm = flash or ZERO_WAIT
     calls = stripe_calls(op, g)
-    total = sum(_call_cycles(m, g, fm, el, False) + call_cycles(fm) for m, el in calls)
+    total = sum(_call_cycles(m, g, fm, el) + call_cycles(fm) for m, el in calls)
     total += sum(_mac_cycles(m) for m, _ in stripe_calls(op, g, full=True))
     st = op.attrs["stripe"]
     moved = sum((s[2] - s[1]) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)
@@ -519,5 +521,5 @@ def graph_cycles(g: Graph, flash: FlashModel | None) -> float:
         if op.kernel == "stripe":
             total += stripe_cycles(op, g, fm)
         elif op.kernel and op.kernel != "__nop":
-            total += _call_cycles(op, g, fm, None, True) + _mac_cycles(op) + call_cycles(fm)
+            total += _call_cycles(op, g, fm, None) + _mac_cycles(op) + call_cycles(fm)
     return total
