@@ -123,3 +123,26 @@ def test_bench_ram_row(tmp_path):
     assert r["pool_ram"] < r["pool_ram_no_stripes"] and r["bands"] == [1]
     assert f"| {p.stem} | {row['pool_bytes']:,} | {r['pool_ram_no_stripes']:,} | {r['pool_ram']:,} | 1 | match |" \
         in ram_table([row])
+
+
+def test_analyze_lists_the_band_options(tmp_path):
+    """analyze --optimization ram: the options weighed in text and --json (the stripe-less graph
+    first, its pool = --no-stripes'); a bad --stripes-max-cost is one line, exit 2, nothing written."""
+    import json
+
+    from conftest import assert_one_line_error, stm32ai_cli
+
+    p = _chain(tmp_path, oc=32)
+    r = stm32ai_cli("analyze", str(p), "--board", "nucleo-l4r5zi", "--optimization", "ram",
+                    "--json", str(tmp_path / "a.json"))
+    assert r.returncode == 0, r.stderr
+    assert "band heights weighed (smallest pool" in r.stdout and "* band 1: pool" in r.stdout
+    st = json.loads((tmp_path / "a.json").read_text())["stripes"]
+    assert st["options"][0]["bands"] == [None]
+    assert st["options"][0]["pool"] == st["pool_without"] == compile_model(p, optimization="ram",
+                                                                           stripes=False).plan.pool_size
+    assert [o["pool"] for o in st["options"] if o["chosen"]] == [st["pool"]]
+    r = stm32ai_cli("generate", str(p), "--c-only", "--optimization", "ram", "--stripes-max-cost", "-5",
+                    "-o", str(tmp_path / "out"))
+    assert_one_line_error(r, "--stripes-max-cost")
+    assert not (tmp_path / "out").exists()
