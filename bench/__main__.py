@@ -16,6 +16,9 @@ For every model in ../shared/models (when present) and a few project fixtures:
   * a per-layer table per model (kernel, shapes, MACC, instructions, instr/MAC, share), from a
     second firmware built with --profile; the headline figure comes from the plain firmware, so
     it carries no profiling overhead;
+  * for the MLPerf Tiny models, the `--optimization ram` table (bench/ram.py): pools balanced /
+    ram without / with stripes, the ram firmware's instructions and verdict, estimated cycles on
+    NUCLEO-L4R5ZI and the cost of the mode;
   * compile + emit time.
 Writes bench/results/bench.json and bench/results/bench.md.
 
@@ -38,6 +41,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bench.armv6m import bench_m0, m0_table, published_m0
+from bench.ram import bench_ram, ram_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -257,8 +261,9 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
                 boards: list[str] | None = None, m7: bool = True, m33: bool = True,
                 published: dict[str, dict[str, dict[str, Any]]] | None = None,
                 memory_of: str | None = None, m0: dict[str, dict[str, Any]] | None = None,
-                autotune: bool = False) -> dict[str, Any]:
-    """memory_of: compile as for that board's flash (staging choices, weights budget)."""
+                autotune: bool = False, ram: bool = True) -> dict[str, Any]:
+    """memory_of: compile as for that board's flash (staging choices, weights budget).
+    ram: the RAM-mode row of the MLPerf models (bench/ram.py)."""
     from stm32ai.boards import load_board
     from stm32ai.emitter import emit_c
     from stm32ai.errors import Stm32aiError
@@ -329,6 +334,8 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
         bench_m0(row, path, workdir / "m0", _build_run, m0)
     if published:
         bench_estimates(row, path, c, workdir, published, autotune)
+    if ram and path.stem in MLPERF_COLUMNS and not memory_of:
+        bench_ram(row, path, workdir, _build_run, board, estimate=bool(published))
     if profile and row["status"] == "ok":
         try:
             _, pout = _build_run(SimpleNamespace(**{**vars(args), "profile": True}), c, workdir / "prof", board)
@@ -464,7 +471,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "instructions than their cycles. M7 instructions: the plain firmware for QEMU mps2-an500 "
              "(Cortex-M7, -mcpu=cortex-m7), output checked against the reference; QEMU models neither "
              "dual issue nor caches, so this is not an M7 cycle count.\n")
-    return (head + "\n".join(lines) + "\n" + notes + m33_table(rows) + estimate_table(rows) + m0_table(rows)
+    return (head + "\n".join(lines) + "\n" + notes + m33_table(rows) + estimate_table(rows) + ram_table(rows)
+            + m0_table(rows)
             + "".join(layer_table(r) for r in rows if r.get("layers")))
 
 
@@ -546,6 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-m0", action="store_true", help="skip the Cortex-M0 (qemu-microbit) run")
     ap.add_argument("--no-estimate", action="store_true",
                     help="skip the estimated cycles (analyze --estimate) on the boards with published figures")
+    ap.add_argument("--no-ram", action="store_true",
+                    help="skip the --optimization ram table (bench/ram.py: one more firmware run and up to two "
+                         "estimates per MLPerf model)")
     ap.add_argument("--autotune", action="store_true",
                     help="with the estimates: also an autotuned row per board (stm32ai tune's table, docs/tuning.md; "
                          "three more firmware builds and traces per model and board on a cold cache)")
@@ -574,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = bench_model(m, base.get(m.stem), Path(tmp), profile=not args.no_profile,
                                   m7=not args.no_m7, m33=not args.no_m33, published=published, memory_of=args.memory_of,
                                   m0=None if args.no_m0 else published_m0(_baselines_text()),
-                                  autotune=args.autotune)
+                                  autotune=args.autotune, ram=not args.no_ram)
             except Exception as e:  # one model's failure must not hide the others' figures
                 row = {"model": m.name, "stem": m.stem, "status": f"error: {type(e).__name__}: {e}"}
         print(f"bench: {m.name}: {json.dumps(row)}", file=sys.stderr, flush=True)

@@ -61,12 +61,23 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           prune=not getattr(args, "no_prune", False) if prune is None else prune,
                           optimization=getattr(args, "optimization", "balanced"),
                           winograd=getattr(args, "winograd", False), tuning=_tuning_choices(args),
-                          stripes=False if getattr(args, "no_stripes", False) else None)
+                          stripes=False if getattr(args, "no_stripes", False) else None,
+                          stripes_max_cost=_stripes_max_cost(args))
     if c.weights_pool and hasattr(args, "weights_pool"):
         # the automatic choice is the --weights-pool every later step of this command uses
         # (placement, project, a recompile without pruning)
         args.weights_pool = ",".join(c.weights_pool)
     return c
+
+
+def _stripes_max_cost(args: argparse.Namespace) -> float | None:
+    """--stripes-max-cost PCT as a fraction (None: no bound)."""
+    pct = getattr(args, "stripes_max_cost", None)
+    if pct is None:
+        return None
+    if not 0 <= pct <= 1000:
+        raise Stm32aiError(f"--stripes-max-cost {pct}: give a percentage between 0 and 1000")
+    return pct / 100
 
 
 def _tuning_choices(args: argparse.Namespace) -> dict[str, str] | None:
@@ -520,6 +531,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                           f"scratch {st['scratch']:,} B, step table {st['table_bytes']:,} B flash; "
                           f"rings (rows x bytes) {rings}")
             console.print(f"    members: {' '.join(st['members'])}")
+        for line in _render_stripe_options(stripes):
+            console.print(line)
     from stm32ai.project.build import pool_list
 
     _print_conv_layouts(c, args.optimization, pool_list(getattr(args, "weights_pool", None)))
@@ -672,19 +685,46 @@ def _print_winograd(c: Any) -> None:
               f"{r['int8_bytes']:,} B int8)")
 
 
+def _render_stripe_options(rep: dict[str, Any]) -> list[str]:
+    """The band alternatives: pool and modelled cost per band height (one line each)."""
+    opts = rep.get("options")
+    if not opts:
+        return []
+    bound = rep.get("max_cost")
+    rule = "smallest pool" if bound is None else f"smallest pool within +{bound:.1%} modelled cycles"
+    lines = [f"  band heights weighed ({rule}; modelled cycles: passes/staging.py graph_cycles, "
+             f"{rep['cost_model']}; check with --estimate):"]
+    for o in opts:
+        bands = ", ".join("layer by layer" if b is None else f"band {b}" for b in o["bands"])
+        lines.append(f"    {'*' if o['chosen'] else ' '} {bands}: pool {o['pool']:,} B, "
+                     f"{o['modelled_cycles']:,} modelled cycles ({o['modelled_cost']:+.1%})")
+    return lines
+
+
 def _stripes_report(args: argparse.Namespace, c: Any) -> dict[str, Any] | None:
     """The stripes of `c` and the pool without them (a second compile), None when it has none."""
     from stm32ai.passes.stripes import summary
 
     sts = summary(c.graph)
-    if not sts:
+    opts = c.stripe_options
+    if not sts and not opts:
         return None
-    args.no_stripes = True
-    try:
-        without = _compile(args, "network").plan.pool_size
-    finally:
-        args.no_stripes = False
-    return {"pool": c.plan.pool_size, "pool_without": without, "stripes": sts}
+    if opts:
+        without = opts[0].pool
+    else:
+        args.no_stripes = True
+        try:
+            without = _compile(args, "network").plan.pool_size
+        finally:
+            args.no_stripes = False
+    out: dict[str, Any] = {"pool": c.plan.pool_size, "pool_without": without, "stripes": sts}
+    if opts:  # the alternatives the band rule weighed (passes/stripe_bands.py)
+        base = opts[0].cycles
+        out["options"] = [{"bands": list(o.bands), "pool": o.pool, "modelled_cycles": round(o.cycles),
+                           "modelled_cost": round(o.cost(base), 4), "chosen": o.chosen} for o in opts]
+        out["max_cost"] = _stripes_max_cost(args)
+        out["cost_model"] = c.flash.board + " flash model" if c.flash else "zero-wait weights"
+    return out
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -714,7 +754,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         res = collect(_model_path(args.model), inputs=args.inputs, n=args.n, seed=args.seed,
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
                       optimization=args.optimization, board=args.board, winograd=args.winograd,
-                      tuning=_tuning_choices(args), stripes=False if args.no_stripes else None)
+                      tuning=_tuning_choices(args), stripes=False if args.no_stripes else None,
+                      stripes_max_cost=_stripes_max_cost(args))
     return report(res, args.json)
 
 
@@ -837,6 +878,10 @@ def _optimization_option(p: argparse.ArgumentParser) -> None:
                         "flash allows, layers with the most output pixels first")
     p.add_argument("--no-stripes", action="store_true",
                    help="no row-streamed stripes, whatever --optimization (docs/stripes.md)")
+    p.add_argument("--stripes-max-cost", type=float, default=None, metavar="PCT",
+                   help="with stripes: the smallest pool whose modelled cycles stay within PCT %% of the "
+                        "stripe-less firmware's (default: no bound, the smallest pool; analyze lists the "
+                        "alternatives; docs/stripes.md)")
     p.add_argument("--winograd", action="store_true",
                    help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
                         "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")

@@ -30,12 +30,14 @@ from stm32ai.passes.staging import (
     FlashModel,
     blocked,
     choose_staging,
+    graph_cycles,
     modelled_cycles,
     pool_limit,
     restage_whole,
     saved_per_byte,
     unstage,
 )
+from stm32ai.passes.stripe_bands import Option, choose_bands
 from stm32ai.passes.stripes import form_all, form_stripes
 from stm32ai.passes.verify import (
     verify_accumulators,
@@ -60,13 +62,16 @@ class Compiled:
     # --weights-pool chosen by compile_for_board (None: the user's or the board's) and why
     weights_pool: list[str] | None = None
     weights_choice: str | None = None
+    # the stripe alternatives `--optimization ram` weighed (passes/stripe_bands.py; the
+    # stripe-less graph first, the chosen one marked); None: stripes off or none formed
+    stripe_options: list[Option] | None = None
 
 
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
                   weights_budget: int | None = None, flash: FlashModel | None = None,
                   winograd: bool = False, tuning: dict[str, str] | None = None,
-                  stripes: bool | str | None = None) -> Compiled:
+                  stripes: bool | str | None = None, stripes_max_cost: float | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
@@ -75,19 +80,21 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     proved (passes/lower/conv_wino.py). tuning: a tuning table's choices, layer key -> variant
     (generate --tuning FILE; stm32ai/tuning.py): those layers take that variant instead.
     stripes: row-streamed execution where it shrinks the pool (passes/stripes.py); None: on
-    with --optimization ram; "all": every run of stripe-able ops, whatever the pool (tests)."""
+    with --optimization ram; "all": every run of stripe-able ops, whatever the pool (tests).
+    stripes_max_cost: the band rule's bound (passes/stripe_bands.py): the smallest pool whose
+    modelled cycles stay within this fraction over the stripe-less graph's (None: no bound)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
         g.winograd = winograd
         g.tuning = dict(tuning) if tuning else None
         return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash,
-                        optimization == "ram" if stripes is None else stripes)
+                        optimization == "ram" if stripes is None else stripes, stripes_max_cost)
 
 
 def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool,
              optimization: str, weights_budget: int | None, flash: FlashModel | None,
-             stripes: bool | str = False) -> Compiled:
+             stripes: bool | str = False, stripes_max_cost: float | None = None) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize, shift_uint8)):
@@ -110,13 +117,17 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     verify_kernel_bounds(g, n_model_tensors)
     if stripes == "all":
         form_all(g)
-    elif stripes:  # after the bounds check: members are checked at their full geometry
-        form_stripes(g, lambda g: plan_memory(g, inputs_in_pool=inputs_in_pool,
-                                              outputs_in_pool=outputs_in_pool).pool_size)
+    options = None
+    if stripes and stripes != "all":  # after the bounds check: members are checked at their full geometry
+        chosen = form_stripes(g, lambda g: plan_memory(g, inputs_in_pool=inputs_in_pool,
+                                                       outputs_in_pool=outputs_in_pool).pool_size)
+        if chosen:
+            options = choose_bands(g, chosen, lambda g: _evaluate(g, flash, optimization, inputs_in_pool,
+                                                                  outputs_in_pool), stripes_max_cost)
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     unstaged = plan.pool_size
     if flash is not None:
-        plan = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
+        plan, _ = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     doc, params = to_graph_json(g, plan, name)
     staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
@@ -124,18 +135,37 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     # Printed once the model compiled: a refused model gets its one error line alone.
     for w in warnings:  # not an error: the exit code is unaffected (docs/verifier.md)
         print(f"stm32ai: warning: {w}", file=sys.stderr)
-    return Compiled(g, plan, doc, params, pruned, warnings, flash, unstaged if staged else None)
+    return Compiled(g, plan, doc, params, pruned, warnings, flash, unstaged if staged else None,
+                    stripe_options=options)
+
+
+def _evaluate(g: Graph, flash: FlashModel | None, optimization: str, inputs_in_pool: bool,
+              outputs_in_pool: bool) -> tuple[int, float]:
+    """(pool bytes, modelled cycles) of g as the rest of the pipeline would make it: planned,
+    weights staged for the board's flash (then put back: g is unchanged)."""
+    plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
+    if flash is None:
+        return plan.pool_size, graph_cycles(g, None)
+    plan, staged = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool, keep=False)
+    out = plan.pool_size, graph_cycles(g, flash)
+    for op, before in reversed(staged):
+        unstage(op, before)
+    annotate_overlaps(g, ALIGN)
+    return out
 
 
 def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inputs_in_pool: bool,
-                 outputs_in_pool: bool) -> Plan:
+                 outputs_in_pool: bool, keep: bool = True) -> tuple[Plan, list[tuple[Any, dict]]]:
     """Stage the layers where it pays (passes/staging.py) and re-plan. The choice reads the
     unstaged plan's free bytes per step, which the re-plan may not reproduce (a blocked layer
-    splits an overlapped chain): above the mode's pool limit, the blocked layers go back to
-    unstaged, then every layer."""
+    splits an overlapped chain): above the mode's pool limit, tile splits are taken back one at
+    a time, then every layer. Returns the plan and the ops left staged (with what `unstage`
+    needs); keep=False: a trial, every op the choice touched is returned so that the caller
+    can put all of them back."""
     staged, _ = choose_staging(g, plan, flash, optimization)
+    every = list(staged)
     if not staged:
-        return plan
+        return plan, every
     # the mode's limit, not balanced's Pareto target: the re-plan may differ from the
     # unstaged plan's free bytes by a few buffers either way
     limit = pool_limit(optimization, plan.pool_size, flash)
@@ -161,9 +191,10 @@ def _plan_staged(g: Graph, plan: Plan, flash: FlashModel, optimization: str, inp
     if new.pool_size > limit:
         for op, before in staged:
             unstage(op, before)
+        staged = []
         new = replan()
     annotate_overlaps(g, ALIGN)
-    return new
+    return new, staged if keep else every
 
 
 def _fits_without(g: Graph, s: tuple[Op, dict], replan: Any, limit: int) -> bool:
@@ -213,6 +244,12 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
     l1 = ((b.memsys or {}).get("l1") or {}).get("dcache")
     if b.cache and l1:
         cache = max(cache, parse_size(l1["size"], "memsys.l1.dcache.size"))
+    icache = 0
+    if flash.get("icache"):
+        icache = int(flash["icache"]["lines"]) * int(flash["icache"]["line_bytes"])
+    l1i = ((b.memsys or {}).get("l1") or {}).get("icache")
+    if b.cache and l1i:
+        icache = max(icache, parse_size(l1i["size"], "memsys.l1.icache.size"))
     budgets = activation_budgets(b, weights_bytes=0, activations_pool=activations_pool, weights_pool=w_pool)
     ws, line = int(b.clock.flash_latency), int(flash["read_bytes"])
     core: dict[str, float] = {}
@@ -221,7 +258,7 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
         core = {"miss_cycles": (ws + 1) * ratio + M7_AXI_ROUND_TRIP, "loop_cpi": M7_LOOP_CPI,
                 "column_cpi": M7_COLUMN_CPI, "loop8_cpi": M7_LOOP8_CPI}
         line = int(l1["line_bytes"]) if b.cache and l1 else line
-    return FlashModel(b.id, ws, line, cache, budgets[0][1] if budgets else 0, **core)
+    return FlashModel(b.id, ws, line, cache, budgets[0][1] if budgets else 0, icache_bytes=icache, **core)
 
 
 def compile_model(path: str | Path, name: str = "network", **kw: Any) -> Compiled:

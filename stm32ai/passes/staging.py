@@ -80,6 +80,8 @@ class FlashModel:
     loop_cpi: float = 1.0     # core cycles per modelled MAC-loop / copy instruction (M7_LOOP_CPI)
     column_cpi: float = 1.0   # core cycles per modelled column-rebuild instruction (M7_COLUMN_CPI)
     loop8_cpi: float = 1.0    # ... per modelled int8 MAC-loop instruction (M7_LOOP8_CPI)
+    icache_bytes: int = 0  # instruction cache in front of the flash (ART I-cache, M7 L1 I-cache,
+                           # the U5's ICACHE): the stripe cost model's code re-fetch per call
 
     def stalls(self, nbytes: float) -> float:
         """Estimated stall cycles of reading nbytes sequentially from flash."""
@@ -105,7 +107,7 @@ def _elements(g: Graph, op: Op) -> int:
     return int(np.prod(g.tensors[op.outputs[0]].shape, dtype=np.int64))
 
 
-def flash_reads(op: Op, g: Graph) -> int:
+def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
     """Bytes the op's kernel loads from its constant inputs per inference, from the C loops:
 
     * conv2d_s8: the weights and rq table once per batch and output pixel pair; once when staged;
@@ -115,8 +117,13 @@ def flash_reads(op: Op, g: Graph) -> int:
     * add_lut_s8: two table entries per output element; add_lut_staged_s8: the tables once;
     * conv2d_wino_s8 / conv2d_wino1d_s8: the transformed weights once per register block of
       tiles, the rq table once per tile (passes/lower/conv_wino.py wino_weight_passes);
+    * stripe: every member call at its band's sub-geometry (`stripe_calls`): a member's
+      weights are read once per call, so once per band at least;
     * every other kernel: each constant once (one pass over the weights: FULLY_CONNECTED at
-      batch 1, tables of a few hundred bytes)."""
+      batch 1, tables of a few hundred bytes).
+    elements: output elements of an elementwise op (a stripe member's band), else its tensor's."""
+    if op.kernel == "stripe":
+        return sum(flash_reads(m, g, el) for m, el in stripe_calls(op, g))
     consts = _consts(op, g)
     once = sum(_nbytes(g, i) for i in consts)
     a = op.attrs
@@ -136,7 +143,7 @@ def flash_reads(op: Op, g: Graph) -> int:
         return passes * _nbytes(g, op.inputs[1]) + tiles * _nbytes(g, op.inputs[2])
     if k == "add_lut_s8" and len(consts) == 2:
         per = 2 if g.tensors[consts[0]].dtype == "int16" else 4
-        return 2 * per * _elements(g, op)
+        return 2 * per * (_elements(g, op) if elements is None else elements)
     return once
 
 
@@ -442,9 +449,18 @@ def _stage_conv(g: Graph, op: Op, c: _Cand) -> None:
 def staging_rows(g: Graph) -> list[dict[str, object]]:
     """Per conv2d_s8 / staged table op, for analyze: staged or not, block, staging bytes, flash
     bytes read per inference."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for op in g.ops:
-        if op.kernel == "conv2d_s8":
+        if op.kernel == "stripe":  # members are never staged: their reads summed over their calls
+            calls = _member_calls(op)
+            for j, (m, _) in enumerate(stripe_calls(op, g, full=True)):
+                if not _consts(m, g):
+                    continue
+                mine = [(c, el) for k, c, el in calls if k == j]
+                rows.append({"op": m.index, "kernel": m.kernel, "staged": False, "block": 0, "blocks": 0,
+                             "staging_bytes": 0, "inner": "", "stripe_calls": len(mine),
+                             "flash_reads": sum(flash_reads(c, g, el) for c, el in mine)})
+        elif op.kernel == "conv2d_s8":
             s = int(op.attrs.get("stage_oc", 0))
             rows.append({"op": op.index, "kernel": op.kernel, "staged": s > 0,
                          "block": _block(op.attrs, s) if s else 0,
@@ -463,3 +479,126 @@ def staging_rows(g: Graph) -> list[dict[str, object]]:
                          "staging_bytes": int(op.scratch or 0) if staged else 0, "inner": "",
                          "flash_reads": flash_reads(op, g)})
     return rows
+
+
+# ---- stripes (passes/stripes.py): what running members band by band costs -----------------------
+# The cost model of the stripe choice (docs/stripes.md "What a band costs"): modelled cycles of
+# the whole graph, in which what a band height changes is explicit (conv2d_s8's pixel pairs per
+# call: an odd band width wastes half a pair; weights re-read per call; the 3x3 depthwise's
+# per-channel set-up per band; the call itself; the ring drops' memmove). Constants calibrated
+# with the estimator (`analyze --estimate`, nucleo-l4r5zi, cortex-m4 + flash 5 WS + ART model):
+# the layer-by-layer KWS and IC layers, and the KWS stripe at bands 1 and 2 (docs/stripes.md).
+CONV_REQ_INSTR = 49        # conv2d_s8: per output channel and pixel pair, beyond the MAC loop
+                           # (requantisation, stores: KWS 1x1 layers, 727,409 instructions)
+CPI = 1.14                 # estimated cycles per modelled instruction, stalls apart (same layers)
+DW3_BAND_CYCLES = 270.0    # per channel and row band of a 3x3 depthwise: frame set-up, row loops
+MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
+CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
+CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
+                           # board's I-cache does not hold is re-fetched from flash at every call
+MEMMOVE_CYCLES_PER_BYTE = 1.0  # a ring drop moves the live rows to the ring's start (word copy)
+ZERO_WAIT = FlashModel("", 0, 8, 0, 0)  # weights read at no cost (no board, RAM, emulated)
+
+
+def _member_op(op: Op, m: dict, patch: dict[str, int]) -> Op:
+    """A stripe member as an Op of its own (its constants: the stripe op's inputs), with the
+    params `patch`ed (a band's sub-geometry)."""
+    ins = [op.inputs[r["in"]] if r is not None and "in" in r else -1 for r in m["inputs"]]
+    return Op(str(m["source_op"]), ins, [], kernel=str(m["kernel"]), attrs={**m["params"], **patch},
+              index=int(m["source_index"]), macc=int(m.get("macc", 0)))
+
+
+def stripe_calls(op: Op, g: Graph, full: bool = False) -> list[tuple[Op, int | None]]:
+    """Each kernel call a stripe op makes, as (member op at the call's sub-geometry, output
+    elements of an elementwise member), from its step table; full: each member once at its
+    whole geometry instead (the layer-by-layer calls it replaced)."""
+    st = op.attrs["stripe"]
+    out: list[tuple[Op, int | None]] = []
+    if full:
+        for j, m in enumerate(st["members"]):
+            rows = sum(int(s[1]) for s in st["table"] if s[0] == j)
+            out.append((_member_op(op, m, {}), None if m["kind"] == "window" else rows * int(m["row_bytes"])))
+        return out
+    return [(m, el) for _, m, el in _member_calls(op)]
+
+
+def _member_calls(op: Op) -> list[tuple[int, Op, int | None]]:
+    """`stripe_calls` with each call's member index."""
+    st = op.attrs["stripe"]
+    out: list[tuple[int, Op, int | None]] = []
+    for step in st["table"]:
+        if step[0] < 0:
+            continue
+        m = st["members"][step[0]]
+        if m["kind"] == "window":
+            pad = "pad_h" if "pad_h" in m["params"] else "pad"
+            pv = [int(step[2]), *list(m["params"][pad])[1:]] if pad == "pad" else int(step[2])
+            out.append((int(step[0]), _member_op(op, m, {"out_h": int(step[1]), "in_h": int(step[3]), pad: pv}),
+                        None))
+        else:
+            out.append((int(step[0]), _member_op(op, m, {}), int(step[1]) * int(m["row_bytes"])))
+    return out
+
+
+def _col_cycles(a: dict) -> int:
+    """conv2d_s8's column build per output pixel pair (`_conv_cycles`' rebuild figure)."""
+    kp = _kp(a)
+    return (kp // 4) * 10 + 30 + (3 * kp if int(a["in_c"]) % 4 else 0)
+
+
+def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> float:
+    """Modelled cycles of one kernel call that depend on its geometry: conv2d_s8's MAC loop,
+    columns, requantisation and weight stalls (its staging choice included); the 3x3
+    depthwise's per-channel band set-up and frame reads; every other kernel's constant reads
+    (stalls). Constants that fit the flash data cache stall once per call (a stripe's members
+    evict each other between calls). MAC_CYCLES and call_cycles are added by the caller."""
+    a = mop.attrs
+    if mop.kernel == "conv2d_s8":
+        w, rq = _nbytes(g, mop.inputs[1]), _nbytes(g, mop.inputs[2])
+        s = int(a.get("stage_oc", 0))
+        c = _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq)
+        reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _pairs(a) * (w + rq)
+        instr = c.cycles - flash.stalls(c.reads) + _pairs(a) * (_col_cycles(a) + CONV_REQ_INSTR * int(a["out_c"]))
+        return CPI * instr + flash.stalls(reads)
+    reads = flash_reads(mop, g, elements)
+    consts = sum(_nbytes(g, i) for i in _consts(mop, g))
+    stalls = flash.stalls(consts if consts <= flash.cache_bytes else reads)
+    if (mop.kernel or "").startswith("depthwise_conv2d_3x3"):
+        return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * DW3_BAND_CYCLES + stalls
+    return stalls
+
+
+def _mac_cycles(op: Op) -> float:
+    return 0.0 if op.kernel == "conv2d_s8" else MAC_CYCLES * op.macc
+
+
+def call_cycles(flash: FlashModel) -> float:
+    """Modelled cycles of one kernel call: CALL_INSTR, and the part of CALL_CODE_BYTES the
+    I-cache does not hold re-fetched at the flash's wait states."""
+    return CPI * CALL_INSTR + flash.stalls(max(CALL_CODE_BYTES - flash.icache_bytes, 0))
+
+
+def stripe_cycles(op: Op, g: Graph, flash: FlashModel | None) -> float:
+    """Modelled cycles of a stripe op: every call at its band's geometry, call_cycles per
+    call, the members' MACs once, and the ring drops' memmove."""
+    fm = flash or ZERO_WAIT
+    calls = stripe_calls(op, g)
+    total = sum(_call_cycles(m, g, fm, el) + call_cycles(fm) for m, el in calls)
+    total += sum(_mac_cycles(m) for m, _ in stripe_calls(op, g, full=True))
+    st = op.attrs["stripe"]
+    moved = sum((s[2] - s[1]) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)
+    return total + moved * MEMMOVE_CYCLES_PER_BYTE
+
+
+def graph_cycles(g: Graph, flash: FlashModel | None) -> float:
+    """Modelled cycles of the graph as it is (staging and stripes included), the stripe choice's
+    measure (pipeline: `--optimization ram` compares its alternatives with it). A model, not the
+    estimator: docs/stripes.md compares the two on the MLPerf models."""
+    fm = flash or ZERO_WAIT
+    total = 0.0
+    for op in g.ops:
+        if op.kernel == "stripe":
+            total += stripe_cycles(op, g, fm)
+        elif op.kernel and op.kernel != "__nop":
+            total += _call_cycles(op, g, fm, None) + _mac_cycles(op) + call_cycles(fm)
+    return total

@@ -462,7 +462,7 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             "inputs": [ref(t) for t in m.op.inputs], "output": ref(m.out),
             "row_bytes": _geom(g, m.out)[1],  # type: ignore[index]
             "in_row_bytes": [_geom(g, t)[1] for t in m.streamed],  # type: ignore[index]
-            "scratch": int(m.op.scratch), "source_op": m.op.type, "source_index": m.op.index,
+            "scratch": int(m.op.scratch), "macc": int(m.op.macc), "source_op": m.op.type, "source_index": m.op.index,
         })
     attrs = {"stripe": {
         "band": st.band, "members": members,

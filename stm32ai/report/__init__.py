@@ -137,6 +137,8 @@ def render_flash(r: Report) -> list[str]:
         elif x["staged"]:
             what = "constants" if x["kernel"].startswith("depthwise") else "tables"
             how = f"staged {what}, {x['staging_bytes']:,} B scratch"
+        elif x.get("stripe_calls"):
+            how = f"in a stripe, read in place at each of its {x['stripe_calls']} band calls"
         else:
             how = "read in place"
         lines.append(f"  layer {x['op']} {x['kernel']}: {how}; {x['flash_reads']:,} B read")
