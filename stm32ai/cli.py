@@ -62,7 +62,8 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           optimization=getattr(args, "optimization", "balanced"),
                           winograd=getattr(args, "winograd", False), tuning=_tuning_choices(args),
                           stripes=False if getattr(args, "no_stripes", False) else None,
-                          stripes_max_cost=_stripes_max_cost(args))
+                          stripes_max_cost=_stripes_max_cost(args),
+                          input_rows=getattr(args, "input_rows", False))
     if c.weights_pool and hasattr(args, "weights_pool"):
         # the automatic choice is the --weights-pool every later step of this command uses
         # (placement, project, a recompile without pruning)
@@ -712,11 +713,12 @@ def _stripes_report(args: argparse.Namespace, c: Any) -> dict[str, Any] | None:
     if opts:
         without = opts[0].pool
     else:
-        args.no_stripes = True
+        args.no_stripes, rows = True, getattr(args, "input_rows", False)
+        args.input_rows = False
         try:
             without = _compile(args, "network").plan.pool_size
         finally:
-            args.no_stripes = False
+            args.no_stripes, args.input_rows = False, rows
     out: dict[str, Any] = {"pool": c.plan.pool_size, "pool_without": without, "stripes": sts}
     if opts:  # the alternatives the band rule weighed (passes/stripe_bands.py)
         base = opts[0].cycles
@@ -755,7 +757,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                       step=lambda d: prog.update(task, description=d), prune=not args.no_prune,
                       optimization=args.optimization, board=args.board, winograd=args.winograd,
                       tuning=_tuning_choices(args), stripes=False if args.no_stripes else None,
-                      stripes_max_cost=_stripes_max_cost(args))
+                      stripes_max_cost=_stripes_max_cost(args), input_rows=args.input_rows)
     return report(res, args.json)
 
 
@@ -882,6 +884,10 @@ def _optimization_option(p: argparse.ArgumentParser) -> None:
                    help="with stripes: the smallest pool whose modelled cycles stay within PCT %% of the "
                         "stripe-less firmware's (default: no bound, the smallest pool; analyze lists the "
                         "alternatives; docs/stripes.md)")
+    p.add_argument("--input-rows", action="store_true",
+                   help="the inputs a stripe reads arrive in rows from a row source the application "
+                        "sets (ai_set_row_source: a camera's lines), never whole in the pool; implies "
+                        "stripes (docs/stripes.md, docs/project.md)")
     p.add_argument("--winograd", action="store_true",
                    help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
                         "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")

@@ -125,6 +125,9 @@ class Graph:
     winograd: bool = False
     # generate --tuning FILE: layer key -> variant (stm32ai/tuning.py; set by the pipeline)
     tuning: dict[str, str] | None = None
+    # --input-rows: graph inputs a stripe reads may arrive in rows from the application's row
+    # source instead of sitting whole in the pool (passes/stripes.py; set by the pipeline)
+    input_rows: bool = False
 
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str,
                    quant: Quant | None = None, data: np.ndarray | None = None) -> int:

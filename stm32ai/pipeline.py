@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from stm32ai.errors import Stm32aiError
 from stm32ai.frontend.tflite_reader import load_tflite
 from stm32ai.graphjson import to_graph_json
 from stm32ai.ir import Graph, Op
@@ -71,7 +72,8 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
                   weights_budget: int | None = None, flash: FlashModel | None = None,
                   winograd: bool = False, tuning: dict[str, str] | None = None,
-                  stripes: bool | str | None = None, stripes_max_cost: float | None = None) -> Compiled:
+                  stripes: bool | str | None = None, stripes_max_cost: float | None = None,
+                  input_rows: bool = False) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
@@ -82,12 +84,19 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     stripes: row-streamed execution where it shrinks the pool (passes/stripes.py); None: on
     with --optimization ram; "all": every run of stripe-able ops, whatever the pool (tests).
     stripes_max_cost: the band rule's bound (passes/stripe_bands.py): the smallest pool whose
-    modelled cycles stay within this fraction over the stripe-less graph's (None: no bound)."""
+    modelled cycles stay within this fraction over the stripe-less graph's (None: no bound).
+    input_rows: graph inputs a stripe reads arrive in rows from the application's row source
+    (--input-rows, docs/stripes.md): not in the pool; implies stripes."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
         g.winograd = winograd
         g.tuning = dict(tuning) if tuning else None
+        if input_rows and stripes is False:
+            raise Stm32aiError("--input-rows feeds inputs to stripes: it cannot go with --no-stripes")
+        g.input_rows = input_rows
+        if input_rows and stripes is None:
+            stripes = True
         return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash,
                         optimization == "ram" if stripes is None else stripes, stripes_max_cost)
 

@@ -147,9 +147,15 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
                 "in_pool": in_pool, "pool": pool_index.get(st["pool"], 0),
                 "pool_offset": f"{st['offset']}u" if in_pool else "AI_NOT_IN_POOL"}
 
+    # inputs a stripe pulls from the row source (--input-rows): bit i = input i (ai_model_info)
+    row_fed = {int(src["input"]) for node in nodes if node["op"] == "tvm_op"
+               and node["attrs"].get("func_name") == "stripe"
+               for src in node["attrs"]["params"]["stripe"].get("sources", ())}
+    if any(k < 0 or k >= min(len(graph_inputs), 32) for k in row_fed):
+        raise Stm32aiError("graph.json: a stripe's row source names no graph input (or one past 32)")
     for i, n in enumerate(graph_inputs):
         e = entry(n, 0)
-        inputs.append(io_tensor(e, f"{name}_in{i}"))
+        inputs.append(io_tensor(e, f"{name}_in{i}") | {"row_fed": i in row_fed})
         ptr.setdefault(sids[e], f"input[{i}]->data")
     for j, (n, idx, _v) in enumerate(doc["heads"]):
         e = entry(n, idx)
@@ -231,6 +237,7 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
         "kernel_headers": sorted(p.name for p in (runtime_dir() / "include").glob("ai_kernels_*.h")),
         "builtin_pool": True, "calls": calls, "states": states, "state_size": state_size,
         "needs_math": needs_math, "macc": macc, "stripes": any(c["kernel"] == "stripe" for c in calls),
+        "row_inputs": sum(1 << k for k in row_fed),
     }
 
 
@@ -296,6 +303,15 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             args.append(f"(void *)(sc + {int(st['member_scratch_offset'])}u)")
         lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")
+    for q, src in enumerate(st.get("sources", ())):  # --input-rows: the application's rows
+        ring = st["rings"][int(src["ring"])]
+        off, rb = int(ring["offset"]), int(ring["row_bytes"])
+        lines.append(f"    case {len(st['members']) + q}: /* rows [e[5], e[5] + e[1]) of input {int(src['input'])} */")
+        lines.append(f"      if (ctx->row_source == NULL || ctx->row_source(ctx->row_user, {int(src['input'])}, e[5], "
+                     f"e[1], sc + {off}u + (uint32_t)e[4] * {rb}u) != AI_OK) {{")
+        lines.append("        return AI_ERR_ROW_SOURCE;")
+        lines.append("      }")
+        lines.append("      break;")
     for r, ring in enumerate(st["rings"]):
         off, rb = int(ring["offset"]), int(ring["row_bytes"])
         lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")

@@ -527,7 +527,7 @@ def _member_calls(op: Op) -> list[tuple[int, Op, int | None]]:
     st = op.attrs["stripe"]
     out: list[tuple[int, Op, int | None]] = []
     for step in st["table"]:
-        if step[0] < 0:
+        if step[0] < 0 or step[0] >= len(st["members"]):  # a drop, or a row-source fetch (--input-rows)
             continue
         m = st["members"][step[0]]
         if m["kind"] == "window":

@@ -163,28 +163,40 @@ class Stripe:
     #          operand's buffer: a whole tensor's row index, or the row inside the ring)
     #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
     #   drop:  [-1 - ring, rows_dropped, rows_live_before, 0, 0, 0, 0]
+    #   fetch: [len(members) + q, rows, 0, 0, ring_row, input_row0, 0]: rows [input_row0,
+    #          +rows) of row-fed input fed[q] from the application's row source (--input-rows),
+    #          written at ring_row of its ring; rows in increasing order, each exactly once
     table: list[list[int]] = field(default_factory=list)
     calls: int = 0
+    fed: list[int] = field(default_factory=list)  # row-fed graph inputs held as rings (--input-rows)
 
 
 class StripeError(Exception):
     """The run cannot be a stripe (a row index past int16, an input row never available...)."""
 
 
-def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]) -> Stripe:
+def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
+             row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
-    outside_reads: tensors read by ops outside the members or graph outputs (kept whole)."""
+    outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
+    row_fed: graph inputs that may arrive in rows (None: every graph input if `g.input_rows`,
+    --input-rows): one the stripe alone reads becomes a ring filled from the row source just
+    before the call that first needs each row."""
+    if row_fed is None:
+        row_fed = set(g.inputs) if g.input_rows else set()
     produced = {m.out: i for i, m in enumerate(members)}
     inputs: list[int] = []
     for m in members:
         for t in m.streamed:
             if t not in produced and t not in inputs:
                 inputs.append(t)
+    fed = [t for t in inputs if t in row_fed and t not in outside_reads]
+    inputs = [t for t in inputs if t not in fed]
     outputs = [m.out for m in members if m.out in outside_reads]
-    rings = [m.out for m in members if m.out not in outside_reads]
+    rings = fed + [m.out for m in members if m.out not in outside_reads]
     ring_idx = {t: i for i, t in enumerate(rings)}
-    h = {t: _geom(g, t)[0] for t in [*inputs, *produced]}  # type: ignore[index]
+    h = {t: _geom(g, t)[0] for t in [*inputs, *fed, *produced]}  # type: ignore[index]
     if max(h.values()) > INT16_MAX:
         raise StripeError("taller than int16 rows")
     done = [0] * len(members)
@@ -197,9 +209,21 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
             if t in consumers:
                 consumers[t].append(j)
     table: list[list[int]] = []
+    fetched = dict.fromkeys(fed, 0)  # rows of each row-fed input pulled so far
 
-    def avail(t: int) -> int:
+    def avail(t: int) -> int:  # a row-fed input: any row, pulled on demand (`fetch`)
         return h[t] if t not in produced else done[produced[t]]
+
+    def fetch(t: int, r1: int) -> None:
+        """Pull rows [fetched, r1) of row-fed input t into its ring (appended: contiguous)."""
+        if t not in fetched or r1 <= fetched[t]:
+            return
+        r = ring_idx[t]
+        assert base[r] + count[r] == fetched[t]
+        table.append([len(members) + fed.index(t), r1 - fetched[t], 0, 0, count[r], fetched[t], 0])
+        count[r] += r1 - fetched[t]
+        cap[r] = max(cap[r], count[r])
+        fetched[t] = r1
 
     def goal(j: int) -> int:  # rows a member produces (reduce: input rows it accumulates)
         m = members[j]
@@ -233,6 +257,7 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
                 if r1 <= r0:
                     continue
+                fetch(t, r1)
                 row = r0 - base[ring_idx[t]] if t in ring_idx else r0
                 if t in ring_idx:
                     assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
@@ -249,6 +274,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 o1 -= 1
             if o1 <= o0:
                 continue
+            for t in m.streamed:
+                fetch(t, m.rows_needed(o0, o1, h[t])[1])
             step = [j, o1 - o0, 0, 0, 0, 0, 0]
             for q, t in enumerate(m.streamed):
                 r0, r1 = m.rows_needed(o0, o1, h[t])
@@ -278,7 +305,11 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
             drops()
         if not progress:
             raise StripeError("no member can advance")
-    st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls)
+    for t in fed:  # rows no member reads (a VALID window's tail): pulled all the same, then dropped
+        if fetched[t] < h[t]:
+            fetch(t, h[t])
+            drops()
+    st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls, fed=fed)
     _layout(g, st)
     return st
 
@@ -297,6 +328,10 @@ def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
             r = -1 - step[0]
             busy[r].add(s)
             count[r] -= step[1]
+        elif step[0] >= len(st.members):  # a fetch: the row-fed input's ring is written
+            r = ring_of[st.fed[step[0] - len(st.members)]]
+            busy[r].add(s)
+            count[r] += step[1]
         else:
             m = st.members[step[0]]
             if m.op.scratch > 0 and m.kind != "reduce":
@@ -358,7 +393,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
     """Independent check of a stripe's table (tests/test_stripes.py): replays it on row labels,
     asserting every call reads only rows present in its window, every row is written before it
     is read, and no row is dropped before its last read."""
-    h = {t: _geom(g, t)[0] for t in [*st.inputs, *(m.out for m in st.members)]}  # type: ignore[index]
+    h = {t: _geom(g, t)[0] for t in [*st.inputs, *st.fed, *(m.out for m in st.members)]}  # type: ignore[index]
     rings: dict[int, list[int]] = {t: [] for t in st.rings}  # row labels held, in order
     written: dict[int, set[int]] = {t: set() for t in [*st.rings, *st.outputs]}
     reads_left: dict[tuple[int, int], int] = {}
@@ -375,7 +410,17 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 for r in range(r0, r1):
                     reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
     produced_rows: dict[int, int] = {m.out: 0 for m in st.members}
+    pulled = dict.fromkeys(st.fed, 0)
     for step in st.table:
+        if step[0] >= len(st.members):  # a fetch: the next rows of a row-fed input, in order, once
+            t = st.fed[step[0] - len(st.members)]
+            assert step[5] == pulled[t] and step[1] > 0 and step[5] + step[1] <= h[t], f"bad fetch {step}"
+            assert step[4] == len(rings[t]), "fetch not appended to its ring"
+            rings[t].extend(range(pulled[t], pulled[t] + step[1]))
+            assert len(rings[t]) <= st.ring_rows[st.rings.index(t)], "ring overflow"
+            written[t].update(range(pulled[t], pulled[t] + step[1]))
+            pulled[t] += step[1]
+            continue
         if step[0] < 0:
             t = st.rings[-1 - step[0]]
             k, live = step[1], step[2]
@@ -430,6 +475,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
         goal = h[m.streamed[0]] if m.kind == "reduce" else h[m.out]
         assert produced_rows[m.out] == goal, "a member did not produce every row"
     assert all(v == 0 for v in reads_left.values()), "a row was never read"
+    assert all(pulled[t] == h[t] for t in st.fed), "a row-fed input was not pulled to its last row"
 
 
 def stripe_op(g: Graph, st: Stripe) -> Op:
@@ -471,6 +517,8 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
         "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
         "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
         if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
+        # row-fed graph inputs (--input-rows): the ring each fills, the graph input's index
+        "sources": [{"ring": ring_of[t], "input": g.inputs.index(t)} for t in st.fed],
     }}
     op = Op("STRIPE", ins, list(st.outputs), kernel="stripe", attrs=attrs,
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)

@@ -70,6 +70,13 @@ def _place(buffers: list[Buffer], allocator: str) -> tuple[list[int], int, bool]
     return offsets, size, size <= lower_bound(buffers)
 
 
+def row_fed_inputs(g: Graph) -> set[int]:
+    """Graph inputs a stripe pulls in rows from the application (--input-rows,
+    docs/stripes.md): they never exist whole, so they take no pool bytes (app-owned, no buffer)."""
+    return {g.inputs[src["input"]] for op in g.ops if op.kernel == "stripe"
+            for src in op.attrs["stripe"].get("sources", ())}
+
+
 def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool = True,
                 allocator: str = "best_of") -> Plan:
     app_owned: set[int] = set()
@@ -77,6 +84,7 @@ def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool 
         app_owned.update(g.inputs)
     if not outputs_in_pool:
         app_owned.update(g.outputs)
+    app_owned.update(row_fed_inputs(g))
     converter = list(range(len(g.ops)))
     searched = schedule(g, app_owned)
     # Candidates: the converter order first (kept on ties, so models without a better order

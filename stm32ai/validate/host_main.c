@@ -4,11 +4,32 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ai_runtime.h"
 MODEL_INCLUDES
 
 static ai_model_info *const models[] = { MODEL_INFOS };
+
+/* Inputs in rows (--input-rows): the sample is read whole into the harness's own buffer (not in
+ * the pool), and this source hands it over row by row, checking the contract: rows in
+ * increasing order from row 0, each exactly once, none past the image. */
+static int32_t next_row[32];
+
+static ai_status host_row_source(void *user, int32_t i, int32_t row0, int32_t n_rows, void *dst) {
+  ai_handle h = (ai_handle)user;
+  const ai_tensor *t = i >= 0 && i < 32 && i < ai_get_input_size(h) ? ai_get_input(h, i) : NULL;
+  const int32_t rows = t != NULL && t->ndim >= 2 ? (int32_t)t->shape[1] : 1;
+  if (t == NULL || n_rows <= 0 || row0 != next_row[i] || row0 + n_rows > rows) {
+    fprintf(stderr, "row source: input %d rows [%d, +%d) out of order or past the image\n", (int)i,
+            (int)row0, (int)n_rows);
+    return AI_ERR_INDEX;
+  }
+  const size_t row_bytes = t->size_bytes / (uint32_t)rows;
+  memcpy(dst, (const uint8_t *)t->data + (size_t)row0 * row_bytes, (size_t)n_rows * row_bytes);
+  next_row[i] = row0 + n_rows;
+  return AI_OK;
+}
 
 int main(int argc, char **argv) {
   const int m = argc > 1 ? atoi(argv[1]) : 0;
@@ -46,6 +67,10 @@ int main(int argc, char **argv) {
       return 3;
     }
   }
+  const uint32_t row_inputs = ai_get_row_inputs(h);
+  if (row_inputs != 0u) {
+    ai_set_row_source(h, host_row_source, h);
+  }
   for (int sample = 0;; sample++) {
     /* each sample starts from the initial state, as the references reset between samples */
     if (sample > 0 && ai_reset(h) != AI_OK) {
@@ -64,9 +89,17 @@ int main(int argc, char **argv) {
         return 4;
       }
     }
+    memset(next_row, 0, sizeof next_row);
     if (ai_run(h) != AI_OK) {
       fprintf(stderr, "ai_run: %s\n", ai_get_error(h));
       return 5;
+    }
+    for (int i = 0; i < ai_get_input_size(h) && i < 32; i++) {
+      const ai_tensor *t = ai_get_input(h, i);
+      if (((row_inputs >> i) & 1u) && next_row[i] != (t->ndim >= 2 ? (int32_t)t->shape[1] : 1)) {
+        fprintf(stderr, "input %d was not pulled to its last row\n", i);
+        return 5;
+      }
     }
     for (int i = 0; i < ai_get_output_size(h); i++) {
       ai_tensor *t = ai_get_output(h, i);

@@ -238,7 +238,7 @@ def collect(model: Path, *, inputs: str | None, n: int, seed: int,
             step: Callable[[str], None] | None = None, prune: bool = True,
             optimization: str = "balanced", board: str | None = None, winograd: bool = False,
             tuning: dict[str, str] | None = None, stripes: bool | None = None,
-            stripes_max_cost: float | None = None) -> ValidationResult:
+            stripes_max_cost: float | None = None, input_rows: bool = False) -> ValidationResult:
     """`validate --mode host` without the printing: inputs from --inputs or -n random samples;
     `board`: compiled as for that board (weight layouts, staging), run on the host."""
     from stm32ai.pipeline import compile_for_board
@@ -247,7 +247,8 @@ def collect(model: Path, *, inputs: str | None, n: int, seed: int,
         raise Stm32aiError(f"-n {n}: give 1 to {MAX_SAMPLES:,} samples")
     (step or (lambda _d: None))("compiling the model")
     c = compile_for_board(model, "network", board, prune=prune, optimization=optimization, winograd=winograd,
-                          tuning=tuning, stripes=stripes, stripes_max_cost=stripes_max_cost)
+                          tuning=tuning, stripes=stripes, stripes_max_cost=stripes_max_cost,
+                          input_rows=input_rows)
     arrays = load_inputs(inputs, c) if inputs else None
     return validate_model(model, arrays, n, seed, compiled=c, step=step)
 
