@@ -66,7 +66,9 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
         """A tensor's storage id: its buffer's, or, at an offset inside an overlapped buffer,
         a storage entry of its own (whose bytes overlap the buffer's other entries)."""
         b = plan.tensor_buffer[tid]
-        inner = plan.buffers[b].inner.get(tid, 0)
+        return slot(b, plan.buffers[b].inner.get(tid, 0))
+
+    def slot(b: int, inner: int) -> int:
         if not inner:
             return b
         if (b, inner) not in slots:
@@ -149,7 +151,8 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
         }
         if op.scratch > 0:
             attrs["scratch_bytes"] = int(op.scratch)
-            attrs["scratch_storage_id"] = plan.scratch_buffer[op_idx]
+            sb = plan.scratch_buffer[op_idx]  # inside a joined buffer (a stripe over its dying input): its slot
+            attrs["scratch_storage_id"] = slot(sb, plan.buffers[sb].scratch_inner.get(op_idx, 0))
         add_node({"op": "tvm_op", "name": f"{op.kernel}_{op_idx}", "inputs": inputs, "attrs": attrs},
                  [(t, sid_of(t)) for t in op.outputs])
 

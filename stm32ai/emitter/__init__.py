@@ -257,20 +257,31 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
     ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
     decls.append(f"static const {ety} k{i}_steps[{len(st['table'])}][7] = {{\n{rows}\n}};")
 
+    # joined with its dying input by the planner (passes/stripe_overlap.py): the scratch starts
+    # at the input's first byte and the items sit where the joint layout put them
+    joint = st.get("joint") if int(a["params"].get("scratch_at_input", 0)) == 1 else None
+    ring_off = [int(v) for v in joint["ring_offset"]] if joint else [int(r["offset"]) for r in st["rings"]]
+    mso = int(joint["member_scratch_offset"] if joint else st["member_scratch_offset"])
+    acc_off = int(joint["acc_offset"] if joint else st.get("acc_offset", -1))
+
     def buf(r: dict[str, int] | None) -> str:
         if r is None:
             return "NULL"
         if "ring" in r:
-            return f"(sc + {int(st['rings'][r['ring']]['offset'])}u)"
+            return f"(sc + {ring_off[int(r['ring'])]}u)"
         if "out" in r:
             return f"((ai_u8 *){outs[r['out']]})"
         p = ins[r["in"]]
         return "NULL" if p is None else p
 
-    lines = ["{", f"  ai_u8 *const sc = (ai_u8 *){scratch};",
-             f"  AI_POISON_ROWS(sc, {int(a['scratch_bytes'])}u); /* rings start dead */",
-             *([f"  memset(sc + {int(st['acc_offset'])}u, 0, {int(st['acc_bytes'])}u); /* running sums */"]
-               if int(st.get("acc_offset", -1)) >= 0 else []),
+    if joint:  # the bytes on the input die with its rows (poisoned then, below)
+        nx = int(joint["input_bytes"])
+        first_poison = f"  AI_POISON_ROWS(sc + {nx}u, {max(int(joint['scratch']) - nx, 0)}u); /* rings start dead */"
+    else:
+        first_poison = f"  AI_POISON_ROWS(sc, {int(a['scratch_bytes'])}u); /* rings start dead */"
+    lines = ["{", f"  ai_u8 *const sc = (ai_u8 *){scratch};", first_poison,
+             *([f"  memset(sc + {acc_off}u, 0, {int(st['acc_bytes'])}u); /* running sums */"]
+               if acc_off >= 0 else []),
              f"  for (uint32_t s = 0u; s < {len(st['table'])}u; ++s) {{",
              f"    const {ety} *e = k{i}_steps[s];",
              "    switch (e[0]) {"]
@@ -278,7 +289,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         k = m["kernel"]
         lines.append(f"    case {j}: {{ /* {untrusted(str(m['source_op']))} #{int(m['source_index'])} */")
         if m["kind"] == "reduce":  # running sums per band, the rounded mean after the last
-            acc = f"(int32_t *)(void *)(sc + {int(st['acc_offset'])}u)"
+            acc = f"(int32_t *)(void *)(sc + {acc_off}u)"
             src = f"(const int8_t *)({buf(m['inputs'][0])} + (uint32_t)e[5] * {int(m['in_row_bytes'][0])}u)"
             lines.append(f"      ai_avgpool_rows_s8_accumulate(&k{i}_m{j}, {src}, e[1], {acc});")
             lines.append(f"      if (e[2] != 0) {{ ai_avgpool_rows_s8_finish(&k{i}_m{j}, {acc}, "
@@ -300,7 +311,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
         if m["scratch"] > 0:
-            args.append(f"(void *)(sc + {int(st['member_scratch_offset'])}u)")
+            args.append(f"(void *)(sc + {mso}u)")
         lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")
     for q, src in enumerate(st.get("sources", ())):  # --input-rows: the application's rows
@@ -312,8 +323,15 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         lines.append("        return AI_ERR_ROW_SOURCE;")
         lines.append("      }")
         lines.append("      break;")
+    dead = st.get("input_rows_dead")
+    if dead is not None:  # rows of the whole input past their last read (contract 1b)
+        rb = int(dead["row_bytes"])
+        x = f"(ai_u8 *){buf({'in': int(dead['input'])})}"
+        lines.append(f"    case {len(st['members']) + len(st.get('sources', ()))}: /* input rows [e[5], +e[1]) dead */")
+        lines.append(f"      AI_POISON_ROWS({x} + (uint32_t)e[5] * {rb}u, (uint32_t)e[1] * {rb}u);")
+        lines.append("      break;")
     for r, ring in enumerate(st["rings"]):
-        off, rb = int(ring["offset"]), int(ring["row_bytes"])
+        off, rb = ring_off[r], int(ring["row_bytes"])
         lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")
         lines.append(f"      memmove(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
                      f"(uint32_t)(e[2] - e[1]) * {rb}u);")

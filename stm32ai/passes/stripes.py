@@ -169,6 +169,8 @@ class Stripe:
     table: list[list[int]] = field(default_factory=list)
     calls: int = 0
     fed: list[int] = field(default_factory=list)  # row-fed graph inputs held as rings (--input-rows)
+    # the layout over the dying whole input (passes/stripe_overlap.py), None: none possible
+    joint: dict[str, Any] | None = None
 
 
 class StripeError(Exception):
@@ -364,6 +366,9 @@ def _layout(g: Graph, st: Stripe) -> None:
     mscr = max((m.op.scratch for m in st.members if m.kind != "reduce"), default=0)
     if mscr:
         items.append((-(-mscr // ALIGN) * ALIGN, scratch_steps, "scratch", -1))
+    from stm32ai.passes.stripe_overlap import joint_layout
+
+    st.joint = joint_layout(g, st, items)
     placed: list[tuple[int, int, set[int]]] = []
     st.ring_offset = [0] * len(st.rings)
     top = 0
@@ -522,7 +527,40 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
     }}
     op = Op("STRIPE", ins, list(st.outputs), kernel="stripe", attrs=attrs,
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
+    _dying_input(g, st, op)
     return op
+
+
+def _dying_input(g: Graph, st: Stripe, op: Op) -> None:
+    """When the stripe is the last reader of its one whole input (contract 1b): the table
+    poisons each input row at its death (`AI_POISON_ROWS`, garbage in poison runs only), and
+    the joint layout over it (passes/stripe_overlap.py) is offered to the planner as an overlap
+    of the output at `joint.y` bytes after the input, with the scratch at the input's start
+    (variant `scratch_at_input`: the planner sets it to 1 when it joins them, else 0)."""
+    if st.joint is None or st.fed or len(st.inputs) != 1:
+        return
+    x = st.inputs[0]
+    mine = {id(m.op) for m in st.members}
+    for o in g.ops:  # another reader of x (a stripe op standing for the same members is not one)
+        if x in o.inputs and id(o) not in mine and not (o.kernel == "stripe" and o.outputs == st.outputs):
+            return
+    if x in g.outputs:
+        return
+    from stm32ai.passes.stripe_overlap import death_steps, x_last_reads
+
+    sa = op.attrs["stripe"]
+    h = int(g.tensors[x].shape[1])
+    code = len(st.members) + len(st.fed)
+    deaths = death_steps(st, x_last_reads(st, x, h), 0)
+    table: list[list[int]] = [[code, n, 0, 0, 0, r0, 0] for s, r0, n in deaths if s < 0]
+    for s, step in enumerate(st.table):
+        table.append(step)
+        table += [[code, n, 0, 0, 0, r0, 0] for d, r0, n in deaths if d == s]
+    sa["table"] = table
+    sa["input_rows_dead"] = {"input": 0, "row_bytes": g.tensors[x].nbytes // h}
+    sa["joint"] = {**st.joint, "input_bytes": g.tensors[x].nbytes}
+    op.attrs["scratch_at_input"] = 0
+    op.overlap = [(st.joint["y"], st.joint["y"], {"scratch_at_input": 1})]
 
 
 def _outside_reads(g: Graph, members: set[int]) -> set[int]:

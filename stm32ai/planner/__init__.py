@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from stm32ai.ir import Graph
 from stm32ai.planner.allocate import ALLOCATORS, allocate
-from stm32ai.planner.liveness import Buffer, build_buffers, lower_bound
+from stm32ai.planner.liveness import SCRATCH_AT_INPUT, Buffer, build_buffers, lower_bound
 from stm32ai.planner.ordering import memory_aware_order
 
 ALIGN = 8  # every buffer starts on an 8-byte boundary (AI_BUFFER_ALIGN in ai_platform.h)
@@ -51,6 +51,11 @@ class Plan:
     def tensor_offset(self, tid: int) -> int:
         b = self.tensor_buffer[tid]
         return self.offsets[b] + self.buffers[b].inner.get(tid, 0)
+
+    def scratch_offset(self, op_idx: int) -> int:
+        """Pool offset of an op's scratch (inside a joined buffer: at its inner offset)."""
+        b = self.scratch_buffer[op_idx]
+        return self.offsets[b] + self.buffers[b].scratch_inner.get(op_idx, 0)
 
     def pool_index(self, buffer: int) -> int:
         return self.pool_of[buffer] if self.pool_of else 0
@@ -103,6 +108,9 @@ def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool 
                     converter_bound = lower_bound(built[0])
     assert best is not None
     order, (buffers, tensor_buffer, scratch_buffer), (offsets, size, optimal) = best
+    for op in g.ops:  # a joint stripe layout is used only where this plan joined it
+        if op.overlap and any(v.get(SCRATCH_AT_INPUT) for _, _, v in op.overlap):
+            op.attrs[SCRATCH_AT_INPUT] = 0
     for b in buffers:
         for op_idx, attrs in b.orders.items():  # the access order an overlap relies on
             g.ops[op_idx].attrs.update(attrs)

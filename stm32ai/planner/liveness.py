@@ -28,12 +28,26 @@ class Buffer:
     app_owned: bool = False  # the application provides it (not in the pool)
     state: bool = False  # persistent (variable) tensors: in the instance's state area, not the pool
     inner: dict[int, int] = field(default_factory=dict)  # tensor id -> byte offset inside (0 if absent)
+    # op index -> byte offset inside of that op's scratch, when it lies in this buffer (a stripe
+    # joined with its dying input: overlap variant SCRATCH_AT_INPUT)
+    scratch_inner: dict[int, int] = field(default_factory=dict)
     # op index -> kernel attrs (access order) the inner offsets assume; plan_memory applies them
     orders: dict[int, dict[str, int]] = field(default_factory=dict)
 
     @property
     def in_pool(self) -> bool:
         return not (self.app_owned or self.state)
+
+
+# An overlap variant with this key set: the op's scratch (of `attrs[stripe][joint][scratch]`
+# bytes) lies in the joined buffer at input 0's first byte (a stripe over its dying input,
+# passes/stripe_overlap.py proved every byte safe from the stripe's schedule).
+SCRATCH_AT_INPUT = "scratch_at_input"
+
+
+def joint_scratch(op: Op) -> int:
+    """Bytes of the op's scratch when joined with its input (SCRATCH_AT_INPUT)."""
+    return int(op.attrs["stripe"]["joint"]["scratch"])
 
 
 def _align(n: int, a: int) -> int:
@@ -247,8 +261,16 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
         b.state = b.state or g.tensors[t].variable
         tensor_buffer[t] = index_of_root[r]
     scratch_buffer: dict[int, int] = {}
+    joined = {op_idx: root for root, o in orders.items() for op_idx, v in o.items() if v.get(SCRATCH_AT_INPUT)}
     for op_idx in order:
         op = g.ops[op_idx]
+        if op_idx in joined:  # inside the buffer joining its input and output (at the input's start)
+            b = buffers[index_of_root[joined[op_idx]]]
+            x = op.inputs[0]
+            b.scratch_inner[op_idx] = inner[x]
+            b.size = max(b.size, _align(inner[x] + joint_scratch(op), align))
+            scratch_buffer[op_idx] = index_of_root[joined[op_idx]]
+            continue
         if op.scratch > 0:
             s = step_of[op_idx]
             scratch_buffer[op_idx] = len(buffers)

@@ -255,6 +255,8 @@ def annotate_overlaps(g: Graph, align: int) -> None:
     that makes it safe (the planner applies the one it picks). None when only the placements
     side by side are safe."""
     for op in g.ops:
+        if op.kernel == "stripe":  # its overlap comes from its schedule (passes/stripe_overlap.py)
+            continue
         op.overlap = None
         found: list[tuple[int, int, dict[str, int]]] = []
         for variant in ORDER_VARIANTS.get(op.kernel or "", [{}]):

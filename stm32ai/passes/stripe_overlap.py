@@ -1,0 +1,141 @@
+"""A stripe's whole input dying row by row (issue 24, contract 1b; docs/stripes.md).
+
+A stripe reads its whole input X band by band: once row r of X is past its last read in the
+static schedule, its bytes are free. `joint_layout` places the stripe's scratch (rings, member
+scratch, running sums) and its whole output Y in one buffer with X, X at byte 0, the scratch
+region starting at X's byte 0 too: an item may lie on X bytes only if every X row under it was
+last read at a step before the item's first use; a row k of Y only on X bytes read for the last
+time before the call that writes it, and never on a scratch item still used after that call.
+The planner joins X, Y and the scratch into one buffer when X dies at the stripe (the overlap
+variant `scratch_at_input`, planner/liveness.py); otherwise the stripe keeps its standalone
+layout (the pass's `_layout`). tests/plan_sim.py replays the step table byte by byte.
+
+Like passes/lower/overlap.py for single kernels, everything is decided from the schedule: per
+X row the step of its last read, per item the steps it is busy, per Y row the step writing it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stm32ai.ir import Graph
+
+ALIGN = 4
+
+
+def _up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def x_last_reads(st: Any, x: int, h: int) -> list[int]:
+    """Per row of the stripe's whole input x, the table step that reads it last (-1: never)."""
+    last = [-1] * h
+    for s, step in enumerate(st.table):
+        if step[0] < 0 or step[0] >= len(st.members):
+            continue
+        m = st.members[step[0]]
+        for q, t in enumerate(m.streamed):
+            if t != x:
+                continue
+            n = step[3] if (m.kind == "window" and q == 0) else step[1]
+            for r in range(step[5 + q], step[5 + q] + n):
+                last[r] = s
+    return last
+
+
+def death_steps(st: Any, last: list[int], first_step: int) -> list[tuple[int, int, int]]:
+    """(after step, row0, rows): X rows [row0, row0 + rows) are dead once `after step` ran (runs
+    of consecutive rows dying at the same step); rows never read die before step 0 (-1)."""
+    out: list[tuple[int, int, int]] = []
+    for r, s in enumerate(last):
+        s = max(s, first_step - 1)
+        if out and out[-1][0] == s and out[-1][1] + out[-1][2] == r:
+            out[-1] = (s, out[-1][1], out[-1][2] + 1)
+        else:
+            out.append((s, r, 1))
+    return out
+
+
+def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]]) -> dict[str, Any] | None:
+    """The joint layout of stripe `st` over its dying input, or None when it has not exactly one
+    whole input and one whole output. items: the pass's (bytes, busy steps, kind, ring) list."""
+    if len(st.inputs) != 1 or len(st.outputs) != 1:
+        return None
+    x, y = st.inputs[0], st.outputs[0]
+    tx, ty = g.tensors[x], g.tensors[y]
+    hx, rbx = int(tx.shape[1]), int(tx.nbytes // tx.shape[1])
+    hy, rby = int(ty.shape[1]), int(ty.nbytes // ty.shape[1])
+    last = x_last_reads(st, x, hx)
+    nx = tx.nbytes
+
+    def dead_prefix(step: int) -> int:
+        """Bytes of X at its start whose rows were all read for the last time before `step`."""
+        k = 0
+        while k < hx and last[k] < step:
+            k += 1
+        return k * rbx
+
+    def place(order: list[tuple[int, set[int], str, int]]) -> tuple[int, list[tuple[int, int, set[int], str, int]]]:
+        placed: list[tuple[int, int, set[int], str, int]] = []
+        top = nx
+        for size, steps, what, r in order:
+            first = min(steps) if steps else 0
+            room = dead_prefix(first)
+            clash = sorted((o, e) for o, e, b, _, _ in placed if b & steps)
+            cands = sorted({0, _up(nx), *(e for _, e in clash)})
+            at = None
+            for p in cands:
+                if p < nx and p + size > room:
+                    continue
+                if any(p < e and o < p + size for o, e in clash):
+                    continue
+                at = p
+                break
+            if at is None:  # past every clash and X
+                at = max([_up(nx), *(e for _, e in clash)])
+            placed.append((at, at + size, steps, what, r))
+            top = max(top, at + size)
+        return top, placed
+
+    by_size = sorted(items, key=lambda i: -i[0])
+    by_late = sorted(items, key=lambda i: (-(min(i[1]) if i[1] else 0), -i[0]))
+    top, placed = min(place(by_size), place(by_late), key=lambda tp: tp[0])
+
+    # rows of Y: the step that writes each
+    yw = [0] * hy
+    ym = next(j for j, m in enumerate(st.members) if m.out == y)
+    for s, step in enumerate(st.table):
+        if step[0] == ym:
+            for k in range(step[4], step[4] + step[1]):
+                yw[k] = s
+
+    def y_ok(d: int) -> bool:
+        for k in range(hy):
+            a, b = d + k * rby, d + (k + 1) * rby
+            if a < nx and min(b, nx) > dead_prefix(yw[k]):  # X bytes under row k still to be read
+                return False
+            for o, e, steps, _, _ in placed:  # an item still used once row k is written
+                if o < b and a < e and any(s >= yw[k] for s in steps):
+                    return False
+        return True
+
+    best = None
+    for d in range(0, _up(max(top, nx)) + 1, ALIGN):
+        if y_ok(d):
+            best = d
+            break
+    if best is None:  # cannot happen: at `top` nothing else lies
+        return None
+    size = _up(max(top, best + ty.nbytes))
+    ring_offset = [0] * len(st.rings)
+    out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0,
+                           "member_scratch_offset": 0, "acc_offset": -1}
+    for o, _, _, what, r in placed:
+        if what == "ring":
+            ring_offset[r] = o
+        elif what == "acc":
+            out["acc_offset"] = o
+        else:
+            out["member_scratch_offset"] = o
+    out["ring_offset"] = ring_offset
+    return out
