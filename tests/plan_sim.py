@@ -145,12 +145,87 @@ def simulate_plan(g: Graph, plan: Plan) -> None:
         if op.kernel == "__nop":
             check(op.inputs[0], None, what)
             continue
+        if op.kernel == "stripe":
+            _run_stripe(g, plan, op_idx, owner, check, stamp, what)
+            continue
         if op_idx in plan.scratch_buffer:
             b = plan.scratch_buffer[op_idx]
             owner[plan.offsets[b]:plan.offsets[b] + plan.buffers[b].size] = GARBAGE
         _run_op(g, plan, op, check, stamp, what)
     for t in g.outputs:
         check(t, None, "end of run")
+
+
+RING = -100  # ring r's rows hold RING - r
+
+
+def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, stamp, what: str) -> None:
+    """A stripe op, step by step from its table (docs/stripes.md): each call first checks the
+    rows it reads (of a whole input, or of a ring: stamped RING - r when written), then stamps
+    the rows it writes (of the whole output, or of a ring) and its kernel scratch as garbage;
+    a joined layout (scratch over the dying input, `scratch_at_input`) is replayed at its
+    offsets, so a ring, the kernel scratch or an output row laid on input bytes still to be
+    read, or on each other, fails here."""
+    op = g.ops[op_idx]
+    st = op.attrs["stripe"]
+    joint = st.get("joint") if op.attrs.get("scratch_at_input") == 1 else None
+    ring_off = joint["ring_offset"] if joint else [r["offset"] for r in st["rings"]]
+    mso = joint["member_scratch_offset"] if joint else st["member_scratch_offset"]
+    acc = joint["acc_offset"] if joint else st.get("acc_offset", -1)
+    base = plan.scratch_offset(op_idx) if op_idx in plan.scratch_buffer else None
+    if joint:
+        assert base == plan.tensor_offset(op.inputs[0]), "joined scratch not at the input's start"
+    else:
+        assert base is None or base + op.scratch <= plan.pool_size
+        if base is not None:
+            owner[base:base + op.scratch] = GARBAGE
+    if acc >= 0:
+        owner[base + acc:base + acc + st["acc_bytes"]] = RING - 99
+    n_mem = len(st["members"])
+
+    def rows(rb: int, r0: int, n: int) -> np.ndarray:
+        return np.arange(r0 * rb, (r0 + n) * rb)
+
+    def ring_bytes(r: int, r0: int, n: int) -> slice:
+        rb = st["rings"][r]["row_bytes"]
+        return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
+
+    for e in st["table"]:
+        if e[0] < 0:  # a drop: the live rows move to the ring's start
+            r = -1 - e[0]
+            live = owner[ring_bytes(r, e[1], e[2] - e[1])].copy()
+            assert (live == RING - r).all(), f"{what}: ring {r} lost a live row before a drop"
+            owner[ring_bytes(r, 0, e[2] - e[1])] = live
+            owner[ring_bytes(r, e[2] - e[1], e[1])] = GARBAGE
+            continue
+        if e[0] >= n_mem:
+            q = e[0] - n_mem
+            if q < len(st.get("sources", ())):  # rows from the row source into a ring
+                r = st["sources"][q]["ring"]
+                owner[ring_bytes(r, e[4], e[1])] = RING - r
+            continue  # dead input rows (poisoned by the executor): nothing to check
+        m = st["members"][e[0]]
+        n_streamed = len(m["in_row_bytes"])
+        for q in range(n_streamed):
+            ref = m["inputs"][q]
+            n = e[3] if (m["kind"] == "window" and q == 0) else e[1]
+            if "ring" in ref:
+                got = owner[ring_bytes(ref["ring"], e[5 + q], n)]
+                assert (got == RING - ref["ring"]).all(), f"{what}: member {e[0]}: ring {ref['ring']} overwritten"
+            else:
+                check(op.inputs[ref["in"]], rows(m["in_row_bytes"][q], e[5 + q], n), f"{what} member {e[0]}")
+        if m["kind"] == "reduce":
+            assert (owner[base + acc:base + acc + st["acc_bytes"]] == RING - 99).all(), f"{what}: sums overwritten"
+            if e[2]:
+                stamp(op.outputs[m["output"]["out"]])
+            continue
+        if m["scratch"] > 0:
+            owner[base + mso:base + mso + m["scratch"]] = GARBAGE
+        out = m["output"]
+        if "ring" in out:
+            owner[ring_bytes(out["ring"], e[4], e[1])] = RING - out["ring"]
+        else:
+            stamp(op.outputs[out["out"]], rows(m["row_bytes"], e[4], e[1]))
 
 
 def _run_op(g: Graph, plan: Plan, op: Op, check, stamp, what: str) -> None:

@@ -16,6 +16,8 @@ X row the step of its last read, per item the steps it is busy, per Y row the st
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from typing import Any
 
 from stm32ai.ir import Graph
@@ -68,12 +70,11 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]])
     last = x_last_reads(st, x, hx)
     nx = tx.nbytes
 
+    prefmax = list(itertools.accumulate(last, max))  # non-decreasing
+
     def dead_prefix(step: int) -> int:
         """Bytes of X at its start whose rows were all read for the last time before `step`."""
-        k = 0
-        while k < hx and last[k] < step:
-            k += 1
-        return k * rbx
+        return bisect.bisect_left(prefmax, step) * rbx
 
     def place(order: list[tuple[int, set[int], str, int]]) -> tuple[int, list[tuple[int, int, set[int], str, int]]]:
         placed: list[tuple[int, int, set[int], str, int]] = []
@@ -109,23 +110,29 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]])
             for k in range(step[4], step[4] + step[1]):
                 yw[k] = s
 
-    def y_ok(d: int) -> bool:
-        for k in range(hy):
-            a, b = d + k * rby, d + (k + 1) * rby
-            if a < nx and min(b, nx) > dead_prefix(yw[k]):  # X bytes under row k still to be read
-                return False
-            for o, e, steps, _, _ in placed:  # an item still used once row k is written
-                if o < b and a < e and any(s >= yw[k] for s in steps):
-                    return False
-        return True
+    room_y = [dead_prefix(w) for w in yw]
+    used_until = [(o, e, max(steps) if steps else -1) for o, e, steps, _, _ in placed]
 
-    best = None
-    for d in range(0, _up(max(top, nx)) + 1, ALIGN):
-        if y_ok(d):
-            best = d
-            break
-    if best is None:  # cannot happen: at `top` nothing else lies
-        return None
+    def y_at() -> int:
+        """The lowest offset where every row of Y is safe: a row k that clashes at d clashes at
+        every offset up to where it clears what it hit, so the search jumps there."""
+        d = 0
+        while True:
+            jump = d
+            for k in range(hy):
+                a, b = d + k * rby, d + (k + 1) * rby
+                if a < nx and min(b, nx) > room_y[k]:  # X bytes under row k still to be read
+                    jump = _up(nx - k * rby)
+                    break
+                hit = [e for o, e, until in used_until if o < b and a < e and until >= yw[k]]
+                if hit:  # an item still used once row k is written
+                    jump = _up(max(hit) - k * rby)
+                    break
+            if jump == d:
+                return d
+            d = max(jump, d + ALIGN)
+
+    best = y_at()
     size = _up(max(top, best + ty.nbytes))
     ring_offset = [0] * len(st.rings)
     out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0,

@@ -1,0 +1,92 @@
+"""A stripe's input (issue 24, docs/stripes.md): fed in rows by the application (--input-rows)
+and, resident in the pool, dying row by row under the stripe's rings and output (contract 1b).
+Checked against TFLite Micro, by the byte-level plan replay (tests/plan_sim.py) and the host
+poison runner."""
+
+import subprocess
+import sys
+
+import pytest
+from plan_sim import simulate_plan
+from test_stripes import _chain_models
+
+from stm32ai.pipeline import compile_model
+from stm32ai.planner import check_plan
+from stm32ai.validate.run import validate_model
+
+pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+
+NAMES = ["residual_s2", "dilated_valid", "skip_global"]
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory):
+    return _chain_models(tmp_path_factory.mktemp("stripe_inputs"))
+
+
+def _stripes(c):
+    return [op for op in c.graph.ops if op.kernel == "stripe"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_chain_fed_by_rows_matches_tflm(chains, name):
+    """--input-rows: the input is a ring filled from the host harness's row source (which checks
+    rows come in order, once, all of them); it has no pool bytes; the output is TFLM's."""
+    c = compile_model(chains[name], "network", stripes="all", input_rows=True)
+    fed = [op for op in _stripes(c) if op.attrs["stripe"]["sources"]]
+    assert fed, "no stripe takes the input in rows"
+    x = c.graph.inputs[0]
+    assert x in c.plan.app_owned and not c.plan.buffers[c.plan.tensor_buffer[x]].in_pool
+    assert c.doc["stm32ai"]["storage"][c.doc["attrs"]["storage_id"][1][0]]["pool"] == "user"
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(chains[name], n=2, compiled=c).outcome == "match"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dying_input_is_joined_and_replays(chains, name):
+    """Input resident: the stripe reading the graph input is its last reader, so the planner
+    joins input, scratch and output (`scratch_at_input`); the byte replay accepts the plan, and
+    rejects it once the joint layout's rings are all moved onto the input's first bytes."""
+    c = compile_model(chains[name], "network", stripes="all")
+    joined = [op for op in _stripes(c) if op.attrs.get("scratch_at_input") == 1]
+    assert joined, "no stripe was joined with its dying input"
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(chains[name], n=2, compiled=c).outcome == "match"
+    j = joined[0].attrs["stripe"]["joint"]
+    if len(j["ring_offset"]) > 1:
+        j["ring_offset"] = [0] * len(j["ring_offset"])
+        with pytest.raises(AssertionError):
+            simulate_plan(c.graph, c.plan)
+
+
+def test_joint_layout_is_off_when_the_input_lives_on(chains):
+    """The same chain with the input application-owned (--no-inputs-allocation): nothing to
+    join, the stripe keeps its standalone scratch (and still matches)."""
+    c = compile_model(chains["residual_s2"], "network", stripes="all", inputs_in_pool=False)
+    assert _stripes(c) and not any(op.attrs.get("scratch_at_input") == 1 for op in _stripes(c))
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(chains["residual_s2"], n=1, compiled=c).outcome == "match"
+
+
+def test_poison_runner_rows_and_dying_input(chains, tmp_path):
+    """The host poison runner (-DAI_POISON: dead pool bytes garbage before each kernel, ring rows
+    at their drop, input rows at their last read) on the chains, input resident and in rows."""
+    from stm32ai.validate.poison import PoisonBuild
+
+    cases = {}
+    for i, p in enumerate(chains.values()):
+        cases[f"r{i}"] = (p, compile_model(p, f"r{i}", stripes="all"))
+        cases[f"f{i}"] = (p, compile_model(p, f"f{i}", stripes="all", input_rows=True))
+    build = PoisonBuild({k: c for k, (_, c) in cases.items()}, tmp_path)
+    for name, (path, c) in cases.items():
+        res = validate_model(path, n=1, seed=7, compiled=c, runner=lambda cc, s, name=name: build.run(cc, s, name))
+        assert res.outcome == "match", name
+
+
+def test_input_rows_with_no_stripes_is_one_line(chains):
+    r = subprocess.run([sys.executable, "-m", "stm32ai", "analyze", str(chains["residual_s2"]), "--input-rows",
+                        "--no-stripes"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--input-rows" in r.stderr
