@@ -60,11 +60,15 @@ def bench_ram(row: dict[str, Any], path: Path, workdir: Path, build_run: Callabl
     try:
         ram = compile_model(path, "network", optimization="ram")
         flat = compile_model(path, "network", optimization="ram", stripes=False)
+        # --input-rows: the inputs a stripe reads arrive in rows (not in the pool; docs/stripes.md)
+        rows = compile_model(path, "network", optimization="ram", input_rows=True)
     except Stm32aiError as e:
         row["ram"] = {"status": f"unsupported: {e}"}
         return
     sts = _stripes(ram)
+    fed = any(st["sources"] for op in rows.graph.ops if op.kernel == "stripe" for st in [op.attrs["stripe"]])
     r.update(pool_ram_no_stripes=flat.plan.pool_size, pool_ram=ram.plan.pool_size,
+             pool_ram_rows=rows.plan.pool_size if fed else None,
              bands=[st["band"] for st in sts], calls=[st["calls"] for st in sts])
     args = SimpleNamespace(model=str(path), board=board.id, name="network", activations_pool=None,
                            weights_pool=None, profile=False)
@@ -106,21 +110,24 @@ def ram_table(rows: list[dict[str, Any]]) -> str:
         return "—" if v is None else format(v, ",")
 
     out = ["\n### `--optimization ram`: pool, instructions and estimated cycles\n",
-           "| model | pool balanced | ram, no stripes | ram (stripes) | band heights | result | QEMU instr ram "
+           "| model | pool balanced | ram, no stripes | ram (stripes) | ram --input-rows | band heights | result "
+           "| QEMU instr ram "
            "| vs balanced | est. cycles balanced | est. ram, no stripes | est. ram | ram vs balanced "
            "| stripes vs no stripes |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         x = r["ram"]
         bands = ", ".join(map(str, x["bands"])) or "no stripe"
         out.append(f"| {r['stem']} | {f(x['pool_balanced'])} | {f(x['pool_ram_no_stripes'])} | {f(x['pool_ram'])} "
-                   f"| {bands} | {x.get('result', '—')} | {f(x.get('instructions'))} "
+                   f"| {f(x.get('pool_ram_rows'))} | {bands} | {x.get('result', '—')} | {f(x.get('instructions'))} "
                    f"| {_pct(x.get('instructions'), r.get('instructions'))} | {f(x.get('est_balanced'))} "
                    f"| {f(x.get('est_ram_no_stripes'))} | {f(x.get('est_ram'))} "
                    f"| {_pct(x.get('est_ram'), x.get('est_balanced'))} "
                    f"| {_pct(x.get('est_ram'), x.get('est_ram_no_stripes'))} |")
     model = next((r["ram"].get("est_model") for r in rs if r["ram"].get("est_model")), None)
-    out.append(f"\nPools: bytes of the activation pool (I/O inside), compiled for the emulated board. Instructions: "
+    out.append(f"\nPools: bytes of the activation pool (I/O inside; with --input-rows the row-fed input is not in "
+               f"it: the application hands it over in rows, '—' when no stripe reads an input), compiled for the "
+               f"emulated board. Instructions: "
                f"the ram firmware on the emulated board (QEMU -icount), its output checked against TFLite Micro "
                f"(result); 'vs balanced': against the headline row's instructions. Estimated: `stm32ai analyze "
                f"--board {RAM_BOARD} --estimate` of the `--optimization ram` firmware (and `--no-stripes`)"

@@ -121,8 +121,9 @@ def test_bench_ram_row(tmp_path):
     r = row["ram"]
     assert r["result"] == "match" and r["instructions"] > 0
     assert r["pool_ram"] < r["pool_ram_no_stripes"] and r["bands"] == [1]
-    assert f"| {p.stem} | {row['pool_bytes']:,} | {r['pool_ram_no_stripes']:,} | {r['pool_ram']:,} | 1 | match |" \
-        in ram_table([row])
+    rows = "—" if r["pool_ram_rows"] is None else f"{r['pool_ram_rows']:,}"  # --input-rows
+    assert (f"| {p.stem} | {row['pool_bytes']:,} | {r['pool_ram_no_stripes']:,} | {r['pool_ram']:,} | {rows} "
+            "| 1 | match |") in ram_table([row])
 
 
 def test_analyze_lists_the_band_options(tmp_path):

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stm32ai.pipeline import Compiled
+from stm32ai.planner import row_fed_inputs
 
 
 @dataclass
@@ -43,6 +44,8 @@ class Report:
     # layers on a Winograd kernel: tile, transformed weights' bytes vs their int8 filter
     # (passes/lower/conv_wino.py winograd_choices); empty without --winograd / a "wino" variant
     winograd: list[dict[str, Any]] = field(default_factory=list)
+    # inputs a stripe pulls in rows from the application (--input-rows): not in the pool
+    row_inputs: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +88,7 @@ def build_report(c: Compiled) -> Report:
                          if st["pool"] == "state"), default=0),
         flash=flash_report(c, pools["weights"]["size"]),
         winograd=winograd_choices(g),
+        row_inputs=sorted(g.inputs.index(t) for t in row_fed_inputs(g)),
     )
 
 
@@ -217,6 +221,8 @@ def render_table(r: Report) -> Any:
                   f"{ly.output} {ly.dtype}", f"{ly.macc:,}", f"{ly.weights_bytes:,}",
                   f"{ly.activation_bytes:,}")
     io = "inside the pool" if r.io_in_pool else "application-owned"
+    if r.row_inputs:  # the app hands these over in rows (its own buffer, camera lines...): not in the pool
+        io += f"; input {', '.join(map(str, r.row_inputs))} in rows from the application's row source, not in the pool"
     t.caption = (f"MACC {r.macc:,} | ROM (weights) {r.weights_bytes:,} B | RAM (activation pool) "
                  f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B{_bounds(r)} | "
                  f"inputs {sum(r.input_bytes):,} B, outputs {sum(r.output_bytes):,} B ({io})")
