@@ -106,9 +106,14 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]])
     yw = [0] * hy
     ym = next(j for j, m in enumerate(st.members) if m.out == y)
     for s, step in enumerate(st.table):
-        if step[0] == ym:
-            for k in range(step[4], step[4] + step[1]):
-                yw[k] = s
+        if step[0] != ym:
+            continue
+        if st.members[ym].kind == "reduce":  # its one output row: written by the call that finishes
+            if step[2]:
+                yw[0] = s
+            continue
+        for k in range(step[4], step[4] + step[1]):
+            yw[k] = s
 
     room_y = [dead_prefix(w) for w in yw]
     used_until = [(o, e, max(steps) if steps else -1) for o, e, steps, _, _ in placed]
