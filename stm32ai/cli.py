@@ -743,6 +743,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         if args.winograd or args.tuning:
             raise Stm32aiError("--winograd/--tuning are for --mode host (on a board: generate with them, then run)")
+        if args.input_rows:  # the validation firmware writes whole inputs (docs/project.md "Not done yet")
+            raise Stm32aiError("--input-rows is for --mode host (on a board: generate with it, then `stm32ai run`)")
 
         return validate_target(_model_path(args.model), port=args.port, board=args.board, inputs=args.inputs,
                                n=args.n, seed=args.seed, as_json=args.json, timeout=args.timeout,

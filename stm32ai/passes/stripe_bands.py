@@ -44,7 +44,7 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | None, list[Op]]:
         if band in out or band > tallest:
             continue
         try:
-            out[band] = [stripe_op(g, simulate(g, st.members, band, set(st.outputs)))]
+            out[band] = [stripe_op(g, simulate(g, st.members, band, set(st.outputs), row_fed=set(st.fed)))]
         except StripeError:
             continue
     return out
