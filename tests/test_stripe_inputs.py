@@ -90,3 +90,30 @@ def test_input_rows_with_no_stripes_is_one_line(chains):
                         "--no-stripes"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "--input-rows" in r.stderr
+
+
+@pytest.mark.slow
+def test_vww_ram_pools_and_rows_on_the_emulated_board(tmp_path, capsys):
+    """VWW, `--optimization ram`: the input resident and dying row by row fits issue 24's
+    29,696 B (plan replayed byte by byte); with --input-rows the demo feeds the rows from its
+    test vector on the emulated board and the output matches TFLite Micro."""
+    import shutil
+
+    from conftest import shared_model
+
+    from stm32ai.cli import main
+
+    m = shared_model("mlperf_tiny/vww_96_int8.tflite")
+    c = compile_model(m, "network", optimization="ram")
+    assert c.plan.pool_size <= 29_696 and any(op.attrs.get("scratch_at_input") == 1 for op in _stripes(c))
+    simulate_plan(c.graph, c.plan)
+    if not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
+    out = tmp_path / "proj"
+    assert main(["generate", str(m), "--board", "qemu-netduinoplus2", "--optimization", "ram", "--input-rows",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out)]) == 0
+    kv = dict(ln.split(": ", 1) for ln in capsys.readouterr().out.splitlines() if ": " in ln)
+    assert kv["result"] == "match" and kv["row_inputs"] == "1"
+    assert int(kv["activations_bytes"]) < c.plan.pool_size
