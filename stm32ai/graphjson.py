@@ -20,7 +20,7 @@ import numpy as np
 from stm32ai import API_VERSION, __version__
 from stm32ai.errors import Stm32aiError
 from stm32ai.ir import DTYPE_SIZES, Graph
-from stm32ai.planner import ALIGN, Plan
+from stm32ai.planner import ALIGN, Plan, row_fed_inputs
 from stm32ai.sanitize import quote
 
 SCHEMA_VERSION = 1
@@ -32,6 +32,7 @@ def _const_align(dtype: str) -> int:
 
 
 def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    row_fed = row_fed_inputs(g)
     nodes: list[dict[str, Any]] = []
     arg_nodes: list[int] = []
     entry_of: dict[int, int] = {}  # tensor id -> entry id
@@ -187,7 +188,8 @@ def to_graph_json(g: Graph, plan: Plan, name: str) -> tuple[dict[str, Any], dict
             "storage": storage,
             "pools": [*_activation_pools(plan),
                       {"name": "weights", "size": weights_size, "align": WEIGHTS_ALIGN}],
-            "inputs_in_pool": not any(t in plan.app_owned for t in g.inputs),
+            # a row-fed input (--input-rows) has no buffer at all: the app hands its rows over
+            "inputs_in_pool": not any(t in plan.app_owned and t not in row_fed for t in g.inputs),
             "outputs_in_pool": not any(t in plan.app_owned for t in g.outputs),
         },
     }

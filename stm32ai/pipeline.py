@@ -47,7 +47,7 @@ from stm32ai.passes.verify import (
     verify_kernel_bounds,
     verify_memory,
 )
-from stm32ai.planner import ALIGN, Plan, plan_memory
+from stm32ai.planner import ALIGN, Plan, plan_memory, row_fed_inputs
 
 
 @dataclass
@@ -141,6 +141,8 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     doc, params = to_graph_json(g, plan, name)
     staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
                  for op in g.ops)
+    if g.input_rows and not row_fed_inputs(g):  # nothing streamable reads an input: it stays whole
+        warnings.append("--input-rows: no stripe reads a graph input here; the inputs stay whole in the pool")
     # Printed once the model compiled: a refused model gets its one error line alone.
     for w in warnings:  # not an error: the exit code is unaffected (docs/verifier.md)
         print(f"stm32ai: warning: {w}", file=sys.stderr)

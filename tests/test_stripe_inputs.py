@@ -38,6 +38,7 @@ def test_chain_fed_by_rows_matches_tflm(chains, name):
     x = c.graph.inputs[0]
     assert x in c.plan.app_owned and not c.plan.buffers[c.plan.tensor_buffer[x]].in_pool
     assert c.doc["stm32ai"]["storage"][c.doc["attrs"]["storage_id"][1][0]]["pool"] == "user"
+    assert c.doc["stm32ai"]["inputs_in_pool"]  # no buffer at all: the demo allocates none for it
     check_plan(c.plan)
     simulate_plan(c.graph, c.plan)
     assert validate_model(chains[name], n=2, compiled=c).outcome == "match"

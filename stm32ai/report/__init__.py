@@ -222,7 +222,8 @@ def render_table(r: Report) -> Any:
                   f"{ly.activation_bytes:,}")
     io = "inside the pool" if r.io_in_pool else "application-owned"
     if r.row_inputs:  # the app hands these over in rows (its own buffer, camera lines...): not in the pool
-        io += f"; input {', '.join(map(str, r.row_inputs))} in rows from the application's row source, not in the pool"
+        io += (f"; input {', '.join(map(str, r.row_inputs))} in rows from the application's row source, "
+               "in no buffer")
     t.caption = (f"MACC {r.macc:,} | ROM (weights) {r.weights_bytes:,} B | RAM (activation pool) "
                  f"{r.activations_bytes:,} B, schedule lower bound {r.lower_bound_bytes:,} B{_bounds(r)} | "
                  f"inputs {sum(r.input_bytes):,} B, outputs {sum(r.output_bytes):,} B ({io})")
