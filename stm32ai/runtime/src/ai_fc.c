@@ -406,6 +406,144 @@ AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, 
   return wa;
 }
 
+#if AI_FC_ASM && !defined(AI_CORE_CM7)
+#define AI_FC_M4_BLOCKS 1
+/* The whole block loop of the common case in one routine (Cortex-M4 build; issue 25): every
+ * block of 4 rows when one chunk covers the row, K % 4 == 0, a bias, and the per-tensor
+ * fast full-range output stage (fc_ctx.simple). Per block: the two B biases start both
+ * accumulators of each pair, the MAC loop of fc_loop4_asm (same registers, same order), the
+ * recovery A = bias_A + (ab - b) / 256, four rq_fast + zero point + SSAT #8 (rq_fast with
+ * 0x40000000 - 2^31 [x < 0] built by AND/ORR and the high word khi + (x >> 31) by one ADD:
+ * the same 64-bit addend as its ADDS/ADC), one word store of the 4 outputs (unaligned STR
+ * is allowed on Armv7-M). In the C version GCC spilled the MAC loop's 13 registers around
+ * each block and kept the chunk bookkeeping: ~180 estimated cycles per block besides the
+ * MACs on nucleo-l4r5zi, ~70 here. The state lives in memory (`fc_m4_run`, pointer in LR
+ * during the routine): r0 x, r1 w, r2 count, r3-r6 ab0 b0 ab1 b1, r7 r8 xa xb, r9-r12
+ * weight words; after the MACs r9-r12 take m, rs, khi, zp. */
+typedef struct {
+  const int8_t *x;     /* 0: the input row */
+  const int32_t *bias; /* 4: bias of the next block (advances) */
+  int8_t *y;           /* 8: output of the next block (advances) */
+  int8_t *yend;        /* 12: y + the rows in blocks */
+  int32_t groups;      /* 16: column groups (no tail) */
+  int32_t m, rs, khi, zp; /* 20..32: the output stage (fc_ctx) */
+  const int8_t *w;     /* 36: weights, in and out */
+} fc_m4_run;
+
+#define AI_FC_M4_GROUP                \
+  "ldr    r9, [r1], #16\n\t"         \
+  "ldr    r7, [r0], #4\n\t"          \
+  "ldr    r10, [r1, #-12]\n\t"       \
+  "ldr    r11, [r1, #-8]\n\t"        \
+  "ldr    r12, [r1, #-4]\n\t"        \
+  "sxtb16 r8, r7, ror #8\n\t"        \
+  "sxtb16 r7, r7\n\t"                \
+  "smlad  r3, r9, r7, r3\n\t"        \
+  "sxtb16 r9, r9\n\t"                \
+  "smlad  r4, r9, r7, r4\n\t"        \
+  "smlad  r3, r10, r8, r3\n\t"       \
+  "sxtb16 r10, r10\n\t"              \
+  "smlad  r4, r10, r8, r4\n\t"       \
+  "smlad  r5, r11, r7, r5\n\t"       \
+  "sxtb16 r11, r11\n\t"              \
+  "smlad  r6, r11, r7, r6\n\t"       \
+  "smlad  r5, r12, r8, r5\n\t"       \
+  "sxtb16 r12, r12\n\t"              \
+  "smlad  r6, r12, r8, r6\n\t"
+
+#define AI_FC_M4_RQ_R3 \
+  "and    r7, r3, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r3, asr #31\n\t" \
+  "smlal  r7, r8, r3, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "add    r8, r8, r12\n\t"          \
+  "ssat   r3, #8, r8\n\t"
+#define AI_FC_M4_RQ_R4 \
+  "and    r7, r4, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r4, asr #31\n\t" \
+  "smlal  r7, r8, r4, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "add    r8, r8, r12\n\t"          \
+  "ssat   r4, #8, r8\n\t"
+#define AI_FC_M4_RQ_R5 \
+  "and    r7, r5, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r5, asr #31\n\t" \
+  "smlal  r7, r8, r5, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "add    r8, r8, r12\n\t"          \
+  "ssat   r5, #8, r8\n\t"
+#define AI_FC_M4_RQ_R6 \
+  "and    r7, r6, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r6, asr #31\n\t" \
+  "smlal  r7, r8, r6, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "add    r8, r8, r12\n\t"          \
+  "ssat   r6, #8, r8\n\t"
+
+__attribute__((naked, noinline)) static void fc_blocks4_m4(fc_m4_run *st __attribute__((unused))) {
+  __asm__ volatile(
+      "push   {r4-r11, lr}\n\t"
+      "mov    lr, r0\n\t"
+      "ldr    r1, [lr, #36]\n"
+      "10:\n\t"
+      "ldr    r7, [lr, #4]\n\t"
+      "ldr    r0, [lr, #0]\n\t"
+      "ldr    r2, [lr, #16]\n\t"
+      "ldr    r4, [r7, #4]\n\t"
+      "ldr    r6, [r7, #12]\n\t"
+      "mov    r3, r4\n\t"
+      "mov    r5, r6\n\t"
+      "tst    r2, #1\n\t"
+      "beq    1f\n\t"
+      AI_FC_M4_GROUP
+      "1:\n\t"
+      "tst    r2, #2\n\t"
+      "beq    2f\n\t"
+      AI_FC_M4_GROUP AI_FC_M4_GROUP
+      "2:\n\t"
+      "lsrs   r2, r2, #2\n\t"
+      "beq    4f\n"
+      "3:\n\t"
+      AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP
+      "subs   r2, r2, #1\n\t"
+      "bne    3b\n"
+      "4:\n\t"
+      "ldr    r7, [lr, #4]\n\t"
+      "subs   r3, r3, r4\n\t"
+      "subs   r5, r5, r6\n\t"
+      "ldr    r8, [r7], #16\n\t"
+      "ldr    r9, [r7, #-8]\n\t"
+      "str    r7, [lr, #4]\n\t"
+      "add    r3, r8, r3, asr #8\n\t"
+      "add    r5, r9, r5, asr #8\n\t"
+      "add    r7, lr, #20\n\t"
+      "ldm    r7, {r9, r10, r11, r12}\n\t"
+      AI_FC_M4_RQ_R3 AI_FC_M4_RQ_R4 AI_FC_M4_RQ_R5 AI_FC_M4_RQ_R6
+      "bfi    r3, r4, #8, #8\n\t"
+      "bfi    r3, r5, #16, #8\n\t"
+      "bfi    r3, r6, #24, #8\n\t"
+      "ldr    r7, [lr, #8]\n\t"
+      "ldr    r8, [lr, #12]\n\t"
+      "str    r3, [r7], #4\n\t"
+      "str    r7, [lr, #8]\n\t"
+      "cmp    r7, r8\n\t"
+      "bne    10b\n\t"
+      "str    r1, [lr, #36]\n\t"
+      "pop    {r4-r11, pc}\n\t");
+}
+#undef AI_FC_M4_GROUP
+#undef AI_FC_M4_RQ_R3
+#undef AI_FC_M4_RQ_R4
+#undef AI_FC_M4_RQ_R5
+#undef AI_FC_M4_RQ_R6
+#else
+#define AI_FC_M4_BLOCKS 0
+#endif
+
 /* Rows o, o+1 (one pair), same scheme. */
 static const int8_t *fc_block2(const fc_ctx *c, const int8_t *x, const int8_t *w, int8_t *y,
                                int32_t o) {
@@ -484,6 +622,14 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
     c.xt = tail_word(x + (k & ~3), k & 3);
     const int8_t *w = weights;
     int32_t o = 0;
+#if AI_FC_M4_BLOCKS
+    if (n4 > 0 && c.chunk >= c.groups && !c.tail && c.simple && bias != NULL) {
+      fc_m4_run st = {x, bias, y, y + n4, c.groups, c.m, c.rs, c.khi, c.zp, w};
+      fc_blocks4_m4(&st);
+      w = st.w;
+      o = n4;
+    }
+#endif
     for (; o < n4; o += 4) {
       w = fc_block4(&c, x, w, y, o);
     }
