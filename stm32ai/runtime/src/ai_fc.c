@@ -425,9 +425,10 @@ typedef struct {
   const int32_t *bias; /* 4: bias of the next block (advances) */
   int8_t *y;           /* 8: output of the next block (advances) */
   int8_t *yend;        /* 12: y + the rows in blocks */
-  int32_t groups;      /* 16: column groups (no tail) */
+  int32_t groups7;     /* 16: column groups (no tail) % 8, peeled out of line */
   int32_t m, rs, khi, zp; /* 20..32: the output stage (fc_ctx) */
   const int8_t *w;     /* 36: weights, in and out */
+  int32_t groups8;     /* 40: column groups / 8: iterations of the 8-group loop */
 } fc_m4_run;
 
 #define AI_FC_M4_GROUP                \
@@ -497,20 +498,17 @@ __attribute__((naked, noinline)) static void fc_blocks4_m4(fc_m4_run *st __attri
       "ldr    r6, [r7, #12]\n\t"
       "mov    r3, r4\n\t"
       "mov    r5, r6\n\t"
-      "tst    r2, #1\n\t"
-      "beq    1f\n\t"
-      AI_FC_M4_GROUP
-      "1:\n\t"
-      "tst    r2, #2\n\t"
-      "beq    2f\n\t"
-      AI_FC_M4_GROUP AI_FC_M4_GROUP
-      "2:\n\t"
-      "lsrs   r2, r2, #2\n\t"
-      "beq    4f\n"
+      "cmp    r2, #0\n\t"
+      "bne.w  20f\n"
+      "21:\n\t"
+      "ldr    r2, [lr, #40]\n\t"
+      "cmp    r2, #0\n\t"
+      "beq.w  4f\n"
       "3:\n\t"
       AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP
+      AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP
       "subs   r2, r2, #1\n\t"
-      "bne    3b\n"
+      "bne.w  3b\n"
       "4:\n\t"
       "ldr    r7, [lr, #4]\n\t"
       "subs   r3, r3, r4\n\t"
@@ -533,7 +531,21 @@ __attribute__((naked, noinline)) static void fc_blocks4_m4(fc_m4_run *st __attri
       "cmp    r7, r8\n\t"
       "bne    10b\n\t"
       "str    r1, [lr, #36]\n\t"
-      "pop    {r4-r11, pc}\n\t");
+      "pop    {r4-r11, pc}\n"
+      /* groups % 8, out of line (not taken when K % 32 == 0) */
+      "20:\n\t"
+      "tst    r2, #1\n\t"
+      "beq    22f\n\t"
+      AI_FC_M4_GROUP
+      "22:\n\t"
+      "tst    r2, #2\n\t"
+      "beq    23f\n\t"
+      AI_FC_M4_GROUP AI_FC_M4_GROUP
+      "23:\n\t"
+      "tst    r2, #4\n\t"
+      "beq.w  21b\n\t"
+      AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP AI_FC_M4_GROUP
+      "b.w    21b\n\t");
 }
 #undef AI_FC_M4_GROUP
 #undef AI_FC_M4_RQ_R3
@@ -624,7 +636,7 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
     int32_t o = 0;
 #if AI_FC_M4_BLOCKS
     if (n4 > 0 && c.chunk >= c.groups && !c.tail && c.simple && bias != NULL) {
-      fc_m4_run st = {x, bias, y, y + n4, c.groups, c.m, c.rs, c.khi, c.zp, w};
+      fc_m4_run st = {x, bias, y, y + n4, c.groups & 7, c.m, c.rs, c.khi, c.zp, w, c.groups >> 3};
       fc_blocks4_m4(&st);
       w = st.w;
       o = n4;
