@@ -125,6 +125,9 @@ class Graph:
     winograd: bool = False
     # generate --tuning FILE: layer key -> variant (stm32ai/tuning.py; set by the pipeline)
     tuning: dict[str, str] | None = None
+    # the target board's core ("cortex-m4", ...) where lowering picks a core-specific variant
+    # (FC's int16 input scratch, passes/lower/fc.py); None: no board, the portable choice
+    core: str | None = None
 
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str,
                    quant: Quant | None = None, data: np.ndarray | None = None) -> int:

@@ -71,7 +71,8 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
                   weights_budget: int | None = None, flash: FlashModel | None = None,
                   winograd: bool = False, tuning: dict[str, str] | None = None,
-                  stripes: bool | str | None = None, stripes_max_cost: float | None = None) -> Compiled:
+                  stripes: bool | str | None = None, stripes_max_cost: float | None = None,
+                  core: str | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
@@ -82,12 +83,14 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     stripes: row-streamed execution where it shrinks the pool (passes/stripes.py); None: on
     with --optimization ram; "all": every run of stripe-able ops, whatever the pool (tests).
     stripes_max_cost: the band rule's bound (passes/stripe_bands.py): the smallest pool whose
-    modelled cycles stay within this fraction over the stripe-less graph's (None: no bound)."""
+    modelled cycles stay within this fraction over the stripe-less graph's (None: no bound).
+    core: the board's core, for core-specific kernel variants (None: the portable ones)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
         g.winograd = winograd
         g.tuning = dict(tuning) if tuning else None
+        g.core = core
         return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash,
                         optimization == "ram" if stripes is None else stripes, stripes_max_cost)
 
@@ -291,6 +294,10 @@ def compile_for_board(path: str | Path, name: str, board_id: str | None, *, opti
     import dataclasses
 
     flash = flash_model_for(board_id, weights_pool, activations_pool)
+    if board_id and "core" not in kw:
+        from stm32ai.boards import load_board
+
+        kw["core"] = load_board(board_id).core
     if flash is not None and ram_room_div > 1:
         flash = dataclasses.replace(flash, ram_room=flash.ram_room // ram_room_div)
     budget = weights_budget_for(board_id)

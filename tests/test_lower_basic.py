@@ -704,7 +704,8 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
     """C program running random FC layers (weights packed by the compiler's own packer) and
     printing every output byte; also returns the expected outputs from a numpy transcription
     of TFLM's FullyConnected (input offset, int32 accumulation, double-rounding requant)."""
-    lines = ['#include <stdio.h>', '#include "ai_kernels_fc.h"', "static int8_t out[8192];"]
+    lines = ['#include <stdio.h>', '#include "ai_kernels_fc.h"', "static int8_t out[8192];",
+             "static uint32_t xscratch[1100];"]
     calls, expect = [], []
     for i in range(n_layers):
         batches, k, n = int(rng.integers(1, 4)), int(rng.integers(1, 90)), int(rng.integers(1, 26))
@@ -752,7 +753,9 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
                      f".act_max = {hi}, .pair_rows = {pair_rows}, "
                      f".chunk_groups = {chunk_groups(w, pair_rows)}, .fast_requant = {fast} }};")
         tables = f"m{i}, s{i}" if per_ch else "NULL, NULL"
-        calls.append(f"  ai_fully_connected_s8(&p{i}, x{i}, w{i}, b{i}, {tables}, out);\n"
+        call = (f"ai_fully_connected_s8_x16(&p{i}, x{i}, w{i}, b{i}, out, xscratch)" if simple and i % 4 == 2
+                else f"ai_fully_connected_s8(&p{i}, x{i}, w{i}, b{i}, {tables}, out)")
+        calls.append(f"  {call};\n"
                      f"  for (int j = 0; j < {batches * n}; j++) printf(\"%d \", out[j]);\n"
                      "  printf(\"\\n\");")
     lines += ["int main(void) {", *calls, "  return 0;", "}"]
