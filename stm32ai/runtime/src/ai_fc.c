@@ -641,11 +641,21 @@ static const int8_t *fc_row1(const fc_ctx *c, const int8_t *x, const int8_t *w, 
   return w;
 }
 
-/* x16: scratch for the row as int16 pairs (2 * in_features bytes, 4-aligned), or NULL. */
-static void fc_s8(const ai_fully_connected_s8_params *p, const int8_t *input, const int8_t *weights,
-                  const int32_t *bias, const int32_t *multipliers, const int32_t *shifts,
-                  int8_t *output, uint32_t *x16) {
-  (void)x16; /* used by the Cortex-M4 block routine only */
+#if AI_FC_M4_BLOCKS
+/* x16: scratch for the row as int16 pairs (2 * in_features bytes, 4-aligned), or NULL.
+ * Inlined into both entry points. Builds without the block routine (Cortex-M7, no DSP)
+ * compile this body as ai_fully_connected_s8 itself, token for token what it was before the
+ * _x16 variant existed: as a shared function GCC made ai_fully_connected_s8 a tail branch
+ * into it and moved code, which cost estimated cycles on the M7. */
+__attribute__((always_inline)) static inline void fc_s8(
+    const ai_fully_connected_s8_params *p, const int8_t *input, const int8_t *weights,
+    const int32_t *bias, const int32_t *multipliers, const int32_t *shifts, int8_t *output,
+    uint32_t *x16) {
+#else
+void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
+                           const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
+                           const int32_t *shifts, int8_t *output) {
+#endif
   const int32_t k = p->in_features;
   const int32_t n = p->out_features;
   const int32_t n4 = p->pair_rows & ~3, n2 = p->pair_rows;
@@ -706,11 +716,13 @@ static void fc_s8(const ai_fully_connected_s8_params *p, const int8_t *input, co
   }
 }
 
+#if AI_FC_M4_BLOCKS
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
                            const int32_t *shifts, int8_t *output) {
   fc_s8(p, input, weights, bias, multipliers, shifts, output, NULL);
 }
+#endif
 
 void ai_fully_connected_s8_x16(const ai_fully_connected_s8_x16_params *p, const int8_t *input,
                                const int8_t *weights, const int32_t *bias, int8_t *output,
@@ -718,8 +730,8 @@ void ai_fully_connected_s8_x16(const ai_fully_connected_s8_x16_params *p, const 
 #if AI_FC_M4_BLOCKS
   fc_s8(p, input, weights, bias, NULL, NULL, output, (uint32_t *)scratch);
 #else
-  /* no use for the scratch: the int8 entry (a tail call; fc_s8 keeps one caller, so the
-   * Cortex-M7 build's code and layout stay those of the int8 kernel) */
+  /* no use for the scratch: the int8 kernel (the lowering picks _x16 only for cores that
+   * build the routine, so this entry is normally not even linked) */
   (void)scratch;
   ai_fully_connected_s8(p, input, weights, bias, NULL, NULL, output);
 #endif
