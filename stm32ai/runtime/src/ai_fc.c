@@ -643,11 +643,13 @@ static const int8_t *fc_row1(const fc_ctx *c, const int8_t *x, const int8_t *w, 
 
 #if AI_FC_M4_BLOCKS
 /* x16: scratch for the row as int16 pairs (2 * in_features bytes, 4-aligned), or NULL.
- * Inlined into both entry points. Builds without the block routine (Cortex-M7, no DSP)
- * compile this body as ai_fully_connected_s8 itself, token for token what it was before the
- * _x16 variant existed: as a shared function GCC made ai_fully_connected_s8 a tail branch
- * into it and moved code, which cost estimated cycles on the M7. */
-__attribute__((always_inline)) static inline void fc_s8(
+ * Shared by both entry points. Builds without the block routine (Cortex-M7, no DSP) compile
+ * this body as ai_fully_connected_s8 itself, token for token what it was before the _x16
+ * variant existed: as a shared function GCC made ai_fully_connected_s8 a tail branch into it
+ * and moved code, which cost estimated cycles on the M7. (Inlining it into both entries on the
+ * M4 moved the code after ai_fc.o by a different amount: KWS / IC on nucleo-l4r5zi +132 /
+ * +880 estimated cycles in unchanged conv2d layers, ART I-cache placement; not taken.) */
+static void fc_s8(
     const ai_fully_connected_s8_params *p, const int8_t *input, const int8_t *weights,
     const int32_t *bias, const int32_t *multipliers, const int32_t *shifts, int8_t *output,
     uint32_t *x16) {
