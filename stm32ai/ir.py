@@ -128,6 +128,9 @@ class Graph:
     # --input-rows: graph inputs a stripe reads may arrive in rows from the application's row
     # source instead of sitting whole in the pool (passes/stripes.py; set by the pipeline)
     input_rows: bool = False
+    # the target board's core ("cortex-m4", ...) where lowering picks a core-specific variant
+    # (FC's int16 input scratch, passes/lower/fc.py); None: no board, the portable choice
+    core: str | None = None
 
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str,
                    quant: Quant | None = None, data: np.ndarray | None = None) -> int:

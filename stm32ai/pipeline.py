@@ -73,7 +73,7 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
                   weights_budget: int | None = None, flash: FlashModel | None = None,
                   winograd: bool = False, tuning: dict[str, str] | None = None,
                   stripes: bool | str | None = None, stripes_max_cost: float | None = None,
-                  input_rows: bool = False) -> Compiled:
+                  input_rows: bool = False, core: str | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
@@ -86,7 +86,8 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     stripes_max_cost: the band rule's bound (passes/stripe_bands.py): the smallest pool whose
     modelled cycles stay within this fraction over the stripe-less graph's (None: no bound).
     input_rows: graph inputs a stripe reads arrive in rows from the application's row source
-    (--input-rows, docs/stripes.md): not in the pool; implies stripes."""
+    (--input-rows, docs/stripes.md): not in the pool; implies stripes.
+    core: the board's core, for core-specific kernel variants (None: the portable ones)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
@@ -97,6 +98,7 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
         g.input_rows = input_rows
         if input_rows and stripes is None:
             stripes = True
+        g.core = core
         return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash,
                         optimization == "ram" if stripes is None else stripes, stripes_max_cost)
 
@@ -302,6 +304,10 @@ def compile_for_board(path: str | Path, name: str, board_id: str | None, *, opti
     import dataclasses
 
     flash = flash_model_for(board_id, weights_pool, activations_pool)
+    if board_id and "core" not in kw:
+        from stm32ai.boards import load_board
+
+        kw["core"] = load_board(board_id).core
     if flash is not None and ram_room_div > 1:
         flash = dataclasses.replace(flash, ram_room=flash.ram_room // ram_room_div)
     budget = weights_budget_for(board_id)

@@ -704,11 +704,17 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
     """C program running random FC layers (weights packed by the compiler's own packer) and
     printing every output byte; also returns the expected outputs from a numpy transcription
     of TFLM's FullyConnected (input offset, int32 accumulation, double-rounding requant)."""
-    lines = ['#include <stdio.h>', '#include "ai_kernels_fc.h"', "static int8_t out[8192];"]
+    lines = ['#include <stdio.h>', '#include "ai_kernels_fc.h"', "static int8_t out[8192];",
+             "static uint32_t xscratch[1100];"]
     calls, expect = [], []
     for i in range(n_layers):
         batches, k, n = int(rng.integers(1, 4)), int(rng.integers(1, 90)), int(rng.integers(1, 26))
         kind = i % 5
+        # per-tensor, fast, full-range output, K % 4 == 0 and a bias: the Cortex-M4 build's
+        # whole-block routine (fc_blocks4_m4); n >= 4 so it runs
+        simple = kind == 2 and i % 2 == 0
+        if simple:
+            k, n = 4 * int(rng.integers(1, 40)), int(rng.integers(4, 26))
         if kind == 3:  # long rows of large weights: several exact recoveries per paired row
             k, n, batches = int(rng.integers(520, 1100)), int(rng.integers(1, 10)), 1
         w = rng.integers(-127, 128, (n, k)).astype(np.int8)
@@ -720,13 +726,15 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
         if kind == 3:  # inputs that drive sum(a*x) to its bound
             x = np.where(w[:1] >= 0, 127, -128).astype(np.int8).repeat(batches, 0)
         bias = rng.integers(-(1 << 20), 1 << 20, n).astype(np.int64)
-        per_ch = rng.random() < 0.5
+        per_ch = rng.random() < 0.5 and not simple
         mult = rng.integers(1 << 30, (1 << 31) - 1, n if per_ch else 1).astype(np.int64)
         # fast requantisation (every shift <= -2) on even layers, the general path on odd ones
         shift = rng.integers(-12, -1 if i % 2 == 0 else 2, n if per_ch else 1).astype(np.int64)
         zp = int(rng.integers(-128, 128))
         lo = int(rng.integers(-128, 0))
         hi = int(rng.integers(lo, 128))
+        if simple:
+            lo, hi = -128, 127
         acc = x.astype(np.int64) @ w.astype(np.int64).T + bias
         acc = ((acc + (1 << 31)) % (1 << 32)) - (1 << 31)
         y = multiply_by_quantized_multiplier(acc, mult, shift) + zp
@@ -745,7 +753,9 @@ def _fc_selftest_source(rng, n_layers: int) -> tuple[str, list[np.ndarray]]:
                      f".act_max = {hi}, .pair_rows = {pair_rows}, "
                      f".chunk_groups = {chunk_groups(w, pair_rows)}, .fast_requant = {fast} }};")
         tables = f"m{i}, s{i}" if per_ch else "NULL, NULL"
-        calls.append(f"  ai_fully_connected_s8(&p{i}, x{i}, w{i}, b{i}, {tables}, out);\n"
+        call = (f"ai_fully_connected_s8_x16(&p{i}, x{i}, w{i}, b{i}, out, xscratch)" if simple and i % 4 == 2
+                else f"ai_fully_connected_s8(&p{i}, x{i}, w{i}, b{i}, {tables}, out)")
+        calls.append(f"  {call};\n"
                      f"  for (int j = 0; j < {batches * n}; j++) printf(\"%d \", out[j]);\n"
                      "  printf(\"\\n\");")
     lines += ["int main(void) {", *calls, "  return 0;", "}"]

@@ -166,6 +166,37 @@ def _check_hybrid(w: Tensor, y: Tensor, bias: Tensor | None, n_out: int) -> str 
     return check_filter_quant(w, what, n_out, 0)
 
 
+def fc_x16_scratch_size(k: int) -> int:
+    """ai_fully_connected_s8_x16's scratch: the input row as int16 pairs."""
+    return 2 * k
+
+
+# Extending the row costs ~7 estimated cycles per column group once; each block of 4 rows
+# then saves 1 per group: below 8 blocks it does not pay (measured on ad01's 128 -> 8 layer:
+# 2,125 -> 2,533 estimated cycles on nucleo-l4r5zi with 2 blocks).
+X16_MIN_ROWS = 32
+# cores built with the Cortex-M4 block routine (Armv7E-M / Armv8-M with the DSP extension,
+# AI_CORE_CM7 unset; runtime/src/ai_fc.c)
+X16_CORES = ("cortex-m4", "cortex-m33")
+
+
+def x16_pays(k: int, n_out: int, pair_rows: int, chunk: int, per_tensor: bool, shift: int,
+             lo: int, hi: int, has_bias: bool, optimization: str, core: str | None) -> bool:
+    """Whether the layer takes ai_fully_connected_s8_x16: exactly the case of the Cortex-M4
+    block routine (ai_fc.c, fc_blocks4_m4: blocks of 4 paired rows, one chunk per row,
+    K % 4 == 0, a bias, per-tensor fast requantisation over the whole int8 range), which then
+    reads the row as int16 pairs extended once instead of extending it in each of the
+    n_out / 4 blocks: 1 estimated cycle less per 16 MACs for 2*K bytes of scratch, so not with
+    --optimization ram. `shift`: the per-tensor shift, fast (<= -2) and small enough for the
+    routine's folded zero point (>= -22, fc_m4_fold). Only for the cores whose build runs the
+    routine (X16_CORES): the Cortex-M7 build has no use for the scratch, and the extra entry
+    point cost it 10-30 estimated cycles per layer; no board: the int8 kernel."""
+    groups = k // 4
+    return (core in X16_CORES and optimization != "ram" and k % 4 == 0 and pair_rows >= X16_MIN_ROWS
+            and chunk >= groups and per_tensor and -22 <= shift <= -2 and lo <= -128 and hi >= 127
+            and has_bias)
+
+
 def hybrid_fc_scratch_size(k: int) -> int:
     """ai_fully_connected_hybrid_scratch_size: one batch of quantised input."""
     return (k + 3) // 4 * 4
@@ -259,3 +290,8 @@ def lower_fc(op: Op, g: Graph) -> None:
                 "out_multiplier": int(m), "out_shift": int(s), "out_zero_point": zp_of(y),
                 "act_min": int(lo), "act_max": int(hi), "pair_rows": int(pair_rows),
                 "chunk_groups": chunk_groups(wd, pair_rows), "fast_requant": int(fast)}
+    if x16_pays(k, n_out, pair_rows, chunk_groups(wd, pair_rows), mult_arg < 0, int(s) if fast else 0,
+                lo, hi, bias_arg >= 0, g.optimization, g.core):
+        op.kernel = "fully_connected_s8_x16"
+        op.inputs = [op.inputs[0], w_id, bias_arg]  # per-tensor: no multiplier tables
+        op.scratch = fc_x16_scratch_size(int(k))

@@ -35,6 +35,14 @@ typedef struct {
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
                            const int32_t *shifts, int8_t *output);
+/* The same layer with scratch for the input row as int16 pairs (2 * in_features bytes,
+ * 4-aligned), for per-tensor layers with a bias (no multiplier tables): the Cortex-M4 block
+ * routine then skips the SXTB16 of the input in every block (docs/kernels_fc.md). Other
+ * builds, and layers outside the routine's case, ignore the scratch. */
+typedef ai_fully_connected_s8_params ai_fully_connected_s8_x16_params;
+void ai_fully_connected_s8_x16(const ai_fully_connected_s8_x16_params *p, const int8_t *input,
+                               const int8_t *weights, const int32_t *bias, int8_t *output,
+                               void *scratch);
 
 /* weights [out_features][in_features] as in TFLite; bias may be NULL. */
 typedef struct {

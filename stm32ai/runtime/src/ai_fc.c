@@ -406,6 +406,193 @@ AI_FC_NOINLINE static const int8_t *fc_block4(const fc_ctx *c, const int8_t *x, 
   return wa;
 }
 
+#if AI_FC_ASM && !defined(AI_CORE_CM7)
+#define AI_FC_M4_BLOCKS 1
+/* The whole block loop of the common case in one routine (Cortex-M4 build; issue 25): every
+ * block of 4 rows when one chunk covers the row, K % 4 == 0, a bias, and the per-tensor
+ * fast full-range output stage (fc_ctx.simple) whose zero point folds into the rounding
+ * constant (fc_m4_fold). Per block: the two B biases start both accumulators of each pair,
+ * the MAC loop (the arithmetic of fc_loop4_asm, 8 column groups per iteration, groups % 8
+ * peeled out of line), the recovery A = bias_A + (ab - b) / 256, four requantisations
+ * (rq_fast with the zero point folded: 0x40000000 - 2^31 [x < 0] by AND/ORR, the high word
+ * kf + (x >> 31) by one ADD, SMLAL, ASR, SSAT #8) and one word store of the 4 outputs
+ * (unaligned STR is allowed on Armv7-M). In C, GCC spilled the MAC loop's 13 registers
+ * around each block and kept the chunk bookkeeping: ~180 estimated cycles per block besides
+ * the MACs on nucleo-l4r5zi, ~70 here. The state lives in memory (`fc_m4_run`, pointer in LR
+ * during the routine): r0 x, r1 w, r2 count, r3-r6 ab0 b0 ab1 b1, r7 r8 xa xb, r9-r12
+ * weight words; after the MACs r9-r11 take m, rs, kf.
+ * Two inputs: the int8 row (G8: SXTB16 per group, as fc_loop4_asm) or, in
+ * ai_fully_connected_s8_x16, the row sign-extended once per layer into scratch as the
+ * (x0, x2), (x1, x3) int16 pairs (G16: 6 pipelined LDRs and no SXTB16 of the input, 19
+ * estimated cycles per 16 MACs instead of 20; the row is re-read by every block). */
+typedef struct {
+  const void *x;       /* 0: the input row (int8, or the int16 pairs) */
+  const int32_t *bias; /* 4: bias of the next block (advances) */
+  int8_t *y;           /* 8: output of the next block (advances) */
+  int8_t *yend;        /* 12: y + the rows in blocks */
+  int32_t groups7;     /* 16: column groups (no tail) % 8, peeled out of line */
+  int32_t m, rs, kf;   /* 20..28: multiplier, right shift, folded rounding constant */
+  int32_t unused;      /* 32 */
+  const int8_t *w;     /* 36: weights, in and out */
+  int32_t groups8;     /* 40: column groups / 8: iterations of the 8-group loop */
+} fc_m4_run;
+
+/* rq_fast(x, m, rs, khi) + zp == hi32(kf:2^30 - 2^31 [x < 0] + x * m) >> rs with
+ * kf = khi + zp * 2^rs (khi = 2^(rs-1)) whenever that high word stays an int32: it is
+ * kf + floor((2^30 - 2^31 [x < 0] + x * m) / 2^32), and |x * m| < 2^62 for every int32 x, so
+ * |floor(...)| <= 2^30 and |kf| < 2^30 - 1 suffices: an int8 zp and rs <= 21 (the FC layers
+ * of the MLPerf models have rs <= 12). Returns 0 otherwise (the C path then runs). */
+static int fc_m4_fold(const fc_ctx *c, int32_t *kf) {
+  if (c->rs < 1 || c->rs > 21 || c->zp < -128 || c->zp > 127) {
+    return 0;
+  }
+  *kf = c->khi + c->zp * (int32_t)(1u << (uint32_t)c->rs); /* |kf| <= 2^20 + 2^28 */
+  return 1;
+}
+
+#define AI_FC_M4_G8                   \
+  "ldr    r9, [r1], #16\n\t"         \
+  "ldr    r7, [r0], #4\n\t"          \
+  "ldr    r10, [r1, #-12]\n\t"       \
+  "ldr    r11, [r1, #-8]\n\t"        \
+  "ldr    r12, [r1, #-4]\n\t"        \
+  "sxtb16 r8, r7, ror #8\n\t"        \
+  "sxtb16 r7, r7\n\t"                \
+  "smlad  r3, r9, r7, r3\n\t"        \
+  "sxtb16 r9, r9\n\t"                \
+  "smlad  r4, r9, r7, r4\n\t"        \
+  "smlad  r3, r10, r8, r3\n\t"       \
+  "sxtb16 r10, r10\n\t"              \
+  "smlad  r4, r10, r8, r4\n\t"       \
+  "smlad  r5, r11, r7, r5\n\t"       \
+  "sxtb16 r11, r11\n\t"              \
+  "smlad  r6, r11, r7, r6\n\t"       \
+  "smlad  r5, r12, r8, r5\n\t"       \
+  "sxtb16 r12, r12\n\t"              \
+  "smlad  r6, r12, r8, r6\n\t"
+#define AI_FC_M4_G16                  \
+  "ldr    r9, [r1], #16\n\t"         \
+  "ldr    r7, [r0], #8\n\t"          \
+  "ldr    r10, [r1, #-12]\n\t"       \
+  "ldr    r8, [r0, #-4]\n\t"         \
+  "ldr    r11, [r1, #-8]\n\t"        \
+  "ldr    r12, [r1, #-4]\n\t"        \
+  "smlad  r3, r9, r7, r3\n\t"        \
+  "sxtb16 r9, r9\n\t"                \
+  "smlad  r4, r9, r7, r4\n\t"        \
+  "smlad  r3, r10, r8, r3\n\t"       \
+  "sxtb16 r10, r10\n\t"              \
+  "smlad  r4, r10, r8, r4\n\t"       \
+  "smlad  r5, r11, r7, r5\n\t"       \
+  "sxtb16 r11, r11\n\t"              \
+  "smlad  r6, r11, r7, r6\n\t"       \
+  "smlad  r5, r12, r8, r5\n\t"       \
+  "sxtb16 r12, r12\n\t"              \
+  "smlad  r6, r12, r8, r6\n\t"
+#define AI_FC_M4_RQ_R3          \
+  "and    r7, r3, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r3, asr #31\n\t" \
+  "smlal  r7, r8, r3, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "ssat   r3, #8, r8\n\t"
+#define AI_FC_M4_RQ_R4          \
+  "and    r7, r4, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r4, asr #31\n\t" \
+  "smlal  r7, r8, r4, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "ssat   r4, #8, r8\n\t"
+#define AI_FC_M4_RQ_R5          \
+  "and    r7, r5, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r5, asr #31\n\t" \
+  "smlal  r7, r8, r5, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "ssat   r5, #8, r8\n\t"
+#define AI_FC_M4_RQ_R6          \
+  "and    r7, r6, #0x80000000\n\t"  \
+  "orr    r7, r7, #0x40000000\n\t"  \
+  "add    r8, r11, r6, asr #31\n\t" \
+  "smlal  r7, r8, r6, r9\n\t"      \
+  "asr    r8, r8, r10\n\t"          \
+  "ssat   r6, #8, r8\n\t"
+#define AI_FC_M4_BODY(G)                                                        \
+  __asm__ volatile("push   {r4-r11, lr}\n\t"                                      \
+                   "mov    lr, r0\n\t"                                            \
+                   "ldr    r1, [lr, #36]\n"                                       \
+                   "10:\n\t"                                                      \
+                   "ldr    r7, [lr, #4]\n\t"                                      \
+                   "ldr    r0, [lr, #0]\n\t"                                      \
+                   "ldr    r2, [lr, #16]\n\t"                                     \
+                   "ldr    r4, [r7, #4]\n\t"                                      \
+                   "ldr    r6, [r7, #12]\n\t"                                     \
+                   "mov    r3, r4\n\t"                                            \
+                   "mov    r5, r6\n\t"                                            \
+                   "cmp    r2, #0\n\t"                                            \
+                   "bne.w  20f\n"                                                 \
+                   "21:\n\t"                                                      \
+                   "ldr    r2, [lr, #40]\n\t"                                     \
+                   "cmp    r2, #0\n\t"                                            \
+                   "beq.w  4f\n"                                                  \
+                   "3:\n\t"                                                       \
+                   G G G G G G G G                                                \
+                   "subs   r2, r2, #1\n\t"                                        \
+                   "bne.w  3b\n"                                                  \
+                   "4:\n\t"                                                       \
+                   "ldr    r7, [lr, #4]\n\t"                                      \
+                   "subs   r3, r3, r4\n\t"                                        \
+                   "subs   r5, r5, r6\n\t"                                        \
+                   "ldr    r8, [r7], #16\n\t"                                     \
+                   "ldr    r9, [r7, #-8]\n\t"                                     \
+                   "str    r7, [lr, #4]\n\t"                                      \
+                   "add    r3, r8, r3, asr #8\n\t"                                \
+                   "add    r5, r9, r5, asr #8\n\t"                                \
+                   "add    r7, lr, #20\n\t"                                       \
+                   "ldm    r7, {r9, r10, r11}\n\t"                                \
+                   AI_FC_M4_RQ_R3 AI_FC_M4_RQ_R4 AI_FC_M4_RQ_R5 AI_FC_M4_RQ_R6   \
+                   "bfi    r3, r4, #8, #8\n\t"                                    \
+                   "bfi    r3, r5, #16, #8\n\t"                                   \
+                   "bfi    r3, r6, #24, #8\n\t"                                   \
+                   "ldr    r7, [lr, #8]\n\t"                                      \
+                   "ldr    r8, [lr, #12]\n\t"                                     \
+                   "str    r3, [r7], #4\n\t"                                      \
+                   "str    r7, [lr, #8]\n\t"                                      \
+                   "cmp    r7, r8\n\t"                                            \
+                   "bne.w  10b\n\t"                                               \
+                   "str    r1, [lr, #36]\n\t"                                     \
+                   "pop    {r4-r11, pc}\n"                                        \
+                   "20:\n\t"                                                      \
+                   "tst    r2, #1\n\t"                                            \
+                   "beq    22f\n\t"                                               \
+                   G                                                              \
+                   "22:\n\t"                                                      \
+                   "tst    r2, #2\n\t"                                            \
+                   "beq    23f\n\t"                                               \
+                   G G                                                            \
+                   "23:\n\t"                                                      \
+                   "tst    r2, #4\n\t"                                            \
+                   "beq.w  21b\n\t"                                               \
+                   G G G G                                                        \
+                   "b.w    21b\n\t")
+
+__attribute__((naked, noinline)) static void fc_blocks4_m4(fc_m4_run *st __attribute__((unused))) {
+  AI_FC_M4_BODY(AI_FC_M4_G8);
+}
+__attribute__((naked, noinline)) static void fc_blocks4_m4_x16(fc_m4_run *st __attribute__((unused))) {
+  AI_FC_M4_BODY(AI_FC_M4_G16);
+}
+#undef AI_FC_M4_BODY
+#undef AI_FC_M4_G8
+#undef AI_FC_M4_G16
+#undef AI_FC_M4_RQ_R3
+#undef AI_FC_M4_RQ_R4
+#undef AI_FC_M4_RQ_R5
+#undef AI_FC_M4_RQ_R6
+#else
+#define AI_FC_M4_BLOCKS 0
+#endif
+
 /* Rows o, o+1 (one pair), same scheme. */
 static const int8_t *fc_block2(const fc_ctx *c, const int8_t *x, const int8_t *w, int8_t *y,
                                int32_t o) {
@@ -454,9 +641,23 @@ static const int8_t *fc_row1(const fc_ctx *c, const int8_t *x, const int8_t *w, 
   return w;
 }
 
+#if AI_FC_M4_BLOCKS
+/* x16: scratch for the row as int16 pairs (2 * in_features bytes, 4-aligned), or NULL.
+ * Shared by both entry points. Builds without the block routine (Cortex-M7, no DSP) compile
+ * this body as ai_fully_connected_s8 itself, token for token what it was before the _x16
+ * variant existed: as a shared function GCC made ai_fully_connected_s8 a tail branch into it
+ * and moved code, which cost estimated cycles on the M7. (Inlining it into both entries on the
+ * M4 moved the code after ai_fc.o by a different amount: KWS / IC on nucleo-l4r5zi +132 /
+ * +880 estimated cycles in unchanged conv2d layers, ART I-cache placement; not taken.) */
+static void fc_s8(
+    const ai_fully_connected_s8_params *p, const int8_t *input, const int8_t *weights,
+    const int32_t *bias, const int32_t *multipliers, const int32_t *shifts, int8_t *output,
+    uint32_t *x16) {
+#else
 void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
                            const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
                            const int32_t *shifts, int8_t *output) {
+#endif
   const int32_t k = p->in_features;
   const int32_t n = p->out_features;
   const int32_t n4 = p->pair_rows & ~3, n2 = p->pair_rows;
@@ -484,6 +685,26 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
     c.xt = tail_word(x + (k & ~3), k & 3);
     const int8_t *w = weights;
     int32_t o = 0;
+#if AI_FC_M4_BLOCKS
+    int32_t kf;
+    if (n4 > 0 && c.chunk >= c.groups && !c.tail && c.simple && bias != NULL && fc_m4_fold(&c, &kf)) {
+      fc_m4_run st = {x, bias, y, y + n4, c.groups & 7, c.m, c.rs, kf, 0, w, c.groups >> 3};
+      if (x16 != NULL) {
+        /* the row as int16 pairs, once for all blocks */
+        for (int32_t g = 0; g < c.groups; g++) {
+          const uint32_t xw = rd32(x + 4 * g);
+          x16[2 * g] = sxtb16(xw);
+          x16[2 * g + 1] = sxtb16_r8(xw);
+        }
+        st.x = x16;
+        fc_blocks4_m4_x16(&st);
+      } else {
+        fc_blocks4_m4(&st);
+      }
+      w = st.w;
+      o = n4;
+    }
+#endif
     for (; o < n4; o += 4) {
       w = fc_block4(&c, x, w, y, o);
     }
@@ -495,6 +716,27 @@ void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *
       w = fc_row1(&c, x, w, y, o);
     }
   }
+}
+
+#if AI_FC_M4_BLOCKS
+void ai_fully_connected_s8(const ai_fully_connected_s8_params *p, const int8_t *input,
+                           const int8_t *weights, const int32_t *bias, const int32_t *multipliers,
+                           const int32_t *shifts, int8_t *output) {
+  fc_s8(p, input, weights, bias, multipliers, shifts, output, NULL);
+}
+#endif
+
+void ai_fully_connected_s8_x16(const ai_fully_connected_s8_x16_params *p, const int8_t *input,
+                               const int8_t *weights, const int32_t *bias, int8_t *output,
+                               void *scratch) {
+#if AI_FC_M4_BLOCKS
+  fc_s8(p, input, weights, bias, NULL, NULL, output, (uint32_t *)scratch);
+#else
+  /* no use for the scratch: the int8 kernel (the lowering picks _x16 only for cores that
+   * build the routine, so this entry is normally not even linked) */
+  (void)scratch;
+  ai_fully_connected_s8(p, input, weights, bias, NULL, NULL, output);
+#endif
 }
 
 static inline float clampf(float v, float lo, float hi) {
