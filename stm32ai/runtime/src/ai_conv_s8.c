@@ -6,6 +6,15 @@
 
 /* ---------------------------------------------------------------- CONV_2D */
 
+/* AI_CONV_QUAD: the Cortex-M4 channel-quad loop (4 output channels x 2 pixels per pass, staged
+ * int16 weights; conv_quads_asm_w16 below). It needs 14 registers, r7 included, so only in an
+ * optimised build (no frame pointer); not on the Cortex-M7 (AI_CORE_CM7 keeps gcc's loop, which
+ * pairs better there) and not with -DAI_NO_ASM. */
+#if defined(__ARM_FEATURE_DSP) && !defined(AI_CORE_CM7) && defined(__GNUC__) && defined(__OPTIMIZE__) && \
+    !defined(AI_NO_ASM)
+#define AI_CONV_QUAD 1
+#endif
+
 /* K of one filter row (k_w * in_c) and its stride in the packed K: rounded up to a multiple
  * of 4 when the rows are padded (krow: the lowering's choice for in_c % 4 != 0, so that an
  * interior window's rows unpack straight from the image). */
@@ -57,9 +66,13 @@ int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
  * (int8 layout: channel pairs are contiguous, an odd last channel's row ends the layout),
  * copied as they are or, w16, each 4-byte word {w0..w3} expanded to the int16 pairs
  * {w0,w2} {w1,w3} that pack_conv_weights_s16 stores (SXTB16, SXTB16 ROR 8). Every byte is
- * read from `weights`/`rq` once here instead of once per pixel pair. */
+ * read from `weights`/`rq` once here instead of once per pixel pair.
+ * quad (w16 only): the first n & ~3 channels as channel quads for conv_quads_asm_w16: per
+ * quad and group of 4 K-elements 8 words, {w0,w2} of its channels 0..3, then {w1,w3} of
+ * channels 0..3 (the order its loads consume them); the rest (a pair, an odd channel) as
+ * above. Channel-quad rows are two pair blocks of the int8 layout, read side by side. */
 static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
-                       int w16, uint32_t *dst) {
+                       int w16, int quad, uint32_t *dst) {
   memcpy(dst, rq + 4 * c0, (size_t)n * 16u);
   uint32_t *d = dst + 4 * n;
   const int8_t *s = weights + c0 * kp;
@@ -67,7 +80,16 @@ static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int
     memcpy(d, s, (size_t)n * (size_t)kp);
     return;
   }
-  for (int32_t i = n * kp >> 2; i > 0; --i, s += 4, d += 2) {
+  const int32_t nq = quad ? n & ~3 : 0;
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {
+    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */
+    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {
+      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);
+      d[0] = sxtb16(a0), d[1] = sxtb16(a1), d[2] = sxtb16(b0), d[3] = sxtb16(b1);
+      d[4] = sxtb16_r8(a0), d[5] = sxtb16_r8(a1), d[6] = sxtb16_r8(b0), d[7] = sxtb16_r8(b1);
+    }
+  }
+  for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
     const uint32_t v = rd32(s);
     d[0] = sxtb16(v);
     d[1] = sxtb16_r8(v);
@@ -758,6 +780,152 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
 }
 #endif
 
+#if defined(AI_CONV_QUAD)
+/* Channel-quad group: 4 K-elements of output channels 0..3 against the two pixels' columns.
+ * Per K-pair (the {x0,x2} words, then the {x1,x3} words) 2 column words and 4 weight words,
+ * loaded in bursts of 4 and 2 single LDRs (5 + 3 estimated Cortex-M4 cycles, TRM DDI 0439B
+ * §3.3.2; each pointer written back by its first load, the next load from the other pointer),
+ * and 8 SMLADs: 32 cycles per 32 MACs, against 36 for the 2x2 block (AI_W16_GROUP4: 4 loads
+ * per 4 SMLADs). Weights: the staged quad layout of conv_stage (8 words per group). */
+#define AI_QUAD_GROUP                                 \
+  "ldr %[wa], [%[w]], #32\n\t"                        \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-28]\n\t"                       \
+  "ldr %[x1], [%[c], #-8]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a10], %[wa], %[x1], %[a10]\n\t"            \
+  "smlad %[a01], %[wb], %[x0], %[a01]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"            \
+  "ldr %[wa], [%[w], #-24]\n\t"                       \
+  "ldr %[wb], [%[w], #-20]\n\t"                       \
+  "smlad %[a02], %[wa], %[x0], %[a02]\n\t"            \
+  "smlad %[a12], %[wa], %[x1], %[a12]\n\t"            \
+  "smlad %[a03], %[wb], %[x0], %[a03]\n\t"            \
+  "smlad %[a13], %[wb], %[x1], %[a13]\n\t"            \
+  "ldr %[wa], [%[w], #-16]\n\t"                       \
+  "ldr %[x0], [%[c], #-12]\n\t"                       \
+  "ldr %[wb], [%[w], #-12]\n\t"                       \
+  "ldr %[x1], [%[c], #-4]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a10], %[wa], %[x1], %[a10]\n\t"            \
+  "smlad %[a01], %[wb], %[x0], %[a01]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"            \
+  "ldr %[wa], [%[w], #-8]\n\t"                        \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "smlad %[a02], %[wa], %[x0], %[a02]\n\t"            \
+  "smlad %[a12], %[wa], %[x1], %[a12]\n\t"            \
+  "smlad %[a03], %[wb], %[x0], %[a03]\n\t"            \
+  "smlad %[a13], %[wb], %[x1], %[a13]\n\t"
+
+/* rq_fold + SSAT of one accumulator, in place (the int8 result in its low byte): lo:hi =
+ * kf:2^30 - 2^31*[acc<0] + acc*m, then hi >> rs saturated (AI_RQ_OUT without the store).
+ * Constants: m in wa, rs in wb, kf in x1; c and w are the temporaries. */
+#define AI_RQ_ACC(ACC)                                \
+  "and %[c], %[" ACC "], #0x80000000\n\t"             \
+  "orr %[c], %[c], #0x40000000\n\t"                   \
+  "add %[w], %[x1], %[" ACC "], asr #31\n\t"          \
+  "smlal %[c], %[w], %[" ACC "], %[wa]\n\t"           \
+  "asr %[w], %[w], %[wb]\n\t"                         \
+  "ssat %[" ACC "], #8, %[w]\n\t"
+
+#define AI_RQ_CH(OFF, A0, A1)                         \
+  "ldr %[wa], [%[x0], #" OFF "+4]\n\t"                \
+  "ldr %[wb], [%[x0], #" OFF "+8]\n\t"                \
+  "ldr %[x1], [%[x0], #" OFF "+12]\n\t"               \
+  AI_RQ_ACC(A0)                                       \
+  AI_RQ_ACC(A1)
+
+/* Every channel quad of a pixel pair (quads >= 1), staged w16 weights in the quad layout,
+ * rq_fold + SSAT: 4 x 2 accumulators over the K groups, then the 8 outputs requantised in
+ * place and stored as one word per pixel (4 consecutive channels: out_c % 4 == 0 and a
+ * 4-aligned output, checked by the caller). 14 registers (r7 too: optimised builds only);
+ * the loop's invariants live in 32 bytes below sp: the columns, the entry into the 4-group
+ * body (groups % 4 leading groups run by entering it past its first groups, Duff's device:
+ * one copy of the body less, which keeps the hot code within the L4's 1 KB ART I-cache), the
+ * end of the columns, the rq row and its end, the output pointers and, while requantising,
+ * the weight pointer. Per quad and pixel pair ~110 estimated Cortex-M4 cycles
+ * besides the groups' 32 each (docs/kernels_conv.md). */
+static inline __attribute__((always_inline)) const uint32_t *conv_quads_asm_w16(
+    const uint32_t *w, const uint32_t *col, int32_t groups, const int32_t *q, int32_t quads,
+    int8_t **o0p, int8_t **o1p) {
+  /* a01: the byte offset of the first group to run in the 4-group body (each group is 28
+   * 32-bit instructions, 112 bytes), plus the Thumb bit for the LDR PC that enters it */
+  uint32_t a00 = (uint32_t)col, a01 = (uint32_t)(((4 - (groups & 3)) & 3) * 112 + 1);
+  uint32_t a02 = (uint32_t)(col + 4 * groups);
+  uint32_t a03 = (uint32_t)q, a10 = (uint32_t)(q + 16 * quads), a11 = (uint32_t)*o0p, a12 = (uint32_t)*o1p;
+  uint32_t a13, c, wa, wb, x0, x1;
+  __asm__ volatile(
+      "sub sp, sp, #32\n\t"
+      "str %[a00], [sp]\n\t"
+      "str %[a01], [sp, #4]\n\t"
+      "str %[a02], [sp, #8]\n\t"
+      "str %[a03], [sp, #12]\n\t"
+      "str %[a10], [sp, #16]\n\t"
+      "str %[a11], [sp, #20]\n\t"
+      "str %[a12], [sp, #24]\n\t"
+      "adr %[x1], 3f\n\t"
+      "add %[x1], %[x1], %[a01]\n\t"
+      "str %[x1], [sp, #4]\n\t"
+      "mov %[x0], %[a03]\n\t"
+      ".balign 4\n"
+      "5:\n\t"
+      "ldr %[a00], [%[x0]]\n\t"
+      "ldr %[a01], [%[x0], #16]\n\t"
+      "ldr %[a02], [%[x0], #32]\n\t"
+      "ldr %[a03], [%[x0], #48]\n\t"
+      "ldr %[c], [sp]\n\t"
+      "mov %[a10], %[a00]\n\t"
+      "mov %[a11], %[a01]\n\t"
+      "mov %[a12], %[a02]\n\t"
+      "mov %[a13], %[a03]\n\t"
+      "ldr pc, [sp, #4]\n\t" /* into the 4-group body at group (4 - groups % 4) % 4 */
+      ".balign 4\n"
+      "3:\n\t"
+      AI_QUAD_GROUP
+      AI_QUAD_GROUP
+      AI_QUAD_GROUP
+      AI_QUAD_GROUP
+      "ldr %[x1], [sp, #8]\n\t"
+      "cmp %[c], %[x1]\n\t"
+      "bne 3b\n"
+      "4:\n\t"
+      "str %[w], [sp, #28]\n\t"
+      "ldr %[x0], [sp, #12]\n\t"
+      AI_RQ_CH("0", "a00", "a10")
+      AI_RQ_CH("16", "a01", "a11")
+      AI_RQ_CH("32", "a02", "a12")
+      AI_RQ_CH("48", "a03", "a13")
+      "bfi %[a00], %[a01], #8, #8\n\t"
+      "bfi %[a10], %[a11], #8, #8\n\t"
+      "bfi %[a00], %[a02], #16, #8\n\t"
+      "bfi %[a10], %[a12], #16, #8\n\t"
+      "bfi %[a00], %[a03], #24, #8\n\t"
+      "bfi %[a10], %[a13], #24, #8\n\t"
+      "ldr %[wa], [sp, #20]\n\t"
+      "ldr %[wb], [sp, #24]\n\t"
+      "ldr %[x1], [sp, #16]\n\t"
+      "ldr %[w], [sp, #28]\n\t"
+      "add %[x0], %[x0], #64\n\t"
+      "str %[a00], [%[wa]], #4\n\t"
+      "str %[a10], [%[wb]], #4\n\t"
+      "str %[wa], [sp, #20]\n\t"
+      "str %[wb], [sp, #24]\n\t"
+      "str %[x0], [sp, #12]\n\t"
+      "cmp %[x0], %[x1]\n\t"
+      "bne 5b\n\t"
+      "mov %[a11], %[wa]\n\t"
+      "mov %[a12], %[wb]\n\t"
+      "add sp, sp, #32\n\t"
+      : [a00] "+r"(a00), [a01] "+r"(a01), [a02] "+r"(a02), [a03] "+r"(a03), [a10] "+r"(a10),
+        [a11] "+r"(a11), [a12] "+r"(a12), [a13] "=&r"(a13), [w] "+r"(w), [c] "=&r"(c),
+        [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1)
+      :
+      : "cc", "memory");
+  *o0p = (int8_t *)a11, *o1p = (int8_t *)a12;
+  return w;
+}
+#endif
+
 /* Every output channel of a pixel pair (o0, o1; o1 == o0 for an odd last pixel). The MAC
  * loops leave the weight pointer at the next channel pair (the layout is contiguous);
  * outputs are stored through post-incremented pointers. */
@@ -765,8 +933,21 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
                                                                  int32_t groups, const int32_t *q,
                                                                  int32_t cout, const uint32_t *col,
                                                                  int8_t *o0, int8_t *o1,
-                                                                 const conv_out_t *o, int mode) {
+                                                                 const conv_out_t *o, int mode,
+                                                                 int quad) {
   const uint32_t *wp = (const uint32_t *)(const void *)w;
+#if defined(AI_CONV_QUAD)
+  if (quad && w16 && mode == 1 && cout >= 4) { /* the channel quads, then the pair layout */
+    wp = conv_quads_asm_w16(wp, col, groups, q, cout >> 2, &o0, &o1);
+    q += 16 * (cout >> 2);
+    cout &= 3;
+    if (cout == 0) {
+      return;
+    }
+  }
+#else
+  (void)quad;
+#endif
 #if defined(__ARM_FEATURE_DSP) && !defined(AI_CORE_CM7)
   /* not on the Cortex-M7 (AI_CORE_CM7, set by the project generator): there the estimator puts
    * it 8 % behind gcc's code (KWS on nucleo-h743zi 3,287,819 -> 3,595,724 estimated cycles) */
@@ -822,6 +1003,7 @@ typedef struct {
    * image; others take conv_columns (out of line). fast = 0: always conv_columns. */
   int32_t fast, rowg, rowst, kh;
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
+  int32_t quad;          /* the staged weights start with channel quads (conv_stage) */
 } conv_run_t;
 
 /* The first byte of output pixel n's window in the image when the fast path may read it
@@ -867,7 +1049,8 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
     } else {
       conv_columns_slow(rp, k, k1);
     }
-    conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode);
+    conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
+                  r.quad);
   }
 }
 
@@ -892,8 +1075,17 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   const int w16 = p->w16 != 0, staged = p->stage_oc > 0;
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
   uint32_t *stage = (uint32_t *)scratch;
+  /* channel quads (AI_CONV_QUAD): staged int16 weights, rq_fold + SSAT, and every quad's 4
+   * outputs a 4-aligned word (out_c, the block and the output all multiples of 4) */
+#if defined(AI_CONV_QUAD)
+  const int quad = staged && w16 && mode == 1 && (cout & 3) == 0 && (blk & 3) == 0 &&
+                   ((uintptr_t)output & 3) == 0;
+#else
+  const int quad = 0;
+#endif
   conv_run_t r;
   r.p = p;
+  r.quad = quad;
   r.groups = kp >> 2;
   r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
   r.extra = (int8_t *)r.col + 4 * kp;
@@ -923,7 +1115,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
     r.w = weights;
     r.q = rq;
     if (staged) {
-      conv_stage(weights, rq, c0, r.n, kp, w16, stage);
+      conv_stage(weights, rq, c0, r.n, kp, w16, quad, stage);
       r.q = (const int32_t *)stage;
       r.w = (const int8_t *)(stage + 4 * r.n);
     }
