@@ -952,12 +952,14 @@ int main(void) {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", [[], ["-DAI_CORE_CM7=1"]], ids=["m4", "cm7-paths"])
+@pytest.mark.parametrize("defines", [[], ["-DAI_CONV_QUAD_MIN=0"], ["-DAI_CORE_CM7=1"]],
+                         ids=["m4", "m4-quads", "cm7-paths"])
 def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     """The same random layers through the SMLAD/SXTB16 code on an emulated Cortex-M4 and
     through the portable C on the host (itself checked against TFLite above): identical.
     `cm7-paths`: the code a Cortex-M7 build takes (AI_CORE_CM7: the software-pipelined w16 loop
-    and gcc's channel loop), which is plain Armv7E-M and runs on the emulated M4."""
+    and gcc's channel loop), which is plain Armv7E-M and runs on the emulated M4. `m4-quads`:
+    the channel-quad loop (AI_CONV_QUAD) on every staged block that qualifies, whatever its size."""
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "cc"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed")

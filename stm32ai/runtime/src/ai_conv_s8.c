@@ -14,6 +14,10 @@
     !defined(AI_NO_ASM)
 #define AI_CONV_QUAD 1
 #endif
+/* channels x packed K of a staged block from which the quads pay (estimated on nucleo-l4r5zi) */
+#ifndef AI_CONV_QUAD_MIN
+#define AI_CONV_QUAD_MIN 2048
+#endif
 
 /* K of one filter row (k_w * in_c) and its stride in the packed K: rounded up to a multiple
  * of 4 when the rows are padded (krow: the lowering's choice for in_c % 4 != 0, so that an
@@ -1028,7 +1032,8 @@ static __attribute__((noinline)) void conv_columns_slow(const conv_run_t *r, int
 /* The pixel-pair loop of one block, for one (w16, mode) pair: each instance is its own
  * compact function (pair loop + fast columns + channel loop). `r` is copied to a local: the
  * byte stores may alias anything reached through a pointer, the local's fields they cannot. */
-static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode) {
+static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode,
+                                                              int quad) {
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
@@ -1050,18 +1055,22 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
       conv_columns_slow(rp, k, k1);
     }
     conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
-                  r.quad);
+                  quad);
   }
 }
 
-#define AI_CONV_PAIRS(NAME, W16, MODE) \
-  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE); }
-AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1)
-AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2)
-AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1)
-AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2)
+#define AI_CONV_PAIRS(NAME, W16, MODE, QUAD) \
+  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE, QUAD); }
+AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1, 0)
+AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2, 0)
+AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1, 0)
+AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2, 0)
+#if defined(AI_CONV_QUAD)
+/* its own instance: the pair-only loops keep their code (and their fit in the ART I-cache) */
+AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1)
+#endif
 /* the general requantisation (rare) shares one loop for both layouts */
-static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0); }
+static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0); }
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
@@ -1115,7 +1124,12 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
     r.w = weights;
     r.q = rq;
     if (staged) {
-      conv_stage(weights, rq, c0, r.n, kp, w16, quad, stage);
+      /* quads only where a pixel pair's channel loop is long: the quad code and the pixel-pair
+       * loop together outgrow the L4's 1 KB ART I-cache, and below n * Kp = AI_CONV_QUAD_MIN
+       * the extra fetch misses per pixel pair cost more than the quads save (docs/kernels_conv.md,
+       * "Channel quads") */
+      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN;
+      conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
       r.q = (const int32_t *)stage;
       r.w = (const int8_t *)(stage + 4 * r.n);
     }
@@ -1125,6 +1139,12 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       if (mode == 0) {
         conv_pairs_m0(&r, w16);
       } else if (w16) {
+#if defined(AI_CONV_QUAD)
+        if (r.quad) {
+          conv_pairs_w16_m1q(&r);
+          continue;
+        }
+#endif
         (mode == 1 ? conv_pairs_w16_m1 : conv_pairs_w16_m2)(&r);
       } else {
         (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
