@@ -8,10 +8,11 @@
 
 /* AI_CONV_QUAD: the Cortex-M4 channel-quad loop (4 output channels x 2 pixels per pass, staged
  * int16 weights; conv_quads_asm_w16 below). It needs 14 registers, r7 included, so only in an
- * optimised build (no frame pointer); not on the Cortex-M7 (AI_CORE_CM7 keeps gcc's loop, which
- * pairs better there) and not with -DAI_NO_ASM. */
-#if defined(__ARM_FEATURE_DSP) && !defined(AI_CORE_CM7) && defined(__GNUC__) && defined(__OPTIMIZE__) && \
-    !defined(AI_NO_ASM)
+ * optimised build (no frame pointer); Armv7E-M only and not on the Cortex-M7 (AI_CORE_CM7 keeps
+ * gcc's loop, which pairs better there; the Cortex-M33's timing was not estimated with it), and
+ * not with -DAI_NO_ASM. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && !defined(AI_CORE_CM7) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
 #define AI_CONV_QUAD 1
 #endif
 /* channels x packed K of a staged block from which the quads pay (estimated on nucleo-l4r5zi) */
@@ -84,6 +85,7 @@ static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int
     memcpy(d, s, (size_t)n * (size_t)kp);
     return;
   }
+#if defined(AI_CONV_QUAD)
   const int32_t nq = quad ? n & ~3 : 0;
   for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {
     const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */
@@ -93,6 +95,10 @@ static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int
       d[4] = sxtb16_r8(a0), d[5] = sxtb16_r8(a1), d[6] = sxtb16_r8(b0), d[7] = sxtb16_r8(b1);
     }
   }
+#else
+  const int32_t nq = 0; /* the other cores' code stays as it was */
+  (void)quad;
+#endif
   for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
     const uint32_t v = rd32(s);
     d[0] = sxtb16(v);
@@ -1007,7 +1013,9 @@ typedef struct {
    * image; others take conv_columns (out of line). fast = 0: always conv_columns. */
   int32_t fast, rowg, rowst, kh;
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
+#if defined(AI_CONV_QUAD)
   int32_t quad;          /* the staged weights start with channel quads (conv_stage) */
+#endif
 } conv_run_t;
 
 /* The first byte of output pixel n's window in the image when the fast path may read it
@@ -1089,12 +1097,12 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
 #if defined(AI_CONV_QUAD)
   const int quad = staged && w16 && mode == 1 && (cout & 3) == 0 && (blk & 3) == 0 &&
                    ((uintptr_t)output & 3) == 0;
-#else
-  const int quad = 0;
 #endif
   conv_run_t r;
   r.p = p;
-  r.quad = quad;
+#if defined(AI_CONV_QUAD)
+  r.quad = 0; /* not staged: the flash layout, pairs */
+#endif
   r.groups = kp >> 2;
   r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
   r.extra = (int8_t *)r.col + 4 * kp;
@@ -1128,8 +1136,12 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
        * loop together outgrow the L4's 1 KB ART I-cache, and below n * Kp = AI_CONV_QUAD_MIN
        * the extra fetch misses per pixel pair cost more than the quads save (docs/kernels_conv.md,
        * "Channel quads") */
+#if defined(AI_CONV_QUAD)
       r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN;
       conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
+#else
+      conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
+#endif
       r.q = (const int32_t *)stage;
       r.w = (const int8_t *)(stage + 4 * r.n);
     }
