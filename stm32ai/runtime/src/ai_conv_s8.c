@@ -6,6 +6,20 @@
 
 /* ---------------------------------------------------------------- CONV_2D */
 
+/* AI_CONV_QUAD: the Cortex-M4 channel-quad loop (4 output channels x 2 pixels per pass, staged
+ * int16 weights; conv_quads_asm_w16 below). It needs 14 registers, r7 included, so only in an
+ * optimised build (no frame pointer); Armv7E-M only and not on the Cortex-M7 (AI_CORE_CM7 keeps
+ * gcc's loop, which pairs better there; the Cortex-M33's timing was not estimated with it), and
+ * not with -DAI_NO_ASM. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && !defined(AI_CORE_CM7) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_CONV_QUAD 1
+#endif
+/* channels x packed K of a staged block from which the quads pay (estimated on nucleo-l4r5zi) */
+#ifndef AI_CONV_QUAD_MIN
+#define AI_CONV_QUAD_MIN 2048
+#endif
+
 /* K of one filter row (k_w * in_c) and its stride in the packed K: rounded up to a multiple
  * of 4 when the rows are padded (krow: the lowering's choice for in_c % 4 != 0, so that an
  * interior window's rows unpack straight from the image). */
@@ -57,9 +71,13 @@ int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
  * (int8 layout: channel pairs are contiguous, an odd last channel's row ends the layout),
  * copied as they are or, w16, each 4-byte word {w0..w3} expanded to the int16 pairs
  * {w0,w2} {w1,w3} that pack_conv_weights_s16 stores (SXTB16, SXTB16 ROR 8). Every byte is
- * read from `weights`/`rq` once here instead of once per pixel pair. */
+ * read from `weights`/`rq` once here instead of once per pixel pair.
+ * quad (w16 only): the first n & ~3 channels as channel quads for conv_quads_asm_w16: per
+ * quad and group of 4 K-elements 8 words, {w0,w2} of its channels 0..3, then {w1,w3} of
+ * channels 0..3 (the order its loads consume them); the rest (a pair, an odd channel) as
+ * above. Channel-quad rows are two pair blocks of the int8 layout, read side by side. */
 static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
-                       int w16, uint32_t *dst) {
+                       int w16, int quad, uint32_t *dst) {
   memcpy(dst, rq + 4 * c0, (size_t)n * 16u);
   uint32_t *d = dst + 4 * n;
   const int8_t *s = weights + c0 * kp;
@@ -67,7 +85,21 @@ static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int
     memcpy(d, s, (size_t)n * (size_t)kp);
     return;
   }
-  for (int32_t i = n * kp >> 2; i > 0; --i, s += 4, d += 2) {
+#if defined(AI_CONV_QUAD)
+  const int32_t nq = quad ? n & ~3 : 0;
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {
+    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */
+    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {
+      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);
+      d[0] = sxtb16(a0), d[1] = sxtb16(a1), d[2] = sxtb16(b0), d[3] = sxtb16(b1);
+      d[4] = sxtb16_r8(a0), d[5] = sxtb16_r8(a1), d[6] = sxtb16_r8(b0), d[7] = sxtb16_r8(b1);
+    }
+  }
+#else
+  const int32_t nq = 0; /* the other cores' code stays as it was */
+  (void)quad;
+#endif
+  for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
     const uint32_t v = rd32(s);
     d[0] = sxtb16(v);
     d[1] = sxtb16_r8(v);
@@ -758,6 +790,152 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
 }
 #endif
 
+#if defined(AI_CONV_QUAD)
+/* Channel-quad group: 4 K-elements of output channels 0..3 against the two pixels' columns.
+ * Per K-pair (the {x0,x2} words, then the {x1,x3} words) 2 column words and 4 weight words,
+ * loaded in bursts of 4 and 2 single LDRs (5 + 3 estimated Cortex-M4 cycles, TRM DDI 0439B
+ * §3.3.2; each pointer written back by its first load, the next load from the other pointer),
+ * and 8 SMLADs: 32 cycles per 32 MACs, against 36 for the 2x2 block (AI_W16_GROUP4: 4 loads
+ * per 4 SMLADs). Weights: the staged quad layout of conv_stage (8 words per group). */
+#define AI_QUAD_GROUP                                 \
+  "ldr %[wa], [%[w]], #32\n\t"                        \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-28]\n\t"                       \
+  "ldr %[x1], [%[c], #-8]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a10], %[wa], %[x1], %[a10]\n\t"            \
+  "smlad %[a01], %[wb], %[x0], %[a01]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"            \
+  "ldr %[wa], [%[w], #-24]\n\t"                       \
+  "ldr %[wb], [%[w], #-20]\n\t"                       \
+  "smlad %[a02], %[wa], %[x0], %[a02]\n\t"            \
+  "smlad %[a12], %[wa], %[x1], %[a12]\n\t"            \
+  "smlad %[a03], %[wb], %[x0], %[a03]\n\t"            \
+  "smlad %[a13], %[wb], %[x1], %[a13]\n\t"            \
+  "ldr %[wa], [%[w], #-16]\n\t"                       \
+  "ldr %[x0], [%[c], #-12]\n\t"                       \
+  "ldr %[wb], [%[w], #-12]\n\t"                       \
+  "ldr %[x1], [%[c], #-4]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a10], %[wa], %[x1], %[a10]\n\t"            \
+  "smlad %[a01], %[wb], %[x0], %[a01]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"            \
+  "ldr %[wa], [%[w], #-8]\n\t"                        \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "smlad %[a02], %[wa], %[x0], %[a02]\n\t"            \
+  "smlad %[a12], %[wa], %[x1], %[a12]\n\t"            \
+  "smlad %[a03], %[wb], %[x0], %[a03]\n\t"            \
+  "smlad %[a13], %[wb], %[x1], %[a13]\n\t"
+
+/* rq_fold + SSAT of one accumulator, in place (the int8 result in its low byte): lo:hi =
+ * kf:2^30 - 2^31*[acc<0] + acc*m, then hi >> rs saturated (AI_RQ_OUT without the store).
+ * Constants: m in wa, rs in wb, kf in x1; c and w are the temporaries. */
+#define AI_RQ_ACC(ACC)                                \
+  "and %[c], %[" ACC "], #0x80000000\n\t"             \
+  "orr %[c], %[c], #0x40000000\n\t"                   \
+  "add %[w], %[x1], %[" ACC "], asr #31\n\t"          \
+  "smlal %[c], %[w], %[" ACC "], %[wa]\n\t"           \
+  "asr %[w], %[w], %[wb]\n\t"                         \
+  "ssat %[" ACC "], #8, %[w]\n\t"
+
+#define AI_RQ_CH(OFF, A0, A1)                         \
+  "ldr %[wa], [%[x0], #" OFF "+4]\n\t"                \
+  "ldr %[wb], [%[x0], #" OFF "+8]\n\t"                \
+  "ldr %[x1], [%[x0], #" OFF "+12]\n\t"               \
+  AI_RQ_ACC(A0)                                       \
+  AI_RQ_ACC(A1)
+
+/* Every channel quad of a pixel pair (quads >= 1), staged w16 weights in the quad layout,
+ * rq_fold + SSAT: 4 x 2 accumulators over the K groups, then the 8 outputs requantised in
+ * place and stored as one word per pixel (4 consecutive channels: out_c % 4 == 0 and a
+ * 4-aligned output, checked by the caller). 14 registers (r7 too: optimised builds only);
+ * the loop's invariants live in 32 bytes below sp: the columns, the entry into the 4-group
+ * body (groups % 4 leading groups run by entering it past its first groups, Duff's device:
+ * one copy of the body less, which keeps the hot code within the L4's 1 KB ART I-cache), the
+ * end of the columns, the rq row and its end, the output pointers and, while requantising,
+ * the weight pointer. Per quad and pixel pair ~110 estimated Cortex-M4 cycles
+ * besides the groups' 32 each (docs/kernels_conv.md). */
+static inline __attribute__((always_inline)) const uint32_t *conv_quads_asm_w16(
+    const uint32_t *w, const uint32_t *col, int32_t groups, const int32_t *q, int32_t quads,
+    int8_t **o0p, int8_t **o1p) {
+  /* a01: the byte offset of the first group to run in the 4-group body (each group is 28
+   * 32-bit instructions, 112 bytes), plus the Thumb bit for the LDR PC that enters it */
+  uint32_t a00 = (uint32_t)col, a01 = (uint32_t)(((4 - (groups & 3)) & 3) * 112 + 1);
+  uint32_t a02 = (uint32_t)(col + 4 * groups);
+  uint32_t a03 = (uint32_t)q, a10 = (uint32_t)(q + 16 * quads), a11 = (uint32_t)*o0p, a12 = (uint32_t)*o1p;
+  uint32_t a13, c, wa, wb, x0, x1;
+  __asm__ volatile(
+      "sub sp, sp, #32\n\t"
+      "str %[a00], [sp]\n\t"
+      "str %[a01], [sp, #4]\n\t"
+      "str %[a02], [sp, #8]\n\t"
+      "str %[a03], [sp, #12]\n\t"
+      "str %[a10], [sp, #16]\n\t"
+      "str %[a11], [sp, #20]\n\t"
+      "str %[a12], [sp, #24]\n\t"
+      "adr %[x1], 3f\n\t"
+      "add %[x1], %[x1], %[a01]\n\t"
+      "str %[x1], [sp, #4]\n\t"
+      "mov %[x0], %[a03]\n\t"
+      ".balign 4\n"
+      "5:\n\t"
+      "ldr %[a00], [%[x0]]\n\t"
+      "ldr %[a01], [%[x0], #16]\n\t"
+      "ldr %[a02], [%[x0], #32]\n\t"
+      "ldr %[a03], [%[x0], #48]\n\t"
+      "ldr %[c], [sp]\n\t"
+      "mov %[a10], %[a00]\n\t"
+      "mov %[a11], %[a01]\n\t"
+      "mov %[a12], %[a02]\n\t"
+      "mov %[a13], %[a03]\n\t"
+      "ldr pc, [sp, #4]\n\t" /* into the 4-group body at group (4 - groups % 4) % 4 */
+      ".balign 4\n"
+      "3:\n\t"
+      AI_QUAD_GROUP
+      AI_QUAD_GROUP
+      AI_QUAD_GROUP
+      AI_QUAD_GROUP
+      "ldr %[x1], [sp, #8]\n\t"
+      "cmp %[c], %[x1]\n\t"
+      "bne 3b\n"
+      "4:\n\t"
+      "str %[w], [sp, #28]\n\t"
+      "ldr %[x0], [sp, #12]\n\t"
+      AI_RQ_CH("0", "a00", "a10")
+      AI_RQ_CH("16", "a01", "a11")
+      AI_RQ_CH("32", "a02", "a12")
+      AI_RQ_CH("48", "a03", "a13")
+      "bfi %[a00], %[a01], #8, #8\n\t"
+      "bfi %[a10], %[a11], #8, #8\n\t"
+      "bfi %[a00], %[a02], #16, #8\n\t"
+      "bfi %[a10], %[a12], #16, #8\n\t"
+      "bfi %[a00], %[a03], #24, #8\n\t"
+      "bfi %[a10], %[a13], #24, #8\n\t"
+      "ldr %[wa], [sp, #20]\n\t"
+      "ldr %[wb], [sp, #24]\n\t"
+      "ldr %[x1], [sp, #16]\n\t"
+      "ldr %[w], [sp, #28]\n\t"
+      "add %[x0], %[x0], #64\n\t"
+      "str %[a00], [%[wa]], #4\n\t"
+      "str %[a10], [%[wb]], #4\n\t"
+      "str %[wa], [sp, #20]\n\t"
+      "str %[wb], [sp, #24]\n\t"
+      "str %[x0], [sp, #12]\n\t"
+      "cmp %[x0], %[x1]\n\t"
+      "bne 5b\n\t"
+      "mov %[a11], %[wa]\n\t"
+      "mov %[a12], %[wb]\n\t"
+      "add sp, sp, #32\n\t"
+      : [a00] "+r"(a00), [a01] "+r"(a01), [a02] "+r"(a02), [a03] "+r"(a03), [a10] "+r"(a10),
+        [a11] "+r"(a11), [a12] "+r"(a12), [a13] "=&r"(a13), [w] "+r"(w), [c] "=&r"(c),
+        [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1)
+      :
+      : "cc", "memory");
+  *o0p = (int8_t *)a11, *o1p = (int8_t *)a12;
+  return w;
+}
+#endif
+
 /* Every output channel of a pixel pair (o0, o1; o1 == o0 for an odd last pixel). The MAC
  * loops leave the weight pointer at the next channel pair (the layout is contiguous);
  * outputs are stored through post-incremented pointers. */
@@ -765,8 +943,21 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
                                                                  int32_t groups, const int32_t *q,
                                                                  int32_t cout, const uint32_t *col,
                                                                  int8_t *o0, int8_t *o1,
-                                                                 const conv_out_t *o, int mode) {
+                                                                 const conv_out_t *o, int mode,
+                                                                 int quad) {
   const uint32_t *wp = (const uint32_t *)(const void *)w;
+#if defined(AI_CONV_QUAD)
+  if (quad && w16 && mode == 1 && cout >= 4) { /* the channel quads, then the pair layout */
+    wp = conv_quads_asm_w16(wp, col, groups, q, cout >> 2, &o0, &o1);
+    q += 16 * (cout >> 2);
+    cout &= 3;
+    if (cout == 0) {
+      return;
+    }
+  }
+#else
+  (void)quad;
+#endif
 #if defined(__ARM_FEATURE_DSP) && !defined(AI_CORE_CM7)
   /* not on the Cortex-M7 (AI_CORE_CM7, set by the project generator): there the estimator puts
    * it 8 % behind gcc's code (KWS on nucleo-h743zi 3,287,819 -> 3,595,724 estimated cycles) */
@@ -822,6 +1013,9 @@ typedef struct {
    * image; others take conv_columns (out of line). fast = 0: always conv_columns. */
   int32_t fast, rowg, rowst, kh;
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
+#if defined(AI_CONV_QUAD)
+  int32_t quad;          /* the staged weights start with channel quads (conv_stage) */
+#endif
 } conv_run_t;
 
 /* The first byte of output pixel n's window in the image when the fast path may read it
@@ -846,7 +1040,8 @@ static __attribute__((noinline)) void conv_columns_slow(const conv_run_t *r, int
 /* The pixel-pair loop of one block, for one (w16, mode) pair: each instance is its own
  * compact function (pair loop + fast columns + channel loop). `r` is copied to a local: the
  * byte stores may alias anything reached through a pointer, the local's fields they cannot. */
-static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode) {
+static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode,
+                                                              int quad) {
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
@@ -867,18 +1062,23 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
     } else {
       conv_columns_slow(rp, k, k1);
     }
-    conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode);
+    conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
+                  quad);
   }
 }
 
-#define AI_CONV_PAIRS(NAME, W16, MODE) \
-  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE); }
-AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1)
-AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2)
-AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1)
-AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2)
+#define AI_CONV_PAIRS(NAME, W16, MODE, QUAD) \
+  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE, QUAD); }
+AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1, 0)
+AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2, 0)
+AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1, 0)
+AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2, 0)
+#if defined(AI_CONV_QUAD)
+/* its own instance: the pair-only loops keep their code (and their fit in the ART I-cache) */
+AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1)
+#endif
 /* the general requantisation (rare) shares one loop for both layouts */
-static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0); }
+static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0); }
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
@@ -892,8 +1092,17 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   const int w16 = p->w16 != 0, staged = p->stage_oc > 0;
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
   uint32_t *stage = (uint32_t *)scratch;
+  /* channel quads (AI_CONV_QUAD): staged int16 weights, rq_fold + SSAT, and every quad's 4
+   * outputs a 4-aligned word (out_c, the block and the output all multiples of 4) */
+#if defined(AI_CONV_QUAD)
+  const int quad = staged && w16 && mode == 1 && (cout & 3) == 0 && (blk & 3) == 0 &&
+                   ((uintptr_t)output & 3) == 0;
+#endif
   conv_run_t r;
   r.p = p;
+#if defined(AI_CONV_QUAD)
+  r.quad = 0; /* not staged: the flash layout, pairs */
+#endif
   r.groups = kp >> 2;
   r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
   r.extra = (int8_t *)r.col + 4 * kp;
@@ -923,7 +1132,16 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
     r.w = weights;
     r.q = rq;
     if (staged) {
-      conv_stage(weights, rq, c0, r.n, kp, w16, stage);
+      /* quads only where a pixel pair's channel loop is long: the quad code and the pixel-pair
+       * loop together outgrow the L4's 1 KB ART I-cache, and below n * Kp = AI_CONV_QUAD_MIN
+       * the extra fetch misses per pixel pair cost more than the quads save (docs/kernels_conv.md,
+       * "Channel quads") */
+#if defined(AI_CONV_QUAD)
+      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN;
+      conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
+#else
+      conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
+#endif
       r.q = (const int32_t *)stage;
       r.w = (const int8_t *)(stage + 4 * r.n);
     }
@@ -933,6 +1151,12 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       if (mode == 0) {
         conv_pairs_m0(&r, w16);
       } else if (w16) {
+#if defined(AI_CONV_QUAD)
+        if (r.quad) {
+          conv_pairs_w16_m1q(&r);
+          continue;
+        }
+#endif
         (mode == 1 ? conv_pairs_w16_m1 : conv_pairs_w16_m2)(&r);
       } else {
         (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
