@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stm32ai.ir import Graph, Op
-from stm32ai.passes.stripes import Stripe, StripeError, simulate, stripe_op
+from stm32ai.passes.stripes import Stripe, StripeError, simulate_best, stripe_op
 
 BANDS = (1, 2, 3, 4, 6, 8)
 MAX_COMBOS = 64  # beyond: each stripe's band chosen with the others at their current one
@@ -44,7 +44,7 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | None, list[Op]]:
         if band in out or band > tallest:
             continue
         try:
-            out[band] = [stripe_op(g, simulate(g, st.members, band, set(st.outputs)))]
+            out[band] = [stripe_op(g, simulate_best(g, st.members, band, set(st.outputs)))]
         except StripeError:
             continue
     return out

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
@@ -34,6 +35,8 @@ WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
     "depthwise_conv2d_s8": _CONV,
     "depthwise_conv2d_3x3_s8": _CONV,
     "depthwise_conv2d_3x3_sgn_s8": _CONV,
+    "depthwise_conv2d_3x3_g2_s8": _CONV,
+    "depthwise_conv2d_3x3_g2_sgn_s8": _CONV,
     "avgpool_s8": ("filter_h", "stride_h", "pad_h", None),
     "maxpool_s8": ("filter_h", "stride_h", "pad_h", None),
 }
@@ -63,6 +66,16 @@ class Member:
     p: int = 0
     d: int = 1
     params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
+    kernel: str = ""  # the kernel called in the stripe ("": op.kernel; see `_narrow_scratch`)
+    scratch: int = -1  # its scratch bytes (-1: op.scratch)
+
+    @property
+    def call_kernel(self) -> str:
+        return self.kernel or str(self.op.kernel)
+
+    @property
+    def call_scratch(self) -> int:
+        return int(self.op.scratch) if self.scratch < 0 else self.scratch
 
     def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
         """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
@@ -171,10 +184,24 @@ class StripeError(Exception):
     """The run cannot be a stripe (a row index past int16, an input row never available...)."""
 
 
-def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]) -> Stripe:
+def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int]) -> Stripe:
+    """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
+    fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
+    of the branch it joins, whose rows then wait in a taller ring."""
+    eager = simulate(g, members, band, outside_reads)
+    try:
+        lazy = simulate(g, members, band, outside_reads, lazy=True)
+    except StripeError:
+        return eager
+    return min((eager, lazy), key=lambda st: (st.scratch, len(st.table)))
+
+
+def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
+             lazy: bool = False) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
-    outside_reads: tensors read by ops outside the members or graph outputs (kept whole)."""
+    outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
+    lazy: a member writing a ring produces only rows its consumers' next call reads."""
     produced = {m.out: i for i, m in enumerate(members)}
     inputs: list[int] = []
     for m in members:
@@ -213,6 +240,30 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 lo = min(lo, done[j] if m.kind == "reduce" else m.rows_needed(done[j], done[j] + 1, h[t])[0])
         return lo
 
+    def need_end(t: int) -> int:  # rows of ring t the consumers' next calls read (lazy)
+        end = 0
+        for j in consumers[t]:
+            m = members[j]
+            if done[j] >= goal(j):
+                continue
+            if m.kind == "reduce":
+                end = max(end, min(h[t], done[j] + max(band, 1)))
+            else:
+                end = max(end, m.rows_needed(done[j], min(h[m.out], done[j] + band), h[t])[1])
+        return end
+
+    def holds_back(j: int) -> bool:  # (lazy) member j alone keeps rows of an input ring alive
+        m = members[j]
+        for t in m.streamed:
+            if t not in ring_idx or m.kind == "reduce":
+                continue
+            mine = m.rows_needed(done[j], done[j] + 1, h[t])[0]
+            others = [members[c].rows_needed(done[c], done[c] + 1, h[t])[0] if members[c].kind != "reduce"
+                      else done[c] for c in consumers[t] if c != j and done[c] < goal(c)]
+            if others and mine < min(others):
+                return True
+        return False
+
     def drops() -> None:
         for r, t in enumerate(rings):
             k = min(need_from(t), base[r] + count[r]) - base[r]
@@ -245,6 +296,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
             o0 = done[j]
             ho = h[m.out]
             o1 = min(ho, o0 + band)
+            if lazy and m.out in ring_idx and not holds_back(j):
+                o1 = min(o1, max(need_end(m.out), o0))
             while o1 > o0 and any(m.rows_needed(o0, o1, h[t])[1] > avail(t) for t in m.streamed):
                 o1 -= 1
             if o1 <= o0:
@@ -299,7 +352,7 @@ def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
             count[r] -= step[1]
         else:
             m = st.members[step[0]]
-            if m.op.scratch > 0 and m.kind != "reduce":
+            if m.call_scratch > 0 and m.kind != "reduce":
                 scratch_steps.add(s)
             for t in m.streamed:
                 if t in ring_of:
@@ -314,6 +367,22 @@ def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
     return busy, scratch_steps
 
 
+def _narrow_scratch(members: list[Member]) -> None:
+    """The members share one kernel-scratch region, sized by the largest. A 3x3 depthwise
+    member (4-channel planes) that alone sets that size runs as its 2-channel variant
+    (`_g2_`: the same params and packed constants, half the planes' scratch, ~1 % more
+    instructions on the layer; docs/kernels_conv.md) when that lowers the region (KWS: 512 ->
+    256 B). The op itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
+    for m in members:
+        m.kernel, m.scratch = "", -1
+    g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
+    others = max((m.call_scratch for m in members if m.kind != "reduce" and m.op.kernel not in g4), default=0)
+    for m in members:
+        if m.op.kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
+            half = dw3x3_scratch_size(int(m.op.attrs["plane_w"]), 2)
+            m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_g2_"), half
+
+
 def _layout(g: Graph, st: Stripe) -> None:
     """Offsets in the stripe scratch: rings never busy at the same step share bytes (first fit,
     largest first); the members' kernel scratch is one region busy at their calls; the running
@@ -326,7 +395,8 @@ def _layout(g: Graph, st: Stripe) -> None:
     for m in st.members:
         if m.kind == "reduce":  # the running sums: int32 per channel
             items.append((4 * g.tensors[m.out].shape[-1], everything, "acc", -1))
-    mscr = max((m.op.scratch for m in st.members if m.kind != "reduce"), default=0)
+    _narrow_scratch(st.members)
+    mscr = max((m.call_scratch for m in st.members if m.kind != "reduce"), default=0)
     if mscr:
         items.append((-(-mscr // ALIGN) * ALIGN, scratch_steps, "scratch", -1))
     placed: list[tuple[int, int, set[int]]] = []
@@ -458,11 +528,11 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             if a in params:
                 params[a] = 0
         members.append({
-            "kernel": "avgpool_rows_s8" if m.kind == "reduce" else m.op.kernel, "kind": m.kind, "params": params,
+            "kernel": "avgpool_rows_s8" if m.kind == "reduce" else m.call_kernel, "kind": m.kind, "params": params,
             "inputs": [ref(t) for t in m.op.inputs], "output": ref(m.out),
             "row_bytes": _geom(g, m.out)[1],  # type: ignore[index]
             "in_row_bytes": [_geom(g, t)[1] for t in m.streamed],  # type: ignore[index]
-            "scratch": int(m.op.scratch), "macc": int(m.op.macc), "source_op": m.op.type, "source_index": m.op.index,
+            "scratch": m.call_scratch, "macc": int(m.op.macc), "source_op": m.op.type, "source_index": m.op.index,
         })
     attrs = {"stripe": {
         "band": st.band, "members": members,
@@ -495,7 +565,7 @@ def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
     if not any(t in produced for m in members for t in m.streamed):
         return None  # no ring: nothing to gain
     try:
-        return simulate(g, members, band, _outside_reads(g, set(range(lo, hi))))
+        return simulate_best(g, members, band, _outside_reads(g, set(range(lo, hi))))
     except StripeError:
         return None
 
