@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.stripes import moved_rows
 
 __all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage", "blocked",
            "modelled_cycles", "pool_limit", "saved_per_byte", "restage_whole",
@@ -586,7 +587,7 @@ def stripe_cycles(op: Op, g: Graph, flash: FlashModel | None) -> float:
     total = sum(_call_cycles(m, g, fm, el) + call_cycles(fm) for m, el in calls)
     total += sum(_mac_cycles(m) for m, _ in stripe_calls(op, g, full=True))
     st = op.attrs["stripe"]
-    moved = sum((s[2] - s[1]) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)
+    moved = sum(moved_rows(s) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)
     return total + moved * MEMMOVE_CYCLES_PER_BYTE
 
 

@@ -168,6 +168,7 @@ class Stripe:
     rings: list[int]  # tensor ids held as rings, in ring order
     ring_rows: list[int] = field(default_factory=list)
     ring_offset: list[int] = field(default_factory=list)
+    ring_mode: list[int] = field(default_factory=list)  # 0 low, 1 high (see `_physical`)
     member_scratch_offset: int = 0
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
@@ -175,7 +176,10 @@ class Stripe:
     #   call:  [m, out_rows, pad_top, in_rows, out_row, in0_row, in1_row] (row offsets into the
     #          operand's buffer: a whole tensor's row index, or the row inside the ring)
     #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
-    #   drop:  [-1 - ring, rows_dropped, rows_live_before, 0, 0, 0, 0]
+    #   ring:  [-1 - ring, rows, rows_live_before, kind, a, b, 0] (row offsets are slots of the
+    #          ring's buffer): kind DROP_LOW: drop `rows`, memmove the rest to slot 0;
+    #          DROP_HIGH: drop the `rows` at slot a (no memmove); MOVE_HIGH: memmove the live
+    #          rows from slot b down to slot a (= b - rows) before an append
     table: list[list[int]] = field(default_factory=list)
     calls: int = 0
 
@@ -332,39 +336,161 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         if not progress:
             raise StripeError("no member can advance")
     st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls)
-    _layout(g, st)
+    _place(g, st)
     return st
 
 
-def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
-    """Per ring, the steps at which it holds a row, is written or read (a ring emptied by a
-    drop is free until its producer writes again: the 1-row rings of 1x1 consumers are busy
-    only from their producer's call to their drop); and the steps that call a kernel with
-    scratch."""
-    busy: list[set[int]] = [set() for _ in st.rings]
+# ---- ring modes: where a ring keeps its live rows between calls (docs/stripes.md, "Ring modes")
+# low (0): at its first rows; a drop memmoves the rows left to the start, an append is free.
+# high (1): at its last rows; an append first memmoves the live rows down by the rows it adds,
+# a drop is free. The memmove per row is the same; what differs is which of its rows a ring
+# leaves free between calls: a low ring's last, a high ring's first. A 3-row ring holding 2
+# rows in between (a 3x3 consumer's window) thus frees one row at either end, and a low ring
+# and a high ring whose third rows are busy at different steps can share that row.
+DROP_LOW, DROP_HIGH, MOVE_HIGH = 0, 1, 2  # step[3] of a ring step
+
+
+def moved_rows(step: list[int]) -> int:
+    """Rows a ring step memmoves (the cost model's ring traffic)."""
+    if step[3] == DROP_LOW:
+        return step[2] - step[1]
+    return step[2] if step[3] == MOVE_HIGH else 0
+
+
+def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[set[int]]], set[int]]:
+    """The simulation's table (row offsets relative to each ring's oldest live row, every ring
+    low) turned into the table of ring modes `modes`: ring offsets are slots of the ring's
+    buffer; a high ring gets a move step before each append and drops without memmove.
+    Returns it, the steps at which each slot of each ring is busy (live, read, written, moved
+    or poisoned) and the steps that call a kernel with scratch."""
+    n = len(st.rings)
     ring_of = {t: r for r, t in enumerate(st.rings)}
-    count = [0] * len(st.rings)
+    start, count = [0] * n, [0] * n
+    out: list[list[int]] = []
+    busy: list[list[set[int]]] = [[set() for _ in range(st.ring_rows[r])] for r in range(n)]
     scratch_steps: set[int] = set()
-    for s, step in enumerate(st.table):
+
+    def mark(r: int, lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            busy[r][i].add(len(out))
+
+    def live() -> None:
+        for r in range(n):
+            mark(r, start[r], start[r] + count[r])
+
+    for step in st.table:
         if step[0] < 0:
-            r = -1 - step[0]
-            busy[r].add(s)
-            count[r] -= step[1]
+            r, k, n_live = -1 - step[0], step[1], step[2]
+            live()
+            if modes[r] == 0:
+                out.append([step[0], k, n_live, DROP_LOW, 0, 0, 0])
+            else:
+                mark(r, start[r], start[r] + k)
+                out.append([step[0], k, n_live, DROP_HIGH, start[r], 0, 0])
+                start[r] += k
+            count[r] -= k
+            continue
+        m = st.members[step[0]]
+        phys = list(step)
+        r_out = ring_of.get(m.out, -1)
+        if r_out >= 0 and modes[r_out] == 1:
+            r, add = r_out, step[1]
+            dst = st.ring_rows[r] - count[r] - add
+            if count[r] == 0:
+                start[r] = dst
+            elif dst != start[r]:
+                live()
+                mark(r, dst, start[r] + count[r])
+                out.append([-1 - r, start[r] - dst, count[r], MOVE_HIGH, dst, start[r], 0])
+                start[r] = dst
+        for q, t in enumerate(m.streamed):
+            if t in ring_of:
+                phys[5 + q] = step[5 + q] + start[ring_of[t]]
+        if r_out >= 0:
+            phys[4] = step[4] + start[r_out]
+        live()
+        if r_out >= 0:
+            mark(r_out, phys[4], phys[4] + step[1])
+            count[r_out] += step[1]
+        if m.call_scratch > 0 and m.kind != "reduce":
+            scratch_steps.add(len(out))
+        out.append(phys)
+    return out, busy, scratch_steps
+
+
+def _fit(placed: list[tuple[int, int, set[int]]], spans: list[tuple[int, int, set[int]]],
+         starts: set[int]) -> int:
+    """The lowest offset among `starts` (4-aligned) at which every (lo, hi, steps) of `spans`
+    shifted by it meets no placed span busy at a common step."""
+    for off in sorted(o for o in starts if o >= 0 and o % ALIGN == 0):
+        if all(not (off + lo < e and o < off + hi and b & steps)
+               for lo, hi, steps in spans for o, e, b in placed):
+            return off
+    raise AssertionError("unreachable: the top of the placed spans is always a start")
+
+
+def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str, Any]]:
+    """(scratch bytes, layout) with ring modes `modes`: first fit, largest first, of the rings
+    (each row slot busy at its own steps), the kernel scratch (busy at its calls) and the
+    running sums (busy throughout)."""
+    table, busy, scratch_steps = _physical(st, modes)
+    everything = set(range(len(table)))
+    items: list[tuple[int, str, int, list[tuple[int, int, set[int]]]]] = []  # (bytes, what, ring, spans)
+    for r, t in enumerate(st.rings):
+        rb = _geom(g, t)[1]  # type: ignore[index]
+        size = -(-st.ring_rows[r] * rb // ALIGN) * ALIGN
+        spans = [(i * rb, (i + 1) * rb, busy[r][i]) for i in range(st.ring_rows[r])]
+        spans[-1] = (spans[-1][0], size, spans[-1][2])
+        items.append((size, "ring", r, spans))
+    for m in st.members:
+        if m.kind == "reduce":  # the running sums: int32 per channel
+            items.append((4 * g.tensors[m.out].shape[-1], "acc", -1,
+                          [(0, 4 * g.tensors[m.out].shape[-1], everything)]))
+    mscr = max((m.call_scratch for m in st.members if m.kind != "reduce"), default=0)
+    if mscr:
+        size = -(-mscr // ALIGN) * ALIGN
+        items.append((size, "scratch", -1, [(0, size, scratch_steps)]))
+    placed: list[tuple[int, int, set[int]]] = []
+    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": 0}
+    top = 0
+    for _, what, r, spans in sorted(items, key=lambda x: -x[0]):
+        starts = {0} | {e - lo for _, e, _ in placed for lo, _, _ in spans}
+        off = _fit(placed, spans, starts)
+        placed.extend((off + lo, off + hi, b) for lo, hi, b in spans)
+        top = max(top, off + spans[-1][1])
+        if what == "ring":
+            lay["ring_offset"][r] = off
+        elif what == "acc":
+            lay["acc"] = off
         else:
-            m = st.members[step[0]]
-            if m.call_scratch > 0 and m.kind != "reduce":
-                scratch_steps.add(s)
-            for t in m.streamed:
-                if t in ring_of:
-                    busy[ring_of[t]].add(s)
-            if m.out in ring_of:
-                r = ring_of[m.out]
-                busy[r].add(s)
-                count[r] += step[1]
-        for r in range(len(st.rings)):
-            if count[r] > 0:
-                busy[r].add(s)
-    return busy, scratch_steps
+            lay["scratch_off"] = off
+    return top, lay
+
+
+def _place(g: Graph, st: Stripe) -> None:
+    """Ring modes and offsets: every ring low, then a local search flipping one multi-row ring
+    at a time while the scratch shrinks (KWS's chain ends up alternating low / high rings: each
+    pair shares its third row)."""
+    _narrow_scratch(st.members)
+    modes = [0] * len(st.rings)
+    best = _layout_modes(g, st, modes)
+    flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
+    improved = True
+    while improved:
+        improved = False
+        for r in flippable:
+            trial = list(modes)
+            trial[r] ^= 1
+            got = _layout_modes(g, st, trial)
+            if got[0] < best[0]:
+                best, modes, improved = got, trial, True
+    scratch, lay = best
+    st.ring_mode = modes
+    st.table = lay["table"]
+    st.ring_offset = lay["ring_offset"]
+    st.acc_offset = lay["acc"]
+    st.member_scratch_offset = lay["scratch_off"]
+    st.scratch = scratch
 
 
 def _narrow_scratch(members: list[Member]) -> None:
@@ -383,53 +509,23 @@ def _narrow_scratch(members: list[Member]) -> None:
             m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_g2_"), half
 
 
-def _layout(g: Graph, st: Stripe) -> None:
-    """Offsets in the stripe scratch: rings never busy at the same step share bytes (first fit,
-    largest first); the members' kernel scratch is one region busy at their calls; the running
-    sums (reduce) are busy throughout."""
-    busy, scratch_steps = _occupancy(st)
-    everything = set(range(len(st.table)))
-    items: list[tuple[int, set[int], str, int]] = []  # (bytes, busy steps, what, ring)
-    for r, t in enumerate(st.rings):
-        items.append((-(-st.ring_rows[r] * _geom(g, t)[1] // ALIGN) * ALIGN, busy[r], "ring", r))  # type: ignore[index]
-    for m in st.members:
-        if m.kind == "reduce":  # the running sums: int32 per channel
-            items.append((4 * g.tensors[m.out].shape[-1], everything, "acc", -1))
-    _narrow_scratch(st.members)
-    mscr = max((m.call_scratch for m in st.members if m.kind != "reduce"), default=0)
-    if mscr:
-        items.append((-(-mscr // ALIGN) * ALIGN, scratch_steps, "scratch", -1))
-    placed: list[tuple[int, int, set[int]]] = []
-    st.ring_offset = [0] * len(st.rings)
-    top = 0
-    for size, steps, what, r in sorted(items, key=lambda x: -x[0]):
-        clash = sorted((o, e) for o, e, b in placed if b & steps)
-        off = 0
-        for o, e in clash:
-            if off + size <= o:
-                break
-            off = max(off, e)
-        placed.append((off, off + size, steps))
-        top = max(top, off + size)
-        if what == "ring":
-            st.ring_offset[r] = off
-        elif what == "acc":
-            st.acc_offset = off
-        else:
-            st.member_scratch_offset = off
-    st.scratch = top
-
-
 def produced_reads(members: list[Member]) -> set[int]:
     return {t for m in members for t in m.streamed}
 
 
 def replay_check(g: Graph, st: Stripe) -> None:
-    """Independent check of a stripe's table (tests/test_stripes.py): replays it on row labels,
-    asserting every call reads only rows present in its window, every row is written before it
-    is read, and no row is dropped before its last read."""
+    """Independent check of a stripe's table and scratch layout (tests/test_stripes.py):
+    replays it on labels, one per byte of the stripe scratch (ring row, running sums or
+    garbage), asserting every call finds at its offsets exactly the rows its window needs
+    (first principles), every row is written before it is read, no row is dropped before its
+    last read, and nothing (another ring's row, a kernel's scratch, a move, a poison) lands on
+    bytes still to be read."""
+    import numpy as np
+
     h = {t: _geom(g, t)[0] for t in [*st.inputs, *(m.out for m in st.members)]}  # type: ignore[index]
-    rings: dict[int, list[int]] = {t: [] for t in st.rings}  # row labels held, in order
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+    rb = [_geom(g, t)[1] for t in st.rings]  # type: ignore[index]
+    held = [0] * len(st.rings)
     written: dict[int, set[int]] = {t: set() for t in [*st.rings, *st.outputs]}
     reads_left: dict[tuple[int, int], int] = {}
     # every (tensor, row) read count, from first principles (the full-image geometry)
@@ -444,25 +540,64 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 r0, r1 = m.rows_needed(o, o + 1, h[t])
                 for r in range(r0, r1):
                     reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
+    sc = np.zeros(st.scratch, np.int64)  # 0: garbage, -1: running sums, else ring row label
+    acc_bytes = 4 * next((g.tensors[m.out].shape[-1] for m in st.members if m.kind == "reduce"), 0)
+    if st.acc_offset >= 0:
+        sc[st.acc_offset:st.acc_offset + acc_bytes] = -1
+    mscr = -(-max((m.call_scratch for m in st.members if m.kind != "reduce"), default=0) // ALIGN) * ALIGN
+
+    def label(r: int, row: int) -> int:
+        return ((r + 1) << 20) + row + 1
+
+    def span(r: int, slot: int, n: int) -> slice:
+        assert 0 <= slot and slot + n <= st.ring_rows[r], f"ring {r} slots {slot}+{n} past its capacity"
+        return slice(st.ring_offset[r] + slot * rb[r], st.ring_offset[r] + (slot + n) * rb[r])
+
+    def holds(r: int, slot: int, rows: range) -> bool:
+        want = np.repeat(np.array([label(r, x) for x in rows], np.int64), rb[r])
+        return bool(np.array_equal(sc[span(r, slot, len(rows))], want))
+
+    def dropped(r: int, labels: np.ndarray) -> None:
+        for lab in set(labels.tolist()):
+            assert lab >> 20 == r + 1, f"ring {r} drops bytes it does not hold"
+            row = (lab & 0xFFFFF) - 1
+            assert reads_left.get((st.rings[r], row), 0) == 0, f"row {row} of ring {r} dropped before its last read"
+
     produced_rows: dict[int, int] = {m.out: 0 for m in st.members}
     for step in st.table:
         if step[0] < 0:
-            t = st.rings[-1 - step[0]]
-            k, live = step[1], step[2]
-            assert live == len(rings[t]) and 0 < k <= live, f"bad drop {step}"
-            for r in rings[t][:k]:
-                assert reads_left.get((t, r), 0) == 0, f"row {r} of {t} dropped before its last read"
-            del rings[t][:k]
+            r = -1 - step[0]
+            k, live, kind = step[1], step[2], step[3]
+            assert live == held[r] and 0 < k <= live, f"bad ring step {step}"
+            if kind == DROP_LOW:
+                dropped(r, sc[span(r, 0, k)])
+                s_live, s_all = span(r, k, live - k), span(r, 0, live - k)
+                sc[s_all] = sc[s_live].copy()
+                sc[span(r, live - k, k)] = 0
+                held[r] -= k
+            elif kind == DROP_HIGH:
+                dropped(r, sc[span(r, step[4], k)])
+                sc[span(r, step[4], k)] = 0
+                held[r] -= k
+            else:
+                assert kind == MOVE_HIGH and step[5] - step[4] == k, f"bad move {step}"
+                moved = sc[span(r, step[5], live)].copy()
+                assert np.all(moved >> 20 == r + 1), f"ring {r} moves bytes it does not hold"
+                sc[span(r, step[5], live)] = 0
+                sc[span(r, step[4], live)] = moved
             continue
         m = st.members[step[0]]
+        if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
+            sc[st.member_scratch_offset:st.member_scratch_offset + mscr] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
             r1 = r0 + step[1]
-            if t in rings:
-                assert rings[t][step[5]:step[5] + step[1]] == list(range(r0, r1)), "reduce reads rows not held"
+            if t in ring_of:
+                assert holds(ring_of[t], step[5], range(r0, r1)), "reduce reads rows not held"
             else:
                 assert step[5] == r0 and (t not in written or all(r in written[t] for r in range(r0, r1)))
+            assert np.all(sc[st.acc_offset:st.acc_offset + acc_bytes] == -1), "running sums overwritten"
             for r in range(r0, r1):
                 reads_left[(t, r)] -= 1
             assert step[2] == int(r1 == h[t])
@@ -471,13 +606,14 @@ def replay_check(g: Graph, st: Stripe) -> None:
         n_out = step[1]
         o0 = produced_rows[m.out]
         o1 = o0 + n_out
+        windows = []
         for q, t in enumerate(m.streamed):
             r0, r1 = m.rows_needed(o0, o1, h[t])
             if q == 0 and m.kind == "window":
                 assert step[2] == m.p - o0 * m.s + r0 and 0 <= step[2] <= m.p and step[3] == r1 - r0
-            if t in rings:
-                assert rings[t][step[5 + q]:step[5 + q] + r1 - r0] == list(range(r0, r1)), \
-                    f"call {step} reads rows not in the window of {t}"
+            if t in ring_of:
+                windows.append((ring_of[t], step[5 + q], range(r0, r1)))
+                assert holds(*windows[-1]), f"call {step} reads rows not in the window of {t}"
             else:
                 assert step[5 + q] == r0
                 if t in written:
@@ -487,11 +623,12 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 a, b = m.rows_needed(o, o + 1, h[t])
                 for r in range(a, b):
                     reads_left[(t, r)] -= 1
-        if m.out in rings:
-            assert step[4] == len(rings[m.out]), "ring write not contiguous"
-            rings[m.out].extend(range(o0, o1))
-            cap = st.ring_rows[st.rings.index(m.out)]
-            assert len(rings[m.out]) <= cap, "ring overflow"
+        if m.out in ring_of:
+            r = ring_of[m.out]
+            sc[span(r, step[4], n_out)] = np.repeat(np.array([label(r, x) for x in range(o0, o1)], np.int64), rb[r])
+            held[r] += n_out
+            assert held[r] <= st.ring_rows[r], "ring overflow"
+            assert all(holds(*w) for w in windows), f"call {step} writes over rows it reads"
         else:
             assert step[4] == o0
         written.setdefault(m.out, set()).update(range(o0, o1))
@@ -537,7 +674,8 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
     attrs = {"stripe": {
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
-                   "offset": st.ring_offset[r]} for r, t in enumerate(st.rings)],
+                   "offset": st.ring_offset[r], "mode": "high" if st.ring_mode[r] else "low"}
+                  for r, t in enumerate(st.rings)],
         "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
         "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
         if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
