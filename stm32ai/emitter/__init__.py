@@ -304,7 +304,8 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             lines.append("      if (e[3] == 2) {")
             lines.append(f"        memmove(sc + {off}u + (uint32_t)e[4] * {rb}u, sc + {off}u + (uint32_t)e[5] * {rb}u, "
                          f"(uint32_t)e[2] * {rb}u);")
-            lines.append(f"        AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[4] + e[2]) * {rb}u, (uint32_t)e[1] * {rb}u);")
+            lines.append(f"        AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[4] + e[2]) * {rb}u, "
+                         f"(uint32_t)e[1] * {rb}u);")
             lines.append("      } else {")
             lines.append(f"        AI_POISON_ROWS(sc + {off}u + (uint32_t)e[4] * {rb}u, (uint32_t)e[1] * {rb}u);")
             lines.append("      }")
