@@ -293,7 +293,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
         if m["scratch"] > 0:
-            args.append(f"(void *)(sc + {int(st['member_scratch_offset'])}u)")
+            args.append(f"(void *)(sc + {int(m.get('scratch_offset', st['member_scratch_offset']))}u)")
         lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")
     for r, ring in enumerate(st["rings"]):

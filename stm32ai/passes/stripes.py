@@ -169,7 +169,8 @@ class Stripe:
     ring_rows: list[int] = field(default_factory=list)
     ring_offset: list[int] = field(default_factory=list)
     ring_mode: list[int] = field(default_factory=list)  # 0 low, 1 high (see `_physical`)
-    member_scratch_offset: int = 0
+    member_scratch_offset: int = 0  # the largest member scratch's offset
+    scratch_offsets: list[int] = field(default_factory=list)  # per member (-1: none)
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
@@ -357,35 +358,40 @@ def moved_rows(step: list[int]) -> int:
     return step[2] if step[3] == MOVE_HIGH else 0
 
 
-def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[set[int]]], set[int]]:
+def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[int]], dict[int, int]]:
     """The simulation's table (row offsets relative to each ring's oldest live row, every ring
     low) turned into the table of ring modes `modes`: ring offsets are slots of the ring's
     buffer; a high ring gets a move step before each append and drops without memmove.
     Returns it, the steps at which each slot of each ring is busy (live, read, written, moved
-    or poisoned) and the steps that call a kernel with scratch."""
+    or poisoned) and, per member scratch size, the steps that call a kernel with that scratch,
+    as bit masks (bit s: step s)."""
     n = len(st.rings)
     ring_of = {t: r for r, t in enumerate(st.rings)}
     start, count = [0] * n, [0] * n
     out: list[list[int]] = []
-    busy: list[list[set[int]]] = [[set() for _ in range(st.ring_rows[r])] for r in range(n)]
-    scratch_steps: set[int] = set()
+    busy: list[list[int]] = [[0] * st.ring_rows[r] for r in range(n)]
+    since: list[list[int]] = [[-1] * st.ring_rows[r] for r in range(n)]  # step a live slot was filled
+    scratch_steps: dict[int, int] = {}  # member scratch bytes -> steps of the calls using that much
 
-    def mark(r: int, lo: int, hi: int) -> None:
+    def fill(r: int, lo: int, hi: int) -> None:  # slots live from this step on
         for i in range(lo, hi):
-            busy[r][i].add(len(out))
+            if since[r][i] < 0:
+                since[r][i] = len(out)
 
-    def live() -> None:
-        for r in range(n):
-            mark(r, start[r], start[r] + count[r])
+    def free(r: int, lo: int, hi: int) -> None:  # slots dead after this step (busy through it)
+        for i in range(lo, hi):
+            if since[r][i] >= 0:
+                busy[r][i] |= (1 << (len(out) + 1)) - (1 << since[r][i])
+                since[r][i] = -1
 
     for step in st.table:
         if step[0] < 0:
             r, k, n_live = -1 - step[0], step[1], step[2]
-            live()
-            if modes[r] == 0:
+            if modes[r] == 0:  # the memmove reads and writes slots [0, n_live)
+                free(r, n_live - k, n_live)
                 out.append([step[0], k, n_live, DROP_LOW, 0, 0, 0])
             else:
-                mark(r, start[r], start[r] + k)
+                free(r, start[r], start[r] + k)
                 out.append([step[0], k, n_live, DROP_HIGH, start[r], 0, 0])
                 start[r] += k
             count[r] -= k
@@ -399,8 +405,8 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
             if count[r] == 0:
                 start[r] = dst
             elif dst != start[r]:
-                live()
-                mark(r, dst, start[r] + count[r])
+                fill(r, dst, start[r] + count[r])
+                free(r, max(dst + count[r], start[r]), start[r] + count[r])
                 out.append([-1 - r, start[r] - dst, count[r], MOVE_HIGH, dst, start[r], 0])
                 start[r] = dst
         for q, t in enumerate(m.streamed):
@@ -408,23 +414,25 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
                 phys[5 + q] = step[5 + q] + start[ring_of[t]]
         if r_out >= 0:
             phys[4] = step[4] + start[r_out]
-        live()
-        if r_out >= 0:
-            mark(r_out, phys[4], phys[4] + step[1])
+            fill(r_out, phys[4], phys[4] + step[1])
             count[r_out] += step[1]
         if m.call_scratch > 0 and m.kind != "reduce":
-            scratch_steps.add(len(out))
+            scratch_steps[m.call_scratch] = scratch_steps.get(m.call_scratch, 0) | 1 << len(out)
         out.append(phys)
+    for r in range(n):  # rows a ring still holds at the end (none: every row is read)
+        free(r, 0, st.ring_rows[r])
     return out, busy, scratch_steps
 
 
-def _fit(placed: list[tuple[int, int, set[int]]], spans: list[tuple[int, int, set[int]]],
+def _fit(placed: list[tuple[int, int, int]], spans: list[tuple[int, int, int]],
          starts: set[int]) -> int:
     """The lowest offset among `starts` (4-aligned) at which every (lo, hi, steps) of `spans`
     shifted by it meets no placed span busy at a common step."""
+    lo_all, hi_all = spans[0][0], spans[-1][1]
     for off in sorted(o for o in starts if o >= 0 and o % ALIGN == 0):
+        near = [p for p in placed if p[0] < off + hi_all and off + lo_all < p[1]]
         if all(not (off + lo < e and o < off + hi and b & steps)
-               for lo, hi, steps in spans for o, e, b in placed):
+               for lo, hi, steps in spans for o, e, b in near):
             return off
     raise AssertionError("unreachable: the top of the placed spans is always a start")
 
@@ -434,8 +442,8 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
     (each row slot busy at its own steps), the kernel scratch (busy at its calls) and the
     running sums (busy throughout)."""
     table, busy, scratch_steps = _physical(st, modes)
-    everything = set(range(len(table)))
-    items: list[tuple[int, str, int, list[tuple[int, int, set[int]]]]] = []  # (bytes, what, ring, spans)
+    everything = (1 << len(table)) - 1
+    items: list[tuple[int, str, int, list[tuple[int, int, int]]]] = []  # (bytes, what, ring, spans)
     for r, t in enumerate(st.rings):
         rb = _geom(g, t)[1]  # type: ignore[index]
         size = -(-st.ring_rows[r] * rb // ALIGN) * ALIGN
@@ -446,12 +454,11 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
         if m.kind == "reduce":  # the running sums: int32 per channel
             items.append((4 * g.tensors[m.out].shape[-1], "acc", -1,
                           [(0, 4 * g.tensors[m.out].shape[-1], everything)]))
-    mscr = max((m.call_scratch for m in st.members if m.kind != "reduce"), default=0)
-    if mscr:
+    for mscr, steps in scratch_steps.items():  # members with the same scratch size share a region
         size = -(-mscr // ALIGN) * ALIGN
-        items.append((size, "scratch", -1, [(0, size, scratch_steps)]))
-    placed: list[tuple[int, int, set[int]]] = []
-    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": 0}
+        items.append((size, "scratch", mscr, [(0, size, steps)]))
+    placed: list[tuple[int, int, int]] = []
+    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
     top = 0
     for _, what, r, spans in sorted(items, key=lambda x: -x[0]):
         starts = {0} | {e - lo for _, e, _ in placed for lo, _, _ in spans}
@@ -463,33 +470,45 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
         elif what == "acc":
             lay["acc"] = off
         else:
-            lay["scratch_off"] = off
+            lay["scratch_off"][r] = off
     return top, lay
 
 
 def _place(g: Graph, st: Stripe) -> None:
-    """Ring modes and offsets: every ring low, then a local search flipping one multi-row ring
-    at a time while the scratch shrinks (KWS's chain ends up alternating low / high rings: each
-    pair shares its third row)."""
+    """Ring modes and offsets: from every ring low and from the two alternations along the
+    chain, a local search flipping one multi-row ring at a time while the scratch shrinks; the
+    smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
+    third row)."""
     _narrow_scratch(st.members)
-    modes = [0] * len(st.rings)
-    best = _layout_modes(g, st, modes)
     flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
-    improved = True
-    while improved:
-        improved = False
-        for r in flippable:
-            trial = list(modes)
-            trial[r] ^= 1
-            got = _layout_modes(g, st, trial)
-            if got[0] < best[0]:
-                best, modes, improved = got, trial, True
+    starts = [[0] * len(st.rings)]
+    for first in (0, 1):  # alternating along the chain: each low ring next to a high one
+        alt = [0] * len(st.rings)
+        for i, r in enumerate(flippable):
+            alt[r] = (i + first) % 2
+        starts.append(alt)
+    found = []
+    for modes in starts:  # a local search from each start: flip one ring while the scratch shrinks
+        best = _layout_modes(g, st, modes)
+        improved = True
+        while improved:
+            improved = False
+            for r in flippable:
+                trial = list(modes)
+                trial[r] ^= 1
+                got = _layout_modes(g, st, trial)
+                if got[0] < best[0]:
+                    best, modes, improved = got, trial, True
+        found.append((best[0], modes, best))
+    _, modes, best = min(found, key=lambda x: x[0])
     scratch, lay = best
     st.ring_mode = modes
     st.table = lay["table"]
     st.ring_offset = lay["ring_offset"]
     st.acc_offset = lay["acc"]
-    st.member_scratch_offset = lay["scratch_off"]
+    st.scratch_offsets = [lay["scratch_off"].get(m.call_scratch, -1) if m.kind != "reduce" else -1
+                          for m in st.members]
+    st.member_scratch_offset = lay["scratch_off"].get(max(lay["scratch_off"], default=0), 0)
     st.scratch = scratch
 
 
@@ -544,7 +563,6 @@ def replay_check(g: Graph, st: Stripe) -> None:
     acc_bytes = 4 * next((g.tensors[m.out].shape[-1] for m in st.members if m.kind == "reduce"), 0)
     if st.acc_offset >= 0:
         sc[st.acc_offset:st.acc_offset + acc_bytes] = -1
-    mscr = -(-max((m.call_scratch for m in st.members if m.kind != "reduce"), default=0) // ALIGN) * ALIGN
 
     def label(r: int, row: int) -> int:
         return ((r + 1) << 20) + row + 1
@@ -568,7 +586,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
         if step[0] < 0:
             r = -1 - step[0]
             k, live, kind = step[1], step[2], step[3]
-            assert live == held[r] and 0 < k <= live, f"bad ring step {step}"
+            assert live == held[r] and 0 < k and (k <= live or kind == MOVE_HIGH), f"bad ring step {step}"
             if kind == DROP_LOW:
                 dropped(r, sc[span(r, 0, k)])
                 s_live, s_all = span(r, k, live - k), span(r, 0, live - k)
@@ -588,7 +606,8 @@ def replay_check(g: Graph, st: Stripe) -> None:
             continue
         m = st.members[step[0]]
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
-            sc[st.member_scratch_offset:st.member_scratch_offset + mscr] = 0
+            o = st.scratch_offsets[step[0]]
+            sc[o:o + -(-m.call_scratch // ALIGN) * ALIGN] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
@@ -659,7 +678,7 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
         return {"in": ins.index(t)}
 
     members = []
-    for m in st.members:
+    for j, m in enumerate(st.members):
         params = dict(m.params) if m.params is not None else dict(m.op.attrs)
         for a in _OFF_ATTRS:
             if a in params:
@@ -669,7 +688,8 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             "inputs": [ref(t) for t in m.op.inputs], "output": ref(m.out),
             "row_bytes": _geom(g, m.out)[1],  # type: ignore[index]
             "in_row_bytes": [_geom(g, t)[1] for t in m.streamed],  # type: ignore[index]
-            "scratch": m.call_scratch, "macc": int(m.op.macc), "source_op": m.op.type, "source_index": m.op.index,
+            "scratch": m.call_scratch, "scratch_offset": st.scratch_offsets[j], "macc": int(m.op.macc),
+            "source_op": m.op.type, "source_index": m.op.index,
         })
     attrs = {"stripe": {
         "band": st.band, "members": members,
