@@ -183,6 +183,7 @@ class Stripe:
     #          rows from slot b down to slot a (= b - rows) before an append
     table: list[list[int]] = field(default_factory=list)
     calls: int = 0
+    logical: list[list[int]] = field(default_factory=list)  # the simulation's table (every ring low)
 
 
 class StripeError(Exception):
@@ -384,7 +385,7 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
                 busy[r][i] |= (1 << (len(out) + 1)) - (1 << since[r][i])
                 since[r][i] = -1
 
-    for step in st.table:
+    for step in st.logical:
         if step[0] < 0:
             r, k, n_live = -1 - step[0], step[1], step[2]
             if modes[r] == 0:  # the memmove reads and writes slots [0, n_live)
@@ -480,6 +481,7 @@ def _place(g: Graph, st: Stripe) -> None:
     smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
     third row)."""
     _narrow_scratch(st.members)
+    st.logical = st.table
     flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
     starts = [[0] * len(st.rings)]
     for first in (0, 1):  # alternating along the chain: each low ring next to a high one
