@@ -190,24 +190,26 @@ class StripeError(Exception):
     """The run cannot be a stripe (a row index past int16, an input row never available...)."""
 
 
-def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int]) -> Stripe:
+def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int],
+                  narrow: bool = True) -> Stripe:
     """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
     fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
     of the branch it joins, whose rows then wait in a taller ring."""
-    eager = simulate(g, members, band, outside_reads)
+    eager = simulate(g, members, band, outside_reads, narrow=narrow)
     try:
-        lazy = simulate(g, members, band, outside_reads, lazy=True)
+        lazy = simulate(g, members, band, outside_reads, lazy=True, narrow=narrow)
     except StripeError:
         return eager
     return min((eager, lazy), key=lambda st: (st.scratch, len(st.table)))
 
 
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
-             lazy: bool = False) -> Stripe:
+             lazy: bool = False, narrow: bool = True) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
-    lazy: a member writing a ring produces only rows its consumers' next call reads."""
+    lazy: a member writing a ring produces only rows its consumers' next call reads.
+    narrow: 3x3 depthwise members may run as their 2-channel variant (`_narrow_scratch`)."""
     produced = {m.out: i for i, m in enumerate(members)}
     inputs: list[int] = []
     for m in members:
@@ -338,7 +340,7 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         if not progress:
             raise StripeError("no member can advance")
     st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls)
-    _place(g, st)
+    _place(g, st, narrow)
     return st
 
 
@@ -475,12 +477,12 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
     return top, lay
 
 
-def _place(g: Graph, st: Stripe) -> None:
+def _place(g: Graph, st: Stripe, narrow: bool = True) -> None:
     """Ring modes and offsets: from every ring low and from the two alternations along the
     chain, a local search flipping one multi-row ring at a time while the scratch shrinks; the
     smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
     third row)."""
-    _narrow_scratch(st.members)
+    _narrow_scratch(st.members, narrow)
     st.logical = st.table
     flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
     starts = [[0] * len(st.rings)]
@@ -514,14 +516,18 @@ def _place(g: Graph, st: Stripe) -> None:
     st.scratch = scratch
 
 
-def _narrow_scratch(members: list[Member]) -> None:
+def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
     """The members share one kernel-scratch region, sized by the largest. A 3x3 depthwise
     member (4-channel planes) that alone sets that size runs as its 2-channel variant
     (`_g2_`: the same params and packed constants, half the planes' scratch, ~1 % more
-    instructions on the layer; docs/kernels_conv.md) when that lowers the region (KWS: 512 ->
-    256 B). The op itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
+    instructions layer by layer, but +18 % on KWS's one-row bands: twice the per-group set-up;
+    docs/stripes.md) when that lowers the region (KWS: 512 -> 256 B); narrow False: never (the
+    band rule weighs both). The op itself is unchanged (the layer-by-layer alternative keeps
+    its kernel)."""
     for m in members:
         m.kernel, m.scratch = "", -1
+    if not narrow:
+        return
     g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
     others = max((m.call_scratch for m in members if m.kind != "reduce" and m.op.kernel not in g4), default=0)
     for m in members:
