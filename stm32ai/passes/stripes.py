@@ -170,7 +170,7 @@ class Stripe:
     ring_offset: list[int] = field(default_factory=list)
     ring_mode: list[int] = field(default_factory=list)  # 0 low, 1 high (see `_physical`)
     member_scratch_offset: int = 0  # the largest member scratch's offset
-    scratch_offsets: list[int] = field(default_factory=list)  # per member (-1: none)
+    scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
@@ -366,15 +366,15 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     low) turned into the table of ring modes `modes`: ring offsets are slots of the ring's
     buffer; a high ring gets a move step before each append and drops without memmove.
     Returns it, the steps at which each slot of each ring is busy (live, read, written, moved
-    or poisoned) and, per member scratch size, the steps that call a kernel with that scratch,
-    as bit masks (bit s: step s)."""
+    or poisoned) and, per member with kernel scratch, the steps of its calls, as bit masks
+    (bit s: step s)."""
     n = len(st.rings)
     ring_of = {t: r for r, t in enumerate(st.rings)}
     start, count = [0] * n, [0] * n
     out: list[list[int]] = []
     busy: list[list[int]] = [[0] * st.ring_rows[r] for r in range(n)]
     since: list[list[int]] = [[-1] * st.ring_rows[r] for r in range(n)]  # step a live slot was filled
-    scratch_steps: dict[int, int] = {}  # member scratch bytes -> steps of the calls using that much
+    scratch_steps: dict[int, int] = {}  # member -> steps of its calls (it has kernel scratch)
 
     def fill(r: int, lo: int, hi: int) -> None:  # slots live from this step on
         for i in range(lo, hi):
@@ -420,7 +420,7 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
             fill(r_out, phys[4], phys[4] + step[1])
             count[r_out] += step[1]
         if m.call_scratch > 0 and m.kind != "reduce":
-            scratch_steps[m.call_scratch] = scratch_steps.get(m.call_scratch, 0) | 1 << len(out)
+            scratch_steps[step[0]] = scratch_steps.get(step[0], 0) | 1 << len(out)
         out.append(phys)
     for r in range(n):  # rows a ring still holds at the end (none: every row is read)
         free(r, 0, st.ring_rows[r])
@@ -457,9 +457,9 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
         if m.kind == "reduce":  # the running sums: int32 per channel
             items.append((4 * g.tensors[m.out].shape[-1], "acc", -1,
                           [(0, 4 * g.tensors[m.out].shape[-1], everything)]))
-    for mscr, steps in scratch_steps.items():  # members with the same scratch size share a region
-        size = -(-mscr // ALIGN) * ALIGN
-        items.append((size, "scratch", mscr, [(0, size, steps)]))
+    for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
+        size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
+        items.append((size, "scratch", j, [(0, size, steps)]))
     placed: list[tuple[int, int, int]] = []
     lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
     top = 0
@@ -510,9 +510,9 @@ def _place(g: Graph, st: Stripe, narrow: bool = True) -> None:
     st.table = lay["table"]
     st.ring_offset = lay["ring_offset"]
     st.acc_offset = lay["acc"]
-    st.scratch_offsets = [lay["scratch_off"].get(m.call_scratch, -1) if m.kind != "reduce" else -1
-                          for m in st.members]
-    st.member_scratch_offset = lay["scratch_off"].get(max(lay["scratch_off"], default=0), 0)
+    st.scratch_offsets = [lay["scratch_off"].get(j, -1) for j in range(len(st.members))]
+    big = max(lay["scratch_off"], key=lambda j: st.members[j].call_scratch, default=-1)
+    st.member_scratch_offset = lay["scratch_off"][big] if big >= 0 else 0
     st.scratch = scratch
 
 
