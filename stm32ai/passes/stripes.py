@@ -191,25 +191,26 @@ class StripeError(Exception):
 
 
 def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int],
-                  narrow: bool = True) -> Stripe:
+                  narrow: bool = True, search: bool = True) -> Stripe:
     """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
     fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
     of the branch it joins, whose rows then wait in a taller ring."""
-    eager = simulate(g, members, band, outside_reads, narrow=narrow)
+    eager = simulate(g, members, band, outside_reads, narrow=narrow, search=search)
     try:
-        lazy = simulate(g, members, band, outside_reads, lazy=True, narrow=narrow)
+        lazy = simulate(g, members, band, outside_reads, lazy=True, narrow=narrow, search=search)
     except StripeError:
         return eager
     return min((eager, lazy), key=lambda st: (st.scratch, len(st.table)))
 
 
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
-             lazy: bool = False, narrow: bool = True) -> Stripe:
+             lazy: bool = False, narrow: bool = True, search: bool = True) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
     lazy: a member writing a ring produces only rows its consumers' next call reads.
-    narrow: 3x3 depthwise members may run as their 2-channel variant (`_narrow_scratch`)."""
+    narrow: 3x3 depthwise members may run as their 2-channel variant (`_narrow_scratch`).
+    search: the ring modes' local search (`_place`; False: its starting points only)."""
     produced = {m.out: i for i, m in enumerate(members)}
     inputs: list[int] = []
     for m in members:
@@ -340,7 +341,7 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         if not progress:
             raise StripeError("no member can advance")
     st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls)
-    _place(g, st, narrow)
+    _place(g, st, narrow, search)
     return st
 
 
@@ -477,11 +478,11 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
     return top, lay
 
 
-def _place(g: Graph, st: Stripe, narrow: bool = True) -> None:
+def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> None:
     """Ring modes and offsets: from every ring low and from the two alternations along the
     chain, a local search flipping one multi-row ring at a time while the scratch shrinks; the
     smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
-    third row)."""
+    third row). search False: the starting points only (form_stripes' cut-point search)."""
     _narrow_scratch(st.members, narrow)
     st.logical = st.table
     flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
@@ -494,7 +495,7 @@ def _place(g: Graph, st: Stripe, narrow: bool = True) -> None:
     found = []
     for modes in starts:  # a local search from each start: flip one ring while the scratch shrinks
         best = _layout_modes(g, st, modes)
-        improved = True
+        improved = search
         while improved:
             improved = False
             for r in flippable:
@@ -721,7 +722,7 @@ def _outside_reads(g: Graph, members: set[int]) -> set[int]:
     return reads
 
 
-def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
+def try_segment(g: Graph, lo: int, hi: int, band: int, search: bool = True) -> Stripe | None:
     """The stripe of ops [lo, hi) of g.ops, or None when they cannot form one."""
     ms = [as_member(g.ops[i], g) for i in range(lo, hi)]
     if any(m is None for m in ms):
@@ -731,7 +732,7 @@ def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
     if not any(t in produced for m in members for t in m.streamed):
         return None  # no ring: nothing to gain
     try:
-        return simulate_best(g, members, band, _outside_reads(g, set(range(lo, hi))))
+        return simulate_best(g, members, band, _outside_reads(g, set(range(lo, hi))), search=search)
     except StripeError:
         return None
 
@@ -776,7 +777,7 @@ def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ..
                 if not ok[hi - 1]:
                     break
                 for band in bands:
-                    st = try_segment(g, lo, hi, band)
+                    st = try_segment(g, lo, hi, band, search=False)  # quick layouts; the pick searched
                     if st is None:
                         continue
                     saved_ops = g.ops[lo:hi]
@@ -790,6 +791,7 @@ def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ..
         if best is None:
             return chosen
         pool_now, _, lo, hi, st = best
+        st = try_segment(g, lo, hi, st.band) or st  # the full layout search: never a larger scratch
         apply(g, lo, hi, st)
         chosen.append(st)
 
