@@ -65,7 +65,8 @@ def bench_ram(row: dict[str, Any], path: Path, workdir: Path, build_run: Callabl
         return
     sts = _stripes(ram)
     r.update(pool_ram_no_stripes=flat.plan.pool_size, pool_ram=ram.plan.pool_size,
-             bands=[st["band"] for st in sts], calls=[st["calls"] for st in sts])
+             bands=[f"{st['band']}{' (2-ch dw)' if any('_g2_' in m for m in st['members']) else ''}" for st in sts],
+             calls=[st["calls"] for st in sts])
     args = SimpleNamespace(model=str(path), board=board.id, name="network", activations_pool=None,
                            weights_pool=None, profile=False)
     try:
