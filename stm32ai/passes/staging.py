@@ -495,6 +495,8 @@ CPI = 1.14                 # estimated cycles per modelled instruction, stalls a
 DW3_BAND_CYCLES = 270.0    # per channel and row band of a 3x3 depthwise: frame set-up, row loops
 # the 2-channel (_g2_) kernels' per channel and band: KWS's stripe at band 1 with its four
 # depthwise members 2-channel, 10,950,787 est. cycles, 4-channel 9,761,287, over 6,400 channel-bands
+# (one-row bands; a layer-by-layer _g2_ layer, balanced's transposed walk, gets the same figure
+# here but only the stripe options compare it, all with that layer alike)
 DW3_G2_BAND_CYCLES = DW3_BAND_CYCLES + 186.0
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
