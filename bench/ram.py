@@ -69,7 +69,8 @@ def bench_ram(row: dict[str, Any], path: Path, workdir: Path, build_run: Callabl
     fed = any(st["sources"] for op in rows.graph.ops if op.kernel == "stripe" for st in [op.attrs["stripe"]])
     r.update(pool_ram_no_stripes=flat.plan.pool_size, pool_ram=ram.plan.pool_size,
              pool_ram_rows=rows.plan.pool_size if fed else None,
-             bands=[st["band"] for st in sts], calls=[st["calls"] for st in sts])
+             bands=[st["band"] for st in sts], calls=[st["calls"] for st in sts],
+             dw2=[any("_g2_" in m for m in st["members"]) for st in sts])  # 2-channel depthwise members
     args = SimpleNamespace(model=str(path), board=board.id, name="network", activations_pool=None,
                            weights_pool=None, profile=False)
     try:
@@ -117,7 +118,9 @@ def ram_table(rows: list[dict[str, Any]]) -> str:
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         x = r["ram"]
-        bands = ", ".join(map(str, x["bands"])) or "no stripe"
+        bands = ", ".join(f"{b}{' (2-ch dw)' if n else ''}"
+                          for b, n in zip(x["bands"], x.get("dw2", [False] * len(x["bands"])), strict=True)) \
+            or "no stripe"
         out.append(f"| {r['stem']} | {f(x['pool_balanced'])} | {f(x['pool_ram_no_stripes'])} | {f(x['pool_ram'])} "
                    f"| {f(x.get('pool_ram_rows'))} | {bands} | {x.get('result', '—')} | {f(x.get('instructions'))} "
                    f"| {_pct(x.get('instructions'), r.get('instructions'))} | {f(x.get('est_balanced'))} "

@@ -170,7 +170,8 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
     st = op.attrs["stripe"]
     joint = st.get("joint") if op.attrs.get("scratch_at_input") == 1 else None
     ring_off = joint["ring_offset"] if joint else [r["offset"] for r in st["rings"]]
-    mso = joint["member_scratch_offset"] if joint else st["member_scratch_offset"]
+    m_off = joint["scratch_offsets"] if joint else \
+        [m.get("scratch_offset", st["member_scratch_offset"]) for m in st["members"]]
     acc = joint["acc_offset"] if joint else st.get("acc_offset", -1)
     base = plan.scratch_offset(op_idx) if op_idx in plan.scratch_buffer else None
     if joint:
@@ -191,7 +192,17 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
         return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
 
     for e in st["table"]:
-        if e[0] < 0:  # a drop: the live rows move to the ring's start
+        if e[0] < 0 and e[3] == 1:  # a high ring's drop: the rows at slot e[4] die in place
+            owner[ring_bytes(-1 - e[0], e[4], e[1])] = GARBAGE
+            continue
+        if e[0] < 0 and e[3] == 2:  # a high ring's move: its e[2] live rows from slot e[5] to e[4]
+            r = -1 - e[0]
+            live = owner[ring_bytes(r, e[5], e[2])].copy()
+            assert (live == RING - r).all(), f"{what}: ring {r} lost a live row before a move"
+            owner[ring_bytes(r, e[5], e[2])] = GARBAGE
+            owner[ring_bytes(r, e[4], e[2])] = live
+            continue
+        if e[0] < 0:  # a low ring's drop: the live rows move to the ring's start
             r = -1 - e[0]
             live = owner[ring_bytes(r, e[1], e[2] - e[1])].copy()
             assert (live == RING - r).all(), f"{what}: ring {r} lost a live row before a drop"
@@ -205,6 +216,8 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
                 owner[ring_bytes(r, e[4], e[1])] = RING - r
             continue  # dead input rows (poisoned by the executor): nothing to check
         m = st["members"][e[0]]
+        if m["scratch"] > 0 and m["kind"] != "reduce":  # written while the call reads its rows
+            owner[base + m_off[e[0]]:base + m_off[e[0]] + m["scratch"]] = GARBAGE
         n_streamed = len(m["in_row_bytes"])
         for q in range(n_streamed):
             ref = m["inputs"][q]
@@ -219,8 +232,6 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             if e[2]:
                 stamp(op.outputs[m["output"]["out"]])
             continue
-        if m["scratch"] > 0:
-            owner[base + mso:base + mso + m["scratch"]] = GARBAGE
         out = m["output"]
         if "ring" in out:
             owner[ring_bytes(out["ring"], e[4], e[1])] = RING - out["ring"]

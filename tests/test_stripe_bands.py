@@ -81,6 +81,28 @@ def test_band_rule_and_tflm(tmp_path):
     assert validate_model(p, n=2, compiled=cb).outcome == "match"
 
 
+def test_two_channel_depthwise_is_an_option():
+    """KWS's 3x3 depthwise members, whose 4-channel planes (512 B on 5-pixel rows) are the
+    stripe's largest kernel scratch, run as the 2-channel kernel (256 B) at band 1; the band
+    rule also weighs them kept 4-channel ("1:dw4"): at least 256 B more pool, fewer modelled cycles (4
+    layers x 64 channels x 25 one-row bands, each paying the 2-channel set-up's extra,
+    DW3_G2_BAND_CYCLES). ram's rule takes the smaller pool, which still matches TFLite Micro."""
+    from conftest import shared_model
+
+    from stm32ai.passes.staging import DW3_BAND_CYCLES, DW3_G2_BAND_CYCLES
+
+    p = shared_model("mlperf_tiny/kws_ref_model.tflite")
+    c = compile_for_board(p, "network", "nucleo-l4r5zi", optimization="ram")
+    by = {o.bands: o for o in c.stripe_options}
+    narrow, wide = by[(1,)], by[("1:dw4",)]
+    assert wide.pool - narrow.pool >= 256  # the planes' 256 B, more where they no longer fit in free rows
+    assert narrow.cycles - wide.cycles == pytest.approx(4 * 64 * 25 * (DW3_G2_BAND_CYCLES - DW3_BAND_CYCLES))
+    assert narrow.chosen
+    st = next(op for op in c.graph.ops if op.kernel == "stripe").attrs["stripe"]
+    assert {m["kernel"] for m in st["members"] if "depthwise" in m["kernel"]} == {"depthwise_conv2d_3x3_g2_s8"}
+    assert validate_model(p, n=2, compiled=c).outcome == "match"
+
+
 @pytest.mark.slow
 def test_estimator_confirms_stripe_flash_reads(tmp_path):
     """KWS in --optimization ram (a one-row-band stripe of 10 layers, 250 calls) on

@@ -189,8 +189,58 @@ def test_poisoned_runs_with_stripes(chains, tmp_path):
     cases = {f"s{i}": (p, compile_model(p, f"s{i}", stripes="all")) for i, p in enumerate(chains.values())}
     ic = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
     cases["ic"] = (ic, compile_model(ic, "ic", optimization="ram"))
+    kws = shared_model("mlperf_tiny/kws_ref_model.tflite")  # high rings, 2-channel depthwise members
+    cases["kws"] = (kws, compile_model(kws, "kws", optimization="ram"))
     build = PoisonBuild({k: c for k, (_, c) in cases.items()}, tmp_path)
     for name, (path, c) in cases.items():
         assert _stripes(c)
         res = validate_model(path, n=1, seed=5, compiled=c, runner=lambda cc, s, name=name: build.run(cc, s, name))
         assert res.outcome == "match", name
+
+
+def _ram_stripes(name: str):
+    from stm32ai.frontend.tflite_reader import load_tflite
+    from stm32ai.passes.lower import lower_graph
+
+    g = load_tflite(shared_model(f"mlperf_tiny/{name}.tflite"))
+    g.optimization = "ram"
+    lower_graph(g)
+    return g, sp.form_all(g)
+
+
+def test_kws_rings_share_rows_and_replay():
+    """KWS's 10-member stripe at band 1, checked byte by byte (replay_check: rings, kernel
+    scratch and running sums never on bytes still to be read). Hand count of its rings: four
+    3-row rings (the 3x3 depthwise inputs, 5 x 64 = 320 B rows) hold 2 rows between calls and a
+    third only from their producer's call to the depthwise's drop, and the one-row rings (the
+    1x1 convs' inputs, the pool's input) are busy from their producer's call to their reader's.
+    At a depthwise call 3 + 2 + 2 + 2 rows of the 3-row rings and its output row are busy: 10
+    rows (the issue's floor). Shared third rows (a low and a high ring) and one-row rings in
+    third rows while those are empty reach 11 rows: the one-row ring written by the second
+    depthwise is busy while both its neighbours' third rows are.
+    Kernel scratch: the 2-channel 3x3 depthwise (256 B, not the 4-channel 512 B) = the 1x1
+    conv's two int16 columns (4 x 64), each member's in rows free at its calls; running sums
+    4 x 64."""
+    g, chosen = _ram_stripes("kws_ref_model")
+    (st,) = chosen
+    sp.replay_check(g, st)
+    assert sorted(st.ring_rows) == [1] * 5 + [3] * 4
+    assert any(st.ring_mode)  # at least one low / high pair
+    assert {m.call_kernel for m in st.members if m.op.kernel.startswith("depthwise")} == {
+        "depthwise_conv2d_3x3_g2_s8"}
+    # the kernel scratch of each member fits in ring rows free at its calls
+    assert st.scratch == 11 * 320 + 256
+
+
+def test_ic_replays_and_replay_catches_a_shared_row():
+    """IC's stripe replays byte by byte; moving one ring onto bytes another ring still holds
+    is caught."""
+    g, chosen = _ram_stripes("pretrainedResnet_quant")
+    (st,) = chosen
+    sp.replay_check(g, st)
+    assert any(st.ring_mode)
+    r = max(range(len(st.rings)), key=lambda r: st.ring_rows[r])
+    other = next(q for q in range(len(st.rings)) if q != r and st.ring_rows[q] == st.ring_rows[r])
+    st.ring_offset[r] = st.ring_offset[other]
+    with pytest.raises(AssertionError):
+        sp.replay_check(g, st)

@@ -261,7 +261,9 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
     # at the input's first byte and the items sit where the joint layout put them
     joint = st.get("joint") if int(a["params"].get("scratch_at_input", 0)) == 1 else None
     ring_off = [int(v) for v in joint["ring_offset"]] if joint else [int(r["offset"]) for r in st["rings"]]
-    mso = int(joint["member_scratch_offset"] if joint else st["member_scratch_offset"])
+    # each member's kernel scratch region (older tables: one shared region)
+    m_off = [int(v) for v in joint["scratch_offsets"]] if joint else \
+        [int(m.get("scratch_offset", st["member_scratch_offset"])) for m in st["members"]]
     acc_off = int(joint["acc_offset"] if joint else st.get("acc_offset", -1))
 
     def buf(r: dict[str, int] | None) -> str:
@@ -311,12 +313,11 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
         if m["scratch"] > 0:
-            args.append(f"(void *)(sc + {mso}u)")
+            args.append(f"(void *)(sc + {m_off[j]}u)")
         lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")
     for q, src in enumerate(st.get("sources", ())):  # --input-rows: the application's rows
-        ring = st["rings"][int(src["ring"])]
-        off, rb = int(ring["offset"]), int(ring["row_bytes"])
+        off, rb = ring_off[int(src["ring"])], int(st["rings"][int(src["ring"])]["row_bytes"])
         lines.append(f"    case {len(st['members']) + q}: /* rows [e[5], e[5] + e[1]) of input {int(src['input'])} */")
         lines.append(f"      if (ctx->row_source == NULL || ctx->row_source(ctx->row_user, {int(src['input'])}, e[5], "
                      f"e[1], sc + {off}u + (uint32_t)e[4] * {rb}u) != AI_OK) {{")
@@ -332,6 +333,19 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         lines.append("      break;")
     for r, ring in enumerate(st["rings"]):
         off, rb = ring_off[r], int(ring["row_bytes"])
+        if ring.get("mode", "low") == "high":  # passes/stripes.py `_physical`: e[3] 1 drop, 2 move down
+            lines.append(f"    case {-1 - r}: /* ring {r} (high): drop e[1] rows at slot e[4], or move "
+                         "the e[2] live rows from slot e[5] down to e[4] */")
+            lines.append("      if (e[3] == 2) {")
+            lines.append(f"        memmove(sc + {off}u + (uint32_t)e[4] * {rb}u, sc + {off}u + (uint32_t)e[5] * {rb}u, "
+                         f"(uint32_t)e[2] * {rb}u);")
+            lines.append(f"        AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[4] + e[2]) * {rb}u, "
+                         f"(uint32_t)e[1] * {rb}u);")
+            lines.append("      } else {")
+            lines.append(f"        AI_POISON_ROWS(sc + {off}u + (uint32_t)e[4] * {rb}u, (uint32_t)e[1] * {rb}u);")
+            lines.append("      }")
+            lines.append("      break;")
+            continue
         lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")
         lines.append(f"      memmove(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
                      f"(uint32_t)(e[2] - e[1]) * {rb}u);")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.stripes import moved_rows
 
 __all__ = ["FlashModel", "flash_reads", "conv_stage_bytes", "choose_staging", "unstage", "blocked",
            "modelled_cycles", "pool_limit", "saved_per_byte", "restage_whole",
@@ -492,6 +493,11 @@ CONV_REQ_INSTR = 49        # conv2d_s8: per output channel and pixel pair, beyon
                            # (requantisation, stores: KWS 1x1 layers, 727,409 instructions)
 CPI = 1.14                 # estimated cycles per modelled instruction, stalls apart (same layers)
 DW3_BAND_CYCLES = 270.0    # per channel and row band of a 3x3 depthwise: frame set-up, row loops
+# the 2-channel (_g2_) kernels' per channel and band: KWS's stripe at band 1 with its four
+# depthwise members 2-channel, 10,950,787 est. cycles, 4-channel 9,761,287, over 6,400 channel-bands
+# (one-row bands; a layer-by-layer _g2_ layer, balanced's transposed walk, gets the same figure
+# here but only the stripe options compare it, all with that layer alike)
+DW3_G2_BAND_CYCLES = DW3_BAND_CYCLES + 186.0
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
 CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
@@ -564,7 +570,8 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))
     stalls = flash.stalls(consts if consts <= flash.cache_bytes else reads)
     if (mop.kernel or "").startswith("depthwise_conv2d_3x3"):
-        return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * DW3_BAND_CYCLES + stalls
+        per = DW3_G2_BAND_CYCLES if "_g2" in (mop.kernel or "") else DW3_BAND_CYCLES
+        return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * per + stalls
     return stalls
 
 
@@ -586,7 +593,7 @@ def stripe_cycles(op: Op, g: Graph, flash: FlashModel | None) -> float:
     total = sum(_call_cycles(m, g, fm, el) + call_cycles(fm) for m, el in calls)
     total += sum(_mac_cycles(m) for m, _ in stripe_calls(op, g, full=True))
     st = op.attrs["stripe"]
-    moved = sum((s[2] - s[1]) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)
+    moved = sum(moved_rows(s) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)
     return total + moved * MEMMOVE_CYCLES_PER_BYTE
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stm32ai.ir import Graph, Op
-from stm32ai.passes.stripes import Stripe, StripeError, simulate, stripe_op
+from stm32ai.passes.stripes import Stripe, StripeError, simulate_best, stripe_op
 
 BANDS = (1, 2, 3, 4, 6, 8)
 MAX_COMBOS = 64  # beyond: each stripe's band chosen with the others at their current one
@@ -25,7 +25,9 @@ MAX_COMBOS = 64  # beyond: each stripe's band chosen with the others at their cu
 
 @dataclass
 class Option:
-    bands: tuple[int | None, ...]  # per stripe (in op order): band height, None = layer by layer
+    # per stripe (in op order): band height, None = layer by layer, "<band>:dw4" = that band
+    # with its 3x3 depthwise members kept 4-channel (stripes.py `_narrow_scratch`)
+    bands: tuple[int | str | None, ...]
     pool: int
     cycles: float
     chosen: bool = False
@@ -35,18 +37,28 @@ class Option:
         return self.cycles / base - 1.0 if base > 0 else 0.0
 
 
-def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | None, list[Op]]:
-    """The ops standing for one stripe at each band height that simulates, and None: its
-    members as they were (layer by layer)."""
-    out: dict[int | None, list[Op]] = {None: [m.op for m in st.members], st.band: [op]}
+def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
+    """The ops standing for one stripe at each band height that simulates (and, where a 3x3
+    depthwise member would run 2-channel, the same band with it 4-channel: less scratch against
+    more set-up per call), and None: its members as they were (layer by layer)."""
+    out: dict[int | str | None, list[Op]] = {None: [m.op for m in st.members], st.band: [op]}
     tallest = max(int(g.tensors[m.out].shape[1]) for m in st.members)
     for band in BANDS:
-        if band in out or band > tallest:
+        if band > tallest:
             continue
-        try:
-            out[band] = [stripe_op(g, simulate(g, st.members, band, set(st.outputs), row_fed=set(st.fed)))]
-        except StripeError:
-            continue
+        for narrow in (True, False):
+            key: int | str = band if narrow else f"{band}:dw4"
+            if key in out:
+                continue
+            try:
+                sto = stripe_op(g, simulate_best(g, st.members, band, set(st.outputs), narrow=narrow,
+                                                    row_fed=set(st.fed)))
+            except StripeError:
+                continue
+            if not narrow and [m["kernel"] for m in sto.attrs["stripe"]["members"]] == \
+                    [m["kernel"] for m in out[band][0].attrs["stripe"]["members"]]:
+                continue  # no member narrowed: the same stripe
+            out[key] = [sto]
     return out
 
 
@@ -60,9 +72,9 @@ def choose_bands(g: Graph, chosen: list[Stripe], evaluate: Callable[[Graph], tup
     stripes = [by_out[tuple(g.ops[i].outputs)] for i in pos]
     variants = [_variants(g, g.ops[i], st) for i, st in zip(pos, stripes, strict=True)]
     ops = list(g.ops)
-    seen: dict[tuple[int | None, ...], Option] = {}
+    seen: dict[tuple[int | str | None, ...], Option] = {}
 
-    def run(combo: tuple[int | None, ...]) -> Option:
+    def run(combo: tuple[int | str | None, ...]) -> Option:
         if combo not in seen:
             new: list[Op] = []
             for i, op in enumerate(ops):

@@ -8,7 +8,7 @@ last read at a step before the item's first use; a row k of Y only on X bytes re
 time before the call that writes it, and never on a scratch item still used after that call.
 The planner joins X, Y and the scratch into one buffer when X dies at the stripe (the overlap
 variant `scratch_at_input`, planner/liveness.py); otherwise the stripe keeps its standalone
-layout (the pass's `_layout`). tests/plan_sim.py replays the step table byte by byte.
+layout (the pass's `_place`). tests/plan_sim.py replays the step table byte by byte.
 
 Like passes/lower/overlap.py for single kernels, everything is decided from the schedule: per
 X row the step of its last read, per item the steps it is busy, per Y row the step writing it.
@@ -58,9 +58,17 @@ def death_steps(st: Any, last: list[int], first_step: int) -> list[tuple[int, in
     return out
 
 
-def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]]) -> dict[str, Any] | None:
+Span = tuple[int, int, int]  # (lo, hi, busy steps as a bit mask: bit s = table step s)
+
+
+def _first(steps: int) -> int:
+    return (steps & -steps).bit_length() - 1 if steps else 0
+
+
+def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]]) -> dict[str, Any] | None:
     """The joint layout of stripe `st` over its dying input, or None when it has not exactly one
-    whole input and one whole output. items: the pass's (bytes, busy steps, kind, ring) list."""
+    whole input and one whole output. items: the pass's (bytes, kind, ring or member, spans)
+    list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps)."""
     if len(st.inputs) != 1 or len(st.outputs) != 1:
         return None
     x, y = st.inputs[0], st.outputs[0]
@@ -76,30 +84,36 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]])
         """Bytes of X at its start whose rows were all read for the last time before `step`."""
         return bisect.bisect_left(prefmax, step) * rbx
 
-    def place(order: list[tuple[int, set[int], str, int]]) -> tuple[int, list[tuple[int, int, set[int], str, int]]]:
-        placed: list[tuple[int, int, set[int], str, int]] = []
+    def fits(p: int, spans: list[Span], placed: list[tuple[int, int, int]]) -> bool:
+        for lo, hi, b in spans:
+            if not b:
+                continue
+            a, e = p + lo, p + hi
+            if a < nx and min(e, nx) > dead_prefix(_first(b)):  # X bytes under it still to be read
+                return False
+            if any(a < pe and po < e and pb & b for po, pe, pb in placed):
+                return False
+        return True
+
+    def place(order: list[tuple[int, str, int, list[Span]]]) -> tuple[int, list[tuple[int, str, int, list[Span]]]]:
+        placed: list[tuple[int, int, int]] = []
+        where: list[tuple[int, str, int, list[Span]]] = []
         top = nx
-        for size, steps, what, r in order:
-            first = min(steps) if steps else 0
-            room = dead_prefix(first)
-            clash = sorted((o, e) for o, e, b, _, _ in placed if b & steps)
-            cands = sorted({0, _up(nx), *(e for _, e in clash)})
-            at = None
-            for p in cands:
-                if p < nx and p + size > room:
-                    continue
-                if any(p < e and o < p + size for o, e in clash):
-                    continue
-                at = p
-                break
-            if at is None:  # past every clash and X
-                at = max([_up(nx), *(e for _, e in clash)])
-            placed.append((at, at + size, steps, what, r))
-            top = max(top, at + size)
-        return top, placed
+        for _, what, r, spans in order:
+            cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _ in placed for lo, _, _ in spans)}
+                           if c >= 0 and c % ALIGN == 0)
+            at = next((p for p in cands if fits(p, spans, placed)),
+                      max([_up(nx), *(e for _, e, _ in placed)]))  # past every span and X
+            placed.extend((at + lo, at + hi, b) for lo, hi, b in spans)
+            where.append((at, what, r, spans))
+            top = max(top, at + spans[-1][1])
+        return top, where
+
+    def first_use(item: tuple[int, str, int, list[Span]]) -> int:
+        return min((_first(b) for _, _, b in item[3] if b), default=0)
 
     by_size = sorted(items, key=lambda i: -i[0])
-    by_late = sorted(items, key=lambda i: (-(min(i[1]) if i[1] else 0), -i[0]))
+    by_late = sorted(items, key=lambda i: (-first_use(i), -i[0]))
     top, placed = min(place(by_size), place(by_late), key=lambda tp: tp[0])
 
     # rows of Y: the step that writes each
@@ -116,7 +130,7 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]])
             yw[k] = s
 
     room_y = [dead_prefix(w) for w in yw]
-    used_until = [(o, e, max(steps) if steps else -1) for o, e, steps, _, _ in placed]
+    used_until = [(at + lo, at + hi, b.bit_length() - 1) for at, _, _, spans in placed for lo, hi, b in spans if b]
 
     def y_at() -> int:
         """The lowest offset where every row of Y is safe: a row k that clashes at d clashes at
@@ -140,14 +154,15 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, set[int], str, int]])
     best = y_at()
     size = _up(max(top, best + ty.nbytes))
     ring_offset = [0] * len(st.rings)
-    out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0,
-                           "member_scratch_offset": 0, "acc_offset": -1}
-    for o, _, _, what, r in placed:
+    scratch_offsets = [-1] * len(st.members)
+    out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0, "acc_offset": -1}
+    for o, what, r, _ in placed:
         if what == "ring":
             ring_offset[r] = o
         elif what == "acc":
             out["acc_offset"] = o
-        else:
-            out["member_scratch_offset"] = o
+        else:  # a member's kernel scratch
+            scratch_offsets[r] = o
     out["ring_offset"] = ring_offset
+    out["scratch_offsets"] = scratch_offsets
     return out

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
@@ -34,6 +35,8 @@ WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
     "depthwise_conv2d_s8": _CONV,
     "depthwise_conv2d_3x3_s8": _CONV,
     "depthwise_conv2d_3x3_sgn_s8": _CONV,
+    "depthwise_conv2d_3x3_g2_s8": _CONV,
+    "depthwise_conv2d_3x3_g2_sgn_s8": _CONV,
     "avgpool_s8": ("filter_h", "stride_h", "pad_h", None),
     "maxpool_s8": ("filter_h", "stride_h", "pad_h", None),
 }
@@ -63,6 +66,16 @@ class Member:
     p: int = 0
     d: int = 1
     params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
+    kernel: str = ""  # the kernel called in the stripe ("": op.kernel; see `_narrow_scratch`)
+    scratch: int = -1  # its scratch bytes (-1: op.scratch)
+
+    @property
+    def call_kernel(self) -> str:
+        return self.kernel or str(self.op.kernel)
+
+    @property
+    def call_scratch(self) -> int:
+        return int(self.op.scratch) if self.scratch < 0 else self.scratch
 
     def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
         """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
@@ -155,20 +168,26 @@ class Stripe:
     rings: list[int]  # tensor ids held as rings, in ring order
     ring_rows: list[int] = field(default_factory=list)
     ring_offset: list[int] = field(default_factory=list)
-    member_scratch_offset: int = 0
+    ring_mode: list[int] = field(default_factory=list)  # 0 low, 1 high (see `_physical`)
+    member_scratch_offset: int = 0  # the largest member scratch's offset
+    scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
     #   call:  [m, out_rows, pad_top, in_rows, out_row, in0_row, in1_row] (row offsets into the
     #          operand's buffer: a whole tensor's row index, or the row inside the ring)
     #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
-    #   drop:  [-1 - ring, rows_dropped, rows_live_before, 0, 0, 0, 0]
+    #   ring:  [-1 - ring, rows, rows_live_before, kind, a, b, 0] (row offsets are slots of the
+    #          ring's buffer): kind DROP_LOW: drop `rows`, memmove the rest to slot 0;
+    #          DROP_HIGH: drop the `rows` at slot a (no memmove); MOVE_HIGH: memmove the live
+    #          rows from slot b down to slot a (= b - rows) before an append
     #   fetch: [len(members) + q, rows, 0, 0, ring_row, input_row0, 0]: rows [input_row0,
     #          +rows) of row-fed input fed[q] from the application's row source (--input-rows),
-    #          written at ring_row of its ring; rows in increasing order, each exactly once
+    #          written at slot ring_row of its ring; rows in increasing order, each exactly once
     table: list[list[int]] = field(default_factory=list)
     calls: int = 0
     fed: list[int] = field(default_factory=list)  # row-fed graph inputs held as rings (--input-rows)
+    logical: list[list[int]] = field(default_factory=list)  # the simulation's table (every ring low)
     # the layout over the dying whole input (passes/stripe_overlap.py), None: none possible
     joint: dict[str, Any] | None = None
 
@@ -177,11 +196,29 @@ class StripeError(Exception):
     """The run cannot be a stripe (a row index past int16, an input row never available...)."""
 
 
+def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int],
+                  narrow: bool = True, search: bool = True,
+                  row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
+    """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
+    fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
+    of the branch it joins, whose rows then wait in a taller ring."""
+    eager = simulate(g, members, band, outside_reads, narrow=narrow, search=search, row_fed=row_fed)
+    try:
+        lazy = simulate(g, members, band, outside_reads, lazy=True, narrow=narrow, search=search, row_fed=row_fed)
+    except StripeError:
+        return eager
+    return min((eager, lazy), key=lambda st: (st.scratch, len(st.table)))
+
+
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
+             lazy: bool = False, narrow: bool = True, search: bool = True,
              row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
+    lazy: a member writing a ring produces only rows its consumers' next call reads.
+    narrow: 3x3 depthwise members may run as their 2-channel variant (`_narrow_scratch`).
+    search: the ring modes' local search (`_place`; False: its starting points only).
     row_fed: graph inputs that may arrive in rows (None: every graph input if `g.input_rows`,
     --input-rows): one the stripe alone reads becomes a ring filled from the row source just
     before the call that first needs each row."""
@@ -239,6 +276,30 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 lo = min(lo, done[j] if m.kind == "reduce" else m.rows_needed(done[j], done[j] + 1, h[t])[0])
         return lo
 
+    def need_end(t: int) -> int:  # rows of ring t the consumers' next calls read (lazy)
+        end = 0
+        for j in consumers[t]:
+            m = members[j]
+            if done[j] >= goal(j):
+                continue
+            if m.kind == "reduce":
+                end = max(end, min(h[t], done[j] + max(band, 1)))
+            else:
+                end = max(end, m.rows_needed(done[j], min(h[m.out], done[j] + band), h[t])[1])
+        return end
+
+    def holds_back(j: int) -> bool:  # (lazy) member j alone keeps rows of an input ring alive
+        m = members[j]
+        for t in m.streamed:
+            if t not in ring_idx or m.kind == "reduce":
+                continue
+            mine = m.rows_needed(done[j], done[j] + 1, h[t])[0]
+            others = [members[c].rows_needed(done[c], done[c] + 1, h[t])[0] if members[c].kind != "reduce"
+                      else done[c] for c in consumers[t] if c != j and done[c] < goal(c)]
+            if others and mine < min(others):
+                return True
+        return False
+
     def drops() -> None:
         for r, t in enumerate(rings):
             k = min(need_from(t), base[r] + count[r]) - base[r]
@@ -272,6 +333,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
             o0 = done[j]
             ho = h[m.out]
             o1 = min(ho, o0 + band)
+            if lazy and m.out in ring_idx and not holds_back(j):
+                o1 = min(o1, max(need_end(m.out), o0))
             while o1 > o0 and any(m.rows_needed(o0, o1, h[t])[1] > avail(t) for t in m.streamed):
                 o1 -= 1
             if o1 <= o0:
@@ -312,82 +375,211 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
             fetch(t, h[t])
             drops()
     st = Stripe(members, band, inputs, outputs, rings, cap, table=table, calls=n_calls, fed=fed)
-    _layout(g, st)
+    _place(g, st, narrow, search)
     return st
 
 
-def _occupancy(st: Stripe) -> tuple[list[set[int]], set[int]]:
-    """Per ring, the steps at which it holds a row, is written or read (a ring emptied by a
-    drop is free until its producer writes again: the 1-row rings of 1x1 consumers are busy
-    only from their producer's call to their drop); and the steps that call a kernel with
-    scratch."""
-    busy: list[set[int]] = [set() for _ in st.rings]
+# ---- ring modes: where a ring keeps its live rows between calls (docs/stripes.md, "Ring modes")
+# low (0): at its first rows; a drop memmoves the rows left to the start, an append is free.
+# high (1): at its last rows; an append first memmoves the live rows down by the rows it adds,
+# a drop is free. The memmove per row is the same; what differs is which of its rows a ring
+# leaves free between calls: a low ring's last, a high ring's first. A 3-row ring holding 2
+# rows in between (a 3x3 consumer's window) thus frees one row at either end, and a low ring
+# and a high ring whose third rows are busy at different steps can share that row.
+DROP_LOW, DROP_HIGH, MOVE_HIGH = 0, 1, 2  # step[3] of a ring step
+
+
+def moved_rows(step: list[int]) -> int:
+    """Rows a ring step memmoves (the cost model's ring traffic)."""
+    if step[3] == DROP_LOW:
+        return step[2] - step[1]
+    return step[2] if step[3] == MOVE_HIGH else 0
+
+
+def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[int]], dict[int, int]]:
+    """The simulation's table (row offsets relative to each ring's oldest live row, every ring
+    low) turned into the table of ring modes `modes`: ring offsets are slots of the ring's
+    buffer; a high ring gets a move step before each append and drops without memmove.
+    Returns it, the steps at which each slot of each ring is busy (live, read, written, moved
+    or poisoned) and, per member with kernel scratch, the steps of its calls, as bit masks
+    (bit s: step s)."""
+    n = len(st.rings)
     ring_of = {t: r for r, t in enumerate(st.rings)}
-    count = [0] * len(st.rings)
-    scratch_steps: set[int] = set()
-    for s, step in enumerate(st.table):
+    start, count = [0] * n, [0] * n
+    out: list[list[int]] = []
+    busy: list[list[int]] = [[0] * st.ring_rows[r] for r in range(n)]
+    since: list[list[int]] = [[-1] * st.ring_rows[r] for r in range(n)]  # step a live slot was filled
+    scratch_steps: dict[int, int] = {}  # member -> steps of its calls (it has kernel scratch)
+
+    def fill(r: int, lo: int, hi: int) -> None:  # slots live from this step on
+        for i in range(lo, hi):
+            if since[r][i] < 0:
+                since[r][i] = len(out)
+
+    def free(r: int, lo: int, hi: int) -> None:  # slots dead after this step (busy through it)
+        for i in range(lo, hi):
+            if since[r][i] >= 0:
+                busy[r][i] |= (1 << (len(out) + 1)) - (1 << since[r][i])
+                since[r][i] = -1
+
+    for step in st.logical:
         if step[0] < 0:
-            r = -1 - step[0]
-            busy[r].add(s)
-            count[r] -= step[1]
-        elif step[0] >= len(st.members):  # a fetch: the row-fed input's ring is written
-            r = ring_of[st.fed[step[0] - len(st.members)]]
-            busy[r].add(s)
-            count[r] += step[1]
-        else:
-            m = st.members[step[0]]
-            if m.op.scratch > 0 and m.kind != "reduce":
-                scratch_steps.add(s)
-            for t in m.streamed:
-                if t in ring_of:
-                    busy[ring_of[t]].add(s)
-            if m.out in ring_of:
-                r = ring_of[m.out]
-                busy[r].add(s)
-                count[r] += step[1]
-        for r in range(len(st.rings)):
-            if count[r] > 0:
-                busy[r].add(s)
-    return busy, scratch_steps
+            r, k, n_live = -1 - step[0], step[1], step[2]
+            if modes[r] == 0:  # the memmove reads and writes slots [0, n_live)
+                free(r, n_live - k, n_live)
+                out.append([step[0], k, n_live, DROP_LOW, 0, 0, 0])
+            else:
+                free(r, start[r], start[r] + k)
+                out.append([step[0], k, n_live, DROP_HIGH, start[r], 0, 0])
+                start[r] += k
+            count[r] -= k
+            continue
+        fetch = step[0] >= len(st.members)  # a fetch writes its ring like a producer's call
+        m = None if fetch else st.members[step[0]]
+        phys = list(step)
+        r_out = ring_of[st.fed[step[0] - len(st.members)]] if m is None else ring_of.get(m.out, -1)
+        if r_out >= 0 and modes[r_out] == 1:
+            r, add = r_out, step[1]
+            dst = st.ring_rows[r] - count[r] - add
+            if count[r] == 0:
+                start[r] = dst
+            elif dst != start[r]:
+                fill(r, dst, start[r] + count[r])
+                free(r, max(dst + count[r], start[r]), start[r] + count[r])
+                out.append([-1 - r, start[r] - dst, count[r], MOVE_HIGH, dst, start[r], 0])
+                start[r] = dst
+        if m is None:
+            phys[4] = step[4] + start[r_out]
+            fill(r_out, phys[4], phys[4] + step[1])
+            count[r_out] += step[1]
+            out.append(phys)
+            continue
+        for q, t in enumerate(m.streamed):
+            if t in ring_of:
+                phys[5 + q] = step[5 + q] + start[ring_of[t]]
+        if r_out >= 0:
+            phys[4] = step[4] + start[r_out]
+            fill(r_out, phys[4], phys[4] + step[1])
+            count[r_out] += step[1]
+        if m.call_scratch > 0 and m.kind != "reduce":
+            scratch_steps[step[0]] = scratch_steps.get(step[0], 0) | 1 << len(out)
+        out.append(phys)
+    for r in range(n):  # rows a ring still holds at the end (none: every row is read)
+        free(r, 0, st.ring_rows[r])
+    return out, busy, scratch_steps
 
 
-def _layout(g: Graph, st: Stripe) -> None:
-    """Offsets in the stripe scratch: rings never busy at the same step share bytes (first fit,
-    largest first); the members' kernel scratch is one region busy at their calls; the running
-    sums (reduce) are busy throughout."""
-    busy, scratch_steps = _occupancy(st)
-    everything = set(range(len(st.table)))
-    items: list[tuple[int, set[int], str, int]] = []  # (bytes, busy steps, what, ring)
+def _fit(placed: list[tuple[int, int, int]], spans: list[tuple[int, int, int]],
+         starts: set[int]) -> int:
+    """The lowest offset among `starts` (4-aligned) at which every (lo, hi, steps) of `spans`
+    shifted by it meets no placed span busy at a common step."""
+    lo_all, hi_all = spans[0][0], spans[-1][1]
+    for off in sorted(o for o in starts if o >= 0 and o % ALIGN == 0):
+        near = [p for p in placed if p[0] < off + hi_all and off + lo_all < p[1]]
+        if all(not (off + lo < e and o < off + hi and b & steps)
+               for lo, hi, steps in spans for o, e, b in near):
+            return off
+    raise AssertionError("unreachable: the top of the placed spans is always a start")
+
+
+def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str, Any]]:
+    """(scratch bytes, layout) with ring modes `modes`: first fit, largest first, of the rings
+    (each row slot busy at its own steps), the kernel scratch (busy at its calls) and the
+    running sums (busy throughout)."""
+    table, busy, scratch_steps = _physical(st, modes)
+    everything = (1 << len(table)) - 1
+    items: list[tuple[int, str, int, list[tuple[int, int, int]]]] = []  # (bytes, what, ring, spans)
     for r, t in enumerate(st.rings):
-        items.append((-(-st.ring_rows[r] * _geom(g, t)[1] // ALIGN) * ALIGN, busy[r], "ring", r))  # type: ignore[index]
+        rb = _geom(g, t)[1]  # type: ignore[index]
+        size = -(-st.ring_rows[r] * rb // ALIGN) * ALIGN
+        spans = [(i * rb, (i + 1) * rb, busy[r][i]) for i in range(st.ring_rows[r])]
+        spans[-1] = (spans[-1][0], size, spans[-1][2])
+        items.append((size, "ring", r, spans))
     for m in st.members:
         if m.kind == "reduce":  # the running sums: int32 per channel
-            items.append((4 * g.tensors[m.out].shape[-1], everything, "acc", -1))
-    mscr = max((m.op.scratch for m in st.members if m.kind != "reduce"), default=0)
-    if mscr:
-        items.append((-(-mscr // ALIGN) * ALIGN, scratch_steps, "scratch", -1))
+            items.append((4 * g.tensors[m.out].shape[-1], "acc", -1,
+                          [(0, 4 * g.tensors[m.out].shape[-1], everything)]))
+    for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
+        size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
+        items.append((size, "scratch", j, [(0, size, steps)]))
+    placed: list[tuple[int, int, int]] = []
+    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
+    lay["items"] = items  # for the joint layout over a dying input (`_place`)
+    top = 0
+    for _, what, r, spans in sorted(items, key=lambda x: -x[0]):
+        starts = {0} | {e - lo for _, e, _ in placed for lo, _, _ in spans}
+        off = _fit(placed, spans, starts)
+        placed.extend((off + lo, off + hi, b) for lo, hi, b in spans)
+        top = max(top, off + spans[-1][1])
+        if what == "ring":
+            lay["ring_offset"][r] = off
+        elif what == "acc":
+            lay["acc"] = off
+        else:
+            lay["scratch_off"][r] = off
+    return top, lay
+
+
+def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> None:
+    """Ring modes and offsets: from every ring low and from the two alternations along the
+    chain, a local search flipping one multi-row ring at a time while the scratch shrinks; the
+    smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
+    third row). search False: the starting points only (form_stripes' cut-point search)."""
+    _narrow_scratch(st.members, narrow)
+    st.logical = st.table
+    flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
+    starts = [[0] * len(st.rings)]
+    for first in (0, 1):  # alternating along the chain: each low ring next to a high one
+        alt = [0] * len(st.rings)
+        for i, r in enumerate(flippable):
+            alt[r] = (i + first) % 2
+        starts.append(alt)
+    found = []
+    for modes in starts:  # a local search from each start: flip one ring while the scratch shrinks
+        best = _layout_modes(g, st, modes)
+        improved = search
+        while improved:
+            improved = False
+            for r in flippable:
+                trial = list(modes)
+                trial[r] ^= 1
+                got = _layout_modes(g, st, trial)
+                if got[0] < best[0]:
+                    best, modes, improved = got, trial, True
+        found.append((best[0], modes, best))
+    _, modes, best = min(found, key=lambda x: x[0])
+    scratch, lay = best
+    st.ring_mode = modes
+    st.table = lay["table"]
+    st.ring_offset = lay["ring_offset"]
+    st.acc_offset = lay["acc"]
+    st.scratch_offsets = [lay["scratch_off"].get(j, -1) for j in range(len(st.members))]
+    big = max(lay["scratch_off"], key=lambda j: st.members[j].call_scratch, default=-1)
+    st.member_scratch_offset = lay["scratch_off"][big] if big >= 0 else 0
+    st.scratch = scratch
     from stm32ai.passes.stripe_overlap import joint_layout
 
-    st.joint = joint_layout(g, st, items)
-    placed: list[tuple[int, int, set[int]]] = []
-    st.ring_offset = [0] * len(st.rings)
-    top = 0
-    for size, steps, what, r in sorted(items, key=lambda x: -x[0]):
-        clash = sorted((o, e) for o, e, b in placed if b & steps)
-        off = 0
-        for o, e in clash:
-            if off + size <= o:
-                break
-            off = max(off, e)
-        placed.append((off, off + size, steps))
-        top = max(top, off + size)
-        if what == "ring":
-            st.ring_offset[r] = off
-        elif what == "acc":
-            st.acc_offset = off
-        else:
-            st.member_scratch_offset = off
-    st.scratch = top
+    st.joint = joint_layout(g, st, lay["items"])
+
+
+def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
+    """The members share one kernel-scratch region, sized by the largest. A 3x3 depthwise
+    member (4-channel planes) that alone sets that size runs as its 2-channel variant
+    (`_g2_`: the same params and packed constants, half the planes' scratch, ~1 % more
+    instructions layer by layer, but +18 % on KWS's one-row bands: twice the per-group set-up;
+    docs/stripes.md) when that lowers the region (KWS: 512 -> 256 B); narrow False: never (the
+    band rule weighs both). The op itself is unchanged (the layer-by-layer alternative keeps
+    its kernel)."""
+    for m in members:
+        m.kernel, m.scratch = "", -1
+    if not narrow:
+        return
+    g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
+    others = max((m.call_scratch for m in members if m.kind != "reduce" and m.op.kernel not in g4), default=0)
+    for m in members:
+        if m.op.kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
+            half = dw3x3_scratch_size(int(m.op.attrs["plane_w"]), 2)
+            m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_g2_"), half
 
 
 def produced_reads(members: list[Member]) -> set[int]:
@@ -395,11 +587,18 @@ def produced_reads(members: list[Member]) -> set[int]:
 
 
 def replay_check(g: Graph, st: Stripe) -> None:
-    """Independent check of a stripe's table (tests/test_stripes.py): replays it on row labels,
-    asserting every call reads only rows present in its window, every row is written before it
-    is read, and no row is dropped before its last read."""
+    """Independent check of a stripe's table and scratch layout (tests/test_stripes.py):
+    replays it on labels, one per byte of the stripe scratch (ring row, running sums or
+    garbage), asserting every call finds at its offsets exactly the rows its window needs
+    (first principles), every row is written before it is read, no row is dropped before its
+    last read, and nothing (another ring's row, a kernel's scratch, a move, a poison) lands on
+    bytes still to be read."""
+    import numpy as np
+
     h = {t: _geom(g, t)[0] for t in [*st.inputs, *st.fed, *(m.out for m in st.members)]}  # type: ignore[index]
-    rings: dict[int, list[int]] = {t: [] for t in st.rings}  # row labels held, in order
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+    rb = [_geom(g, t)[1] for t in st.rings]  # type: ignore[index]
+    held = [0] * len(st.rings)
     written: dict[int, set[int]] = {t: set() for t in [*st.rings, *st.outputs]}
     reads_left: dict[tuple[int, int], int] = {}
     # every (tensor, row) read count, from first principles (the full-image geometry)
@@ -414,35 +613,76 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 r0, r1 = m.rows_needed(o, o + 1, h[t])
                 for r in range(r0, r1):
                     reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
+    sc = np.zeros(st.scratch, np.int64)  # 0: garbage, -1: running sums, else ring row label
+    acc_bytes = 4 * next((g.tensors[m.out].shape[-1] for m in st.members if m.kind == "reduce"), 0)
+    if st.acc_offset >= 0:
+        sc[st.acc_offset:st.acc_offset + acc_bytes] = -1
+
+    def label(r: int, row: int) -> int:
+        return ((r + 1) << 20) + row + 1
+
+    def span(r: int, slot: int, n: int) -> slice:
+        assert 0 <= slot and slot + n <= st.ring_rows[r], f"ring {r} slots {slot}+{n} past its capacity"
+        return slice(st.ring_offset[r] + slot * rb[r], st.ring_offset[r] + (slot + n) * rb[r])
+
+    def holds(r: int, slot: int, rows: range) -> bool:
+        want = np.repeat(np.array([label(r, x) for x in rows], np.int64), rb[r])
+        return bool(np.array_equal(sc[span(r, slot, len(rows))], want))
+
+    def dropped(r: int, labels: np.ndarray) -> None:
+        for lab in set(labels.tolist()):
+            assert lab >> 20 == r + 1, f"ring {r} drops bytes it does not hold"
+            row = (lab & 0xFFFFF) - 1
+            assert reads_left.get((st.rings[r], row), 0) == 0, f"row {row} of ring {r} dropped before its last read"
+
     produced_rows: dict[int, int] = {m.out: 0 for m in st.members}
     pulled = dict.fromkeys(st.fed, 0)
     for step in st.table:
         if step[0] >= len(st.members):  # a fetch: the next rows of a row-fed input, in order, once
             t = st.fed[step[0] - len(st.members)]
             assert step[5] == pulled[t] and step[1] > 0 and step[5] + step[1] <= h[t], f"bad fetch {step}"
-            assert step[4] == len(rings[t]), "fetch not appended to its ring"
-            rings[t].extend(range(pulled[t], pulled[t] + step[1]))
-            assert len(rings[t]) <= st.ring_rows[st.rings.index(t)], "ring overflow"
+            r = ring_of[t]
+            rows = range(pulled[t], pulled[t] + step[1])
+            sc[span(r, step[4], step[1])] = np.repeat(np.array([label(r, x) for x in rows], np.int64), rb[r])
+            held[r] += step[1]
+            assert held[r] <= st.ring_rows[r], "ring overflow"
             written[t].update(range(pulled[t], pulled[t] + step[1]))
             pulled[t] += step[1]
             continue
         if step[0] < 0:
-            t = st.rings[-1 - step[0]]
-            k, live = step[1], step[2]
-            assert live == len(rings[t]) and 0 < k <= live, f"bad drop {step}"
-            for r in rings[t][:k]:
-                assert reads_left.get((t, r), 0) == 0, f"row {r} of {t} dropped before its last read"
-            del rings[t][:k]
+            r = -1 - step[0]
+            k, live, kind = step[1], step[2], step[3]
+            assert live == held[r] and 0 < k and (k <= live or kind == MOVE_HIGH), f"bad ring step {step}"
+            if kind == DROP_LOW:
+                dropped(r, sc[span(r, 0, k)])
+                s_live, s_all = span(r, k, live - k), span(r, 0, live - k)
+                sc[s_all] = sc[s_live].copy()
+                sc[span(r, live - k, k)] = 0
+                held[r] -= k
+            elif kind == DROP_HIGH:
+                dropped(r, sc[span(r, step[4], k)])
+                sc[span(r, step[4], k)] = 0
+                held[r] -= k
+            else:
+                assert kind == MOVE_HIGH and step[5] - step[4] == k, f"bad move {step}"
+                moved = sc[span(r, step[5], live)].copy()
+                assert np.all(moved >> 20 == r + 1), f"ring {r} moves bytes it does not hold"
+                sc[span(r, step[5], live)] = 0
+                sc[span(r, step[4], live)] = moved
             continue
         m = st.members[step[0]]
+        if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
+            o = st.scratch_offsets[step[0]]
+            sc[o:o + -(-m.call_scratch // ALIGN) * ALIGN] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
             r1 = r0 + step[1]
-            if t in rings:
-                assert rings[t][step[5]:step[5] + step[1]] == list(range(r0, r1)), "reduce reads rows not held"
+            if t in ring_of:
+                assert holds(ring_of[t], step[5], range(r0, r1)), "reduce reads rows not held"
             else:
                 assert step[5] == r0 and (t not in written or all(r in written[t] for r in range(r0, r1)))
+            assert np.all(sc[st.acc_offset:st.acc_offset + acc_bytes] == -1), "running sums overwritten"
             for r in range(r0, r1):
                 reads_left[(t, r)] -= 1
             assert step[2] == int(r1 == h[t])
@@ -451,13 +691,14 @@ def replay_check(g: Graph, st: Stripe) -> None:
         n_out = step[1]
         o0 = produced_rows[m.out]
         o1 = o0 + n_out
+        windows = []
         for q, t in enumerate(m.streamed):
             r0, r1 = m.rows_needed(o0, o1, h[t])
             if q == 0 and m.kind == "window":
                 assert step[2] == m.p - o0 * m.s + r0 and 0 <= step[2] <= m.p and step[3] == r1 - r0
-            if t in rings:
-                assert rings[t][step[5 + q]:step[5 + q] + r1 - r0] == list(range(r0, r1)), \
-                    f"call {step} reads rows not in the window of {t}"
+            if t in ring_of:
+                windows.append((ring_of[t], step[5 + q], range(r0, r1)))
+                assert holds(*windows[-1]), f"call {step} reads rows not in the window of {t}"
             else:
                 assert step[5 + q] == r0
                 if t in written:
@@ -467,11 +708,12 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 a, b = m.rows_needed(o, o + 1, h[t])
                 for r in range(a, b):
                     reads_left[(t, r)] -= 1
-        if m.out in rings:
-            assert step[4] == len(rings[m.out]), "ring write not contiguous"
-            rings[m.out].extend(range(o0, o1))
-            cap = st.ring_rows[st.rings.index(m.out)]
-            assert len(rings[m.out]) <= cap, "ring overflow"
+        if m.out in ring_of:
+            r = ring_of[m.out]
+            sc[span(r, step[4], n_out)] = np.repeat(np.array([label(r, x) for x in range(o0, o1)], np.int64), rb[r])
+            held[r] += n_out
+            assert held[r] <= st.ring_rows[r], "ring overflow"
+            assert all(holds(*w) for w in windows), f"call {step} writes over rows it reads"
         else:
             assert step[4] == o0
         written.setdefault(m.out, set()).update(range(o0, o1))
@@ -503,22 +745,24 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
         return {"in": ins.index(t)}
 
     members = []
-    for m in st.members:
+    for j, m in enumerate(st.members):
         params = dict(m.params) if m.params is not None else dict(m.op.attrs)
         for a in _OFF_ATTRS:
             if a in params:
                 params[a] = 0
         members.append({
-            "kernel": "avgpool_rows_s8" if m.kind == "reduce" else m.op.kernel, "kind": m.kind, "params": params,
+            "kernel": "avgpool_rows_s8" if m.kind == "reduce" else m.call_kernel, "kind": m.kind, "params": params,
             "inputs": [ref(t) for t in m.op.inputs], "output": ref(m.out),
             "row_bytes": _geom(g, m.out)[1],  # type: ignore[index]
             "in_row_bytes": [_geom(g, t)[1] for t in m.streamed],  # type: ignore[index]
-            "scratch": int(m.op.scratch), "macc": int(m.op.macc), "source_op": m.op.type, "source_index": m.op.index,
+            "scratch": m.call_scratch, "scratch_offset": st.scratch_offsets[j], "macc": int(m.op.macc),
+            "source_op": m.op.type, "source_index": m.op.index,
         })
     attrs = {"stripe": {
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
-                   "offset": st.ring_offset[r]} for r, t in enumerate(st.rings)],
+                   "offset": st.ring_offset[r], "mode": "high" if st.ring_mode[r] else "low"}
+                  for r, t in enumerate(st.rings)],
         "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
         "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
         if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
@@ -571,7 +815,7 @@ def _outside_reads(g: Graph, members: set[int]) -> set[int]:
     return reads
 
 
-def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
+def try_segment(g: Graph, lo: int, hi: int, band: int, search: bool = True) -> Stripe | None:
     """The stripe of ops [lo, hi) of g.ops, or None when they cannot form one."""
     ms = [as_member(g.ops[i], g) for i in range(lo, hi)]
     if any(m is None for m in ms):
@@ -581,7 +825,7 @@ def try_segment(g: Graph, lo: int, hi: int, band: int) -> Stripe | None:
     if not any(t in produced for m in members for t in m.streamed):
         return None  # no ring: nothing to gain
     try:
-        return simulate(g, members, band, _outside_reads(g, set(range(lo, hi))))
+        return simulate_best(g, members, band, _outside_reads(g, set(range(lo, hi))), search=search)
     except StripeError:
         return None
 
@@ -626,7 +870,7 @@ def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ..
                 if not ok[hi - 1]:
                     break
                 for band in bands:
-                    st = try_segment(g, lo, hi, band)
+                    st = try_segment(g, lo, hi, band, search=False)  # quick layouts; the pick searched
                     if st is None:
                         continue
                     saved_ops = g.ops[lo:hi]
@@ -640,6 +884,7 @@ def form_stripes(g: Graph, pool_of: Callable[[Graph], int], bands: tuple[int, ..
         if best is None:
             return chosen
         pool_now, _, lo, hi, st = best
+        st = try_segment(g, lo, hi, st.band) or st  # the full layout search: never a larger scratch
         apply(g, lo, hi, st)
         chosen.append(st)
 
