@@ -118,3 +118,38 @@ def test_vww_ram_pools_and_rows_on_the_emulated_board(tmp_path, capsys):
     kv = dict(ln.split(": ", 1) for ln in capsys.readouterr().out.splitlines() if ": " in ln)
     assert kv["result"] == "match" and kv["row_inputs"] == "1"
     assert int(kv["activations_bytes"]) < c.plan.pool_size
+
+
+def test_ic_rows_into_a_high_ring_and_joined_ring_modes():
+    """IC under `ram` with both issue-24 branches merged: --input-rows fetches into a high ring
+    (`_physical`: the ring's move step before each fetch), replayed byte by byte (replay_check:
+    fetched rows at their slots, nothing laid on bytes still to be read); input resident, the
+    joint layout over the dying input places high rings and per-member scratch regions, checked
+    by the plan replay. Both match TFLite Micro."""
+    from conftest import shared_model
+
+    import stm32ai.passes.stripes as sp
+    from stm32ai.frontend.tflite_reader import load_tflite
+    from stm32ai.passes.lower import lower_graph
+
+    p = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
+    g = load_tflite(p)
+    g.optimization, g.input_rows = "ram", True
+    lower_graph(g)
+    (st,) = sp.form_all(g)
+    r = st.rings.index(st.fed[0])
+    assert st.ring_mode[r] == 1
+    code = len(st.members)
+    t = st.table
+    assert any(e[0] == code and t[s - 1][0] == -1 - r and t[s - 1][3] == sp.MOVE_HIGH
+               for s, e in enumerate(t) if s > 0)  # a fetch appended after its ring's move down
+    sp.replay_check(g, st)
+    for rows in (False, True):
+        c = compile_model(p, "network", optimization="ram", input_rows=rows)
+        (op,) = _stripes(c)
+        s = op.attrs["stripe"]
+        assert bool(s["sources"]) == rows and (op.attrs.get("scratch_at_input") == 1) == (not rows)
+        assert "high" in [ring["mode"] for ring in s["rings"]]
+        check_plan(c.plan)
+        simulate_plan(c.graph, c.plan)
+        assert validate_model(p, n=1, compiled=c).outcome == "match"

@@ -191,6 +191,8 @@ def test_poisoned_runs_with_stripes(chains, tmp_path):
     cases["ic"] = (ic, compile_model(ic, "ic", optimization="ram"))
     kws = shared_model("mlperf_tiny/kws_ref_model.tflite")  # high rings, 2-channel depthwise members
     cases["kws"] = (kws, compile_model(kws, "kws", optimization="ram"))
+    # --input-rows: IC's fed ring is high (a move before each fetch)
+    cases["ic_rows"] = (ic, compile_model(ic, "icrows", optimization="ram", input_rows=True))
     build = PoisonBuild({k: c for k, (_, c) in cases.items()}, tmp_path)
     for name, (path, c) in cases.items():
         assert _stripes(c)
