@@ -217,12 +217,24 @@ _QSPI_KEYS = {"controller", "part", "size", "jedec_id", "max_hz", "cs_high_ns", 
 _QSPI_OPTIONAL = {"dual", "octospi"}
 
 
-def _sdram(name: str, d: dict, where: str) -> SdramPart:
-    if set(d) - _SDRAM_KEYS:
-        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _SDRAM_KEYS))}")
-    missing = _SDRAM_KEYS - set(d)
+def _check_keys(d: dict, required: set[str], optional: set[str], where: str) -> None:
+    """One line naming the unknown or missing keys of a memory part's board entry."""
+    if set(d) - required - optional:
+        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - required - optional))}")
+    missing = required - set(d)
     if missing:
         raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
+
+
+def _pow2_size(d: dict, where: str) -> int:
+    size = _size(d["size"], f"{where}.size")
+    if size & (size - 1):
+        raise ExternalError(f"{where}.size: {size} is not a power of two")
+    return size
+
+
+def _sdram(name: str, d: dict, where: str) -> SdramPart:
+    _check_keys(d, _SDRAM_KEYS, set(), where)
     cas = d["cas_tck_min_ns"]
     if (not isinstance(cas, dict) or not cas
             or not all(isinstance(k, int) and k in (1, 2, 3) and isinstance(x, (int, float)) and x > 0
@@ -248,14 +260,8 @@ def _sdram(name: str, d: dict, where: str) -> SdramPart:
 
 
 def _qspi(name: str, d: dict, where: str) -> QspiFlash:
-    if set(d) - _QSPI_KEYS - _QSPI_OPTIONAL:
-        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _QSPI_KEYS - _QSPI_OPTIONAL))}")
-    missing = _QSPI_KEYS - set(d)
-    if missing:
-        raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
-    size = _size(d["size"], f"{where}.size")
-    if size & (size - 1):
-        raise ExternalError(f"{where}.size: {size} is not a power of two")
+    _check_keys(d, _QSPI_KEYS, _QSPI_OPTIONAL, where)
+    size = _pow2_size(d, where)
     jid = d["jedec_id"]
     if not (isinstance(jid, list) and len(jid) == 3 and all(isinstance(x, int) and 0 <= x <= 255 for x in jid)):
         raise ExternalError(f"{where}.jedec_id: expected three bytes (manufacturer, type, capacity)")
@@ -298,14 +304,8 @@ _DRIVE = {"full": 0, "half": 1, "quarter": 2, "eighth": 3}   # MR0[1:0]: 25, 50,
 
 
 def _psram(name: str, d: dict, where: str) -> OctalPsram:
-    if set(d) - _PSRAM_KEYS:
-        raise ExternalError(f"{where}: unknown key(s) {', '.join(sorted(set(d) - _PSRAM_KEYS))}")
-    missing = _PSRAM_KEYS - set(d)
-    if missing:
-        raise ExternalError(f"{where}: missing {', '.join(sorted(missing))}")
-    size = _size(d["size"], f"{where}.size")
-    if size & (size - 1):
-        raise ExternalError(f"{where}.size: {size} is not a power of two")
+    _check_keys(d, _PSRAM_KEYS, set(), where)
+    size = _pow2_size(d, where)
     lat = d["latency_max_mhz"]
     if (not isinstance(lat, dict) or not lat
             or not all(isinstance(k, int) and not isinstance(k, bool) and 3 <= k <= 7
