@@ -321,3 +321,105 @@ def test_ic_with_winograd_matches_on_the_emulated_board(tmp_path, capsys):
     kv = dict(ln.split(": ", 1) for ln in capsys.readouterr().out.splitlines() if ": " in ln)
     assert kv["result"] == "match" and kv["max_err"] == "0"
     assert "conv2d_wino_s8" in (out / "Model" / "network.c").read_text()
+
+
+WINO_SELFTEST_C = r"""
+#include <stdio.h>
+#include "ai_kernels_conv_wino.h"
+
+static uint32_t seed = 2511u;
+static uint32_t rnd(void) { seed = seed * 1664525u + 1013904223u; return seed >> 8; }
+static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
+
+static int8_t in_buf[2 * 10 * 10 * 40], g_buf[20 * 9 * 40], out_buf[2 * 10 * 10 * 20];
+static int16_t u_buf[20 * 16 * 40];
+static int32_t rq[4 * 20];
+static uint32_t scratch[4096];
+static const int g2[4][3] = {{2, 0, 0}, {1, 1, 1}, {1, -1, 1}, {0, 0, 2}};
+
+static uint32_t fnv(const int8_t *p, int32_t n) {
+  uint32_t h = 2166136261u;
+  for (int32_t i = 0; i < n; ++i) { h ^= (uint8_t)p[i]; h *= 16777619u; }
+  return h;
+}
+
+int main(void) {
+  int ran = 0;
+  for (int c = 0; c < 400; ++c) {
+    ai_conv2d_wino_s8_params p;
+    p.batches = rr(1, 2); p.in_h = rr(1, 10); p.in_w = rr(1, 10);
+    /* mostly the channel counts of the assembly dot (in_cp / 2 >= 2), some 1..2 channels */
+    p.in_c = rr(0, 7) == 0 ? rr(1, 2) : rr(3, 40); p.out_c = rr(1, 20);
+    p.k_h = p.k_w = 3; p.stride[0] = p.stride[1] = 1; p.dilation[0] = p.dilation[1] = 1;
+    p.pad[0] = rr(0, 2); p.pad[1] = rr(0, 2);
+    p.out_h = p.in_h + p.pad[0] + rr(0, 2) - 2; p.out_w = p.in_w + p.pad[1] + rr(0, 2) - 2;
+    if (p.out_h < 1 || p.out_w < 1 || ai_conv2d_wino_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
+    p.pad_value = rr(-128, 127); p.out_offset = rr(-128, 127); p.rq_fold = rr(0, 1);
+    p.act_min = rr(-128, 0); p.act_max = rr(p.act_min, 127);
+    if (rr(0, 1)) { p.act_min = -128; p.act_max = 127; }
+    const int32_t icp = (p.in_c + 1) & ~1, ocp = (p.out_c + 1) & ~1;
+    for (int32_t i = 0; i < p.batches * p.in_h * p.in_w * p.in_c; ++i) in_buf[i] = (int8_t)rr(-128, 127);
+    for (int32_t i = 0; i < p.out_c * 9 * p.in_c; ++i) g_buf[i] = (int8_t)rr(-128, 127);
+    /* U' = G' g G'^T in the kernel's layout [ocp / 2][16][icp / 2][2 oc][2 ic], zero-padded */
+    for (int32_t o = 0; o < ocp; ++o) {
+      for (int pos = 0; pos < 16; ++pos) {
+        for (int32_t ic = 0; ic < icp; ++ic) {
+          int32_t s = 0;
+          for (int a = 0; a < 3 && o < p.out_c && ic < p.in_c; ++a)
+            for (int b = 0; b < 3; ++b)
+              s += g2[pos / 4][a] * g_buf[((o * 3 + a) * 3 + b) * p.in_c + ic] * g2[pos % 4][b];
+          u_buf[(((o / 2) * 16 + pos) * (icp / 2) + ic / 2) * 4 + (o % 2) * 2 + ic % 2] = (int16_t)s;
+        }
+      }
+    }
+    for (int32_t i = 0; i < p.out_c; ++i) {
+      const int32_t rs = rr(1, 14);
+      rq[4 * i] = rr(-100000, 100000); rq[4 * i + 1] = (int32_t)(0x40000000u + (rnd() % 0x40000000u));
+      rq[4 * i + 2] = p.rq_fold ? rs : rr(-14, 2);
+      rq[4 * i + 3] = p.rq_fold ? (1 << (rs - 1)) + p.out_offset * (1 << rs) : 0;
+    }
+    ai_conv2d_wino_s8(&p, in_buf, u_buf, rq, out_buf, scratch);
+    printf("wino %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
+    ++ran;
+  }
+  printf("cases %d\n", ran);
+  return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
+    """Random 3x3 layers (real transformed filters, 1..40 input channels, odd counts, borders,
+    both requantisation forms) through the Cortex-M4 build (the assembly dot, AI_WINO_ASM) on
+    an emulated Cortex-M4 and through the portable C on the host (itself checked against
+    TFLite's reference above): identical outputs."""
+    import shutil
+    import subprocess
+
+    from conftest import M4, MPS2_LD, RUNTIME, STARTUP_C
+
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "cc"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    (tmp_path / "selftest.c").write_text(WINO_SELFTEST_C)
+    (tmp_path / "startup.c").write_text(STARTUP_C)
+    (tmp_path / "mps2.ld").write_text(MPS2_LD)
+    inc = f"-I{RUNTIME / 'include'}"
+    src = [str(RUNTIME / "src" / "ai_conv_wino_s8.c")]
+    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
+                        "selftest.c", "startup.c", *src, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
+                       text=True)
+    if r.returncode != 0 and "rdimon" in r.stderr:
+        pytest.skip("newlib's rdimon (semihosting) library is not installed")
+    assert r.returncode == 0, r.stderr
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / "fw.elf")], capture_output=True,
+                         text=True).stdout
+    assert "smuad" in dis  # the assembly dot is the one compiled
+    subprocess.run(["cc", *WARN, inc, "selftest.c", *src, "-o", "host"], cwd=tmp_path, check=True)
+    host = subprocess.run([str(tmp_path / "host")], capture_output=True, text=True, check=True).stdout
+    arm = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", "fw.elf"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
+    assert int(host.split()[-1]) > 250
+    assert arm.replace("\r", "") == host

@@ -80,10 +80,18 @@ static void wino_dot22(const int16_t *u0, const int16_t *u1, const int16_t *v0, 
   }
 }
 
-/* m[4 * channel + tile][pos]: the 16 transformed-domain sums of an output channel pair (u:
+/* AI_WINO_ASM: the Cortex-M4 dot below in Thumb-2 assembly (14 registers, r7 included: an
+ * optimised build only); Armv7E-M, not the Cortex-M7 (AI_CORE_CM7 keeps gcc's loop), not with
+ * -DAI_NO_ASM (the same conditions as conv2d_s8's AI_CONV_QUAD). */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && !defined(AI_CORE_CM7) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_WINO_ASM 1
+#endif
+
+/* m[pos][4 * channel + tile]: the 16 transformed-domain sums of an output channel pair (u:
  * [16][np][2 channels][2]) x a quad of tiles (v: [16][np][4 tiles][2]), np input channel pairs.
  * Per pair: 2 weight words and 4 input words loaded, 8 SMLAD. */
-static void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m[8][16]) {
+static void wino_dot24_c(const int16_t *u, const int16_t *v, int32_t np, int32_t m[16][8]) {
   const int16_t *pu = u, *pv = v; /* both run on from one position to the next */
   for (int pos = 0; pos < 16; pos++) {
     int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
@@ -99,9 +107,102 @@ static void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m
       a3 = smlad(x0, y, a3), b3 = smlad(x1, y, b3);
       pu += 4, pv += 8;
     }
-    m[0][pos] = a0, m[1][pos] = a1, m[2][pos] = a2, m[3][pos] = a3;
-    m[4][pos] = b0, m[5][pos] = b1, m[6][pos] = b2, m[7][pos] = b3;
+    int32_t *mp = m[pos];
+    mp[0] = a0, mp[1] = a1, mp[2] = a2, mp[3] = a3, mp[4] = b0, mp[5] = b1, mp[6] = b2, mp[7] = b3;
   }
+}
+
+#if defined(AI_WINO_ASM)
+/* One input-channel pair of the 2 channel x 4 tile block: the 2 weight words and the first 2
+ * input words in a burst of 4 LDRs (each pointer written back by its first load, the next load
+ * from the other pointer: 2+1+1+1 cycles), 4 MACs, the other 2 input words (2+1), 4 MACs: 16
+ * estimated Cortex-M4 cycles for 8 SMLAD (TRM DDI 0439B §3.3.1 Table 3-1, §3.3.2). All 32-bit
+ * encodings (56 bytes): the loop is entered at a computed step (Duff's device). */
+#define AI_WINO_LOADS                                 \
+  "ldr %[x0], [%[u]], #8\n\t"                         \
+  "ldr %[y0], [%[v]], #16\n\t"                        \
+  "ldr %[x1], [%[u], #-4]\n\t"                        \
+  "ldr %[y1], [%[v], #-12]\n\t"
+#define AI_WINO_LOADS2                                \
+  "ldr %[y0], [%[v], #-8]\n\t"                        \
+  "ldr %[y1], [%[v], #-4]\n\t"
+#define AI_WINO_MAC4(A, B, C, D)                      \
+  "smlad %[" A "], %[x0], %[y0], %[" A "]\n\t"        \
+  "smlad %[" B "], %[x1], %[y0], %[" B "]\n\t"        \
+  "smlad %[" C "], %[x0], %[y1], %[" C "]\n\t"        \
+  "smlad %[" D "], %[x1], %[y1], %[" D "]\n\t"
+#define AI_WINO_MUL4(A, B, C, D)                      \
+  "smuad %[" A "], %[x0], %[y0]\n\t"                  \
+  "smuad %[" B "], %[x1], %[y0]\n\t"                  \
+  "smuad %[" C "], %[x0], %[y1]\n\t"                  \
+  "smuad %[" D "], %[x1], %[y1]\n\t"
+#define AI_WINO_STEP                                  \
+  AI_WINO_LOADS AI_WINO_MAC4("a0", "b0", "a1", "b1") AI_WINO_LOADS2 AI_WINO_MAC4("a2", "b2", "a3", "b3")
+
+/* wino_dot24_c in assembly, np >= 2. Per position: the first channel pair by SMUAD (no
+ * zeroing), the other np - 1 through a 4-pair body entered at pair (4 - (np - 1) % 4) % 4,
+ * the 8 sums stored to m[pos]. Loop invariants in 24 bytes below sp: the m pointer, the body
+ * entry (Thumb bit set, for LDR PC), the bytes of v per position, the end of m, the end of
+ * this position's v. */
+static void wino_dot24_asm(const int16_t *u, const int16_t *v, int32_t np, int32_t m[16][8]) {
+  uint32_t a0 = (uint32_t)&m[0][0], a1 = (uint32_t)((4 - ((np - 1) & 3)) & 3) * 56u + 1u;
+  uint32_t a2 = (uint32_t)np * 16u, a3 = (uint32_t)(&m[0][0] + 128);
+  uint32_t b0, b1, b2, b3, x0, x1, y0, y1;
+  __asm__ volatile(
+      "sub sp, sp, #24\n\t"
+      "str %[a0], [sp]\n\t"
+      "adr %[x0], 3f\n\t"
+      "add %[x0], %[x0], %[a1]\n\t"
+      "str %[x0], [sp, #4]\n\t"
+      "str %[a2], [sp, #8]\n\t"
+      "str %[a3], [sp, #12]\n\t"
+      ".balign 4\n"
+      "5:\n\t"
+      "ldr %[x0], [sp, #8]\n\t"
+      "add %[x0], %[x0], %[v]\n\t"
+      "str %[x0], [sp, #16]\n\t"
+      AI_WINO_LOADS AI_WINO_MUL4("a0", "b0", "a1", "b1") AI_WINO_LOADS2 AI_WINO_MUL4("a2", "b2", "a3", "b3")
+      "ldr pc, [sp, #4]\n\t"
+      ".balign 4\n"
+      "3:\n\t"
+      AI_WINO_STEP
+      AI_WINO_STEP
+      AI_WINO_STEP
+      AI_WINO_STEP
+      "ldr %[x0], [sp, #16]\n\t"
+      "cmp %[v], %[x0]\n\t"
+      "bne 3b\n\t"
+      "ldr %[x0], [sp]\n\t"
+      "str %[a0], [%[x0]]\n\t"
+      "str %[a1], [%[x0], #4]\n\t"
+      "str %[a2], [%[x0], #8]\n\t"
+      "str %[a3], [%[x0], #12]\n\t"
+      "str %[b0], [%[x0], #16]\n\t"
+      "str %[b1], [%[x0], #20]\n\t"
+      "str %[b2], [%[x0], #24]\n\t"
+      "str %[b3], [%[x0], #28]\n\t"
+      "add %[x0], %[x0], #32\n\t"
+      "str %[x0], [sp]\n\t"
+      "ldr %[x1], [sp, #12]\n\t"
+      "cmp %[x0], %[x1]\n\t"
+      "bne 5b\n\t"
+      "add sp, sp, #24\n\t"
+      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "=&r"(b0), [b1] "=&r"(b1),
+        [b2] "=&r"(b2), [b3] "=&r"(b3), [u] "+r"(u), [v] "+r"(v), [x0] "=&r"(x0), [x1] "=&r"(x1),
+        [y0] "=&r"(y0), [y1] "=&r"(y1)
+      :
+      : "cc", "memory");
+}
+#endif
+
+static inline void wino_dot24(const int16_t *u, const int16_t *v, int32_t np, int32_t m[16][8]) {
+#if defined(AI_WINO_ASM)
+  if (np >= 2) {
+    wino_dot24_asm(u, v, np, m);
+    return;
+  }
+#endif
+  wino_dot24_c(u, v, np, m);
 }
 
 /* The wrapping int32 add: the inverse transform's partial sums may leave int32 only where
@@ -127,11 +228,11 @@ static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_
   return clamp8(v, os->lo, os->hi);
 }
 
-/* One output channel over the ntq tiles of a quad (m[t]: tile t's 16 sums): A^T M A, the exact
+/* One output channel over the ntq tiles of a quad (m[pos][t]: tile t's 16 sums, row stride 8): A^T M A, the exact
  * >> 2, + bias, requantisation, clamp. `fold` is a constant at each call (the compiler makes
  * two copies): the channel's rq row and the clamp bounds stay in registers across the tiles.
  * o: tile 0's top-left output; ox: its column; w: out_w. */
-static inline void wino_quad_out(int32_t (*m)[16], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+static inline void wino_quad_out(const int32_t *m, int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
                                  int32_t cs, int32_t ox, int32_t w, int ny, const wino_os_t *os, const int fold) {
   const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
 #define WINO_OUT(y)                                                                                   \
@@ -139,11 +240,11 @@ static inline void wino_quad_out(int32_t (*m)[16], int32_t ntq, const int32_t *q
               : ai_wadd(ai_requant(ai_wadd(bias, (y) >> 2), mul, q2), off),                         \
          lo, hi)
   for (int32_t t = 0; t < ntq; t++, o += 2 * cs, ox += 2) {
-    const int32_t *mm = m[t];
+    const int32_t *mm = m + t;
     int32_t r0[4], r1[4];
     for (int j = 0; j < 4; j++) {
-      r0[j] = wa(wa(mm[j], mm[4 + j]), mm[8 + j]);
-      r1[j] = ws(ws(mm[4 + j], mm[8 + j]), mm[12 + j]);
+      r0[j] = wa(wa(mm[8 * j], mm[8 * (4 + j)]), mm[8 * (8 + j)]);
+      r1[j] = ws(ws(mm[8 * (4 + j)], mm[8 * (8 + j)]), mm[8 * (12 + j)]);
     }
     const int nx = ox + 1 < w;
     o[0] = WINO_OUT(wa(wa(r0[0], r0[1]), r0[2]));
@@ -195,17 +296,17 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
           const int two_c = oc + 1 < out_c; /* odd last channel: its pair's second one is zero */
           const int16_t *u = weights + (size_t)(oc >> 1) * (size_t)usz;
           for (int32_t q = 0; q < nq; q++) {
-            int32_t m[8][16];
+            int32_t m[16][8];
             wino_dot24(u, v + q * qsz, np, m);
             const int32_t ntq = nt - 4 * q < 4 ? nt - 4 * q : 4, ox = ox0 + 8 * q;
             int8_t *o = out_b + (size_t)oy * (size_t)row_stride + (size_t)ox * (size_t)out_c + (size_t)oc;
             const int32_t *qc = rq + 4 * oc;
             if (os.fold) {
-              wino_quad_out(m, ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 1);
-              if (two_c) wino_quad_out(m + 4, ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+              wino_quad_out(&m[0][0], ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+              if (two_c) wino_quad_out(&m[0][4], ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 1);
             } else {
-              wino_quad_out(m, ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 0);
-              if (two_c) wino_quad_out(m + 4, ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 0);
+              wino_quad_out(&m[0][0], ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 0);
+              if (two_c) wino_quad_out(&m[0][4], ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 0);
             }
           }
         }
