@@ -74,6 +74,18 @@ def test_weight_layout():
                 assert p[o // 2, pos, c // 2, o % 2, c % 2] == want
 
 
+def test_weight_layout_pairs_for_the_simd_input_transform():
+    # in_c % 4 == 0: in each group of 4 input channels the pairs are (0, 2) and (1, 3)
+    w = rng.integers(-128, 128, (2, 3, 3, 8)).astype(np.int8)
+    p = pack_wino_weights(w).reshape(1, 16, 4, 2, 2)
+    u = transform_filters(w)
+    order = [0, 2, 1, 3, 4, 6, 5, 7]
+    for o in range(2):
+        for pos in range(16):
+            for k in range(8):
+                assert p[0, pos, k // 2, o, k % 2] == u[o, pos, order[k]]
+
+
 def test_accumulator_bound_hand_computed():
     # all -128: per position sum_ic |U'| is at most 1152 * in_c (the centre), so |M| <= 1020 *
     # 1152 * in_c = 1,175,040 * in_c; the inverse transform's 4 * 255 * 9 * 128 * in_c is the same.
@@ -368,7 +380,9 @@ int main(void) {
           for (int a = 0; a < 3 && o < p.out_c && ic < p.in_c; ++a)
             for (int b = 0; b < 3; ++b)
               s += g2[pos / 4][a] * g_buf[((o * 3 + a) * 3 + b) * p.in_c + ic] * g2[pos % 4][b];
-          u_buf[(((o / 2) * 16 + pos) * (icp / 2) + ic / 2) * 4 + (o % 2) * 2 + ic % 2] = (int16_t)s;
+          /* in_c % 4 == 0: the pairs (0, 2), (1, 3) of each group of 4 (pack_wino_weights) */
+          const int32_t k = p.in_c % 4 ? ic : (ic & ~3) | ((ic & 1) << 1) | ((ic >> 1) & 1);
+          u_buf[(((o / 2) * 16 + pos) * (icp / 2) + k / 2) * 4 + (o % 2) * 2 + k % 2] = (int16_t)s;
         }
       }
     }

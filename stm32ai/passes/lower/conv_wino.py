@@ -67,7 +67,10 @@ def wino_proved(w: np.ndarray) -> bool:
 
 def pack_wino_weights(w: np.ndarray) -> np.ndarray:
     """3x3: int16 [out_cp / 2][16][in_cp / 2][2 out channels][2 in channels], the kernel's
-    channel pair x quad register block (out_cp, in_cp: rounded up to even, zero-filled).
+    channel pair x quad register block (out_cp, in_cp: rounded up to even, zero-filled). The
+    input-channel pairs are (2k, 2k + 1), except when in_c % 4 == 0: then each group of 4
+    channels g gives the pairs (4g, 4g + 2) and (4g + 1, 4g + 3), the halves SXTB16 splits a
+    word of 4 int8 channels into (the kernel's SIMD input transform).
     1-D filters: int16 [out_c][4][in_cp]."""
     one_d = w.shape[1] == 1 or w.shape[2] == 1
     u = transform_filters_1d(w) if one_d else transform_filters(w)
@@ -79,6 +82,8 @@ def pack_wino_weights(w: np.ndarray) -> np.ndarray:
         return packed.reshape(-1)
     padded = np.zeros((oc + oc % 2, npos, ic + ic % 2), np.int16)
     padded[:oc, :, :ic] = u
+    if ic % 4 == 0:  # the kernel's SIMD input transform pairs channels (0, 2), (1, 3) of each 4
+        padded = padded.reshape(oc + oc % 2, npos, ic // 4, 4)[..., [0, 2, 1, 3]].reshape(padded.shape)
     ocp, _, icp = padded.shape
     return padded.reshape(ocp // 2, 2, npos, icp // 2, 2).transpose(0, 2, 3, 1, 4).reshape(-1)
 

@@ -54,6 +54,46 @@ static void wino_tile_in(const int8_t *const src[16], int32_t in_c, int32_t ps, 
   }
 }
 
+/* Packed int16 pair add / subtract (SADD16 / SSUB16 on Armv7E-M; lanes wrap mod 2^16 there,
+ * and here: the transform's final values fit int16, so wrapping intermediates are harmless). */
+#if defined(__ARM_FEATURE_DSP)
+static inline uint32_t add16x2(uint32_t a, uint32_t b) { return (uint32_t)__sadd16((int16x2_t)a, (int16x2_t)b); }
+static inline uint32_t sub16x2(uint32_t a, uint32_t b) { return (uint32_t)__ssub16((int16x2_t)a, (int16x2_t)b); }
+#else
+static inline uint32_t add16x2(uint32_t a, uint32_t b) {
+  return ((a + b) & 0xFFFFu) | (((a >> 16) + (b >> 16)) << 16);
+}
+static inline uint32_t sub16x2(uint32_t a, uint32_t b) {
+  return ((a - b) & 0xFFFFu) | (((a >> 16) - (b >> 16)) << 16);
+}
+#endif
+
+/* wino_tile_in for in_c % 4 == 0, two channels per instruction: each group of 4 channels is
+ * read as one word per window pixel and split by SXTB16 into the pairs (c0, c2) and (c1, c3),
+ * which are the group's two input-channel pairs of the layout (pack_wino_weights orders the
+ * filter's channels the same way). d B per window row into t (the row's 4 columns, both
+ * pairs), then B^T over the rows into v; one SSUB16 subtracts 4 zp at (1, 1) in both lanes.
+ * vw: the tile's word in the quad layout (position stride pw words, pair stride 4 words). */
+static void wino_tile_in4(const int8_t *const src[16], int32_t in_c, int32_t pw, uint32_t zp4, uint32_t *vw) {
+  for (int32_t c = 0; c < in_c; c += 4, vw += 8) {
+    uint32_t t[4][8];
+    for (int i = 0; i < 4; i++) {
+      const uint32_t w0 = rd32(src[4 * i] + c), w1 = rd32(src[4 * i + 1] + c);
+      const uint32_t w2 = rd32(src[4 * i + 2] + c), w3 = rd32(src[4 * i + 3] + c);
+      uint32_t x0 = sxtb16(w0), x1 = sxtb16(w1), x2 = sxtb16(w2), x3 = sxtb16(w3);
+      t[i][0] = sub16x2(x0, x2), t[i][1] = add16x2(x1, x2), t[i][2] = sub16x2(x2, x1), t[i][3] = sub16x2(x1, x3);
+      x0 = sxtb16_r8(w0), x1 = sxtb16_r8(w1), x2 = sxtb16_r8(w2), x3 = sxtb16_r8(w3);
+      t[i][4] = sub16x2(x0, x2), t[i][5] = add16x2(x1, x2), t[i][6] = sub16x2(x2, x1), t[i][7] = sub16x2(x1, x3);
+    }
+    for (int j = 0; j < 8; j++) {
+      const uint32_t a = t[0][j], b = t[1][j], cc = t[2][j], d = t[3][j];
+      uint32_t *o = vw + (j >> 2) * 4 + (j & 3) * pw; /* column j % 4 of pair j / 4 */
+      o[0] = sub16x2(a, cc), o[4 * pw] = add16x2(b, cc), o[8 * pw] = sub16x2(cc, b), o[12 * pw] = sub16x2(b, d);
+    }
+    vw[5 * pw] = sub16x2(vw[5 * pw], zp4), vw[5 * pw + 4] = sub16x2(vw[5 * pw + 4], zp4);
+  }
+}
+
 static inline uint32_t ld2(const int16_t *p) {
   uint32_t x;
   memcpy(&x, p, 4);
@@ -228,30 +268,39 @@ static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_
   return clamp8(v, os->lo, os->hi);
 }
 
-/* One output channel over the ntq tiles of a quad (m[pos][t]: tile t's 16 sums, row stride 8): A^T M A, the exact
- * >> 2, + bias, requantisation, clamp. `fold` is a constant at each call (the compiler makes
- * two copies): the channel's rq row and the clamp bounds stay in registers across the tiles.
- * o: tile 0's top-left output; ox: its column; w: out_w. */
-static inline void wino_quad_out(const int32_t *m, int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
-                                 int32_t cs, int32_t ox, int32_t w, int ny, const wino_os_t *os, const int fold) {
-  const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
-#define WINO_OUT(y)                                                                                   \
-  clamp8(fold ? ssat8(rq_fold(ai_wadd(bias, (y) >> 2), mul, q2, q3))                                \
-              : ai_wadd(ai_requant(ai_wadd(bias, (y) >> 2), mul, q2), off),                         \
-         lo, hi)
-  for (int32_t t = 0; t < ntq; t++, o += 2 * cs, ox += 2) {
-    const int32_t *mm = m + t;
+/* The inverse transform of a channel pair x quad block: y[j][k] = (A^T M A)[k / 2][k % 2] >> 2
+ * (TFLite's accumulator without bias, exact) for column j = 4 * channel + tile of m[pos][j]. */
+static inline void wino_inverse(const int32_t m[16][8], int32_t y[8][4]) {
+  for (int j = 0; j < 8; j++) {
     int32_t r0[4], r1[4];
-    for (int j = 0; j < 4; j++) {
-      r0[j] = wa(wa(mm[8 * j], mm[8 * (4 + j)]), mm[8 * (8 + j)]);
-      r1[j] = ws(ws(mm[8 * (4 + j)], mm[8 * (8 + j)]), mm[8 * (12 + j)]);
+    for (int c = 0; c < 4; c++) {
+      r0[c] = wa(wa(m[c][j], m[4 + c][j]), m[8 + c][j]);
+      r1[c] = ws(ws(m[4 + c][j], m[8 + c][j]), m[12 + c][j]);
     }
-    const int nx = ox + 1 < w;
-    o[0] = WINO_OUT(wa(wa(r0[0], r0[1]), r0[2]));
-    if (nx) o[cs] = WINO_OUT(ws(ws(r0[1], r0[2]), r0[3]));
+    y[j][0] = wa(wa(r0[0], r0[1]), r0[2]) >> 2, y[j][1] = ws(ws(r0[1], r0[2]), r0[3]) >> 2;
+    y[j][2] = wa(wa(r1[0], r1[1]), r1[2]) >> 2, y[j][3] = ws(ws(r1[1], r1[2]), r1[3]) >> 2;
+  }
+}
+
+/* One output channel over the ntq tiles of a quad (y[t]: tile t's 4 accumulators): + bias,
+ * requantisation, clamp. `mode` is a constant at each call (0: ai_requant; 1: rq_fold and the
+ * clamp; 2: rq_fold, no clamp beyond SSAT's), so the channel's rq row stays in registers.
+ * o: tile 0's top-left output; nx: the last tile has its second column; ny: output rows. */
+static inline void wino_quad_out(const int32_t y[][4], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+                                 int32_t cs, int nx, int ny, const wino_os_t *os, const int mode) {
+  const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
+#define WINO_OUT(acc)                                                                                 \
+  (mode == 2   ? (int8_t)ssat8(rq_fold(ai_wadd(bias, (acc)), mul, q2, q3))                           \
+   : mode == 1 ? clamp8(ssat8(rq_fold(ai_wadd(bias, (acc)), mul, q2, q3)), lo, hi)                   \
+               : clamp8(ai_wadd(ai_requant(ai_wadd(bias, (acc)), mul, q2), off), lo, hi))
+  for (int32_t t = 0; t < ntq; t++, o += 2 * cs) {
+    const int32_t *yt = y[t];
+    const int two = t + 1 < ntq || nx;
+    o[0] = WINO_OUT(yt[0]);
+    if (two) o[cs] = WINO_OUT(yt[1]);
     if (ny > 1) {
-      o[row_stride] = WINO_OUT(wa(wa(r1[0], r1[1]), r1[2]));
-      if (nx) o[row_stride + cs] = WINO_OUT(ws(ws(r1[1], r1[2]), r1[3]));
+      o[row_stride] = WINO_OUT(yt[2]);
+      if (two) o[row_stride + cs] = WINO_OUT(yt[3]);
     }
   }
 #undef WINO_OUT
@@ -266,6 +315,11 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
   memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
   const int32_t row_stride = p->out_w * out_c;
   const wino_os_t os = {p->rq_fold, p->out_offset, p->act_min, p->act_max};
+  /* in_c % 4 == 0: the SIMD input transform and its channel pairing (see wino_tile_in4) */
+  const int simd_in = (in_c & 3) == 0;
+  const uint32_t zp4 = ((uint32_t)(4 * p->pad_value) & 0xFFFFu) * 0x10001u;
+  /* rq_fold without a clamp narrower than SSAT's: no compare per output */
+  const int mode = os.fold ? (os.lo == -128 && os.hi == 127 ? 2 : 1) : 0;
   for (int32_t b = 0; b < p->batches; b++) {
     const int8_t *in_b = input + (size_t)b * (size_t)(p->in_h * p->in_w * in_c);
     int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
@@ -290,7 +344,11 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
-          wino_tile_in(src, in_c, ps, 8, p->pad_value, vt);
+          if (simd_in) {
+            wino_tile_in4(src, in_c, 2 * in_cp, zp4, (uint32_t *)(void *)vt);
+          } else {
+            wino_tile_in(src, in_c, ps, 8, p->pad_value, vt);
+          }
         }
         for (int32_t oc = 0; oc < out_c; oc += 2) {
           const int two_c = oc + 1 < out_c; /* odd last channel: its pair's second one is zero */
@@ -301,12 +359,18 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
             const int32_t ntq = nt - 4 * q < 4 ? nt - 4 * q : 4, ox = ox0 + 8 * q;
             int8_t *o = out_b + (size_t)oy * (size_t)row_stride + (size_t)ox * (size_t)out_c + (size_t)oc;
             const int32_t *qc = rq + 4 * oc;
-            if (os.fold) {
-              wino_quad_out(&m[0][0], ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 1);
-              if (two_c) wino_quad_out(&m[0][4], ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 1);
+            const int nx = ox + 2 * ntq - 1 < p->out_w; /* the quad's last tile has 2 columns */
+            int32_t y[8][4];
+            wino_inverse(m, y);
+            if (mode == 2) {
+              wino_quad_out(y, ntq, qc, o, row_stride, out_c, nx, ny, &os, 2);
+              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, row_stride, out_c, nx, ny, &os, 2);
+            } else if (mode == 1) {
+              wino_quad_out(y, ntq, qc, o, row_stride, out_c, nx, ny, &os, 1);
+              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, row_stride, out_c, nx, ny, &os, 1);
             } else {
-              wino_quad_out(&m[0][0], ntq, qc, o, row_stride, out_c, ox, p->out_w, ny, &os, 0);
-              if (two_c) wino_quad_out(&m[0][4], ntq, qc + 4, o + 1, row_stride, out_c, ox, p->out_w, ny, &os, 0);
+              wino_quad_out(y, ntq, qc, o, row_stride, out_c, nx, ny, &os, 0);
+              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, row_stride, out_c, nx, ny, &os, 0);
             }
           }
         }
