@@ -60,7 +60,7 @@ def _compile(args: argparse.Namespace, name: str, prune: bool | None = None, mod
                           outputs_in_pool=not getattr(args, "no_outputs_allocation", False),
                           prune=not getattr(args, "no_prune", False) if prune is None else prune,
                           optimization=getattr(args, "optimization", "balanced"),
-                          winograd=getattr(args, "winograd", False), tuning=_tuning_choices(args),
+                          winograd=getattr(args, "winograd", None), tuning=_tuning_choices(args),
                           stripes=False if getattr(args, "no_stripes", False) else None,
                           stripes_max_cost=_stripes_max_cost(args),
                           input_rows=getattr(args, "input_rows", False))
@@ -741,8 +741,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.mode == "target":
         from stm32ai.validate.target import validate_target
 
-        if args.winograd or args.tuning:
-            raise Stm32aiError("--winograd/--tuning are for --mode host (on a board: generate with them, then run)")
+        if args.winograd is not None or args.tuning:
+            raise Stm32aiError("--winograd/--no-winograd/--tuning are for --mode host "
+                               "(on a board: generate with them, then run)")
         if args.input_rows:  # the validation firmware writes whole inputs (docs/project.md "Not done yet")
             raise Stm32aiError("--input-rows is for --mode host (on a board: generate with it, then `stm32ai run`)")
 
@@ -890,9 +891,13 @@ def _optimization_option(p: argparse.ArgumentParser) -> None:
                    help="the inputs a stripe reads arrive in rows from a row source the application "
                         "sets (ai_set_row_source: a camera's lines), never whole in the pool; implies "
                         "stripes (docs/stripes.md, docs/project.md)")
-    p.add_argument("--winograd", action="store_true",
-                   help="int8 3x3 stride-1 convolutions by exact integer Winograd F(2x2,3x3) where its "
-                        "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash)")
+    wg = p.add_mutually_exclusive_group()
+    wg.add_argument("--winograd", action="store_const", const=True, default=None,
+                    help="every int8 3x3 stride-1 convolution by exact integer Winograd F(2x2,3x3) where its "
+                         "accumulator bound is proved (fewer multiplies, 3.6x the layer's weight flash); "
+                         "default: per layer by the board core's rule (docs/kernels_conv_wino.md)")
+    wg.add_argument("--no-winograd", dest="winograd", action="store_const", const=False,
+                    help="no Winograd layer (the direct kernels everywhere)")
     p.add_argument("--tuning", metavar="FILE",
                    help="with --board: per-layer kernel variants from a table `stm32ai tune` wrote for that board "
                         "(docs/tuning.md); layers not in it follow --optimization / --winograd")

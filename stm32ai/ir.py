@@ -120,9 +120,13 @@ class Graph:
     # --optimization time|balanced|ram: the speed/memory trade lowering may take where a
     # kernel has two layouts (set by the pipeline before lowering)
     optimization: str = "balanced"
-    # --winograd: int8 3x3 stride-1 convolutions by Winograd F(2x2,3x3) where proved exact
-    # (passes/lower/conv_wino.py; set by the pipeline before lowering)
-    winograd: bool = False
+    # int8 3x3 stride-1 convolutions by Winograd F(2x2,3x3) where proved exact
+    # (passes/lower/conv_wino.py; set by the pipeline before lowering): True (--winograd) every
+    # legal layer, False (--no-winograd) none, None the per-core rule `wino_default`
+    winograd: bool | None = None
+    # flash bytes the weights may use (the board's; None: DEFAULT_WEIGHTS_BUDGET), for the
+    # Winograd rule's flash check under balanced (set by the pipeline before lowering)
+    weights_budget: int | None = None
     # generate --tuning FILE: layer key -> variant (stm32ai/tuning.py; set by the pipeline)
     tuning: dict[str, str] | None = None
     # --input-rows: graph inputs a stripe reads may arrive in rows from the application's row

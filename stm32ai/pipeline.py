@@ -71,7 +71,7 @@ class Compiled:
 def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = True,
                   outputs_in_pool: bool = True, prune: bool = True, optimization: str = "balanced",
                   weights_budget: int | None = None, flash: FlashModel | None = None,
-                  winograd: bool = False, tuning: dict[str, str] | None = None,
+                  winograd: bool | None = None, tuning: dict[str, str] | None = None,
                   stripes: bool | str | None = None, stripes_max_cost: float | None = None,
                   input_rows: bool = False, core: str | None = None) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
@@ -79,7 +79,9 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
     constants are re-read get them staged in RAM (passes/staging.py), within the RAM budget
     of `optimization`. winograd: int8 3x3 stride-1 convolutions by exact Winograd where
-    proved (passes/lower/conv_wino.py). tuning: a tuning table's choices, layer key -> variant
+    proved (passes/lower/conv_wino.py): True every legal layer, False none, None the per-core
+    default rule (`wino_default`; off where stripes run: they call the direct kernels per band).
+    tuning: a tuning table's choices, layer key -> variant
     (generate --tuning FILE; stm32ai/tuning.py): those layers take that variant instead.
     stripes: row-streamed execution where it shrinks the pool (passes/stripes.py); None: on
     with --optimization ram; "all": every run of stripe-able ops, whatever the pool (tests).
@@ -91,7 +93,11 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
-        g.winograd = winograd
+        stripes_on = optimization == "ram" if stripes is None else bool(stripes)
+        if input_rows and stripes is None:
+            stripes_on = True
+        g.winograd = False if winograd is None and stripes_on else winograd
+        g.weights_budget = weights_budget
         g.tuning = dict(tuning) if tuning else None
         if input_rows and stripes is False:
             raise Stm32aiError("--input-rows feeds inputs to stripes: it cannot go with --no-stripes")

@@ -437,3 +437,51 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
     assert int(host.split()[-1]) > 250
     assert arm.replace("\r", "") == host
+
+
+def test_default_rule_per_core_and_optimization():
+    from stm32ai.passes.lower.conv_wino import WINO_MIN_IN_C, wino_default, wino_extra_bytes
+
+    def geo(in_c: int, k: tuple[int, int] = (3, 3), stride: int = 1):
+        g = make_layer("CONV_2D", (1, 8, 8, in_c), np.ones((4, *k, in_c), np.int8), np.zeros(4, np.int32),
+                       stride=(stride, stride))
+        from stm32ai.passes.lower.conv import _start_lowering
+
+        return _start_lowering(g.ops[0], g, geo_taps=lambda gg: gg.k_h * gg.k_w * gg.in_c)[0]
+
+    assert WINO_MIN_IN_C == {"cortex-m4": 16, "cortex-m7": 32}
+    assert wino_default(geo(16), "cortex-m4", "balanced") and wino_default(geo(16), "cortex-m4", "time")
+    assert not wino_default(geo(8), "cortex-m4", "balanced")
+    assert not wino_default(geo(16), "cortex-m4", "ram")  # int8 weights, stripes' row windows
+    assert not wino_default(geo(16), "cortex-m7", "balanced") and wino_default(geo(32), "cortex-m7", "balanced")
+    for core in ("cortex-m33", "cortex-m0plus", None):  # not measured: direct
+        assert not wino_default(geo(64), core, "balanced")
+    assert not wino_default(geo(16, (1, 3)), "cortex-m4", "balanced")  # F(2,3): never measured faster
+    assert not wino_default(geo(16, stride=2), "cortex-m4", "balanced")
+    # 4 output channels x 16 positions x 16 input channels x 2 B - 4 x 9 x 16 int8
+    assert wino_extra_bytes(geo(16)) == 4 * 16 * 16 * 2 - 4 * 9 * 16
+
+
+def _wino_nodes(c) -> list[int]:
+    return [op.index for op in c.graph.ops if op.kernel == "conv2d_wino_s8"]
+
+
+def test_default_choice_on_ic_follows_the_core_and_the_overrides():
+    from stm32ai.passes.lower.conv import _weights_bytes
+
+    ic = _ic()
+    m4 = compile_model(ic, core="cortex-m4")
+    # the four 3x3 stride-1 layers with 16..64 input channels; the 3-channel first one stays direct
+    assert len(_wino_nodes(m4)) == 4
+    assert next(op for op in m4.graph.ops if op.type == "CONV_2D").kernel == "conv2d_s8"
+    assert len(_wino_nodes(compile_model(ic, core="cortex-m7"))) == 2  # the 32- and 64-channel layers
+    assert _wino_nodes(compile_model(ic, core="cortex-m4", winograd=False)) == []
+    assert len(_wino_nodes(compile_model(ic, core="cortex-m7", winograd=True))) == 5
+    assert _wino_nodes(compile_model(ic, core="cortex-m33")) == []
+    assert _wino_nodes(compile_model(ic, core="cortex-m4", optimization="ram")) == []
+    assert _wino_nodes(compile_model(ic, core="cortex-m4", input_rows=True)) == []  # stripes: direct
+    # balanced keeps the model's weights within the flash budget: a small one keeps layers direct
+    small = compile_model(ic, core="cortex-m4", weights_budget=120_000)
+    assert 0 < len(_wino_nodes(small)) < 4
+    assert _weights_bytes(small.graph) <= 120_000 < _weights_bytes(m4.graph)
+    assert len(_wino_nodes(compile_model(ic, core="cortex-m4", weights_budget=120_000, optimization="time"))) == 4

@@ -236,7 +236,7 @@ def disagreements(res: ValidationResult) -> list[str]:
 
 def collect(model: Path, *, inputs: str | None, n: int, seed: int,
             step: Callable[[str], None] | None = None, prune: bool = True,
-            optimization: str = "balanced", board: str | None = None, winograd: bool = False,
+            optimization: str = "balanced", board: str | None = None, winograd: bool | None = None,
             tuning: dict[str, str] | None = None, stripes: bool | None = None,
             stripes_max_cost: float | None = None, input_rows: bool = False) -> ValidationResult:
     """`validate --mode host` without the printing: inputs from --inputs or -n random samples;

@@ -36,7 +36,7 @@ from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv_geometry import ConvGeometry, conv_geometry, out_size, same_padding
-from stm32ai.passes.lower.conv_wino import lower_winograd
+from stm32ai.passes.lower.conv_wino import lower_winograd, wino_default, wino_extra_bytes
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
 from stm32ai.passes.quant import (
     activation_range_f32,
@@ -421,7 +421,8 @@ def lower_conv(op: Op, g: Graph) -> None:
         return
     w_rows = np.asarray(w.data, np.int8).reshape(geo.out_c, -1)
     choice = _tuned(op, g, geo)
-    if (choice == "wino" or (choice is None and g.winograd)) and _lower_conv_wino(op, g, geo, w_rows, base):
+    wino = choice == "wino" or (choice is None and (g.winograd or (g.winograd is None and _wino_by_rule(g, geo))))
+    if wino and _lower_conv_wino(op, g, geo, w_rows, base):
         return
     _lower_conv_s8_rows(op, g, geo, w_rows, base)
     op.tune_variant = choice if choice in ("int8", "int16") else None
@@ -436,6 +437,20 @@ def _tuned(op: Op, g: Graph, geo: ConvGeometry) -> str | None:
     if not g.tuning or g.optimization == "ram":
         return None
     return g.tuning.get(op.tune_key)
+
+
+def _wino_by_rule(g: Graph, geo: ConvGeometry) -> bool:
+    """The default choice (no --winograd / --no-winograd, no table entry): `wino_default`'s
+    per-core rule, and under balanced only while the model's weights plus the transformed
+    filter's growth stay within 7/8 of the flash budget."""
+    if not wino_default(geo, g.core, g.optimization):
+        return False
+    if g.optimization == "time":
+        return True
+    budget = DEFAULT_WEIGHTS_BUDGET if g.weights_budget is None else g.weights_budget
+    # the weights are counted mid-lowering: the layers after this one still add their tables
+    # (requantisation rows grow the bias 4x), so 1/8 of the budget stays for them
+    return _weights_bytes(g) + wino_extra_bytes(geo) <= budget - budget // 8
 
 
 def _lower_conv_wino(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str) -> bool:

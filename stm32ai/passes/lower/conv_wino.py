@@ -123,6 +123,29 @@ def wino_applies(geo: ConvGeometry) -> bool:
     return wino_kernel(geo) is not None
 
 
+# The default rule (no --winograd / --no-winograd, no tuning-table entry): a 3x3 layer goes to
+# F(2x2,3x3) on these cores from this many input channels, where the estimator measured it
+# faster than conv2d_s8 on every IC layer shape (docs/kernels_conv_wino.md "Default"). The
+# Cortex-M4 runs the assembly dot (AI_WINO_ASM); the Cortex-M7 gcc's. Other cores (M33, M0+)
+# were not measured: direct. 1-D F(2,3) layers were never measured faster: direct.
+WINO_MIN_IN_C = {"cortex-m4": 16, "cortex-m7": 32}
+
+
+def wino_default(geo: ConvGeometry, core: str | None, optimization: str) -> bool:
+    """Whether the default choice takes a (legal) layer onto Winograd: a 3x3 stride-1 layer
+    with at least WINO_MIN_IN_C[core] input channels, not under --optimization ram (int8
+    weights, the smallest flash and RAM; stripes keep the direct kernels' row windows)."""
+    n = WINO_MIN_IN_C.get(core or "")
+    return (n is not None and optimization != "ram" and wino_kernel(geo) == "conv2d_wino_s8"
+            and geo.in_c >= n)
+
+
+def wino_extra_bytes(geo: ConvGeometry) -> int:
+    """Flash the transformed int16 weights take beyond the int8 filter (3x3)."""
+    ocp, icp = geo.out_c + geo.out_c % 2, geo.in_c + geo.in_c % 2
+    return ocp * 16 * icp * 2 - geo.out_c * 9 * geo.in_c
+
+
 def wino_legal(geo: ConvGeometry, w: np.ndarray, pad_value: int, in_zp: int) -> bool:
     """Whether the "wino" variant can take this int8 layer: the geometry fits, the padding
     value is the input zero point, and the accumulator proof holds (for the tuner: a layer
