@@ -300,9 +300,41 @@ TIME_MIN_GAIN = 0.02
 BALANCED_FREE = 2
 
 
+# the flash-read bar (issue 26): weights left in flash are read at most this many times per inference
+FLASH_READS_BAR = 1.5
+
+
 def compile_for_board(path: str | Path, name: str, board_id: str | None, *, optimization: str = "balanced",
                       weights_pool: list[str] | None = None, activations_pool: list[str] | None = None,
                       ram_room_div: int = 1, auto_weights: bool = True, **kw: Any) -> Compiled:
+    """`_compile_for_board`; the default Winograd choice (winograd=None) is dropped where the
+    weights stay in a flash with wait states and its transformed weights, re-read once per
+    quad of tiles, would break the flash-read bar (FLASH_READS_BAR x the weights per inference:
+    the direct kernels stage their blocks in RAM, Winograd layers are not staged yet)."""
+    args = dict(optimization=optimization, weights_pool=weights_pool, activations_pool=activations_pool,
+                ram_room_div=ram_room_div, auto_weights=auto_weights)
+    c = _compile_for_board(path, name, board_id, **args, **kw)
+    if kw.get("winograd") is not None or c.weights_pool or c.flash is None:
+        return c
+    from stm32ai.passes.lower.conv_wino import WINO_KERNELS
+    from stm32ai.passes.staging import flash_reads
+
+    if not any(op.kernel in WINO_KERNELS for op in c.graph.ops):
+        return c
+    reads = sum(flash_reads(op, c.graph) for op in c.graph.ops)
+    w_bytes = next(p["size"] for p in c.doc["stm32ai"]["pools"] if p["name"] == "weights")
+    if reads <= FLASH_READS_BAR * w_bytes:
+        return c
+    c = _compile_for_board(path, name, board_id, **args, **{**kw, "winograd": False})
+    note = (f"Winograd off (default rule): its weights would stay in flash and be read {reads:,} B per "
+            f"inference, > {FLASH_READS_BAR}x the {w_bytes:,} B of weights")
+    c.weights_choice = f"{c.weights_choice}; {note}" if c.weights_choice else note
+    return c
+
+
+def _compile_for_board(path: str | Path, name: str, board_id: str | None, *, optimization: str = "balanced",
+                       weights_pool: list[str] | None = None, activations_pool: list[str] | None = None,
+                       ram_room_div: int = 1, auto_weights: bool = True, **kw: Any) -> Compiled:
     """The model compiled for a board: weight layouts within its flash, staging for its flash
     wait states, and (`auto_weights`, no --weights-pool) the weights copied to RAM at boot when
     the flash reads cost stalls and the mode's RAM rule holds (`_weights_in_ram`), recorded in
