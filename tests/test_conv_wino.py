@@ -485,3 +485,22 @@ def test_default_choice_on_ic_follows_the_core_and_the_overrides():
     assert 0 < len(_wino_nodes(small)) < 4
     assert _weights_bytes(small.graph) <= 120_000 < _weights_bytes(m4.graph)
     assert len(_wino_nodes(compile_model(ic, core="cortex-m4", weights_budget=120_000, optimization="time"))) == 4
+
+
+def test_board_default_keeps_the_flash_read_bar():
+    """nucleo-l4r5zi: the weights go to SRAM3 at boot, the 4 Winograd layers stay. nucleo-f401re
+    (96 KB RAM: the weights stay in its 2-wait-state flash): the transformed weights, re-read
+    once per quad of tiles, would break issue 26's bar (<= 1.5x the weights read per inference),
+    so the default falls back to direct there; --winograd still forces it."""
+    from stm32ai.passes.staging import flash_reads
+    from stm32ai.pipeline import FLASH_READS_BAR, compile_for_board
+
+    ic = _ic()
+    l4 = compile_for_board(ic, "network", "nucleo-l4r5zi")
+    assert l4.weights_pool and len(_wino_nodes(l4)) == 4
+    f4 = compile_for_board(ic, "network", "nucleo-f401re")
+    assert not f4.weights_pool and _wino_nodes(f4) == []
+    assert "Winograd off (default rule)" in (f4.weights_choice or "")
+    w = next(p["size"] for p in f4.doc["stm32ai"]["pools"] if p["name"] == "weights")
+    assert sum(flash_reads(op, f4.graph) for op in f4.graph.ops) <= FLASH_READS_BAR * w
+    assert len(_wino_nodes(compile_for_board(ic, "network", "nucleo-f401re", winograd=True))) == 5
