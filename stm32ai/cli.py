@@ -670,7 +670,7 @@ def _print_conv_layouts(c: Any, optimization: str, weights_pool: list[str] | Non
 
 
 def _print_winograd(c: Any) -> None:
-    """The layers on a Winograd kernel (--winograd or a "wino" variant) and their flash cost
+    """The layers on a Winograd kernel (the default rule, --winograd or a "wino" variant) and their flash cost
     over int8 weights."""
     from stm32ai.passes.lower.conv_wino import winograd_choices
 
