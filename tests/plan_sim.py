@@ -180,8 +180,6 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
         assert base is None or base + op.scratch <= plan.pool_size
         if base is not None:
             owner[base:base + op.scratch] = GARBAGE
-    if acc >= 0:
-        owner[base + acc:base + acc + st["acc_bytes"]] = RING - 99
     n_mem = len(st["members"])
 
     def rows(rb: int, r0: int, n: int) -> np.ndarray:
@@ -228,8 +226,10 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             else:
                 check(op.inputs[ref["in"]], rows(m["in_row_bytes"][q], e[5 + q], n), f"{what} member {e[0]}")
         if m["kind"] == "reduce":
+            if e[2] & 2:  # the first band zeroes the running sums: theirs from here on
+                owner[base + acc:base + acc + st["acc_bytes"]] = RING - 99
             assert (owner[base + acc:base + acc + st["acc_bytes"]] == RING - 99).all(), f"{what}: sums overwritten"
-            if e[2]:
+            if e[2] & 1:
                 stamp(op.outputs[m["output"]["out"]])
             continue
         out = m["output"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import random
 from typing import Any
 
 from stm32ai.ir import Graph
@@ -65,10 +66,13 @@ def _first(steps: int) -> int:
     return (steps & -steps).bit_length() - 1 if steps else 0
 
 
-def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]]) -> dict[str, Any] | None:
+def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]],
+                 tries: int = 0) -> dict[str, Any] | None:
     """The joint layout of stripe `st` over its dying input, or None when it has not exactly one
     whole input and one whole output. items: the pass's (bytes, kind, ring or member, spans)
-    list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps)."""
+    list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps).
+    First fit in two orders (largest first, latest first use first), then `tries` steps of a
+    local search over the order (move one item; keep the order when the top does not grow)."""
     if len(st.inputs) != 1 or len(st.outputs) != 1:
         return None
     x, y = st.inputs[0], st.outputs[0]
@@ -115,6 +119,17 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     by_size = sorted(items, key=lambda i: -i[0])
     by_late = sorted(items, key=lambda i: (-first_use(i), -i[0]))
     top, placed = min(place(by_size), place(by_late), key=lambda tp: tp[0])
+    if tries:  # a local search over the order (one item moved at a time), deterministic
+        rng = random.Random(0)
+        cur, cur_top = (by_size, top) if place(by_size)[0] == top else (by_late, top)
+        for _ in range(tries):
+            o = list(cur)
+            o.insert(rng.randrange(len(o)), o.pop(rng.randrange(len(o))))
+            got = place(o)
+            if got[0] <= cur_top:
+                cur, cur_top = o, got[0]
+                if got[0] < top:
+                    top, placed = got
 
     # rows of Y: the step that writes each
     yw = [0] * hy
@@ -123,7 +138,7 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         if step[0] != ym:
             continue
         if st.members[ym].kind == "reduce":  # its one output row: written by the call that finishes
-            if step[2]:
+            if step[2] & 1:  # stripes.REDUCE_LAST
                 yw[0] = s
             continue
         for k in range(step[4], step[4] + step[1]):

@@ -24,8 +24,12 @@ from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
+JOINT_TRIES = 60  # local-search steps of the joint layout over a dying input (`_place`, search on)
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
 INT16_MAX = 32767
+# reduce steps' flags (step[2]): the running sums are zeroed by the first band (busy only from
+# there: the layout may put them on bytes that die before it) and finished by the last
+REDUCE_LAST, REDUCE_FIRST = 1, 2
 
 # window members: kernel -> (k attr, stride attr, pad attr, dilation attr); attrs are the
 # C params fields (lists: index 0 is H)
@@ -144,6 +148,20 @@ def reduce_kernel_available() -> bool:
     return h.is_file() and "ai_avgpool_rows_s8_accumulate" in h.read_text()
 
 
+ACC16_MAX_COUNT = 255  # int16 running sums when the pool sums at most this many pixels (exact)
+
+
+def acc_bytes(m: Member) -> int:
+    """Bytes of a reduce member's running sums: int16 per channel when `count` <= 255 (the
+    runtime's _accumulate16: |sum| <= 128 * 255), else int32."""
+    assert m.params is not None
+    return (2 if acc16(m) else 4) * int(m.params["channels"])
+
+
+def acc16(m: Member) -> bool:
+    return m.params is not None and int(m.params["count"]) <= ACC16_MAX_COUNT
+
+
 def _reduce_member(op: Op, g: Graph) -> Member | None:
     """A global int8 AVERAGE_POOL_2D (filter = the whole VALID input, one output pixel) as a
     `reduce` member: ai_avgpool_rows_s8_accumulate per band, _finish after the last."""
@@ -176,7 +194,8 @@ class Stripe:
     # steps, STEP_WIDTH int16 each:
     #   call:  [m, out_rows, pad_top, in_rows, out_row, in0_row, in1_row] (row offsets into the
     #          operand's buffer: a whole tensor's row index, or the row inside the ring)
-    #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
+    #          reduce: [m, rows, flags, rows, 0, in_row, 0] (flags: REDUCE_FIRST on the first band,
+    #          which zeroes the running sums first, REDUCE_LAST on the band that finishes)
     #   ring:  [-1 - ring, rows, rows_live_before, kind, a, b, 0] (row offsets are slots of the
     #          ring's buffer): kind DROP_LOW: drop `rows`, memmove the rest to slot 0;
     #          DROP_HIGH: drop the `rows` at slot a (no memmove); MOVE_HIGH: memmove the live
@@ -190,6 +209,7 @@ class Stripe:
     logical: list[list[int]] = field(default_factory=list)  # the simulation's table (every ring low)
     # the layout over the dying whole input (passes/stripe_overlap.py), None: none possible
     joint: dict[str, Any] | None = None
+    items: list[Any] = field(default_factory=list, repr=False)  # the layout's items (`_layout_modes`)
 
 
 class StripeError(Exception):
@@ -202,17 +222,51 @@ def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set
     """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
     fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
     of the branch it joins, whose rows then wait in a taller ring."""
-    eager = simulate(g, members, band, outside_reads, narrow=narrow, search=search, row_fed=row_fed)
-    try:
-        lazy = simulate(g, members, band, outside_reads, lazy=True, narrow=narrow, search=search, row_fed=row_fed)
-    except StripeError:
-        return eager
-    return min((eager, lazy), key=lambda st: (st.scratch, len(st.table)))
+    found = []
+    orders = [None]
+    sib = sibling_order(members)
+    if sib != list(range(len(members))):
+        orders.append(sib)
+    for order in orders:
+        for lazy in (False, True):
+            try:
+                found.append(simulate(g, members, band, outside_reads, lazy=lazy, narrow=narrow, search=search,
+                                      row_fed=row_fed, order=order))
+            except StripeError:
+                if not lazy and order is None:
+                    raise
+    best = min(found, key=lambda st: (pool_bytes(g, st), st.scratch, len(st.table)))
+    if search and best.joint is not None:  # the winner's joint layout searched further
+        from stm32ai.passes.stripe_overlap import joint_layout
+
+        better = joint_layout(g, best, best.items, tries=JOINT_TRIES)
+        if better is not None and better["size"] < best.joint["size"]:
+            best.joint = better
+    return best
+
+
+def pool_bytes(g: Graph, st: Stripe) -> int:
+    """What the stripe needs of the pool while it runs: its scratch beside its whole inputs and
+    outputs, or its joint layout over the dying input (the planner uses it where the stripe is
+    the input's last reader)."""
+    alone = st.scratch + sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
+    return min(alone, int(st.joint["size"])) if st.joint else alone
+
+
+def sibling_order(members: list[Member]) -> list[int]:
+    """A topological order of the members in which the consumers of one ring run side by side:
+    stable by the position of their latest producer inside the stripe. IC's 1x1 stride-2
+    shortcut then reads its rows right after the 3x3 branch's first convolution does, so the
+    ring they share drops them before the branch's second convolution runs (its call is the
+    peak: with its kernel scratch)."""
+    produced = {m.out: i for i, m in enumerate(members)}
+    key = [max((produced[t] for t in m.streamed if t in produced), default=-1) for m in members]
+    return sorted(range(len(members)), key=lambda j: (key[j], j))
 
 
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
              lazy: bool = False, narrow: bool = True, search: bool = True,
-             row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
+             row_fed: frozenset[int] | set[int] | None = None, order: list[int] | None = None) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
@@ -221,7 +275,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     search: the ring modes' local search (`_place`; False: its starting points only).
     row_fed: graph inputs that may arrive in rows (None: every graph input if `g.input_rows`,
     --input-rows): one the stripe alone reads becomes a ring filled from the row source just
-    before the call that first needs each row."""
+    before the call that first needs each row.
+    order: the order in which each round visits the members (None: theirs; `sibling_order`)."""
     if row_fed is None:
         row_fed = set(g.inputs) if g.input_rows else set()
     produced = {m.out: i for i, m in enumerate(members)}
@@ -314,7 +369,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     n_calls = 0
     while any(done[j] < goal(j) for j in range(len(members))):
         progress = False
-        for j, m in enumerate(members):
+        for j in order or range(len(members)):
+            m = members[j]
             if m.kind == "reduce":
                 t = m.streamed[0]
                 r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
@@ -324,7 +380,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 row = r0 - base[ring_idx[t]] if t in ring_idx else r0
                 if t in ring_idx:
                     assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
-                table.append([j, r1 - r0, int(r1 == h[t]), r1 - r0, 0, row, 0])
+                table.append([j, r1 - r0, (REDUCE_LAST if r1 == h[t] else 0) | (REDUCE_FIRST if r0 == 0 else 0),
+                              r1 - r0, 0, row, 0])
                 n_calls += 1
                 done[j] = r1
                 progress = True
@@ -495,10 +552,12 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
         spans = [(i * rb, (i + 1) * rb, busy[r][i]) for i in range(st.ring_rows[r])]
         spans[-1] = (spans[-1][0], size, spans[-1][2])
         items.append((size, "ring", r, spans))
-    for m in st.members:
-        if m.kind == "reduce":  # the running sums: int32 per channel
-            items.append((4 * g.tensors[m.out].shape[-1], "acc", -1,
-                          [(0, 4 * g.tensors[m.out].shape[-1], everything)]))
+    for j, m in enumerate(st.members):
+        if m.kind == "reduce":  # the running sums: int32 per channel, from its first band to its last
+            calls = [s for s, step in enumerate(table) if step[0] == j]
+            busy_acc = everything & ((1 << (calls[-1] + 1)) - (1 << calls[0]))
+            items.append((-(-acc_bytes(m) // ALIGN) * ALIGN, "acc", -1,
+                          [(0, -(-acc_bytes(m) // ALIGN) * ALIGN, busy_acc)]))
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
         items.append((size, "scratch", j, [(0, size, steps)]))
@@ -560,6 +619,7 @@ def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> No
     from stm32ai.passes.stripe_overlap import joint_layout
 
     st.joint = joint_layout(g, st, lay["items"])
+    st.items = lay["items"]
 
 
 def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
@@ -614,9 +674,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 for r in range(r0, r1):
                     reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
     sc = np.zeros(st.scratch, np.int64)  # 0: garbage, -1: running sums, else ring row label
-    acc_bytes = 4 * next((g.tensors[m.out].shape[-1] for m in st.members if m.kind == "reduce"), 0)
-    if st.acc_offset >= 0:
-        sc[st.acc_offset:st.acc_offset + acc_bytes] = -1
+    n_acc = next((acc_bytes(m) for m in st.members if m.kind == "reduce"), 0)
 
     def label(r: int, row: int) -> int:
         return ((r + 1) << 20) + row + 1
@@ -682,10 +740,12 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 assert holds(ring_of[t], step[5], range(r0, r1)), "reduce reads rows not held"
             else:
                 assert step[5] == r0 and (t not in written or all(r in written[t] for r in range(r0, r1)))
-            assert np.all(sc[st.acc_offset:st.acc_offset + acc_bytes] == -1), "running sums overwritten"
+            assert step[2] == (REDUCE_LAST if r1 == h[t] else 0) | (REDUCE_FIRST if r0 == 0 else 0)
+            if step[2] & REDUCE_FIRST:  # zeroed here: busy from this band on
+                sc[st.acc_offset:st.acc_offset + n_acc] = -1
+            assert np.all(sc[st.acc_offset:st.acc_offset + n_acc] == -1), "running sums overwritten"
             for r in range(r0, r1):
                 reads_left[(t, r)] -= 1
-            assert step[2] == int(r1 == h[t])
             produced_rows[m.out] = r1
             continue
         n_out = step[1]
@@ -764,8 +824,9 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
                    "offset": st.ring_offset[r], "mode": "high" if st.ring_mode[r] else "low"}
                   for r, t in enumerate(st.rings)],
         "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
-        "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
-        if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
+        "acc_bytes": next(acc_bytes(m) for m in st.members if m.kind == "reduce") if st.acc_offset >= 0 else 0,
+        "acc_int16": any(acc16(m) for m in st.members if m.kind == "reduce"),
+        "table": st.table, "calls": st.calls,
         # row-fed graph inputs (--input-rows): the ring each fills, the graph input's index
         "sources": [{"ring": ring_of[t], "input": g.inputs.index(t)} for t in st.fed],
     }}
