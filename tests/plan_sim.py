@@ -190,6 +190,8 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
         return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
 
     for e in st["table"]:
+        if e[0] < 0 and e[3] == 3:  # DROP_KEEP: the rows hold a row written in place (stamped then)
+            continue
         if e[0] < 0 and e[3] == 1:  # a high ring's drop: the rows at slot e[4] die in place
             owner[ring_bytes(-1 - e[0], e[4], e[1])] = GARBAGE
             continue

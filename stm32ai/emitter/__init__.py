@@ -338,6 +338,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         if ring.get("mode", "low") == "high":  # passes/stripes.py `_physical`: e[3] 1 drop, 2 move down
             lines.append(f"    case {-1 - r}: /* ring {r} (high): drop e[1] rows at slot e[4], or move "
                          "the e[2] live rows from slot e[5] down to e[4] */")
+            lines.append("      if (e[3] == 3) { break; } /* DROP_KEEP: a row written in place is there */")
             lines.append("      if (e[3] == 2) {")
             lines.append(f"        memmove(sc + {off}u + (uint32_t)e[4] * {rb}u, sc + {off}u + (uint32_t)e[5] * {rb}u, "
                          f"(uint32_t)e[2] * {rb}u);")
@@ -349,6 +350,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             lines.append("      break;")
             continue
         lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")
+        lines.append("      if (e[3] == 3) { break; } /* DROP_KEEP (every live row: nothing moves) */")
         lines.append(f"      memmove(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
                      f"(uint32_t)(e[2] - e[1]) * {rb}u);")
         lines.append(f"      AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[2] - e[1]) * {rb}u, (uint32_t)e[1] * {rb}u);")

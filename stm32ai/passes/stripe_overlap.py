@@ -67,12 +67,14 @@ def _first(steps: int) -> int:
 
 
 def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]],
-                 tries: int = 0) -> dict[str, Any] | None:
+                 tries: int = 0, allow: dict[Any, int] | None = None) -> dict[str, Any] | None:
     """The joint layout of stripe `st` over its dying input, or None when it has not exactly one
     whole input and one whole output. items: the pass's (bytes, kind, ring or member, spans)
     list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps).
     First fit in two orders (largest first, latest first use first), then `tries` steps of a
-    local search over the order (move one item; keep the order when the top does not grow)."""
+    local search over the order (move one item; keep the order when the top does not grow).
+    allow: the in-place row pairs (stripes.py `_inplace`, `clash`)."""
+    from stm32ai.passes.stripes import clash
     if len(st.inputs) != 1 or len(st.outputs) != 1:
         return None
     x, y = st.inputs[0], st.outputs[0]
@@ -88,27 +90,30 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         """Bytes of X at its start whose rows were all read for the last time before `step`."""
         return bisect.bisect_left(prefmax, step) * rbx
 
-    def fits(p: int, spans: list[Span], placed: list[tuple[int, int, int]]) -> bool:
-        for lo, hi, b in spans:
+    al = allow or {}
+
+    def fits(p: int, spans: list[Span], keys: list[Any], placed: list[tuple[int, int, int, Any]]) -> bool:
+        for (lo, hi, b), key in zip(spans, keys, strict=True):
             if not b:
                 continue
             a, e = p + lo, p + hi
             if a < nx and min(e, nx) > dead_prefix(_first(b)):  # X bytes under it still to be read
                 return False
-            if any(a < pe and po < e and pb & b for po, pe, pb in placed):
+            if any(clash(po, pe, pb, pk, a, e, b, key, al) for po, pe, pb, pk in placed):
                 return False
         return True
 
     def place(order: list[tuple[int, str, int, list[Span]]]) -> tuple[int, list[tuple[int, str, int, list[Span]]]]:
-        placed: list[tuple[int, int, int]] = []
+        placed: list[tuple[int, int, int, Any]] = []
         where: list[tuple[int, str, int, list[Span]]] = []
         top = nx
         for _, what, r, spans in order:
-            cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _ in placed for lo, _, _ in spans)}
+            keys = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+            cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _, _ in placed for lo, _, _ in spans)}
                            if c >= 0 and c % ALIGN == 0)
-            at = next((p for p in cands if fits(p, spans, placed)),
-                      max([_up(nx), *(e for _, e, _ in placed)]))  # past every span and X
-            placed.extend((at + lo, at + hi, b) for lo, hi, b in spans)
+            at = next((p for p in cands if fits(p, spans, keys, placed)),
+                      max([_up(nx), *(e for _, e, _, _ in placed)]))  # past every span and X
+            placed.extend((at + lo, at + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
             where.append((at, what, r, spans))
             top = max(top, at + spans[-1][1])
         return top, where

@@ -210,6 +210,8 @@ class Stripe:
     # the layout over the dying whole input (passes/stripe_overlap.py), None: none possible
     joint: dict[str, Any] | None = None
     items: list[Any] = field(default_factory=list, repr=False)  # the layout's items (`_layout_modes`)
+    allow: dict[Any, int] = field(default_factory=dict, repr=False)  # in-place row pairs (`_inplace`)
+    keep: dict[Any, list[int]] = field(default_factory=dict, repr=False)
 
 
 class StripeError(Exception):
@@ -239,9 +241,10 @@ def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set
     if search and best.joint is not None:  # the winner's joint layout searched further
         from stm32ai.passes.stripe_overlap import joint_layout
 
-        better = joint_layout(g, best, best.items, tries=JOINT_TRIES)
+        better = joint_layout(g, best, best.items, tries=JOINT_TRIES, allow=best.allow)
         if better is not None and better["size"] < best.joint["size"]:
             best.joint = better
+            mark_keep(g, best)
     return best
 
 
@@ -444,6 +447,9 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
 # rows in between (a 3x3 consumer's window) thus frees one row at either end, and a low ring
 # and a high ring whose third rows are busy at different steps can share that row.
 DROP_LOW, DROP_HIGH, MOVE_HIGH = 0, 1, 2  # step[3] of a ring step
+# DROP_KEEP: a drop that moves and poisons nothing (rows at slot step[4]; a low ring drops all
+# its live rows): its bytes already hold the output row a member wrote in place (`_inplace`)
+DROP_KEEP = 3
 
 
 def moved_rows(step: list[int]) -> int:
@@ -526,17 +532,116 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     return out, busy, scratch_steps
 
 
-def _fit(placed: list[tuple[int, int, int]], spans: list[tuple[int, int, int]],
-         starts: set[int]) -> int:
+Key = tuple[int, int] | None  # a ring row slot (ring, slot), None: not a ring's
+
+
+def clash(o: int, e: int, b: int, k: Key, lo: int, hi: int, steps: int, key: Key,
+          allow: dict[tuple[Key, Key], int]) -> bool:
+    """Spans [o, e) busy at b and [lo, hi) busy at steps meet at a common step, other than the
+    steps at which a member writes its output row in place over the other (`_inplace`: the same
+    first byte, the output no longer than the input row)."""
+    if not (lo < e and o < hi) or not b & steps:
+        return False
+    if o == lo and allow:
+        return bool(b & steps & ~allow.get((k, key), 0))
+    return True
+
+
+def _fit(placed: list[tuple[int, int, int, Key]], spans: list[tuple[int, int, int]],
+         starts: set[int], keys: list[Key] | None = None,
+         allow: dict[tuple[Key, Key], int] | None = None) -> int:
     """The lowest offset among `starts` (4-aligned) at which every (lo, hi, steps) of `spans`
-    shifted by it meets no placed span busy at a common step."""
+    shifted by it meets no placed span busy at a common step (`clash`)."""
     lo_all, hi_all = spans[0][0], spans[-1][1]
+    keys = keys or [None] * len(spans)
     for off in sorted(o for o in starts if o >= 0 and o % ALIGN == 0):
         near = [p for p in placed if p[0] < off + hi_all and off + lo_all < p[1]]
-        if all(not (off + lo < e and o < off + hi and b & steps)
-               for lo, hi, steps in spans for o, e, b in near):
+        if all(not clash(o, e, b, k, off + lo, off + hi, steps, key, allow or {})
+               for (lo, hi, steps), key in zip(spans, keys, strict=True) for o, e, b, k in near):
             return off
     raise AssertionError("unreachable: the top of the placed spans is always a start")
+
+
+def _inplace_safe(g: Graph, m: Member, n_in: int, pad_top: int, delta: int) -> bool:
+    """A one-row call of member m (window of n_in input rows, top pad pad_top) may write its
+    output row `delta` bytes after its window's first byte: its kernel's access order
+    (passes/lower/overlap.py) reads every byte the output lands on before writing it. Rows
+    members (elementwise) write element i after reading it: delta 0 only."""
+    if m.kind == "rows":
+        return delta == 0
+    from stm32ai.passes.lower.overlap import ACCESS_MODELS, overlap_ok
+
+    model = ACCESS_MODELS.get(m.call_kernel)
+    if m.kind != "window" or model is None:
+        return False
+    a = dict(m.op.attrs)
+    for k in _OFF_ATTRS:
+        a[k] = 0
+    a["in_h"], a["out_h"] = n_in, 1
+    a["pad"] = [pad_top, *list(a["pad"])[1:]]
+    rb_in, rb_out = _geom(g, m.streamed[0])[1], _geom(g, m.out)[1]  # type: ignore[index]
+    return overlap_ok(model(a, n_in * rb_in, rb_out), delta)
+
+
+Pairs = dict[tuple[Key, Key], int]  # (slot, slot) -> steps at which they may share bytes
+
+
+def _inplace(g: Graph, st: Stripe, table: list[list[int]]) -> tuple[Pairs, dict[tuple[Key, Key], list[int]]]:
+    """Where a one-row call may write its output row over an input row it frees: the row slot A
+    of an input ring that the drops right after the call free (a high ring's drop, or a ring
+    dropping every live row: nothing moved over it) and the output ring's slot B it writes,
+    when the kernel's access order allows that delta. Returns per (A, B) (both orders) the
+    steps at which the two may share bytes (the call through that drop) and the drop steps to
+    turn into DROP_KEEP when the layout puts B on A."""
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+    allow: dict[tuple[Key, Key], int] = {}
+    drops: dict[tuple[Key, Key], list[int]] = {}
+    safe: dict[tuple[int, int, int, int], bool] = {}
+    n = len(st.members)
+    for p, step in enumerate(table):
+        if not 0 <= step[0] < n or step[1] != 1:
+            continue
+        j = step[0]
+        m = st.members[j]
+        if m.kind == "reduce" or m.out not in ring_of:
+            continue
+        rb_out = _geom(g, m.out)[1]  # type: ignore[index]
+        ins = {ring_of[t]: q for q, t in enumerate(m.streamed) if t in ring_of}
+        q_ = p + 1
+        while q_ < len(table) and table[q_][0] < 0:
+            d = table[q_]
+            r = -1 - d[0]
+            q_ += 1
+            if r not in ins or d[3] == MOVE_HIGH:
+                continue
+            if d[3] == DROP_HIGH:
+                freed = range(d[4], d[4] + d[1])
+            elif d[3] == DROP_LOW and d[1] == d[2]:
+                freed = range(0, d[1])
+            else:
+                continue
+            q = ins[r]
+            rb_in = _geom(g, st.rings[r])[1]  # type: ignore[index]
+            if rb_out > rb_in:
+                continue
+            in0 = step[5 + q]
+            for a_slot in freed:
+                delta = (a_slot - in0) * rb_in
+                if m.kind == "window" and q == 0:
+                    key = (j, step[3], step[2], delta)
+                    if key not in safe:
+                        safe[key] = delta >= 0 and _inplace_safe(g, m, step[3], step[2], delta)
+                    ok = safe[key]
+                else:
+                    ok = m.kind == "rows" and delta == 0 and rb_in == rb_out
+                if not ok:
+                    continue
+                pair = ((r, a_slot), (ring_of[m.out], step[4]))
+                bits = (1 << (q_)) - (1 << p)  # the call through this drop
+                for k in (pair, pair[::-1]):
+                    allow[k] = allow.get(k, 0) | bits
+                drops.setdefault(pair, []).append(q_ - 1)
+    return allow, drops
 
 
 def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str, Any]]:
@@ -561,14 +666,17 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
         items.append((size, "scratch", j, [(0, size, steps)]))
-    placed: list[tuple[int, int, int]] = []
+    allow, keep = _inplace(g, st, table)
+    placed: list[tuple[int, int, int, Key]] = []
     lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
     lay["items"] = items  # for the joint layout over a dying input (`_place`)
+    lay["allow"], lay["keep"] = allow, keep
     top = 0
     for _, what, r, spans in sorted(items, key=lambda x: -x[0]):
-        starts = {0} | {e - lo for _, e, _ in placed for lo, _, _ in spans}
-        off = _fit(placed, spans, starts)
-        placed.extend((off + lo, off + hi, b) for lo, hi, b in spans)
+        keys: list[Key] = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+        starts = {0} | {e - lo for _, e, _, _ in placed for lo, _, _ in spans}
+        off = _fit(placed, spans, starts, keys, allow)
+        placed.extend((off + lo, off + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
         top = max(top, off + spans[-1][1])
         if what == "ring":
             lay["ring_offset"][r] = off
@@ -618,8 +726,20 @@ def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> No
     st.scratch = scratch
     from stm32ai.passes.stripe_overlap import joint_layout
 
-    st.joint = joint_layout(g, st, lay["items"])
-    st.items = lay["items"]
+    st.items, st.allow, st.keep = lay["items"], lay["allow"], lay["keep"]
+    st.joint = joint_layout(g, st, lay["items"], allow=st.allow)
+    mark_keep(g, st)
+
+
+def mark_keep(g: Graph, st: Stripe) -> None:
+    """The drops after a call whose output row the standalone or the joint layout put on the
+    input row it frees (`_inplace`) become DROP_KEEP: poisoning them would destroy that row."""
+    rb = [_geom(g, t)[1] for t in st.rings]  # type: ignore[index]
+    layouts = [st.ring_offset] + ([st.joint["ring_offset"]] if st.joint else [])
+    for ((ra, sa), (rb_, sb)), steps in st.keep.items():
+        if any(off[ra] + sa * rb[ra] == off[rb_] + sb * rb[rb_] for off in layouts):
+            for d in steps:
+                st.table[d][3] = DROP_KEEP
 
 
 def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
@@ -693,6 +813,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
             row = (lab & 0xFFFFF) - 1
             assert reads_left.get((st.rings[r], row), 0) == 0, f"row {row} of ring {r} dropped before its last read"
 
+    # the row each ring slot holds (None: none), kept beside the byte labels: a DROP_KEEP's
+    # bytes hold the row a member wrote in place, so its dropped rows are read from here
+    slot_row: list[list[int | None]] = [[None] * st.ring_rows[r] for r in range(len(st.rings))]
     produced_rows: dict[int, int] = {m.out: 0 for m in st.members}
     pulled = dict.fromkeys(st.fed, 0)
     for step in st.table:
@@ -702,6 +825,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
             r = ring_of[t]
             rows = range(pulled[t], pulled[t] + step[1])
             sc[span(r, step[4], step[1])] = np.repeat(np.array([label(r, x) for x in rows], np.int64), rb[r])
+            slot_row[r][step[4]:step[4] + step[1]] = list(rows)
             held[r] += step[1]
             assert held[r] <= st.ring_rows[r], "ring overflow"
             written[t].update(range(pulled[t], pulled[t] + step[1]))
@@ -716,10 +840,19 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 s_live, s_all = span(r, k, live - k), span(r, 0, live - k)
                 sc[s_all] = sc[s_live].copy()
                 sc[span(r, live - k, k)] = 0
+                slot_row[r] = slot_row[r][k:live] + [None] * (st.ring_rows[r] - live + k)
                 held[r] -= k
             elif kind == DROP_HIGH:
                 dropped(r, sc[span(r, step[4], k)])
                 sc[span(r, step[4], k)] = 0
+                slot_row[r][step[4]:step[4] + k] = [None] * k
+                held[r] -= k
+            elif kind == DROP_KEEP:  # nothing moved or poisoned: a low ring drops every live row
+                assert st.ring_mode[r] == 1 or (k == live and step[4] == 0), f"bad keep {step}"
+                for x in slot_row[r][step[4]:step[4] + k]:
+                    assert x is not None, f"ring {r} drops a slot holding no row"
+                    assert reads_left.get((st.rings[r], x), 0) == 0, f"row {x} of ring {r} dropped before its last read"
+                slot_row[r][step[4]:step[4] + k] = [None] * k
                 held[r] -= k
             else:
                 assert kind == MOVE_HIGH and step[5] - step[4] == k, f"bad move {step}"
@@ -727,6 +860,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 assert np.all(moved >> 20 == r + 1), f"ring {r} moves bytes it does not hold"
                 sc[span(r, step[5], live)] = 0
                 sc[span(r, step[4], live)] = moved
+                rows_moved = slot_row[r][step[5]:step[5] + live]
+                slot_row[r][step[5]:step[5] + live] = [None] * live
+                slot_row[r][step[4]:step[4] + live] = rows_moved
             continue
         m = st.members[step[0]]
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
@@ -771,9 +907,19 @@ def replay_check(g: Graph, st: Stripe) -> None:
         if m.out in ring_of:
             r = ring_of[m.out]
             sc[span(r, step[4], n_out)] = np.repeat(np.array([label(r, x) for x in range(o0, o1)], np.int64), rb[r])
+            slot_row[r][step[4]:step[4] + n_out] = list(range(o0, o1))
             held[r] += n_out
             assert held[r] <= st.ring_rows[r], "ring overflow"
-            assert all(holds(*w) for w in windows), f"call {step} writes over rows it reads"
+            for w in windows:  # rows it read and wrote over: only in place, rows read for the last time
+                if holds(*w):
+                    continue
+                rw, slot, rows = w
+                hit = [x for i, x in enumerate(rows) if not holds(rw, slot + i, range(x, x + 1))]
+                assert all(reads_left.get((st.rings[rw], x), 0) == 0 for x in hit), \
+                    f"call {step} writes over rows it reads"
+                o = st.ring_offset[r] + step[4] * rb[r] - (st.ring_offset[rw] + slot * rb[rw])
+                assert n_out == 1 and _inplace_safe(g, m, step[3], step[2], o) if m.kind == "window" else o == 0, \
+                    f"call {step} writes over its input in an order its kernel does not allow"
         else:
             assert step[4] == o0
         written.setdefault(m.out, set()).update(range(o0, o1))
