@@ -59,6 +59,18 @@ def death_steps(st: Any, last: list[int], first_step: int) -> list[tuple[int, in
     return out
 
 
+def clash(o: int, e: int, b: int, k: Any, lo: int, hi: int, steps: int, key: Any,
+          allow: dict[Any, int]) -> bool:
+    """Spans [o, e) busy at b and [lo, hi) busy at steps meet at a common step, other than the
+    steps at which a member writes its output row in place over the other (stripes.py `_inplace`: the same
+    first byte, the output no longer than the input row)."""
+    if not (lo < e and o < hi) or not b & steps:
+        return False
+    if o == lo and allow:
+        return bool(b & steps & ~allow.get((k, key), 0))
+    return True
+
+
 Span = tuple[int, int, int]  # (lo, hi, busy steps as a bit mask: bit s = table step s)
 
 
@@ -74,7 +86,6 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     First fit in two orders (largest first, latest first use first), then `tries` steps of a
     local search over the order (move one item; keep the order when the top does not grow).
     allow: the in-place row pairs (stripes.py `_inplace`, `clash`)."""
-    from stm32ai.passes.stripes import clash
     if len(st.inputs) != 1 or len(st.outputs) != 1:
         return None
     x, y = st.inputs[0], st.outputs[0]

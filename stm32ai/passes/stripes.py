@@ -22,6 +22,7 @@ from typing import Any
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
+from stm32ai.passes.stripe_overlap import clash
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
 JOINT_TRIES = 60  # local-search steps of the joint layout over a dying input (`_place`, search on)
@@ -533,18 +534,6 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
 
 
 Key = tuple[int, int] | None  # a ring row slot (ring, slot), None: not a ring's
-
-
-def clash(o: int, e: int, b: int, k: Key, lo: int, hi: int, steps: int, key: Key,
-          allow: dict[tuple[Key, Key], int]) -> bool:
-    """Spans [o, e) busy at b and [lo, hi) busy at steps meet at a common step, other than the
-    steps at which a member writes its output row in place over the other (`_inplace`: the same
-    first byte, the output no longer than the input row)."""
-    if not (lo < e and o < hi) or not b & steps:
-        return False
-    if o == lo and allow:
-        return bool(b & steps & ~allow.get((k, key), 0))
-    return True
 
 
 def _fit(placed: list[tuple[int, int, int, Key]], spans: list[tuple[int, int, int]],
