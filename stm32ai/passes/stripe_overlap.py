@@ -110,7 +110,8 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
             a, e = p + lo, p + hi
             if a < nx and min(e, nx) > dead_prefix(_first(b)):  # X bytes under it still to be read
                 return False
-            if any(clash(po, pe, pb, pk, a, e, b, key, al) for po, pe, pb, pk in placed):
+            if any(a < pe and po < e and pb & b and clash(po, pe, pb, pk, a, e, b, key, al)
+                   for po, pe, pb, pk in placed):
                 return False
         return True
 

@@ -228,10 +228,10 @@ def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set
     found = []
     orders = [None]
     sib = sibling_order(members)
-    if sib != list(range(len(members))):
+    if search and sib != list(range(len(members))):  # not in form_stripes' quick cut-point search
         orders.append(sib)
     for order in orders:
-        for lazy in (False, True):
+        for lazy in (False, True) if order is None else (True,):  # sibling order: lazy only (eager never won)
             try:
                 found.append(simulate(g, members, band, outside_reads, lazy=lazy, narrow=narrow, search=search,
                                       row_fed=row_fed, order=order))
@@ -545,7 +545,9 @@ def _fit(placed: list[tuple[int, int, int, Key]], spans: list[tuple[int, int, in
     keys = keys or [None] * len(spans)
     for off in sorted(o for o in starts if o >= 0 and o % ALIGN == 0):
         near = [p for p in placed if p[0] < off + hi_all and off + lo_all < p[1]]
-        if all(not clash(o, e, b, k, off + lo, off + hi, steps, key, allow or {})
+        # the plain overlap test first (cheap); `clash` only for spans that do meet
+        if all(not (off + lo < e and o < off + hi and b & steps) or not clash(o, e, b, k, off + lo, off + hi,
+                                                                               steps, key, allow or {})
                for (lo, hi, steps), key in zip(spans, keys, strict=True) for o, e, b, k in near):
             return off
     raise AssertionError("unreachable: the top of the placed spans is always a start")
@@ -558,6 +560,16 @@ def _inplace_safe(g: Graph, m: Member, n_in: int, pad_top: int, delta: int) -> b
     members (elementwise) write element i after reading it: delta 0 only."""
     if m.kind == "rows":
         return delta == 0
+    key = (m.call_kernel, repr(sorted(m.op.attrs.items())), n_in, pad_top, delta)
+    if key not in _SAFE:  # the layout search asks again for every ring-mode vector
+        _SAFE[key] = _inplace_safe_model(g, m, n_in, pad_top, delta)
+    return _SAFE[key]
+
+
+_SAFE: dict[tuple[Any, ...], bool] = {}
+
+
+def _inplace_safe_model(g: Graph, m: Member, n_in: int, pad_top: int, delta: int) -> bool:
     from stm32ai.passes.lower.overlap import ACCESS_MODELS, overlap_ok
 
     model = ACCESS_MODELS.get(m.call_kernel)
