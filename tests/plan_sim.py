@@ -180,8 +180,6 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
         assert base is None or base + op.scratch <= plan.pool_size
         if base is not None:
             owner[base:base + op.scratch] = GARBAGE
-    if acc >= 0:
-        owner[base + acc:base + acc + st["acc_bytes"]] = RING - 99
     n_mem = len(st["members"])
 
     def rows(rb: int, r0: int, n: int) -> np.ndarray:
@@ -192,6 +190,8 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
         return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
 
     for e in st["table"]:
+        if e[0] < 0 and e[3] == 3:  # DROP_KEEP: the rows hold a row written in place (stamped then)
+            continue
         if e[0] < 0 and e[3] == 1:  # a high ring's drop: the rows at slot e[4] die in place
             owner[ring_bytes(-1 - e[0], e[4], e[1])] = GARBAGE
             continue
@@ -228,8 +228,10 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             else:
                 check(op.inputs[ref["in"]], rows(m["in_row_bytes"][q], e[5 + q], n), f"{what} member {e[0]}")
         if m["kind"] == "reduce":
+            if e[2] & 2:  # the first band zeroes the running sums: theirs from here on
+                owner[base + acc:base + acc + st["acc_bytes"]] = RING - 99
             assert (owner[base + acc:base + acc + st["acc_bytes"]] == RING - 99).all(), f"{what}: sums overwritten"
-            if e[2]:
+            if e[2] & 1:
                 stamp(op.outputs[m["output"]["out"]])
             continue
         out = m["output"]

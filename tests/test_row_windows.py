@@ -509,17 +509,23 @@ def _rows_pool_c(attrs: dict[str, Any], x: np.ndarray, bands: list[tuple[int, in
         f"static const int32_t bands[{len(flat)}] = {{ {', '.join(map(str, flat))} }};",
         "int main(void) {",
         "  int32_t *acc = calloc((size_t)ai_avgpool_rows_s8_acc_size(&P), 1);",
+        f"  int16_t *acc16 = calloc({attrs['channels']}, sizeof(int16_t)); /* count <= 255 only */",
         f"  for (int b = 0; b < {len(bands)}; ++b) {{",
         "    const int32_t r0 = bands[2 * b], n = bands[2 * b + 1] - r0;",
         f"    int8_t *win = malloc((size_t)n * {row});",
         f"    memcpy(win, x + r0 * {row}, (size_t)n * {row});",
         "    ai_avgpool_rows_s8_accumulate(&P, win, n, acc);",
+        "    if (P.count <= 255) { ai_avgpool_rows_s8_accumulate16(&P, win, n, acc16); }",
         "    free(win);",
         "  }",
         f"  int8_t *out = malloc({attrs['channels']});",
         "  ai_avgpool_rows_s8_finish(&P, acc, out);",
         f"  fwrite(out, 1, {attrs['channels']}, stdout);",
-        "  free(out); free(acc);",
+        "  if (P.count <= 255) {",
+        "    ai_avgpool_rows_s8_finish16(&P, acc16, out);",
+        f"    fwrite(out, 1, {attrs['channels']}, stdout);",
+        "  }",
+        "  free(out); free(acc); free(acc16);",
         "  return 0;", "}", ""])
 
 
@@ -560,7 +566,9 @@ GPOOLS = [((1, 8, 8, 64), "random", 3, "NONE"),       # IC ResNet-8's global poo
           ((1, 2, 2, 5), "ties", 7, "NONE"),
           ((1, 7, 3, 13), "negative", -100, "RELU"),
           ((1, 5, 5, 3), "negative", 20, "RELU6"),
-          ((1, 1, 9, 4), "random", 0, "RELU_N1_TO_1")]
+          ((1, 1, 9, 4), "random", 0, "RELU_N1_TO_1"),
+          ((1, 15, 17, 4), "negative", -100, "NONE"),  # 255 pixels: the int16 sums' limit (-128 * 255)
+          ((1, 16, 16, 4), "random", 0, "NONE")]       # 256: int32 sums only
 
 
 @pytest.mark.parametrize("shape,kind,zp,act", GPOOLS, ids=[f"{s[1]}x{s[2]}x{s[3]}_{k}_{a}" for s, k, _, a in GPOOLS])
@@ -583,7 +591,12 @@ def test_avgpool_rows_matches_tflm(tmp_path, shape, kind, zp, act):
         subprocess.run([_CC, *_flags(), str(src), *map(str, _runtime_objects()), "-o", str(exe), "-lm"],
                        check=True)
         got = np.frombuffer(subprocess.run([str(exe)], capture_output=True, check=True).stdout, np.int8)
-        np.testing.assert_array_equal(got, want, err_msg=f"bands {bands}")
+        # int32 sums, then (count <= 255) int16 sums (_accumulate16 / _finish16)
+        n_out = 2 if attrs["count"] <= 255 else 1
+        assert got.size == n_out * shape[3]
+        for k in range(n_out):
+            np.testing.assert_array_equal(got[k * shape[3]:(k + 1) * shape[3]], want,
+                                          err_msg=f"bands {bands} {'int16' if k else 'int32'} sums")
 
 
 def test_avgpool_rows_only_for_global_pools():

@@ -220,9 +220,12 @@ def test_kws_rings_share_rows_and_replay():
     rows (the issue's floor). Shared third rows (a low and a high ring) and one-row rings in
     third rows while those are empty reach 11 rows: the one-row ring written by the second
     depthwise is busy while both its neighbours' third rows are.
+    In place (`_inplace`): a depthwise writes its output row over its high input ring's oldest
+    row, a 1x1 conv over its one-row input (their access orders allow it, the drop after the
+    call keeps the bytes): 10 rows.
     Kernel scratch: the 2-channel 3x3 depthwise (256 B, not the 4-channel 512 B) = the 1x1
     conv's two int16 columns (4 x 64), each member's in rows free at its calls; running sums
-    4 x 64."""
+    2 x 64 (int16: the pool sums 125 pixels), busy from the pool's first band."""
     g, chosen = _ram_stripes("kws_ref_model")
     (st,) = chosen
     sp.replay_check(g, st)
@@ -230,8 +233,10 @@ def test_kws_rings_share_rows_and_replay():
     assert any(st.ring_mode)  # at least one low / high pair
     assert {m.call_kernel for m in st.members if m.op.kernel.startswith("depthwise")} == {
         "depthwise_conv2d_3x3_g2_s8"}
-    # the kernel scratch of each member fits in ring rows free at its calls
-    assert st.scratch == 11 * 320 + 256
+    # the kernel scratch of each member fits in ring rows free at its calls; two members write
+    # their output row in place over the input row they free (the drop after keeps it): 10 rows
+    assert st.scratch == 10 * 320 + 256 + 128
+    assert any(e[0] < 0 and e[3] == sp.DROP_KEEP for e in st.table)
 
 
 def test_ic_replays_and_replay_catches_a_shared_row():
@@ -246,3 +251,20 @@ def test_ic_replays_and_replay_catches_a_shared_row():
     st.ring_offset[r] = st.ring_offset[other]
     with pytest.raises(AssertionError):
         sp.replay_check(g, st)
+
+
+def test_inplace_only_where_the_access_order_allows():
+    """A one-row call may write its output over its window's first row only when its kernel
+    reads those bytes first (passes/lower/overlap.py's access models): a 1x1 conv and a 3x3
+    depthwise (per channel group) may, a 3x3 conv2d_s8 (the next pixel pair still reads the
+    pixel it would overwrite) may not; replay_check uses the same rule."""
+    g, chosen = _ram_stripes("kws_ref_model")
+    (st,) = chosen
+    pw = next(m for m in st.members if m.op.kernel == "conv2d_s8" and m.k == 1)
+    dw = next(m for m in st.members if m.op.kernel.startswith("depthwise"))
+    assert sp._inplace_safe(g, pw, 1, 0, 0)
+    assert sp._inplace_safe(g, dw, 3, 0, 0)
+    assert not sp._inplace_safe(g, dw, 3, 0, -4)
+    g2, chosen2 = _ram_stripes("pretrainedResnet_quant")
+    conv3 = next(m for m in chosen2[0].members if m.op.kernel == "conv2d_s8" and m.k == 3 and m.s == 1)
+    assert not sp._inplace_safe(g2, conv3, 3, 0, 0)

@@ -282,8 +282,6 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
     else:
         first_poison = f"  AI_POISON_ROWS(sc, {int(a['scratch_bytes'])}u); /* rings start dead */"
     lines = ["{", f"  ai_u8 *const sc = (ai_u8 *){scratch};", first_poison,
-             *([f"  memset(sc + {acc_off}u, 0, {int(st['acc_bytes'])}u); /* running sums */"]
-               if acc_off >= 0 else []),
              f"  for (uint32_t s = 0u; s < {len(st['table'])}u; ++s) {{",
              f"    const {ety} *e = k{i}_steps[s];",
              "    switch (e[0]) {"]
@@ -291,10 +289,14 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         k = m["kernel"]
         lines.append(f"    case {j}: {{ /* {untrusted(str(m['source_op']))} #{int(m['source_index'])} */")
         if m["kind"] == "reduce":  # running sums per band, the rounded mean after the last
-            acc = f"(int32_t *)(void *)(sc + {acc_off}u)"
+            sfx, aty = ("16", "int16_t") if st.get("acc_int16") else ("", "int32_t")  # passes/stripes.py acc16
+            acc = f"({aty} *)(void *)(sc + {acc_off}u)"
             src = f"(const int8_t *)({buf(m['inputs'][0])} + (uint32_t)e[5] * {int(m['in_row_bytes'][0])}u)"
-            lines.append(f"      ai_avgpool_rows_s8_accumulate(&k{i}_m{j}, {src}, e[1], {acc});")
-            lines.append(f"      if (e[2] != 0) {{ ai_avgpool_rows_s8_finish(&k{i}_m{j}, {acc}, "
+            # e[2]: 2 on the first band (zero the sums: busy from here, passes/stripes.py
+            # REDUCE_FIRST), 1 on the last (REDUCE_LAST)
+            lines.append(f"      if ((e[2] & 2) != 0) {{ memset(sc + {acc_off}u, 0, {int(st['acc_bytes'])}u); }}")
+            lines.append(f"      ai_avgpool_rows_s8_accumulate{sfx}(&k{i}_m{j}, {src}, e[1], {acc});")
+            lines.append(f"      if ((e[2] & 1) != 0) {{ ai_avgpool_rows_s8_finish{sfx}(&k{i}_m{j}, {acc}, "
                          f"(int8_t *){buf(m['output'])}); }}")
             lines.append("    } break;")
             continue
@@ -336,6 +338,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         if ring.get("mode", "low") == "high":  # passes/stripes.py `_physical`: e[3] 1 drop, 2 move down
             lines.append(f"    case {-1 - r}: /* ring {r} (high): drop e[1] rows at slot e[4], or move "
                          "the e[2] live rows from slot e[5] down to e[4] */")
+            lines.append("      if (e[3] == 3) { break; } /* DROP_KEEP: a row written in place is there */")
             lines.append("      if (e[3] == 2) {")
             lines.append(f"        memmove(sc + {off}u + (uint32_t)e[4] * {rb}u, sc + {off}u + (uint32_t)e[5] * {rb}u, "
                          f"(uint32_t)e[2] * {rb}u);")
@@ -347,6 +350,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             lines.append("      break;")
             continue
         lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")
+        lines.append("      if (e[3] == 3) { break; } /* DROP_KEEP (every live row: nothing moves) */")
         lines.append(f"      memmove(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
                      f"(uint32_t)(e[2] - e[1]) * {rb}u);")
         lines.append(f"      AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[2] - e[1]) * {rb}u, (uint32_t)e[1] * {rb}u);")

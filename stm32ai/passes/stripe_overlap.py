@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import random
 from typing import Any
 
 from stm32ai.ir import Graph
@@ -58,6 +59,18 @@ def death_steps(st: Any, last: list[int], first_step: int) -> list[tuple[int, in
     return out
 
 
+def clash(o: int, e: int, b: int, k: Any, lo: int, hi: int, steps: int, key: Any,
+          allow: dict[Any, int]) -> bool:
+    """Spans [o, e) busy at b and [lo, hi) busy at steps meet at a common step, other than the
+    steps at which a member writes its output row in place over the other (stripes.py `_inplace`: the same
+    first byte, the output no longer than the input row)."""
+    if not (lo < e and o < hi) or not b & steps:
+        return False
+    if o == lo and allow:
+        return bool(b & steps & ~allow.get((k, key), 0))
+    return True
+
+
 Span = tuple[int, int, int]  # (lo, hi, busy steps as a bit mask: bit s = table step s)
 
 
@@ -65,10 +78,14 @@ def _first(steps: int) -> int:
     return (steps & -steps).bit_length() - 1 if steps else 0
 
 
-def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]]) -> dict[str, Any] | None:
+def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]],
+                 tries: int = 0, allow: dict[Any, int] | None = None) -> dict[str, Any] | None:
     """The joint layout of stripe `st` over its dying input, or None when it has not exactly one
     whole input and one whole output. items: the pass's (bytes, kind, ring or member, spans)
-    list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps)."""
+    list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps).
+    First fit in two orders (largest first, latest first use first), then `tries` steps of a
+    local search over the order (move one item; keep the order when the top does not grow).
+    allow: the in-place row pairs (stripes.py `_inplace`, `clash`)."""
     if len(st.inputs) != 1 or len(st.outputs) != 1:
         return None
     x, y = st.inputs[0], st.outputs[0]
@@ -84,27 +101,31 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         """Bytes of X at its start whose rows were all read for the last time before `step`."""
         return bisect.bisect_left(prefmax, step) * rbx
 
-    def fits(p: int, spans: list[Span], placed: list[tuple[int, int, int]]) -> bool:
-        for lo, hi, b in spans:
+    al = allow or {}
+
+    def fits(p: int, spans: list[Span], keys: list[Any], placed: list[tuple[int, int, int, Any]]) -> bool:
+        for (lo, hi, b), key in zip(spans, keys, strict=True):
             if not b:
                 continue
             a, e = p + lo, p + hi
             if a < nx and min(e, nx) > dead_prefix(_first(b)):  # X bytes under it still to be read
                 return False
-            if any(a < pe and po < e and pb & b for po, pe, pb in placed):
+            if any(a < pe and po < e and pb & b and clash(po, pe, pb, pk, a, e, b, key, al)
+                   for po, pe, pb, pk in placed):
                 return False
         return True
 
     def place(order: list[tuple[int, str, int, list[Span]]]) -> tuple[int, list[tuple[int, str, int, list[Span]]]]:
-        placed: list[tuple[int, int, int]] = []
+        placed: list[tuple[int, int, int, Any]] = []
         where: list[tuple[int, str, int, list[Span]]] = []
         top = nx
         for _, what, r, spans in order:
-            cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _ in placed for lo, _, _ in spans)}
+            keys = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+            cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _, _ in placed for lo, _, _ in spans)}
                            if c >= 0 and c % ALIGN == 0)
-            at = next((p for p in cands if fits(p, spans, placed)),
-                      max([_up(nx), *(e for _, e, _ in placed)]))  # past every span and X
-            placed.extend((at + lo, at + hi, b) for lo, hi, b in spans)
+            at = next((p for p in cands if fits(p, spans, keys, placed)),
+                      max([_up(nx), *(e for _, e, _, _ in placed)]))  # past every span and X
+            placed.extend((at + lo, at + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
             where.append((at, what, r, spans))
             top = max(top, at + spans[-1][1])
         return top, where
@@ -115,6 +136,17 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     by_size = sorted(items, key=lambda i: -i[0])
     by_late = sorted(items, key=lambda i: (-first_use(i), -i[0]))
     top, placed = min(place(by_size), place(by_late), key=lambda tp: tp[0])
+    if tries:  # a local search over the order (one item moved at a time), deterministic
+        rng = random.Random(0)
+        cur, cur_top = (by_size, top) if place(by_size)[0] == top else (by_late, top)
+        for _ in range(tries):
+            o = list(cur)
+            o.insert(rng.randrange(len(o)), o.pop(rng.randrange(len(o))))
+            got = place(o)
+            if got[0] <= cur_top:
+                cur, cur_top = o, got[0]
+                if got[0] < top:
+                    top, placed = got
 
     # rows of Y: the step that writes each
     yw = [0] * hy
@@ -123,7 +155,7 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         if step[0] != ym:
             continue
         if st.members[ym].kind == "reduce":  # its one output row: written by the call that finishes
-            if step[2]:
+            if step[2] & 1:  # stripes.REDUCE_LAST
                 yw[0] = s
             continue
         for k in range(step[4], step[4] + step[1]):

@@ -22,10 +22,15 @@ from typing import Any
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
+from stm32ai.passes.stripe_overlap import clash
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
+JOINT_TRIES = 60  # local-search steps of the joint layout over a dying input (`_place`, search on)
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
 INT16_MAX = 32767
+# reduce steps' flags (step[2]): the running sums are zeroed by the first band (busy only from
+# there: the layout may put them on bytes that die before it) and finished by the last
+REDUCE_LAST, REDUCE_FIRST = 1, 2
 
 # window members: kernel -> (k attr, stride attr, pad attr, dilation attr); attrs are the
 # C params fields (lists: index 0 is H)
@@ -144,6 +149,20 @@ def reduce_kernel_available() -> bool:
     return h.is_file() and "ai_avgpool_rows_s8_accumulate" in h.read_text()
 
 
+ACC16_MAX_COUNT = 255  # int16 running sums when the pool sums at most this many pixels (exact)
+
+
+def acc_bytes(m: Member) -> int:
+    """Bytes of a reduce member's running sums: int16 per channel when `count` <= 255 (the
+    runtime's _accumulate16: |sum| <= 128 * 255), else int32."""
+    assert m.params is not None
+    return (2 if acc16(m) else 4) * int(m.params["channels"])
+
+
+def acc16(m: Member) -> bool:
+    return m.params is not None and int(m.params["count"]) <= ACC16_MAX_COUNT
+
+
 def _reduce_member(op: Op, g: Graph) -> Member | None:
     """A global int8 AVERAGE_POOL_2D (filter = the whole VALID input, one output pixel) as a
     `reduce` member: ai_avgpool_rows_s8_accumulate per band, _finish after the last."""
@@ -176,7 +195,8 @@ class Stripe:
     # steps, STEP_WIDTH int16 each:
     #   call:  [m, out_rows, pad_top, in_rows, out_row, in0_row, in1_row] (row offsets into the
     #          operand's buffer: a whole tensor's row index, or the row inside the ring)
-    #          reduce: [m, rows, last, rows, 0, in_row, 0] (last: 1 on the band that finishes)
+    #          reduce: [m, rows, flags, rows, 0, in_row, 0] (flags: REDUCE_FIRST on the first band,
+    #          which zeroes the running sums first, REDUCE_LAST on the band that finishes)
     #   ring:  [-1 - ring, rows, rows_live_before, kind, a, b, 0] (row offsets are slots of the
     #          ring's buffer): kind DROP_LOW: drop `rows`, memmove the rest to slot 0;
     #          DROP_HIGH: drop the `rows` at slot a (no memmove); MOVE_HIGH: memmove the live
@@ -190,6 +210,9 @@ class Stripe:
     logical: list[list[int]] = field(default_factory=list)  # the simulation's table (every ring low)
     # the layout over the dying whole input (passes/stripe_overlap.py), None: none possible
     joint: dict[str, Any] | None = None
+    items: list[Any] = field(default_factory=list, repr=False)  # the layout's items (`_layout_modes`)
+    allow: dict[Any, int] = field(default_factory=dict, repr=False)  # in-place row pairs (`_inplace`)
+    keep: dict[Any, list[int]] = field(default_factory=dict, repr=False)
 
 
 class StripeError(Exception):
@@ -202,17 +225,52 @@ def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set
     """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
     fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
     of the branch it joins, whose rows then wait in a taller ring."""
-    eager = simulate(g, members, band, outside_reads, narrow=narrow, search=search, row_fed=row_fed)
-    try:
-        lazy = simulate(g, members, band, outside_reads, lazy=True, narrow=narrow, search=search, row_fed=row_fed)
-    except StripeError:
-        return eager
-    return min((eager, lazy), key=lambda st: (st.scratch, len(st.table)))
+    found = []
+    orders = [None]
+    sib = sibling_order(members)
+    if search and sib != list(range(len(members))):  # not in form_stripes' quick cut-point search
+        orders.append(sib)
+    for order in orders:
+        for lazy in (False, True) if order is None else (True,):  # sibling order: lazy only (eager never won)
+            try:
+                found.append(simulate(g, members, band, outside_reads, lazy=lazy, narrow=narrow, search=search,
+                                      row_fed=row_fed, order=order))
+            except StripeError:
+                if not lazy and order is None:
+                    raise
+    best = min(found, key=lambda st: (pool_bytes(g, st), st.scratch, len(st.table)))
+    if search and best.joint is not None:  # the winner's joint layout searched further
+        from stm32ai.passes.stripe_overlap import joint_layout
+
+        better = joint_layout(g, best, best.items, tries=JOINT_TRIES, allow=best.allow)
+        if better is not None and better["size"] < best.joint["size"]:
+            best.joint = better
+            mark_keep(g, best)
+    return best
+
+
+def pool_bytes(g: Graph, st: Stripe) -> int:
+    """What the stripe needs of the pool while it runs: its scratch beside its whole inputs and
+    outputs, or its joint layout over the dying input (the planner uses it where the stripe is
+    the input's last reader)."""
+    alone = st.scratch + sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
+    return min(alone, int(st.joint["size"])) if st.joint else alone
+
+
+def sibling_order(members: list[Member]) -> list[int]:
+    """A topological order of the members in which the consumers of one ring run side by side:
+    stable by the position of their latest producer inside the stripe. IC's 1x1 stride-2
+    shortcut then reads its rows right after the 3x3 branch's first convolution does, so the
+    ring they share drops them before the branch's second convolution runs (its call is the
+    peak: with its kernel scratch)."""
+    produced = {m.out: i for i, m in enumerate(members)}
+    key = [max((produced[t] for t in m.streamed if t in produced), default=-1) for m in members]
+    return sorted(range(len(members)), key=lambda j: (key[j], j))
 
 
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
              lazy: bool = False, narrow: bool = True, search: bool = True,
-             row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
+             row_fed: frozenset[int] | set[int] | None = None, order: list[int] | None = None) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
@@ -221,7 +279,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     search: the ring modes' local search (`_place`; False: its starting points only).
     row_fed: graph inputs that may arrive in rows (None: every graph input if `g.input_rows`,
     --input-rows): one the stripe alone reads becomes a ring filled from the row source just
-    before the call that first needs each row."""
+    before the call that first needs each row.
+    order: the order in which each round visits the members (None: theirs; `sibling_order`)."""
     if row_fed is None:
         row_fed = set(g.inputs) if g.input_rows else set()
     produced = {m.out: i for i, m in enumerate(members)}
@@ -314,7 +373,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     n_calls = 0
     while any(done[j] < goal(j) for j in range(len(members))):
         progress = False
-        for j, m in enumerate(members):
+        for j in order or range(len(members)):
+            m = members[j]
             if m.kind == "reduce":
                 t = m.streamed[0]
                 r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
@@ -324,7 +384,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
                 row = r0 - base[ring_idx[t]] if t in ring_idx else r0
                 if t in ring_idx:
                     assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
-                table.append([j, r1 - r0, int(r1 == h[t]), r1 - r0, 0, row, 0])
+                table.append([j, r1 - r0, (REDUCE_LAST if r1 == h[t] else 0) | (REDUCE_FIRST if r0 == 0 else 0),
+                              r1 - r0, 0, row, 0])
                 n_calls += 1
                 done[j] = r1
                 progress = True
@@ -387,6 +448,9 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
 # rows in between (a 3x3 consumer's window) thus frees one row at either end, and a low ring
 # and a high ring whose third rows are busy at different steps can share that row.
 DROP_LOW, DROP_HIGH, MOVE_HIGH = 0, 1, 2  # step[3] of a ring step
+# DROP_KEEP: a drop that moves and poisons nothing (rows at slot step[4]; a low ring drops all
+# its live rows): its bytes already hold the output row a member wrote in place (`_inplace`)
+DROP_KEEP = 3
 
 
 def moved_rows(step: list[int]) -> int:
@@ -469,17 +533,116 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     return out, busy, scratch_steps
 
 
-def _fit(placed: list[tuple[int, int, int]], spans: list[tuple[int, int, int]],
-         starts: set[int]) -> int:
+Key = tuple[int, int] | None  # a ring row slot (ring, slot), None: not a ring's
+
+
+def _fit(placed: list[tuple[int, int, int, Key]], spans: list[tuple[int, int, int]],
+         starts: set[int], keys: list[Key] | None = None,
+         allow: dict[tuple[Key, Key], int] | None = None) -> int:
     """The lowest offset among `starts` (4-aligned) at which every (lo, hi, steps) of `spans`
-    shifted by it meets no placed span busy at a common step."""
+    shifted by it meets no placed span busy at a common step (`clash`)."""
     lo_all, hi_all = spans[0][0], spans[-1][1]
+    keys = keys or [None] * len(spans)
     for off in sorted(o for o in starts if o >= 0 and o % ALIGN == 0):
         near = [p for p in placed if p[0] < off + hi_all and off + lo_all < p[1]]
-        if all(not (off + lo < e and o < off + hi and b & steps)
-               for lo, hi, steps in spans for o, e, b in near):
+        # the plain overlap test first (cheap); `clash` only for spans that do meet
+        if all(not (off + lo < e and o < off + hi and b & steps) or not clash(o, e, b, k, off + lo, off + hi,
+                                                                               steps, key, allow or {})
+               for (lo, hi, steps), key in zip(spans, keys, strict=True) for o, e, b, k in near):
             return off
     raise AssertionError("unreachable: the top of the placed spans is always a start")
+
+
+def _inplace_safe(g: Graph, m: Member, n_in: int, pad_top: int, delta: int) -> bool:
+    """A one-row call of member m (window of n_in input rows, top pad pad_top) may write its
+    output row `delta` bytes after its window's first byte: its kernel's access order
+    (passes/lower/overlap.py) reads every byte the output lands on before writing it. Rows
+    members (elementwise) write element i after reading it: delta 0 only."""
+    if m.kind == "rows":
+        return delta == 0
+    key = (m.call_kernel, repr(sorted(m.op.attrs.items())), n_in, pad_top, delta)
+    if key not in _SAFE:  # the layout search asks again for every ring-mode vector
+        _SAFE[key] = _inplace_safe_model(g, m, n_in, pad_top, delta)
+    return _SAFE[key]
+
+
+_SAFE: dict[tuple[Any, ...], bool] = {}
+
+
+def _inplace_safe_model(g: Graph, m: Member, n_in: int, pad_top: int, delta: int) -> bool:
+    from stm32ai.passes.lower.overlap import ACCESS_MODELS, overlap_ok
+
+    model = ACCESS_MODELS.get(m.call_kernel)
+    if m.kind != "window" or model is None:
+        return False
+    a = dict(m.op.attrs)
+    for k in _OFF_ATTRS:
+        a[k] = 0
+    a["in_h"], a["out_h"] = n_in, 1
+    a["pad"] = [pad_top, *list(a["pad"])[1:]]
+    rb_in, rb_out = _geom(g, m.streamed[0])[1], _geom(g, m.out)[1]  # type: ignore[index]
+    return overlap_ok(model(a, n_in * rb_in, rb_out), delta)
+
+
+Pairs = dict[tuple[Key, Key], int]  # (slot, slot) -> steps at which they may share bytes
+
+
+def _inplace(g: Graph, st: Stripe, table: list[list[int]]) -> tuple[Pairs, dict[tuple[Key, Key], list[int]]]:
+    """Where a one-row call may write its output row over an input row it frees: the row slot A
+    of an input ring that the drops right after the call free (a high ring's drop, or a ring
+    dropping every live row: nothing moved over it) and the output ring's slot B it writes,
+    when the kernel's access order allows that delta. Returns per (A, B) (both orders) the
+    steps at which the two may share bytes (the call through that drop) and the drop steps to
+    turn into DROP_KEEP when the layout puts B on A."""
+    ring_of = {t: r for r, t in enumerate(st.rings)}
+    allow: dict[tuple[Key, Key], int] = {}
+    drops: dict[tuple[Key, Key], list[int]] = {}
+    safe: dict[tuple[int, int, int, int], bool] = {}
+    n = len(st.members)
+    for p, step in enumerate(table):
+        if not 0 <= step[0] < n or step[1] != 1:
+            continue
+        j = step[0]
+        m = st.members[j]
+        if m.kind == "reduce" or m.out not in ring_of:
+            continue
+        rb_out = _geom(g, m.out)[1]  # type: ignore[index]
+        ins = {ring_of[t]: q for q, t in enumerate(m.streamed) if t in ring_of}
+        q_ = p + 1
+        while q_ < len(table) and table[q_][0] < 0:
+            d = table[q_]
+            r = -1 - d[0]
+            q_ += 1
+            if r not in ins or d[3] == MOVE_HIGH:
+                continue
+            if d[3] == DROP_HIGH:
+                freed = range(d[4], d[4] + d[1])
+            elif d[3] == DROP_LOW and d[1] == d[2]:
+                freed = range(0, d[1])
+            else:
+                continue
+            q = ins[r]
+            rb_in = _geom(g, st.rings[r])[1]  # type: ignore[index]
+            if rb_out > rb_in:
+                continue
+            in0 = step[5 + q]
+            for a_slot in freed:
+                delta = (a_slot - in0) * rb_in
+                if m.kind == "window" and q == 0:
+                    key = (j, step[3], step[2], delta)
+                    if key not in safe:
+                        safe[key] = delta >= 0 and _inplace_safe(g, m, step[3], step[2], delta)
+                    ok = safe[key]
+                else:
+                    ok = m.kind == "rows" and delta == 0 and rb_in == rb_out
+                if not ok:
+                    continue
+                pair = ((r, a_slot), (ring_of[m.out], step[4]))
+                bits = (1 << (q_)) - (1 << p)  # the call through this drop
+                for k in (pair, pair[::-1]):
+                    allow[k] = allow.get(k, 0) | bits
+                drops.setdefault(pair, []).append(q_ - 1)
+    return allow, drops
 
 
 def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str, Any]]:
@@ -495,21 +658,26 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
         spans = [(i * rb, (i + 1) * rb, busy[r][i]) for i in range(st.ring_rows[r])]
         spans[-1] = (spans[-1][0], size, spans[-1][2])
         items.append((size, "ring", r, spans))
-    for m in st.members:
-        if m.kind == "reduce":  # the running sums: int32 per channel
-            items.append((4 * g.tensors[m.out].shape[-1], "acc", -1,
-                          [(0, 4 * g.tensors[m.out].shape[-1], everything)]))
+    for j, m in enumerate(st.members):
+        if m.kind == "reduce":  # the running sums: int32 per channel, from its first band to its last
+            calls = [s for s, step in enumerate(table) if step[0] == j]
+            busy_acc = everything & ((1 << (calls[-1] + 1)) - (1 << calls[0]))
+            items.append((-(-acc_bytes(m) // ALIGN) * ALIGN, "acc", -1,
+                          [(0, -(-acc_bytes(m) // ALIGN) * ALIGN, busy_acc)]))
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
         items.append((size, "scratch", j, [(0, size, steps)]))
-    placed: list[tuple[int, int, int]] = []
+    allow, keep = _inplace(g, st, table)
+    placed: list[tuple[int, int, int, Key]] = []
     lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
     lay["items"] = items  # for the joint layout over a dying input (`_place`)
+    lay["allow"], lay["keep"] = allow, keep
     top = 0
     for _, what, r, spans in sorted(items, key=lambda x: -x[0]):
-        starts = {0} | {e - lo for _, e, _ in placed for lo, _, _ in spans}
-        off = _fit(placed, spans, starts)
-        placed.extend((off + lo, off + hi, b) for lo, hi, b in spans)
+        keys: list[Key] = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+        starts = {0} | {e - lo for _, e, _, _ in placed for lo, _, _ in spans}
+        off = _fit(placed, spans, starts, keys, allow)
+        placed.extend((off + lo, off + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
         top = max(top, off + spans[-1][1])
         if what == "ring":
             lay["ring_offset"][r] = off
@@ -559,7 +727,20 @@ def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> No
     st.scratch = scratch
     from stm32ai.passes.stripe_overlap import joint_layout
 
-    st.joint = joint_layout(g, st, lay["items"])
+    st.items, st.allow, st.keep = lay["items"], lay["allow"], lay["keep"]
+    st.joint = joint_layout(g, st, lay["items"], allow=st.allow)
+    mark_keep(g, st)
+
+
+def mark_keep(g: Graph, st: Stripe) -> None:
+    """The drops after a call whose output row the standalone or the joint layout put on the
+    input row it frees (`_inplace`) become DROP_KEEP: poisoning them would destroy that row."""
+    rb = [_geom(g, t)[1] for t in st.rings]  # type: ignore[index]
+    layouts = [st.ring_offset] + ([st.joint["ring_offset"]] if st.joint else [])
+    for ((ra, sa), (rb_, sb)), steps in st.keep.items():
+        if any(off[ra] + sa * rb[ra] == off[rb_] + sb * rb[rb_] for off in layouts):
+            for d in steps:
+                st.table[d][3] = DROP_KEEP
 
 
 def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
@@ -614,9 +795,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 for r in range(r0, r1):
                     reads_left[(t, r)] = reads_left.get((t, r), 0) + 1
     sc = np.zeros(st.scratch, np.int64)  # 0: garbage, -1: running sums, else ring row label
-    acc_bytes = 4 * next((g.tensors[m.out].shape[-1] for m in st.members if m.kind == "reduce"), 0)
-    if st.acc_offset >= 0:
-        sc[st.acc_offset:st.acc_offset + acc_bytes] = -1
+    n_acc = next((acc_bytes(m) for m in st.members if m.kind == "reduce"), 0)
 
     def label(r: int, row: int) -> int:
         return ((r + 1) << 20) + row + 1
@@ -635,6 +814,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
             row = (lab & 0xFFFFF) - 1
             assert reads_left.get((st.rings[r], row), 0) == 0, f"row {row} of ring {r} dropped before its last read"
 
+    # the row each ring slot holds (None: none), kept beside the byte labels: a DROP_KEEP's
+    # bytes hold the row a member wrote in place, so its dropped rows are read from here
+    slot_row: list[list[int | None]] = [[None] * st.ring_rows[r] for r in range(len(st.rings))]
     produced_rows: dict[int, int] = {m.out: 0 for m in st.members}
     pulled = dict.fromkeys(st.fed, 0)
     for step in st.table:
@@ -644,6 +826,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
             r = ring_of[t]
             rows = range(pulled[t], pulled[t] + step[1])
             sc[span(r, step[4], step[1])] = np.repeat(np.array([label(r, x) for x in rows], np.int64), rb[r])
+            slot_row[r][step[4]:step[4] + step[1]] = list(rows)
             held[r] += step[1]
             assert held[r] <= st.ring_rows[r], "ring overflow"
             written[t].update(range(pulled[t], pulled[t] + step[1]))
@@ -658,10 +841,19 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 s_live, s_all = span(r, k, live - k), span(r, 0, live - k)
                 sc[s_all] = sc[s_live].copy()
                 sc[span(r, live - k, k)] = 0
+                slot_row[r] = slot_row[r][k:live] + [None] * (st.ring_rows[r] - live + k)
                 held[r] -= k
             elif kind == DROP_HIGH:
                 dropped(r, sc[span(r, step[4], k)])
                 sc[span(r, step[4], k)] = 0
+                slot_row[r][step[4]:step[4] + k] = [None] * k
+                held[r] -= k
+            elif kind == DROP_KEEP:  # nothing moved or poisoned: a low ring drops every live row
+                assert st.ring_mode[r] == 1 or (k == live and step[4] == 0), f"bad keep {step}"
+                for x in slot_row[r][step[4]:step[4] + k]:
+                    assert x is not None, f"ring {r} drops a slot holding no row"
+                    assert reads_left.get((st.rings[r], x), 0) == 0, f"row {x} of ring {r} dropped before its last read"
+                slot_row[r][step[4]:step[4] + k] = [None] * k
                 held[r] -= k
             else:
                 assert kind == MOVE_HIGH and step[5] - step[4] == k, f"bad move {step}"
@@ -669,6 +861,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 assert np.all(moved >> 20 == r + 1), f"ring {r} moves bytes it does not hold"
                 sc[span(r, step[5], live)] = 0
                 sc[span(r, step[4], live)] = moved
+                rows_moved = slot_row[r][step[5]:step[5] + live]
+                slot_row[r][step[5]:step[5] + live] = [None] * live
+                slot_row[r][step[4]:step[4] + live] = rows_moved
             continue
         m = st.members[step[0]]
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
@@ -682,10 +877,12 @@ def replay_check(g: Graph, st: Stripe) -> None:
                 assert holds(ring_of[t], step[5], range(r0, r1)), "reduce reads rows not held"
             else:
                 assert step[5] == r0 and (t not in written or all(r in written[t] for r in range(r0, r1)))
-            assert np.all(sc[st.acc_offset:st.acc_offset + acc_bytes] == -1), "running sums overwritten"
+            assert step[2] == (REDUCE_LAST if r1 == h[t] else 0) | (REDUCE_FIRST if r0 == 0 else 0)
+            if step[2] & REDUCE_FIRST:  # zeroed here: busy from this band on
+                sc[st.acc_offset:st.acc_offset + n_acc] = -1
+            assert np.all(sc[st.acc_offset:st.acc_offset + n_acc] == -1), "running sums overwritten"
             for r in range(r0, r1):
                 reads_left[(t, r)] -= 1
-            assert step[2] == int(r1 == h[t])
             produced_rows[m.out] = r1
             continue
         n_out = step[1]
@@ -711,9 +908,19 @@ def replay_check(g: Graph, st: Stripe) -> None:
         if m.out in ring_of:
             r = ring_of[m.out]
             sc[span(r, step[4], n_out)] = np.repeat(np.array([label(r, x) for x in range(o0, o1)], np.int64), rb[r])
+            slot_row[r][step[4]:step[4] + n_out] = list(range(o0, o1))
             held[r] += n_out
             assert held[r] <= st.ring_rows[r], "ring overflow"
-            assert all(holds(*w) for w in windows), f"call {step} writes over rows it reads"
+            for w in windows:  # rows it read and wrote over: only in place, rows read for the last time
+                if holds(*w):
+                    continue
+                rw, slot, rows = w
+                hit = [x for i, x in enumerate(rows) if not holds(rw, slot + i, range(x, x + 1))]
+                assert all(reads_left.get((st.rings[rw], x), 0) == 0 for x in hit), \
+                    f"call {step} writes over rows it reads"
+                o = st.ring_offset[r] + step[4] * rb[r] - (st.ring_offset[rw] + slot * rb[rw])
+                assert n_out == 1 and _inplace_safe(g, m, step[3], step[2], o) if m.kind == "window" else o == 0, \
+                    f"call {step} writes over its input in an order its kernel does not allow"
         else:
             assert step[4] == o0
         written.setdefault(m.out, set()).update(range(o0, o1))
@@ -764,8 +971,9 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
                    "offset": st.ring_offset[r], "mode": "high" if st.ring_mode[r] else "low"}
                   for r, t in enumerate(st.rings)],
         "member_scratch_offset": st.member_scratch_offset, "acc_offset": st.acc_offset,
-        "acc_bytes": 4 * g.tensors[next(m.out for m in st.members if m.kind == "reduce")].shape[-1]
-        if st.acc_offset >= 0 else 0, "table": st.table, "calls": st.calls,
+        "acc_bytes": next(acc_bytes(m) for m in st.members if m.kind == "reduce") if st.acc_offset >= 0 else 0,
+        "acc_int16": any(acc16(m) for m in st.members if m.kind == "reduce"),
+        "table": st.table, "calls": st.calls,
         # row-fed graph inputs (--input-rows): the ring each fills, the graph input's index
         "sources": [{"ring": ring_of[t], "input": g.inputs.index(t)} for t in st.fed],
     }}

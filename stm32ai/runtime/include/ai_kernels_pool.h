@@ -58,6 +58,12 @@ void ai_avgpool_rows_s8_finish(const ai_avgpool_rows_s8_params *p, const int32_t
                                int8_t *out);
 /* Bytes of running sums a stripe's scratch must hold for this pool: 4 * channels. */
 int32_t ai_avgpool_rows_s8_acc_size(const ai_avgpool_rows_s8_params *p);
+/* The same with `channels` int16 sums (2 * channels bytes, 2-byte aligned), for count <= 255
+ * only (|acc| <= 128 * 255 fits int16; the stripe pass picks them then). */
+void ai_avgpool_rows_s8_accumulate16(const ai_avgpool_rows_s8_params *p, const int8_t *rows,
+                                     int32_t n_rows, int16_t *acc);
+void ai_avgpool_rows_s8_finish16(const ai_avgpool_rows_s8_params *p, const int16_t *acc,
+                                 int8_t *out);
 
 /* int16 (input and output share the quantisation; ai_pool_s16.c). Average: int32 sum of the
  * in-image taps, divided by their count rounding half away from zero (TFLite's reference

@@ -137,6 +137,30 @@ int32_t ai_avgpool_rows_s8_acc_size(const ai_avgpool_rows_s8_params *p) {
   return 4 * p->channels;
 }
 
+/* The same with int16 sums (count <= 255: |acc| <= 128 * 255 fits int16, exact): half the
+ * bytes, which sit at the pool's peak in the MLPerf stripes (docs/stripes.md). */
+void ai_avgpool_rows_s8_accumulate16(const ai_avgpool_rows_s8_params *p, const int8_t *rows,
+                                     int32_t n_rows, int16_t *acc) {
+  const int32_t c_n = p->channels;
+  const int32_t pixels = n_rows * p->in_w; /* the band's rows are contiguous */
+  for (int32_t i = 0; i < pixels; i++, rows += c_n) {
+    for (int32_t c = 0; c < c_n; c++) {
+      acc[c] = (int16_t)(acc[c] + rows[c]);
+    }
+  }
+}
+
+void ai_avgpool_rows_s8_finish16(const ai_avgpool_rows_s8_params *p, const int16_t *acc, int8_t *out) {
+  const int32_t count = p->count, half = count / 2;
+  for (int32_t c = 0; c < p->channels; c++) {
+    int32_t v = acc[c];
+    v = v > 0 ? (v + half) / count : (v - half) / count; /* as ai_avgpool_s8 (TFLM) */
+    v = v < p->act_min ? p->act_min : v;
+    v = v > p->act_max ? p->act_max : v;
+    out[c] = (int8_t)v;
+  }
+}
+
 void ai_maxpool_s8(const ai_maxpool_s8_params *p, const int8_t *input, int8_t *output) {
   const int32_t c_n = p->channels;
   const int32_t row = p->in_w * c_n;
