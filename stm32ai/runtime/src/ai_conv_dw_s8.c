@@ -373,9 +373,12 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   } while (0)
 
 #if defined(__ARM_FEATURE_DSP)
-/* r7 is the frame pointer of unoptimised builds: only optimised M7 builds take the r7 bodies */
-#if defined(AI_CORE_CM7) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
-#define AI_DW3_M7 1
+/* r7 is the frame pointer of unoptimised builds: only optimised builds take the r7 bodies, on
+ * the Cortex-M7 (AI_CORE_CM7) and on the Cortex-M4 (Armv7E-M without AI_CORE_CM7), where the
+ * two row words loaded back to back pipeline (Cortex-M4 TRM §3.3.2: N loads in N+1 cycles).
+ * Not on the Cortex-M33 (Armv8-M), whose timing this was not measured on. */
+#if (defined(AI_CORE_CM7) || defined(__ARM_ARCH_7EM__)) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_DW3_R7 1
 #endif
 /* The rows in assembly: gcc's register allocation spills the six weight words and the
  * requantisation constants (45-50 instructions per pair). r0 data words, r1 outputs, r2
@@ -441,7 +444,7 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * stride 2: 5 words instead of 2 x 3), and the weights and requantisation constants are
  * reloaded once per 4 outputs instead of once per 2. A0..A3: the registers the four
  * accumulators start from (themselves, or r12 = the bias on the first kernel row). */
-#if defined(AI_DW3_M7)
+#if defined(AI_DW3_R7)
 /* Cortex-M7 (AI_CORE_CM7, optimised builds): the same MACs with the row words loaded into two
  * registers in turn (lr, r7), each load placed right after the last read of its register, so
  * that it runs ahead of its first SMLAD: on the M7 a MAC operand cannot take a load result from
