@@ -627,17 +627,30 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
 #define DW3_QMAC_S1(G, K, WA, WB)                                                             \
   DW3_QMAC_S1_BODY(DW3_LDW(G, 0, K), DW3_LDW(G, 1, K), DW3_LDW(G, 2, K), WA, WB, "r1", "r2",   \
                    "r11", "r12")
-#define DW3_QMAC_S1_LAST(G, WA, WB) \
-  DW3_QMAC_S1_BODY(DW3_LDP(G), DW3_LDP(G), "[r0]", WA, WB, "r1", "r2", "r11", "r12")
 #define DW3_QMAC_S2_FIRST(G, WA, WB)                                                          \
   DW3_QMAC_S2_BODY(DW3_LDW(G, 0, 2), DW3_LDW(G, 1, 2), DW3_LDW(G, 2, 2), DW3_LDW(G, 3, 2),     \
                    DW3_LDW(G, 4, 2), WA, WB, "r12", "r12", "r12", "r12")
 #define DW3_QMAC_S2(G, K, WA, WB)                                                             \
   DW3_QMAC_S2_BODY(DW3_LDW(G, 0, K), DW3_LDW(G, 1, K), DW3_LDW(G, 2, K), DW3_LDW(G, 3, K),     \
                    DW3_LDW(G, 4, K), WA, WB, "r1", "r2", "r11", "r12")
+#if defined(AI_DW3_R7) && !defined(AI_CORE_CM7)
+/* Cortex-M4 r7 bodies: the first load without writeback and the next ones pre-indexed with
+ * writeback ("[r0, #32*G]!"): the same addresses and final r0, but the second load's address
+ * no longer depends on the first load's writeback, so the two back-to-back loads pipeline
+ * (Cortex-M4 TRM §3.3.2). */
+#define DW3_LDX(G) "[r0, #32*" #G "]!"
+#define DW3_QMAC_S1_LAST(G, WA, WB) \
+  DW3_QMAC_S1_BODY("[r0]", DW3_LDX(G), DW3_LDX(G), WA, WB, "r1", "r2", "r11", "r12")
+#define DW3_QMAC_S2_LAST(G, WA, WB)                                                           \
+  DW3_QMAC_S2_BODY("[r0]", DW3_LDX(G), DW3_LDX(G), DW3_LDX(G), DW3_LDX(G), WA, WB, \
+                   "r1", "r2", "r11", "r12")
+#else
+#define DW3_QMAC_S1_LAST(G, WA, WB) \
+  DW3_QMAC_S1_BODY(DW3_LDP(G), DW3_LDP(G), "[r0]", WA, WB, "r1", "r2", "r11", "r12")
 #define DW3_QMAC_S2_LAST(G, WA, WB)                                                           \
   DW3_QMAC_S2_BODY(DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), DW3_LDP(G), "[r0]", WA, WB, \
                    "r1", "r2", "r11", "r12")
+#endif
 /* Per output row: quads (r1, r2 become accumulators; the output pointer and pitch live in
  * the frame meanwhile), then at most one pair and one single output. r3 points into the
  * frame: LDM r3 = weights + bias, LDMDB r3 = the requantisation constants + the output
