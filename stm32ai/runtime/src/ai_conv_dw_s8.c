@@ -713,15 +713,19 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * the next row, 52 data bytes the quads advance, 56 a pair left (ow & 2), 60 a single
  * output left (ow & 1). */
 #define DW3_ROWS_FN(NAME, G, S, SV, SGN)                                                       \
-  static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
-                   int8_t *out, int32_t out_pitch, int32_t C) {                                \
-    const int32_t step = 32 * (G) * (S); /* data bytes per output pair */                     \
-    int32_t f[21] = {k[7], k[8], k[9], DW3_KLO(k[9]), 0, k[0], k[1], k[2], k[3], k[4], k[5],   \
-                     k[6], k[6], C, 0, nrows, out_pitch - (ow >> 1) * 2 * C,                   \
-                     4 * (G) * (S) - (ow >> 1) * step, (ow >> 2) * 2 * step, ow & 2, ow & 1};  \
+  static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
+    /* the channel's constants into the band's frame (dw3_frame wrote the geometry) */        \
+    f[0] = k[7];                                                                               \
+    f[1] = k[8];                                                                               \
+    f[2] = k[9];                                                                               \
+    f[3] = DW3_KLO(k[9]);                                                                      \
+    memcpy(f + 5, k, 6 * sizeof(int32_t));                                                     \
+    f[11] = k[6];                                                                              \
+    f[12] = k[6];                                                                              \
+    f[15] = f[21];                                                                             \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
-    register int32_t c_ __asm__("r2") = C;                                                     \
+    register int32_t c_ __asm__("r2") = f[13];                                                 \
     register int32_t *f_ __asm__("r3") = f + 5;                                                \
     __asm__ volatile(DW3_ROWS_ASM(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV, DW3_QMAC_##SV##_LAST, \
                                   DW3_MAC_##SV, DW3_MAC_##SV##_LAST, SGN)                      \
@@ -742,8 +746,8 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_SGN_EXACT)
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, G, S, ROW, X)                                                            \
-  static void NAME(const uint32_t *plane, int32_t nrows, int32_t ow, const int32_t *k,         \
-                   int8_t *out, int32_t out_pitch, int32_t C) {                                \
+  static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
+    const int32_t nrows = f[21], ow = f[22], out_pitch = f[23], C = f[13];                     \
     const uint32_t w0a = (uint32_t)k[0], w0b = (uint32_t)k[1], w1a = (uint32_t)k[2];           \
     const uint32_t w1b = (uint32_t)k[3], w2a = (uint32_t)k[4], w2b = (uint32_t)k[5];           \
     const int32_t bias = k[6], m = k[7], khi = k[8], rs = k[9];                                \
@@ -776,6 +780,27 @@ DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, DW3_ROW_S2, 0)
 DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_ROW_S1, 1)
 DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
 #endif
+
+/* The frame of a band's row calls (DW3_ROWS_FN; offsets in the comment above it), built once
+ * per band: words 13 and 16-20 are the band's geometry, 21-23 its rows, outputs per row and
+ * output row pitch (read by the C rows and to reset the row counter); each channel's call
+ * writes only its constants (0-3, 5-12) and the row counter (15), instead of the whole frame. */
+#define DW3_FRAME_WORDS 24
+static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
+                             int32_t out_pitch, int32_t C) {
+  const int32_t step = 32 * G * S; /* data bytes per output pair */
+  f[4] = 0;
+  f[13] = C;
+  f[14] = 0;
+  f[16] = out_pitch - (ow >> 1) * 2 * C;
+  f[17] = 4 * G * S - (ow >> 1) * step;
+  f[18] = (ow >> 2) * 2 * step;
+  f[19] = ow & 2;
+  f[20] = ow & 1;
+  f[21] = nrows;
+  f[22] = ow;
+  f[23] = out_pitch;
+}
 
 /* The driver of the 3x3 kernels, one per group size G (4 channels, or 2 in the _g2 kernels;
  * its fill and rows functions), generated from one template: each is inlined into its two
@@ -827,13 +852,15 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
           } else {                                                                                \
             GATHER(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);                            \
           }                                                                                       \
+          int32_t fr[DW3_FRAME_WORDS];                                                            \
+          dw3_frame(fr, (G), S, nr, v.ow, v.out_row, v.out_col);                                  \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
             if (S == 1) {                                                                         \
-              (sgn ? ROWS_S1X : ROWS_S1)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);          \
+              (sgn ? ROWS_S1X : ROWS_S1)(pl + k, fr, kc, o);                                      \
             } else {                                                                              \
-              (sgn ? ROWS_S2X : ROWS_S2)(pl + k, nr, v.ow, kc, o, v.out_row, v.out_col);          \
+              (sgn ? ROWS_S2X : ROWS_S2)(pl + k, fr, kc, o);                                      \
             }                                                                                     \
           }                                                                                       \
         }                                                                                         \
