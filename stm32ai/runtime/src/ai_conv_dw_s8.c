@@ -306,54 +306,54 @@ static inline __attribute__((always_inline)) void dw3_fill2_quads(const int8_t *
  * the pad values written at the start. */
 static void dw3_fill(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t rows, uint8_t *pl,
                      uint32_t pv, int pad_clean) {
-  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l, H = v->h, in_row = v->in_row;
   const int32_t j_end = (pad + W + 1) >> 1; /* words holding interior pixels: [j0, j_end) */
   const int32_t j0 = pad >> 1;
-  for (int32_t r = 0; r < rows; ++r) {
-    const int32_t iy = iy0 + r;
-    uint8_t *d = pl + DW3_AT(2 * j0, r, 0);
-    if (iy < 0 || iy >= v->h) {
+  /* the same walk for every row, planned once: {pad, pixel 0} when word j0 starts left of the
+   * image, then nq runs of 4 pixels, then a pixel pair (tail & 2) and {pixel W-1, pad} (tail & 1) */
+  const int head = 2 * j0 - pad < 0;
+  const int32_t nq = (W - head) >> 2, tail = (W - head) & 3;
+  uint8_t *d = pl + DW3_AT(2 * j0, 0, 0);
+  int32_t off = iy0 * in_row;
+  for (int32_t iy = iy0; iy < iy0 + rows; ++iy, d += 16, off += in_row) { /* band row: 16 B */
+    uint8_t *q = d;
+    if ((uint32_t)iy >= (uint32_t)H) {
       if (pad_clean) {
         continue;
       }
-      for (int32_t j = j0; j < j_end; ++j, d += 16 * AI_DW3_HB) {
-        dw3_put(d, pv, pv, pv, pv);
+      for (int32_t j = j0; j < j_end; ++j, q += 16 * AI_DW3_HB) {
+        dw3_put(q, pv, pv, pv, pv);
       }
       continue;
     }
-    const int8_t *s = in + iy * v->in_row;
-    int32_t ix = 2 * j0 - pad; /* input column of the low half of word j0: -1 or 0 */
-    if (ix < 0) { /* {pad, pixel 0} */
+    const int8_t *s = in + off;
+    if (head) {
       const uint32_t y = rd32(s);
-      dw3_put(d, pv, pv, sxtb16(y), sxtb16_r8(y));
+      dw3_put(q, pv, pv, sxtb16(y), sxtb16_r8(y));
       s += C;
-      ix += 2;
-      d += 16 * AI_DW3_HB;
+      q += 16 * AI_DW3_HB;
     }
     /* two words per iteration: the four loads issue back to back (pipelined, Cortex-M4
      * TRM §3.3.2) and the loop's branch is taken half as often */
 #if defined(AI_DW3_FILL_ASM)
-    if (ix + 3 < W) {
-      const int32_t n = (W - ix) >> 2;
-      dw3_fill_quads(&s, &d, n, C);
-      ix += 4 * n;
+    if (nq > 0) {
+      dw3_fill_quads(&s, &q, nq, C);
     }
 #else
-    for (; ix + 3 < W; ix += 4, s += 4 * C, d += 32 * AI_DW3_HB) {
+    for (int32_t i = 0; i < nq; ++i, s += 4 * C, q += 32 * AI_DW3_HB) {
       const uint32_t x = rd32(s), y = rd32(s + C), x2 = rd32(s + 2 * C), y2 = rd32(s + 3 * C);
-      dw3_put_xy(d, x, y);
-      dw3_put_xy(d + 16 * AI_DW3_HB, x2, y2);
+      dw3_put_xy(q, x, y);
+      dw3_put_xy(q + 16 * AI_DW3_HB, x2, y2);
     }
 #endif
-    if (ix + 1 < W) {
-      dw3_put_xy(d, rd32(s), rd32(s + C));
-      ix += 2;
+    if (tail & 2) {
+      dw3_put_xy(q, rd32(s), rd32(s + C));
       s += 2 * C;
-      d += 16 * AI_DW3_HB;
+      q += 16 * AI_DW3_HB;
     }
-    if (ix < W) { /* {pixel W-1, pad} */
+    if (tail & 1) { /* {pixel W-1, pad} */
       const uint32_t x = rd32(s);
-      dw3_put(d, sxtb16(x), sxtb16_r8(x), pv, pv);
+      dw3_put(q, sxtb16(x), sxtb16_r8(x), pv, pv);
     }
   }
 }
@@ -369,61 +369,59 @@ static inline uint32_t dw3_rd16(const int8_t *p) {
 
 static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t rows, uint8_t *pl,
                       uint32_t pv, int pad_clean) {
-  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l, H = v->h, in_row = v->in_row;
   const int32_t j_end = (pad + W + 1) >> 1; /* words holding interior pixels: [j0, j_end) */
   const int32_t j0 = pad >> 1;
   const uint32_t pp = (pv & 0xFFu) * 0x0101u; /* a padding pixel's 2 channel bytes */
-  for (int32_t r = 0; r < rows; ++r) {
-    const int32_t iy = iy0 + r;
-    uint32_t *d = (uint32_t *)(void *)(pl + DW3_ATG(2, 2 * j0, r, 0));
-    if (iy < 0 || iy >= v->h) {
+  const int head = 2 * j0 - pad < 0;          /* the row walk, planned once as in dw3_fill */
+  const int32_t nq = (W - head) >> 2, tail = (W - head) & 3;
+  uint32_t *d = (uint32_t *)(void *)(pl + DW3_ATG(2, 2 * j0, 0, 0));
+  int32_t off = iy0 * in_row;
+  for (int32_t iy = iy0; iy < iy0 + rows; ++iy, d += 2, off += in_row) { /* band row: 2 words */
+    uint32_t *q = d;
+    if ((uint32_t)iy >= (uint32_t)H) {
       if (pad_clean) {
         continue;
       }
-      for (int32_t j = j0; j < j_end; ++j, d += 2 * AI_DW3_HB) {
-        d[0] = pv;
-        d[1] = pv;
+      for (int32_t j = j0; j < j_end; ++j, q += 2 * AI_DW3_HB) {
+        q[0] = pv;
+        q[1] = pv;
       }
       continue;
     }
-    const int8_t *s = in + iy * v->in_row;
-    int32_t ix = 2 * j0 - pad; /* input column of the low half of word j0: -1 or 0 */
-    if (ix < 0) { /* {pad, pixel 0} */
+    const int8_t *s = in + off;
+    if (head) { /* {pad, pixel 0} */
       const uint32_t t = pp | (dw3_rd16(s) << 16);
-      d[0] = sxtb16(t);
-      d[1] = sxtb16_r8(t);
+      q[0] = sxtb16(t);
+      q[1] = sxtb16_r8(t);
       s += C;
-      ix += 2;
-      d += 2 * AI_DW3_HB;
+      q += 2 * AI_DW3_HB;
     }
 #if defined(AI_DW3_FILL_ASM)
-    if (ix + 3 < W) {
-      const int32_t n = (W - ix) >> 2;
-      dw3_fill2_quads(&s, &d, n, C);
-      ix += 4 * n;
+    if (nq > 0) {
+      dw3_fill2_quads(&s, &q, nq, C);
     }
 #else
-    for (; ix + 3 < W; ix += 4, s += 4 * C, d += 4 * AI_DW3_HB) { /* as dw3_fill: 2 words */
+    for (int32_t i = 0; i < nq; ++i, s += 4 * C, q += 4 * AI_DW3_HB) { /* as dw3_fill: 2 words */
       const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
       const uint32_t t2 = dw3_rd16(s + 2 * C) | (dw3_rd16(s + 3 * C) << 16);
-      d[0] = sxtb16(t);
-      d[1] = sxtb16_r8(t);
-      d[2 * AI_DW3_HB] = sxtb16(t2);
-      d[2 * AI_DW3_HB + 1] = sxtb16_r8(t2);
+      q[0] = sxtb16(t);
+      q[1] = sxtb16_r8(t);
+      q[2 * AI_DW3_HB] = sxtb16(t2);
+      q[2 * AI_DW3_HB + 1] = sxtb16_r8(t2);
     }
 #endif
-    if (ix + 1 < W) {
+    if (tail & 2) {
       const uint32_t t = dw3_rd16(s) | (dw3_rd16(s + C) << 16);
-      d[0] = sxtb16(t);
-      d[1] = sxtb16_r8(t);
-      ix += 2;
+      q[0] = sxtb16(t);
+      q[1] = sxtb16_r8(t);
       s += 2 * C;
-      d += 2 * AI_DW3_HB;
+      q += 2 * AI_DW3_HB;
     }
-    if (ix < W) { /* {pixel W-1, pad} */
+    if (tail & 1) { /* {pixel W-1, pad} */
       const uint32_t t = dw3_rd16(s) | (pp << 16);
-      d[0] = sxtb16(t);
-      d[1] = sxtb16_r8(t);
+      q[0] = sxtb16(t);
+      q[1] = sxtb16_r8(t);
     }
   }
 }
