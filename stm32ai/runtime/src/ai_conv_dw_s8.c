@@ -542,11 +542,13 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "asr r10, " ACC ", #31\n\t"                           \
   "adds r9, r8, r10, lsl #31\n\t"                       \
   "adc r10, r5, r10\n\t"
-#define DW3_RQ(SGN, ACC, DST)                              \
+#define DW3_RQ_NOSTORE(SGN, ACC)                           \
   SGN(ACC)                                              \
   "smlal r9, r10, " ACC ", r4\n\t"                      \
   "asr r10, r10, r6\n\t"                                \
-  "ssat r10, #8, r10\n\t"                               \
+  "ssat r10, #8, r10\n\t"
+#define DW3_RQ(SGN, ACC, DST)                              \
+  DW3_RQ_NOSTORE(SGN, ACC)                              \
   "strb r10, " DST "\n\t"
 /* Four adjacent outputs (two pairs) per kernel row, accumulators r1, r2, r11, r12: the words
  * of a row are loaded once for all four (stride 1: l, h, n = 3 loads instead of 2 x 2;
@@ -650,7 +652,8 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
                    "r1", "r2", "r11", "r12")
 #endif
 /* Per output row: quads (r1, r2 become accumulators; the output pointer and pitch live in
- * the frame meanwhile), then at most one pair and one single output. r3 points into the
+ * the frame meanwhile; the quad's end-of-row load sits right before its last register-offset
+ * STRB, which then pipelines behind it, Cortex-M4 TRM §3.3.2), then at most one pair and one single output. r3 points into the
  * frame: LDM r3 = weights + bias, LDMDB r3 = the requantisation constants + the output
  * pointer (one LDM of 5 words, 6 cycles, instead of 2 LDRD + LDR, 8). The loop top is
  * word-aligned: a taken branch to a 32-bit instruction at a halfword address costs a cycle
@@ -672,11 +675,12 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   DW3_RQ(SGN, "r2", "[lr, r1]")                                                    \
   "add lr, lr, r1, lsl #1\n\t"                                                     \
   DW3_RQ(SGN, "r11", "[lr]")                                                       \
-  DW3_RQ(SGN, "r12", "[lr, r1]")                                                   \
+  DW3_RQ_NOSTORE(SGN, "r12")                                                       \
+  "ldr r9, [r3, #36]\n\t"                                                          \
+  "strb r10, [lr, r1]\n\t"                                                         \
   "add lr, lr, r1, lsl #1\n\t"                                                     \
   "str lr, [r3, #-4]\n\t"                                                          \
-  "ldr r1, [r3, #36]\n\t"                                                          \
-  "cmp r0, r1\n\t"                                                                 \
+  "cmp r0, r9\n\t"                                                                 \
   "bne 1b\n\t"                                                                     \
   "5:\n\t"                                                                         \
   "ldr r1, [r3, #-4]\n\t"                                                          \
