@@ -653,8 +653,8 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
 #endif
 /* Per output row: quads (r1, r2 become accumulators; the output pointer and pitch live in
  * the frame meanwhile; the quad's end-of-row load sits right before its last register-offset
- * STRB, which then pipelines behind it, Cortex-M4 TRM §3.3.2), then at most one pair and one single output. r3 points into the
- * frame: LDM r3 = weights + bias, LDMDB r3 = the requantisation constants + the output
+ * STRB, which then pipelines behind it, Cortex-M4 TRM §3.3.2), then at most one pair and one
+ * single output. r3 points into the frame: LDM r3 = weights + bias, LDMDB r3 = the requantisation constants + the output
  * pointer (one LDM of 5 words, 6 cycles, instead of 2 LDRD + LDR, 8). The loop top is
  * word-aligned: a taken branch to a 32-bit instruction at a halfword address costs a cycle
  * more (Cortex-M4 TRM §3.3.1, branch "P" depends on the target's alignment and width). */
