@@ -528,11 +528,23 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "ldr lr, [r0], #32*" #G "\n\t"                           \
   "smlabt r11, lr, " WB ", r11\n\t"                        \
   "smlad r12, lr, " WA ", r12\n\t"
-#define DW3_MAC_ONE(G, K, WA, WB)                          \
-  "ldr lr, [r0, #" #K "*4*" #G "]\n\t"                     \
-  "smlad r11, lr, " WA ", r11\n\t"                         \
-  "ldr lr, [r0, #32*" #G "+" #K "*4*" #G "]\n\t"           \
-  "smlabt r11, lr, " WB ", r11\n\t"
+/* The single output of a row (accumulator r11, weights r4-r6, r8-r10 as loaded by the LDM
+ * before it): its 6 words loaded into lr, r12 and r2 (free there: r2 is reloaded per row),
+ * 3 of them back to back, so that they pipeline (Cortex-M4 TRM §3.3.2): 9 load cycles
+ * instead of 12. Kernel rows 0, 1, 2: SMLAD(l, wa) + SMLABT(h, wb) each. */
+#define DW3_MAC_ONE3(G)                                    \
+  "ldr lr, [r0]\n\t"                                       \
+  "ldr r12, [r0, #32*" #G "]\n\t"                          \
+  "ldr r2, [r0, #4*" #G "]\n\t"                            \
+  "smlad r11, lr, r4, r11\n\t"                             \
+  "smlabt r11, r12, r5, r11\n\t"                           \
+  "ldr lr, [r0, #32*" #G "+4*" #G "]\n\t"                  \
+  "ldr r12, [r0, #8*" #G "]\n\t"                           \
+  "smlad r11, r2, r6, r11\n\t"                             \
+  "smlabt r11, lr, r8, r11\n\t"                            \
+  "ldr lr, [r0, #32*" #G "+8*" #G "]\n\t"                  \
+  "smlad r11, r12, r9, r11\n\t"                            \
+  "smlabt r11, lr, r10, r11\n\t"
 /* lo = klo ^ s, hi = khi + s (s = acc >> 31): 2 instructions, exactness proved per layer */
 #define DW3_SGN_EOR(ACC)                                \
   "eor r9, r8, " ACC ", asr #31\n\t"                    \
@@ -696,7 +708,7 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "ldr r4, [r3, #60]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r11}\n\t"                                     \
-  DW3_MAC_ONE(G, 0, "r4", "r5") DW3_MAC_ONE(G, 1, "r6", "r8") DW3_MAC_ONE(G, 2, "r9", "r10") \
+  DW3_MAC_ONE3(G)                                                                  \
   "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
   DW3_RQ(SGN, "r11", "[r1]")                                                       \
   "4:\n\t"                                                                         \
