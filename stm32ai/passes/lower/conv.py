@@ -49,7 +49,8 @@ from stm32ai.tuning import conv_key
 __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
     "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref",
-    "conv_scratch_size", "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel", "dw_scratch_size",
+    "conv_scratch_size", "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel",
+    "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
     "hybrid_per_channel", "hybrid_filter_scales", "hybrid_conv_scratch_size", "hybrid_dw_scratch_size",
 ]
