@@ -71,6 +71,14 @@ static inline int32_t conv_copy_bytes(const ai_conv2d_s8_params *p) {
   return p->pad_copy ? ((conv_copy_h(p) * conv_copy_w(p) * p->in_c + 3) & ~3) + 4 : 0;
 }
 
+/* pad_copy: what the copy needs of the caller's geometry, kept on the stack (the caller's
+ * params may sit in flash, with wait states on every read). */
+typedef struct {
+  int32_t in_h, in_w, cin, pad_t, pad_l, ch, cw;
+  uint32_t pv4; /* the pad value in all four bytes */
+} conv_copy_t;
+static void conv_pad_copy(const conv_copy_t *g, const int8_t *in, int8_t *dst);
+
 /* Bytes of the per-pixel extras after the columns: gathering, the two pixels' int8 columns
  * (2 * Kp bytes), else, when windows can leave the image, one input pixel of pad values (in_c
  * bytes, a multiple of 4) that padded taps read instead of the image. */
@@ -145,24 +153,26 @@ static inline void fill_s8(int8_t *d, uint32_t pv4, int32_t n) {
   }
 }
 
-/* The padded copy of one batch's input `in` (geometry `g`, the caller's) into `dst`: row y,
- * column x of the copy is input pixel (y - pad_top, x - pad_left), or pad_value outside the
- * image; then the zeroed slack word. Rows are copied a word at a time. */
-static void conv_pad_copy(const ai_conv2d_s8_params *g, const int8_t *in, int8_t *dst) {
-  const int32_t cin = g->in_c, ch = conv_copy_h(g), cw = conv_copy_w(g);
-  const int32_t pl = g->pad[1] < cw ? g->pad[1] : cw;              /* left padding columns */
+
+/* The padded copy of one batch's input `in` (geometry `g`) into `dst`: row y, column x of the
+ * copy is input pixel (y - pad_t, x - pad_l), or the pad value outside the image; then the
+ * zeroed slack word. Rows are copied a word at a time. Out of line: it runs once per call. */
+static __attribute__((noinline)) void conv_pad_copy(const conv_copy_t *g, const int8_t *in, int8_t *dst) {
+  const int32_t cin = g->cin, ch = g->ch, cw = g->cw, pt = g->pad_t, ih = g->in_h;
+  const int32_t pl = g->pad_l < cw ? g->pad_l : cw;                /* left padding columns */
   int32_t mid = g->in_w < cw - pl ? g->in_w : cw - pl;              /* image columns used */
   mid = mid < 0 ? 0 : mid;
   const int32_t right = cw - pl - mid;                             /* right padding columns */
-  const uint32_t pv4 = ((uint32_t)g->pad_value & 0xFFu) * 0x01010101u;
+  const uint32_t pv4 = g->pv4;
+  const int32_t row = g->in_w * cin;
   for (int32_t y = 0; y < ch; ++y, dst += cw * cin) {
-    const int32_t iy = y - g->pad[0];
-    if (iy < 0 || iy >= g->in_h) {
+    const int32_t iy = y - pt;
+    if (iy < 0 || iy >= ih) {
       fill_s8(dst, pv4, cw * cin);
       continue;
     }
     fill_s8(dst, pv4, pl * cin);
-    copy_s8(dst + pl * cin, in + iy * g->in_w * cin, mid * cin);
+    copy_s8(dst + pl * cin, in + iy * row, mid * cin);
     fill_s8(dst + (pl + mid) * cin, pv4, right * cin);
   }
   const uint32_t zero = 0;
@@ -1126,17 +1136,20 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
    * stores may alias them), and a const struct in flash would cost wait states each time */
   ai_conv2d_s8_params local = *p;
-  const ai_conv2d_s8_params *const caller = p; /* the caller's geometry (pad_copy reads it) */
+  p = &local;
   const int32_t in_batch = p->in_h * p->in_w * p->in_c;
   int8_t *copy = 0;
+  conv_copy_t cg;
   if (p->pad_copy) {
     /* run on the padded copy as an unpadded image: every window inside, the fast columns */
     copy = (int8_t *)scratch + conv_stage_bytes(p) + 4 * conv_kp(p) + conv_extra_bytes(p);
-    local.in_h = conv_copy_h(p);
-    local.in_w = conv_copy_w(p);
+    cg.in_h = p->in_h, cg.in_w = p->in_w, cg.cin = p->in_c, cg.pad_t = p->pad[0], cg.pad_l = p->pad[1];
+    cg.ch = conv_copy_h(p), cg.cw = conv_copy_w(p);
+    cg.pv4 = ((uint32_t)p->pad_value & 0xFFu) * 0x01010101u;
+    local.in_h = cg.ch;
+    local.in_w = cg.cw;
     local.pad[0] = local.pad[1] = 0;
   }
-  p = &local;
   const int32_t kp = conv_kp(p);
   const int32_t cout = p->out_c, blk = conv_block(p);
   const int32_t npix = p->out_h * p->out_w;
@@ -1204,7 +1217,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
     for (int32_t b = 0; b < p->batches; ++b) {
       r.in = input + b * in_batch;
       if (copy) {
-        conv_pad_copy(caller, r.in, copy);
+        conv_pad_copy(&cg, r.in, copy);
         r.in = copy;
       }
       r.out = output + (int32_t)b * npix * cout + c0;
