@@ -154,6 +154,22 @@ static inline void fill_s8(int8_t *d, uint32_t pv4, int32_t n) {
 }
 
 
+/* pad_copy's set-up, out of line (the other layers keep a short prologue): the copy's geometry
+ * into `cg`, `local` turned into the copy's unpadded image (every window inside: the fast
+ * columns); returns where the copy goes in scratch. */
+static __attribute__((noinline)) int8_t *conv_copy_setup(ai_conv2d_s8_params *local, conv_copy_t *cg,
+                                                         void *scratch) {
+  const ai_conv2d_s8_params *p = local;
+  int8_t *copy = (int8_t *)scratch + conv_stage_bytes(p) + 4 * conv_kp(p) + conv_extra_bytes(p);
+  cg->in_h = p->in_h, cg->in_w = p->in_w, cg->cin = p->in_c, cg->pad_t = p->pad[0], cg->pad_l = p->pad[1];
+  cg->ch = conv_copy_h(p), cg->cw = conv_copy_w(p);
+  cg->pv4 = ((uint32_t)p->pad_value & 0xFFu) * 0x01010101u;
+  local->in_h = cg->ch;
+  local->in_w = cg->cw;
+  local->pad[0] = local->pad[1] = 0;
+  return copy;
+}
+
 /* The padded copy of one batch's input `in` (geometry `g`) into `dst`: row y, column x of the
  * copy is input pixel (y - pad_t, x - pad_l), or the pad value outside the image; then the
  * zeroed slack word. Rows are copied a word at a time. Out of line: it runs once per call. */
@@ -1138,18 +1154,8 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   ai_conv2d_s8_params local = *p;
   p = &local;
   const int32_t in_batch = p->in_h * p->in_w * p->in_c;
-  int8_t *copy = 0;
   conv_copy_t cg;
-  if (p->pad_copy) {
-    /* run on the padded copy as an unpadded image: every window inside, the fast columns */
-    copy = (int8_t *)scratch + conv_stage_bytes(p) + 4 * conv_kp(p) + conv_extra_bytes(p);
-    cg.in_h = p->in_h, cg.in_w = p->in_w, cg.cin = p->in_c, cg.pad_t = p->pad[0], cg.pad_l = p->pad[1];
-    cg.ch = conv_copy_h(p), cg.cw = conv_copy_w(p);
-    cg.pv4 = ((uint32_t)p->pad_value & 0xFFu) * 0x01010101u;
-    local.in_h = cg.ch;
-    local.in_w = cg.cw;
-    local.pad[0] = local.pad[1] = 0;
-  }
+  int8_t *const copy = p->pad_copy ? conv_copy_setup(&local, &cg, scratch) : 0;
   const int32_t kp = conv_kp(p);
   const int32_t cout = p->out_c, blk = conv_block(p);
   const int32_t npix = p->out_h * p->out_w;
