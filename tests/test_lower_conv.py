@@ -749,7 +749,10 @@ def test_one_channel_depthwise_is_a_gathering_conv():
     op = next(o for o in compile_model(path).graph.ops if o.type == "DEPTHWISE_CONV_2D")
     assert op.kernel == "conv2d_s8" and op.attrs["in_c"] == 1 and op.attrs["out_c"] == 8
     assert op.attrs["krow"] == 1  # 10 rows of 8 taps: already multiples of 4
-    assert op.scratch == 6 * 80  # two int16 columns + the two int8 gather columns, Kp = 80
+    # two int16 columns + the two int8 gather columns (Kp = 80), then the padded input copy:
+    # 25x20 outputs at stride 2 of 10x8 windows touch 58 x 46 padded pixels, + a slack word
+    assert op.attrs["pad_copy"] == 1
+    assert op.scratch == 6 * 80 + 58 * 46 + 4
     _check_layers(path)
 
 
@@ -842,14 +845,24 @@ int main(void) {
     p.krow = (p.in_c & 3) != 0 && p.dilation[1] == 1 ? rr(0, 1) : 0;
     /* staged in scratch: not, in blocks of 2..out_c+1 channels (an odd request rounds down) */
     p.stage_oc = rr(0, 2) == 0 ? 0 : rr(1, p.out_c + 1);
-    if (c >= 400) { /* the Cortex-M4 channel-quad loop's conditions (AI_CONV_QUAD), mostly */
-      p.out_c = 4 * rr(1, 4); p.w16 = 1; p.rq_fold = 1; p.act_min = -128; p.act_max = 127;
+    if (c >= 400) { /* the Cortex-M4 channel-quad loop's conditions (AI_CONV_QUAD), mostly; half
+                       with a channel count that is not a multiple of 4 (unaligned quad stores) */
+      p.out_c = rr(0, 1) ? 4 * rr(1, 4) : rr(4, 16); p.w16 = 1; p.rq_fold = 1; p.act_min = -128; p.act_max = 127;
       p.stage_oc = rr(0, 4) == 0 ? 2 * rr(1, p.out_c / 2) : 4 * rr(1, p.out_c / 4 + 1);
     }
+    p.pad_copy = rr(0, 2) == 0; /* the padded input copy: any geometry */
     const int32_t kp = p.krow ? p.k_h * ((p.k_w * p.in_c + 3) & ~3) : (p.k_h * p.k_w * p.in_c + 3) & ~3;
     const int32_t nw = kp * p.out_c;
     if (!FITS(p, nw) || ai_conv2d_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, nw, p.out_c);
+    if (p.krow) { /* a filter row's padding holds zero weights (as the lowering writes them): the
+                     bytes a padded row reads past its run are then ignored, whatever they are */
+      const int32_t run = p.k_w * p.in_c, runp = (run + 3) & ~3, body = 2 * (p.out_c / 2) * kp;
+      for (int32_t o = 0; o < nw; ++o) {
+        const int32_t k = o < body ? (o % (2 * kp)) / 8 * 4 + o % 4 : o - body; /* its K index */
+        if (k % runp >= run) w_buf[o] = 0;
+      }
+    }
     /* the int16 layout: each 4-byte group {w0,w1,w2,w3} as the pairs {w0,w2} {w1,w3} */
     for (int32_t i = 0; i < nw; ++i) w16_buf[i] = w_buf[(i & ~3) | ((i & 1) << 1) | ((i >> 1) & 1)];
     for (int32_t i = 0; i < p.out_c; ++i) {
@@ -868,6 +881,12 @@ int main(void) {
       q.stage_oc = 0;
       ai_conv2d_s8(&q, in_buf, q.w16 ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
       printf("%s %d\n", fnv(out_buf, n_out) == h ? "staged" : "stagediff", c);
+    }
+    if (p.pad_copy) { /* the same layer on the image itself (padded windows gathered): identical */
+      ai_conv2d_s8_params q = p;
+      q.pad_copy = 0;
+      ai_conv2d_s8(&q, in_buf, p.w16 && !p.stage_oc ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
+      printf("%s %d\n", fnv(out_buf, n_out) == h ? "copied" : "copydiff", c);
     }
     ++ran;
   }
@@ -982,6 +1001,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     assert host.strip().splitlines()[-1].startswith("cases ")
     assert int(host.split()[-1]) > 900 and host.count("dw3 ") > 200
     assert host.count("staged ") > 250 and "stagediff" not in host  # staged == read in place
+    assert host.count("copied ") > 100 and "copydiff" not in host  # pad_copy == padded windows gathered
     assert arm.replace("\r", "") == host
 
 

@@ -49,7 +49,8 @@ from stm32ai.tuning import conv_key
 __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
     "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref",
-    "conv_scratch_size", "conv_krow", "conv_kp", "conv_rows_for_kernel", "dw_scratch_size",
+    "conv_scratch_size", "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel",
+    "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
     "hybrid_per_channel", "hybrid_filter_scales", "hybrid_conv_scratch_size", "hybrid_dw_scratch_size",
 ]
@@ -212,18 +213,47 @@ def conv_rows_for_kernel(geo: ConvGeometry, w_rows: np.ndarray) -> np.ndarray:
     return rows.reshape(geo.out_c, -1)
 
 
-def conv_scratch_size(geo: ConvGeometry) -> int:
+def _conv_pads(geo: ConvGeometry) -> bool:
+    """Some window reaches outside the image (C: conv_pads)."""
+    return (geo.pad[0] > 0 or geo.pad[1] > 0
+            or (geo.out_h - 1) * geo.stride[0] + (geo.k_h - 1) * geo.dilation[0] >= geo.in_h
+            or (geo.out_w - 1) * geo.stride[1] + (geo.k_w - 1) * geo.dilation[1] >= geo.in_w)
+
+
+def conv_copy_bytes(geo: ConvGeometry) -> int:
+    """C conv_copy_bytes: the padded input copy of `pad_copy` (the rows and columns some window
+    touches, padding included), rounded up to a word, plus one zeroed slack word."""
+    ch = (geo.out_h - 1) * geo.stride[0] + (geo.k_h - 1) * geo.dilation[0] + 1
+    cw = (geo.out_w - 1) * geo.stride[1] + (geo.k_w - 1) * geo.dilation[1] + 1
+    return (ch * cw * geo.in_c + 3) // 4 * 4 + 4
+
+
+# pad_copy: largest padded input copy (bytes of scratch) a layer may take; KWS's first layer
+# needs 700 B, ResNet-8's 3,472 B, VWW's 96x96x3 28 KB (not taken)
+PAD_COPY_MAX_BYTES = 4096
+
+
+def conv_pad_copy(geo: ConvGeometry) -> bool:
+    """conv2d_s8's `pad_copy`: copy the padded input into scratch first, so every window lies
+    inside the copy and unpacks its rows straight from it. For gathered layers (in_c % 4 != 0,
+    first layers) with the padded-rows layout (`krow`) whose windows leave the image: there
+    each border window is gathered byte by byte by cold out-of-line code (KWS's first layer:
+    43 of 63 pixel pairs), which also evicts the pixel-pair loop from the L4's 1 KB ART
+    I-cache. Only when the copy is small (PAD_COPY_MAX_BYTES); docs/kernels_conv.md."""
+    return (geo.in_c % 4 != 0 and conv_krow(geo) and _conv_pads(geo)
+            and conv_copy_bytes(geo) <= PAD_COPY_MAX_BYTES)
+
+
+def conv_scratch_size(geo: ConvGeometry, pad_copy: bool = False) -> int:
     """ai_conv2d_s8_scratch_size: two int16 im2col columns of Kp elements (4 * Kp bytes),
     plus the two pixels' int8 columns (2 * Kp bytes) when in_c % 4 != 0 (gathered as bytes,
     then unpacked 4 at a time), else one input pixel of pad values (in_c bytes) when some
-    window reaches outside the image (never for 1x1)."""
+    window reaches outside the image (never for 1x1); then the padded input copy (pad_copy)."""
     kp = conv_kp(geo)
+    copy = conv_copy_bytes(geo) if pad_copy else 0
     if geo.in_c % 4:
-        return 6 * kp
-    pads = (geo.pad[0] > 0 or geo.pad[1] > 0
-            or (geo.out_h - 1) * geo.stride[0] + (geo.k_h - 1) * geo.dilation[0] >= geo.in_h
-            or (geo.out_w - 1) * geo.stride[1] + (geo.k_w - 1) * geo.dilation[1] >= geo.in_w)
-    return 4 * kp + (geo.in_c if pads else 0)
+        return 6 * kp + copy
+    return 4 * kp + (geo.in_c if _conv_pads(geo) else 0) + copy
 
 
 def dw_scratch_size(geo: ConvGeometry) -> int:
@@ -326,9 +356,11 @@ def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray,
     w_id = g.add_const(f"{base}/weights_packed", pack_conv_weights_s8(conv_rows_for_kernel(geo, w_rows)))
     op.kernel = "conv2d_s8"
     op.inputs = [op.inputs[0], w_id, q_id]
+    # ram keeps its meaning: no scratch for speed
+    pad_copy = g.optimization != "ram" and conv_pad_copy(geo)
     op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": int(fold),
-                "krow": int(conv_krow(geo)), "reverse": 0, "stage_oc": 0}
-    op.scratch = conv_scratch_size(geo)
+                "krow": int(conv_krow(geo)), "reverse": 0, "stage_oc": 0, "pad_copy": int(pad_copy)}
+    op.scratch = conv_scratch_size(geo, pad_copy)
 
 
 def _float_bias(g: Graph, op: Op, base: str, n: int) -> int:

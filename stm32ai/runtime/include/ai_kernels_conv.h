@@ -57,6 +57,10 @@ typedef struct {
                          weights are copied to scratch once, then every pixel pair of the block reads them
                          there. `weights` is then the int8 layout and w16 = 1 expands it to int16 while
                          copying (docs/kernels_conv.md "Weights staged in RAM") */
+  int32_t pad_copy;   /* 1: per batch (and staged block) the input rows and columns the windows touch are
+                         first copied into scratch with their padding written out (pad_value), so every
+                         window lies inside that copy and takes the fast column path; chosen by the
+                         lowering for small padded first layers (docs/kernels_conv.md "Padded input copy") */
 } ai_conv2d_s8_params;
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,

@@ -58,14 +58,40 @@ static inline int32_t conv_stage_bytes(const ai_conv2d_s8_params *p) {
   return p->stage_oc > 0 ? conv_block(p) * (16 + conv_kp(p) * (p->w16 ? 2 : 1)) : 0;
 }
 
-/* Scratch: the staging area (stage_oc > 0), the two int16 columns (4 * Kp bytes); then,
- * gathering, the two pixels' int8 columns (2 * Kp bytes), else, when windows can leave the
- * image, one input pixel of pad values (in_c bytes, a multiple of 4) that padded taps read
- * instead of the image. */
-int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
-  const int32_t kp = conv_kp(p);
-  return conv_stage_bytes(p) + 4 * kp + (conv_gathers(p) ? 2 * kp : conv_pads(p) ? p->in_c : 0);
+/* pad_copy: the rows and columns of the padded image that some window touches (from the top-left
+ * padding on), and the bytes of that copy: rounded up to a word, plus one zeroed word that the last
+ * window's padded row (krow: up to 3 bytes past its run, against zero weights) may read. */
+static inline int32_t conv_copy_h(const ai_conv2d_s8_params *p) {
+  return (p->out_h - 1) * p->stride[0] + (p->k_h - 1) * p->dilation[0] + 1;
 }
+static inline int32_t conv_copy_w(const ai_conv2d_s8_params *p) {
+  return (p->out_w - 1) * p->stride[1] + (p->k_w - 1) * p->dilation[1] + 1;
+}
+static inline int32_t conv_copy_bytes(const ai_conv2d_s8_params *p) {
+  return p->pad_copy ? ((conv_copy_h(p) * conv_copy_w(p) * p->in_c + 3) & ~3) + 4 : 0;
+}
+
+/* pad_copy: what the copy needs of the caller's geometry, kept on the stack (the caller's
+ * params may sit in flash, with wait states on every read). */
+typedef struct {
+  int32_t in_h, in_w, cin, pad_t, pad_l, ch, cw;
+  uint32_t pv4; /* the pad value in all four bytes */
+} conv_copy_t;
+static void conv_pad_copy(const conv_copy_t *g, const int8_t *in, int8_t *dst);
+
+/* Bytes of the per-pixel extras after the columns: gathering, the two pixels' int8 columns
+ * (2 * Kp bytes), else, when windows can leave the image, one input pixel of pad values (in_c
+ * bytes, a multiple of 4) that padded taps read instead of the image. */
+static inline int32_t conv_extra_bytes(const ai_conv2d_s8_params *p) {
+  return conv_gathers(p) ? 2 * conv_kp(p) : conv_pads(p) ? p->in_c : 0;
+}
+
+/* Scratch: the staging area (stage_oc > 0), the two int16 columns (4 * Kp bytes), the extras,
+ * then the padded input copy (pad_copy). */
+int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
+  return conv_stage_bytes(p) + 4 * conv_kp(p) + conv_extra_bytes(p) + conv_copy_bytes(p);
+}
+
 
 /* One block of n output channels from c0 into the staging area: its rq rows, then its weights
  * (int8 layout: channel pairs are contiguous, an odd last channel's row ends the layout),
@@ -125,6 +151,48 @@ static inline void fill_s8(int8_t *d, uint32_t pv4, int32_t n) {
   for (; n > 0; --n) {
     *d++ = (int8_t)pv4;
   }
+}
+
+
+/* pad_copy's set-up, out of line (the other layers keep a short prologue): the copy's geometry
+ * into `cg`, `local` turned into the copy's unpadded image (every window inside: the fast
+ * columns); returns where the copy goes in scratch. */
+static __attribute__((noinline)) int8_t *conv_copy_setup(ai_conv2d_s8_params *local, conv_copy_t *cg,
+                                                         void *scratch) {
+  const ai_conv2d_s8_params *p = local;
+  int8_t *copy = (int8_t *)scratch + conv_stage_bytes(p) + 4 * conv_kp(p) + conv_extra_bytes(p);
+  cg->in_h = p->in_h, cg->in_w = p->in_w, cg->cin = p->in_c, cg->pad_t = p->pad[0], cg->pad_l = p->pad[1];
+  cg->ch = conv_copy_h(p), cg->cw = conv_copy_w(p);
+  cg->pv4 = ((uint32_t)p->pad_value & 0xFFu) * 0x01010101u;
+  local->in_h = cg->ch;
+  local->in_w = cg->cw;
+  local->pad[0] = local->pad[1] = 0;
+  return copy;
+}
+
+/* The padded copy of one batch's input `in` (geometry `g`) into `dst`: row y, column x of the
+ * copy is input pixel (y - pad_t, x - pad_l), or the pad value outside the image; then the
+ * zeroed slack word. Rows are copied a word at a time. Out of line: it runs once per call. */
+static __attribute__((noinline)) void conv_pad_copy(const conv_copy_t *g, const int8_t *in, int8_t *dst) {
+  const int32_t cin = g->cin, ch = g->ch, cw = g->cw, pt = g->pad_t, ih = g->in_h;
+  const int32_t pl = g->pad_l < cw ? g->pad_l : cw;                /* left padding columns */
+  int32_t mid = g->in_w < cw - pl ? g->in_w : cw - pl;              /* image columns used */
+  mid = mid < 0 ? 0 : mid;
+  const int32_t right = cw - pl - mid;                             /* right padding columns */
+  const uint32_t pv4 = g->pv4;
+  const int32_t row = g->in_w * cin;
+  for (int32_t y = 0; y < ch; ++y, dst += cw * cin) {
+    const int32_t iy = y - pt;
+    if (iy < 0 || iy >= ih) {
+      fill_s8(dst, pv4, cw * cin);
+      continue;
+    }
+    fill_s8(dst, pv4, pl * cin);
+    copy_s8(dst + pl * cin, in + iy * row, mid * cin);
+    fill_s8(dst + (pl + mid) * cin, pv4, right * cin);
+  }
+  const uint32_t zero = 0;
+  memcpy(dst, &zero, sizeof zero);
 }
 
 /* The K input bytes of output pixel (oy, ox) in K order into `lin`, K padding zeroed
@@ -847,8 +915,7 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
 
 /* Every channel quad of a pixel pair (quads >= 1), staged w16 weights in the quad layout,
  * rq_fold + SSAT: 4 x 2 accumulators over the K groups, then the 8 outputs requantised in
- * place and stored as one word per pixel (4 consecutive channels: out_c % 4 == 0 and a
- * 4-aligned output, checked by the caller). 14 registers (r7 too: optimised builds only);
+ * place and stored as one word per pixel (4 consecutive channels; the word may be unaligned). 14 registers (r7 too: optimised builds only);
  * the loop's invariants live in 32 bytes below sp: the columns, the entry into the 4-group
  * body (groups % 4 leading groups run by entering it past its first groups, Duff's device:
  * one copy of the body less, which keeps the hot code within the L4's 1 KB ART I-cache), the
@@ -1084,19 +1151,24 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
                   const int32_t *rq, int8_t *output, void *scratch) {
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
    * stores may alias them), and a const struct in flash would cost wait states each time */
-  const ai_conv2d_s8_params local = *p;
+  ai_conv2d_s8_params local = *p;
   p = &local;
+  const int32_t in_batch = p->in_h * p->in_w * p->in_c;
+  conv_copy_t cg;
+  int8_t *const copy = p->pad_copy ? conv_copy_setup(&local, &cg, scratch) : 0;
   const int32_t kp = conv_kp(p);
   const int32_t cout = p->out_c, blk = conv_block(p);
   const int32_t npix = p->out_h * p->out_w;
   const int w16 = p->w16 != 0, staged = p->stage_oc > 0;
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
   uint32_t *stage = (uint32_t *)scratch;
-  /* channel quads (AI_CONV_QUAD): staged int16 weights, rq_fold + SSAT, and every quad's 4
-   * outputs a 4-aligned word (out_c, the block and the output all multiples of 4) */
+  /* channel quads (AI_CONV_QUAD): staged int16 weights, rq_fold + SSAT. Any channel count: a
+   * block's first n & ~3 channels run as quads, the rest as pairs (and an odd last channel);
+   * a quad's 4 outputs are one word store, unaligned when out_c or c0 is not a multiple of 4
+   * (STR allows it on Armv7-M with CCR.UNALIGN_TRP clear, the reset value; ~1 cycle more,
+   * Cortex-M4 TRM DDI 0439B §3.3.2) */
 #if defined(AI_CONV_QUAD)
-  const int quad = staged && w16 && mode == 1 && (cout & 3) == 0 && (blk & 3) == 0 &&
-                   ((uintptr_t)output & 3) == 0;
+  const int quad = staged && w16 && mode == 1;
 #endif
   conv_run_t r;
   r.p = p;
@@ -1119,6 +1191,9 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   r.ymax = p->in_h - 1 - (p->k_h - 1) * p->dilation[0];
   r.xmax = p->in_w - p->k_w;
   r.max_off = p->in_h * r.row_bytes - (p->k_h - 1) * r.rowst - 4 * r.rowg;
+  if (copy) {
+    r.max_off += 4; /* the copy's zeroed slack word */
+  }
   if (r.ymax < 0 || r.xmax < 0 || r.max_off < 0) {
     r.fast = 0;
   }
@@ -1146,7 +1221,11 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       r.w = (const int8_t *)(stage + 4 * r.n);
     }
     for (int32_t b = 0; b < p->batches; ++b) {
-      r.in = input + (int32_t)b * p->in_h * p->in_w * p->in_c;
+      r.in = input + b * in_batch;
+      if (copy) {
+        conv_pad_copy(&cg, r.in, copy);
+        r.in = copy;
+      }
       r.out = output + (int32_t)b * npix * cout + c0;
       if (mode == 0) {
         conv_pairs_m0(&r, w16);
