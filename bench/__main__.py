@@ -275,8 +275,11 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     row: dict[str, Any] = {"model": str(path.relative_to(path.parents[1])), "stem": path.stem}
     t0 = time.perf_counter()
     try:
-        c = compile_model(path, "network", flash=flash_model_for(memory_of),
-                          weights_budget=weights_budget_for(memory_of))
+        # the core's kernel choices (Winograd by default per core, docs/kernels_conv_wino.md) as
+        # `generate --board` makes them: the emulated M4 boards', or memory_of's core
+        core = load_board(memory_of or (boards or EMULATED)[0]).core
+        compile_kw = dict(flash=flash_model_for(memory_of), weights_budget=weights_budget_for(memory_of))
+        c = compile_model(path, "network", core=core, **compile_kw)
         emit_c(c.doc, c.params, "network", workdir / "c_only")
     except Stm32aiError as e:
         row["status"] = f"unsupported: {e}"
@@ -314,7 +317,7 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     row["board"] = board.id
     proj = workdir / "proj"
     args = SimpleNamespace(model=str(path), board=board.id, name="network", activations_pool=None,
-                           weights_pool=None, profile=False)
+                           weights_pool=None, profile=False, compile_kw=compile_kw)
     try:
         _, out = _build_run(args, c, proj, board)
     except Stm32aiError as e:
@@ -351,6 +354,15 @@ def bench_model(path: Path, base: dict[str, Any] | None, workdir: Path, profile:
     return row
 
 
+def _for_core(args: SimpleNamespace, c: Any, core: str) -> Any:
+    """The model compiled for another core's kernel choices (as `generate --board` does for it)."""
+    from stm32ai.pipeline import compile_model
+
+    if getattr(c.graph, "core", None) == core:
+        return c
+    return compile_model(args.model, "network", core=core, **getattr(args, "compile_kw", {}))
+
+
 def bench_m7(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path) -> None:
     """The plain firmware built for the emulated Cortex-M7: its verdict and instruction count
     (QEMU counts instructions; it models neither the M7's dual issue nor its caches)."""
@@ -359,6 +371,7 @@ def bench_m7(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path) -> 
 
     board = load_board(M7_BOARD)
     try:
+        c = _for_core(args, c, board.core)
         _, out = _build_run(SimpleNamespace(**{**vars(args), "board": board.id}), c, proj, board)
     except Stm32aiError as e:
         row["m7_result"] = f"build failed: {e}"
@@ -379,6 +392,7 @@ def bench_m33(row: dict[str, Any], args: SimpleNamespace, c: Any, proj: Path,
 
     board = load_board(M33_BOARD)
     try:
+        c = _for_core(args, c, board.core)
         _, out = _build_run(SimpleNamespace(**{**vars(args), "board": board.id}), c, proj, board)
     except Stm32aiError as e:
         row["m33_result"] = f"build failed: {e}"
