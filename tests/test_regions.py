@@ -28,10 +28,10 @@ from stm32ai.report import build_report, render_html
 from stm32ai.validate.host import build_host
 from stm32ai.validate.run import validate_model
 
-RESIDUAL = FIXTURES / "add_residual_int8.tflite"   # 1,256 B single pool, a residual branch
+RESIDUAL = FIXTURES / "add_residual_int8.tflite"   # 1,624 B single pool (a padded input copy), a residual branch
 LSTM = FIXTURES / "lstm_stacked_int8.tflite"       # persistent state in the pool
 BOARD = "qemu-mps2-an386"                          # sram + psram, both mapped by QEMU
-SPLIT = ["sram:768", "psram:768"]                  # neither region alone holds the pool
+SPLIT = ["sram:1024", "psram:1024"]                  # neither region alone holds the pool
 
 
 def _split(model: Path, pool: list[str]):
@@ -100,15 +100,16 @@ def test_the_checkers_catch_an_overlap():
 
     c, _ = _split(RESIDUAL, SPLIT)
     check_pools(c.plan)
-    # move a pool-1 buffer onto another pool-1 buffer alive at the same step
-    p1 = [i for i, b in enumerate(c.plan.buffers) if not b.app_owned and c.plan.pool_of[i] == 1]
-    a, b = next((a, b) for a in p1 for b in p1 if a != b and c.plan.buffers[a].first <= c.plan.buffers[b].last
+    # move a buffer onto another buffer of the same pool alive at the same step
+    pools = [[i for i, b in enumerate(c.plan.buffers) if not b.app_owned and c.plan.pool_of[i] == k] for k in (0, 1)]
+    a, b = next((a, b) for p in pools for a in p for b in p if a != b
+                and c.plan.buffers[a].first <= c.plan.buffers[b].last
                 and c.plan.buffers[b].first <= c.plan.buffers[a].last)
     offsets = list(c.plan.offsets)
     offsets[a] = offsets[b]
     bad = replace(c.plan, offsets=offsets)
     with pytest.raises(AssertionError):
-        _check_split(bad, {"sram": 768, "psram": 768})
+        _check_split(bad, {"sram": 1024, "psram": 1024})
     with pytest.raises(AssertionError):
         check_pools(bad)
 
@@ -123,7 +124,7 @@ def test_hottest_buffer_goes_to_the_fastest_region():
     x = c.plan.tensor_buffer[c.graph.inputs[0]]
     assert c.plan.buffers[x].size == 336 and heat[x] == (12_096 + 1_344 + 336 + 336) / 336
     hottest = max((i for i, b in enumerate(c.plan.buffers) if not b.app_owned), key=lambda i: heat[i])
-    plan = split_across_regions(c.graph, c.plan, [RegionBudget("fast", 768), RegionBudget("slow", 768)])
+    plan = split_across_regions(c.graph, c.plan, [RegionBudget("fast", 1024), RegionBudget("slow", 1024)])
     assert plan.pool_of[hottest] == 0
 
 
@@ -141,7 +142,7 @@ def test_split_runs_bit_exact_on_the_host_against_tflm():
 @pytest.mark.slow
 def test_split_with_application_owned_io_runs_on_the_host():
     c = compile_model(RESIDUAL, inputs_in_pool=False, outputs_in_pool=False)
-    place_model(load_board(BOARD), c, ["sram:700", "psram:700"], None)
+    place_model(load_board(BOARD), c, ["sram:1000", "psram:1000"], None)
     assert len(c.plan.pools) == 2
     res = validate_model(RESIDUAL, None, n=2, seed=3, compiled=c)
     assert res.passed
@@ -158,7 +159,7 @@ def test_split_pool_checked_per_region():
     c, _ = _split(RESIDUAL, SPLIT)
     with pytest.raises(Stm32aiError, match=r"activation pool 1 \(\d+ B\) overflows region psram"):
         plan_placement(load_board(BOARD), activations_bytes=c.plan.pool_size, weights_bytes=100,
-                       activations_pool=["sram:768", "psram:256"], split=c.plan.pools)
+                       activations_pool=["sram:1024", "psram:256"], split=c.plan.pools)
 
 
 def test_cli_fits_error_exit_2(tmp_path, capsys):

@@ -270,7 +270,7 @@ static inline int8_t wino_out_acc(const int32_t *q, int32_t acc0, const wino_os_
 
 /* The inverse transform of a channel pair x quad block: y[j][k] = (A^T M A)[k / 2][k % 2] >> 2
  * (TFLite's accumulator without bias, exact) for column j = 4 * channel + tile of m[pos][j]. */
-static inline void wino_inverse(const int32_t m[16][8], int32_t y[8][4]) {
+static inline void wino_inverse(int32_t m[16][8], int32_t y[8][4]) {
   for (int j = 0; j < 8; j++) {
     int32_t r0[4], r1[4];
     for (int c = 0; c < 4; c++) {
@@ -286,7 +286,7 @@ static inline void wino_inverse(const int32_t m[16][8], int32_t y[8][4]) {
  * requantisation, clamp. `mode` is a constant at each call (0: ai_requant; 1: rq_fold and the
  * clamp; 2: rq_fold, no clamp beyond SSAT's), so the channel's rq row stays in registers.
  * o: tile 0's top-left output; nx: the last tile has its second column; ny: output rows. */
-static inline void wino_quad_out(const int32_t y[][4], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+static inline void wino_quad_out(int32_t y[][4], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
                                  int32_t cs, int nx, int ny, const wino_os_t *os, const int mode) {
   const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
 #define WINO_OUT(acc)                                                                                 \
