@@ -122,14 +122,18 @@ void ai_avgpool_rows_s8_accumulate(const ai_avgpool_rows_s8_params *p, const int
   }
 }
 
-void ai_avgpool_rows_s8_finish(const ai_avgpool_rows_s8_params *p, const int32_t *acc, int8_t *out) {
+/* One channel's average from its running sum: rounded as ai_avgpool_s8 (TFLM), clamped. */
+static inline int8_t avg_rows_out(const ai_avgpool_rows_s8_params *p, int32_t v) {
   const int32_t count = p->count, half = count / 2;
+  v = v > 0 ? (v + half) / count : (v - half) / count;
+  v = v < p->act_min ? p->act_min : v;
+  v = v > p->act_max ? p->act_max : v;
+  return (int8_t)v;
+}
+
+void ai_avgpool_rows_s8_finish(const ai_avgpool_rows_s8_params *p, const int32_t *acc, int8_t *out) {
   for (int32_t c = 0; c < p->channels; c++) {
-    int32_t v = acc[c];
-    v = v > 0 ? (v + half) / count : (v - half) / count; /* as ai_avgpool_s8 (TFLM) */
-    v = v < p->act_min ? p->act_min : v;
-    v = v > p->act_max ? p->act_max : v;
-    out[c] = (int8_t)v;
+    out[c] = avg_rows_out(p, acc[c]);
   }
 }
 
@@ -151,13 +155,8 @@ void ai_avgpool_rows_s8_accumulate16(const ai_avgpool_rows_s8_params *p, const i
 }
 
 void ai_avgpool_rows_s8_finish16(const ai_avgpool_rows_s8_params *p, const int16_t *acc, int8_t *out) {
-  const int32_t count = p->count, half = count / 2;
   for (int32_t c = 0; c < p->channels; c++) {
-    int32_t v = acc[c];
-    v = v > 0 ? (v + half) / count : (v - half) / count; /* as ai_avgpool_s8 (TFLM) */
-    v = v < p->act_min ? p->act_min : v;
-    v = v > p->act_max ? p->act_max : v;
-    out[c] = (int8_t)v;
+    out[c] = avg_rows_out(p, acc[c]);
   }
 }
 
