@@ -36,6 +36,7 @@ from stm32ai.passes.lower.conv import (
     pack_conv_weights_s16,
     pack_dw_weights_s8,
     acc_bound,
+    rq_double_mode,
     rq_double_ok,
     rq_double_ref,
     rq_fold_ref,
@@ -400,10 +401,12 @@ def _tflite_requant(x: int, m: int, shift: int) -> int:
 def test_rq_double_matches_tflite_where_proven():
     """The doubled-accumulator form of the Cortex-M4 channel quads (rq_double_ref, AI_RQ_ACC_MM's
     arithmetic) equals TFLite's requantisation + zero point on edge, tie and random accumulators
-    within the bound wherever rq_double_ok proves it; and the proof rejects channels where the
-    form differs (accumulators from 2^30 on: the doubled accumulator wraps)."""
+    within the bound wherever rq_double_ok proves it, and its form without the sign term
+    (AI_RQ_ACC_MM0) after saturation wherever rq_double_mode gives 3; and the proofs reject
+    channels where the forms differ (accumulators from 2^30 on: the doubled accumulator wraps;
+    zero points above -128: negative ties)."""
     r = np.random.default_rng(25)
-    checked = 0
+    checked = proven3 = refused3 = 0
     for m, shift, zp, _ in _fold_cases(r):
         for bound in (1 << 16, (1 << 24) + 3, (1 << 30) - 1):
             table, fold = conv_rq_table(np.zeros(1), np.zeros((1, 1)), np.array([m]), np.array([shift]),
@@ -416,7 +419,15 @@ def test_rq_double_matches_tflite_where_proven():
             ref = [_tflite_requant(int(v), m, shift) + zp for v in x.tolist()]
             np.testing.assert_array_equal(rq_double_ref(x, mm, rs, kf), ref)
             checked += len(ref)
-    assert checked > 30000
+            # without the sign term (AI_RQ_ACC_MM0): equal after SSAT wherever rq_fold 3 is chosen
+            no_sign = np.clip(rq_double_ref(x, mm, rs, kf, sign=False), -128, 127)
+            same = np.array_equal(no_sign, np.clip(ref, -128, 127))
+            if rq_double_mode(table, np.array([bound]), zp) == 3:
+                assert same
+                proven3 += 1
+            elif not same:
+                refused3 += 1  # the proof refused a channel where the shorter form is wrong
+    assert checked > 30000 and proven3 >= 10 and refused3 >= 10
     # a channel whose accumulator may reach 2^30: rejected, and there the form is wrong
     m, shift, zp = 1518500250, -8, -3
     big = np.array([1 << 30])
@@ -903,9 +914,10 @@ int main(void) {
     p.stage_oc = rr(0, 2) == 0 ? 0 : rr(1, p.out_c + 1);
     if (c >= 400) { /* the Cortex-M4 channel-quad loop's conditions (AI_CONV_QUAD), mostly; half
                        with a channel count that is not a multiple of 4 (unaligned quad stores) */
-      /* rq_fold 2: the doubled-accumulator requantisation (AI_RQ_ACC_MM), whose proof needs
-         |acc| < 2^30: small biases below */
-      p.out_c = rr(0, 1) ? 4 * rr(1, 4) : rr(4, 16); p.w16 = 1; p.rq_fold = rr(1, 2); p.act_min = -128; p.act_max = 127;
+      /* rq_fold 2, 3: the doubled-accumulator requantisation (AI_RQ_ACC_MM, AI_RQ_ACC_MM0), whose
+         proof needs |acc| < 2^30: small biases below */
+      p.out_c = rr(0, 1) ? 4 * rr(1, 4) : rr(4, 16); p.w16 = 1; p.rq_fold = rr(1, 3); p.act_min = -128; p.act_max = 127;
+      if (p.rq_fold == 3) p.out_offset = -128; /* AI_RQ_ACC_MM0's condition (mult >= 2^30 below) */
       p.stage_oc = rr(0, 4) == 0 ? 2 * rr(1, p.out_c / 2) : 4 * rr(1, p.out_c / 4 + 1);
     }
     p.pad_copy = rr(0, 2) == 0; /* the padded input copy: any geometry */
@@ -913,7 +925,7 @@ int main(void) {
     const int32_t nw = kp * p.out_c;
     if (!FITS(p, nw) || ai_conv2d_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, nw, p.out_c);
-    if (p.rq_fold == 2) {
+    if (p.rq_fold >= 2) {
       for (int32_t i = 0; i < p.out_c; ++i) bias[i] = rr(-100000, 100000);
     }
     if (p.krow) { /* a filter row's padding holds zero weights (as the lowering writes them): the

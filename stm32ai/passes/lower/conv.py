@@ -49,7 +49,7 @@ from stm32ai.tuning import conv_key
 __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
     "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref", "acc_bound",
-    "rq_double_ok", "rq_double_ref",
+    "rq_double_ok", "rq_double_mode", "rq_double_ref",
     "conv_scratch_size", "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel",
     "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
@@ -149,9 +149,9 @@ def acc_bound(w_rows: np.ndarray, tflite_bias: np.ndarray | None) -> np.ndarray:
 
 
 def rq_double_ok(table: np.ndarray, bound: np.ndarray) -> bool:
-    """The doubled-accumulator requantisation of the Cortex-M4 channel quads is exact for a
-    folded table (rq_fold rows {bias', m, rs, kf}) when, for every channel, the doubled
-    accumulator 2x and the SMMLAR high word (2 kf - [x<0]) + floor((2x*m + 2^31) / 2^32)
+    """The doubled-accumulator requantisation of the Cortex-M4 channel quads (AI_RQ_ACC_MM) is
+    exact for a folded table (rq_fold rows {bias', m, rs, kf}) when, for every channel, the
+    doubled accumulator 2x and the SMMLAR high word (2 kf - [x<0]) + floor((2x*m + 2^31) / 2^32)
     stay int32: |x| <= A < 2^30 and 2|kf| + A + 2 < 2^31 (|2x*m| < 2^32 |x|). Then
     ((that high word) >> (rs + 1)) equals rq_fold's value for every |x| <= A
     (docs/kernels_conv.md "Doubled accumulator"); `rq_double_ref` is its transcription."""
@@ -160,16 +160,27 @@ def rq_double_ok(table: np.ndarray, bound: np.ndarray) -> bool:
     return bool(np.all(a < (1 << 30)) and np.all(2 * kf + a + 2 < (1 << 31)))
 
 
-def rq_double_ref(x: np.ndarray, m: int, rs: int, kf: int) -> np.ndarray:
-    """The integer arithmetic of AI_RQ_ACC_MM (ai_conv_s8.c) on TFLite's accumulator x, int32
-    wrap-around included: a = 2x, hi = bits 63..32 of ((2kf + (a >> 31)) << 32) + a*m + 2^31
-    (SMMLAR), then hi >> (rs + 1), arithmetic shifts."""
+def rq_double_mode(table: np.ndarray, bound: np.ndarray, out_zp: int) -> int:
+    """conv2d_s8's rq_fold for a folded table: 3 when the doubled form also needs no sign term
+    (out_zp = -128 and every m >= 2^30: for x < 0 it gives at most out_zp, rq_fold no more, and
+    SSAT makes both -128), 2 when only `rq_double_ok` holds, else 1."""
+    if not rq_double_ok(table, bound):
+        return 1
+    m = np.asarray(table, np.int64)[:, 1]
+    return 3 if out_zp == -128 and bool(np.all(m >= (1 << 30))) else 2
+
+
+def rq_double_ref(x: np.ndarray, m: int, rs: int, kf: int, sign: bool = True) -> np.ndarray:
+    """The integer arithmetic of AI_RQ_ACC_MM (sign) / AI_RQ_ACC_MM0 (ai_conv_s8.c) on TFLite's
+    accumulator x, int32 wrap-around included: a = 2x, hi = bits 63..32 of
+    ((2kf + (a >> 31 if sign)) << 32) + a*m + 2^31 (SMMLAR), then hi >> (rs + 1), arithmetic
+    shifts; not saturated."""
     def s32(v: int) -> int:
         return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
     out = []
     for v in np.asarray(x, np.int64).reshape(-1).tolist():
         a = s32(2 * v)
-        k = s32(s32(2 * kf) + (a >> 31))
+        k = s32(s32(2 * kf) + (a >> 31 if sign else 0))
         hi = s32(((k << 32) + a * m + (1 << 31)) >> 32)
         out.append(hi >> (rs + 1))
     return np.array(out, np.int64).reshape(np.shape(x))
@@ -387,8 +398,8 @@ def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray,
     bias = _bias_values(g, op)
     mult, shift = _requant_values(x, w, y, geo.out_c)
     table, fold = conv_rq_table(fold_bias(bias, w_rows, _zp(x)), w_rows, mult, shift, _zp(y), bias)
-    # rq_fold 2: the Cortex-M4 channel quads may requantise from a doubled accumulator
-    rq_mode = 2 if fold and rq_double_ok(table, acc_bound(w_rows, bias)) else int(fold)
+    # rq_fold 2, 3: the Cortex-M4 channel quads may requantise from a doubled accumulator
+    rq_mode = rq_double_mode(table, acc_bound(w_rows, bias), _zp(y)) if fold else 0
     q_id = g.add_const(f"{base}/requant", table)
     w_id = g.add_const(f"{base}/weights_packed", pack_conv_weights_s8(conv_rows_for_kernel(geo, w_rows)))
     op.kernel = "conv2d_s8"

@@ -102,6 +102,15 @@ int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
  * quad and group of 4 K-elements 8 words, {w0,w2} of its channels 0..3, then {w1,w3} of
  * channels 0..3 (the order its loads consume them); the rest (a pair, an odd channel) as
  * above. Channel-quad rows are two pair blocks of the int8 layout, read side by side. */
+#if defined(AI_CONV_QUAD)
+/* Both int16 halves of v times 2 (one SADD16; the staged weights fit int16 doubled). */
+static inline uint32_t sadd16_self(uint32_t v) {
+  uint32_t r;
+  __asm__("sadd16 %0, %1, %1" : "=r"(r) : "r"(v));
+  return r;
+}
+#endif
+
 static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
                        int w16, int quad, uint32_t *dst) {
   memcpy(dst, rq + 4 * c0, (size_t)n * 16u);
@@ -113,22 +122,27 @@ static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int
   }
 #if defined(AI_CONV_QUAD)
   const int32_t nq = quad ? n & ~3 : 0;
-  /* quad == 2 (rq_fold == 2): the quads' accumulators doubled for AI_RQ_ACC_MM: each int16
-   * weight and the bias times 2 (a word's two halfwords shifted left, the low one's top bit
-   * kept out of the high one; the bias mod 2^32, like the accumulator), and the rq row
-   * {2 bias', m, rs + 1, 2 kf} */
-  const uint32_t dbl = quad == 2 ? 0xFFFEFFFFu : 0xFFFFFFFFu;
-  const int sh = quad == 2;
-  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {
-    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */
-    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {
-      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);
-      d[0] = (sxtb16(a0) << sh) & dbl, d[1] = (sxtb16(a1) << sh) & dbl;
-      d[2] = (sxtb16(b0) << sh) & dbl, d[3] = (sxtb16(b1) << sh) & dbl;
-      d[4] = (sxtb16_r8(a0) << sh) & dbl, d[5] = (sxtb16_r8(a1) << sh) & dbl;
-      d[6] = (sxtb16_r8(b0) << sh) & dbl, d[7] = (sxtb16_r8(b1) << sh) & dbl;
-    }
+  /* quad >= 2 (rq_fold >= 2): the quads' accumulators doubled for AI_RQ_ACC_MM(0): each int16
+   * weight (SADD16 of the expanded word with itself) and the bias times 2 (mod 2^32, like the
+   * accumulator), and the rq row {2 bias', m, rs + 1, 2 kf} */
+#define AI_STAGE_QUADS(X)                                                                        \
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
+    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */                   \
+    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {                           \
+      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);         \
+      d[0] = X(sxtb16(a0)), d[1] = X(sxtb16(a1)), d[2] = X(sxtb16(b0)), d[3] = X(sxtb16(b1));     \
+      d[4] = X(sxtb16_r8(a0)), d[5] = X(sxtb16_r8(a1)), d[6] = X(sxtb16_r8(b0)), d[7] = X(sxtb16_r8(b1)); \
+    }                                                                                            \
   }
+#define AI_SAME(v) (v)
+  const int sh = quad >= 2;
+  if (sh) {
+    AI_STAGE_QUADS(sadd16_self)
+  } else {
+    AI_STAGE_QUADS(AI_SAME)
+  }
+#undef AI_SAME
+#undef AI_STAGE_QUADS
   if (sh) {
     for (int32_t c = 0; c < nq; ++c) {
       dst[4 * c] <<= 1;
@@ -933,6 +947,14 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
   "asr %[w], %[w], %[wb]\n\t"                         \
   "ssat %[" ACC "], #8, %[w]\n\t"
 
+/* AI_RQ_ACC_MM without the sign term (rq_fold == 3, out_zp = -128, proven by the lowering):
+ * for acc < 0 it gives hi >> e <= out_zp (acc*m <= -2^31 as m >= 2^30), and rq_fold's value is
+ * no larger, so both saturate to -128; for acc >= 0 it is AI_RQ_ACC_MM. 3 instructions. */
+#define AI_RQ_ACC_MM0(ACC)                            \
+  "smmlar %[w], %[" ACC "], %[wa], %[x1]\n\t"         \
+  "asr %[w], %[w], %[wb]\n\t"                         \
+  "ssat %[" ACC "], #8, %[w]\n\t"
+
 #define AI_RQ_CH(OFF, A0, A1, RQ)                     \
   "ldr %[wa], [%[x0], #" OFF "+4]\n\t"                \
   "ldr %[wb], [%[x0], #" OFF "+8]\n\t"                \
@@ -1021,14 +1043,17 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
 
 static inline __attribute__((always_inline)) const uint32_t *conv_quads_asm_w16(
     const uint32_t *w, const uint32_t *col, int32_t groups, const int32_t *q, int32_t quads,
-    int8_t **o0p, int8_t **o1p, int mm) {
+    int8_t **o0p, int8_t **o1p, int rq) {
   /* a01: the byte offset of the first group to run in the 4-group body (each group is 28
    * 32-bit instructions, 112 bytes), plus the Thumb bit for the LDR PC that enters it */
   uint32_t a00 = (uint32_t)col, a01 = (uint32_t)(((4 - (groups & 3)) & 3) * 112 + 1);
   uint32_t a02 = (uint32_t)(col + 4 * groups);
   uint32_t a03 = (uint32_t)q, a10 = (uint32_t)(q + 16 * quads), a11 = (uint32_t)*o0p, a12 = (uint32_t)*o1p;
   uint32_t a13, c, wa, wb, x0, x1;
-  if (mm) {
+  /* rq: the layer's rq_fold (1: AI_RQ_ACC; 2, 3: from the doubled accumulators) */
+  if (rq == 3) {
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM0) AI_QUADS_OPERANDS);
+  } else if (rq == 2) {
     __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM) AI_QUADS_OPERANDS);
   } else {
     __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC) AI_QUADS_OPERANDS);
@@ -1050,7 +1075,7 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
   const uint32_t *wp = (const uint32_t *)(const void *)w;
 #if defined(AI_CONV_QUAD)
   if (quad && w16 && mode == 1 && cout >= 4) { /* the channel quads, then the pair layout */
-    wp = conv_quads_asm_w16(wp, col, groups, q, cout >> 2, &o0, &o1, quad == 2);
+    wp = conv_quads_asm_w16(wp, col, groups, q, cout >> 2, &o0, &o1, quad);
     q += 16 * (cout >> 2);
     cout &= 3;
     if (cout == 0) {
@@ -1116,7 +1141,7 @@ typedef struct {
   int32_t fast, rowg, rowst, kh;
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
 #if defined(AI_CONV_QUAD)
-  int32_t quad;          /* the staged weights start with channel quads (conv_stage); 2: doubled */
+  int32_t quad;          /* the staged weights start with channel quads (conv_stage): rq_fold */
 #endif
 } conv_run_t;
 
@@ -1178,7 +1203,9 @@ AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2, 0)
 #if defined(AI_CONV_QUAD)
 /* its own instance: the pair-only loops keep their code (and their fit in the ART I-cache) */
 AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1)
-AI_CONV_PAIRS(conv_pairs_w16_m1qm, 1, 1, 2) /* rq_fold == 2: doubled accumulators (AI_RQ_ACC_MM) */
+/* rq_fold 2, 3: doubled accumulators (AI_RQ_ACC_MM, AI_RQ_ACC_MM0) */
+AI_CONV_PAIRS(conv_pairs_w16_m1qm, 1, 1, 2)
+AI_CONV_PAIRS(conv_pairs_w16_m1qz, 1, 1, 3)
 #endif
 /* the general requantisation (rare) shares one loop for both layouts */
 static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0); }
@@ -1248,7 +1275,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
        * the extra fetch misses per pixel pair cost more than the quads save (docs/kernels_conv.md,
        * "Channel quads") */
 #if defined(AI_CONV_QUAD)
-      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN ? (p->rq_fold == 2 ? 2 : 1) : 0;
+      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN ? (p->rq_fold >= 2 ? p->rq_fold : 1) : 0;
       conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
 #else
       conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
@@ -1268,7 +1295,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       } else if (w16) {
 #if defined(AI_CONV_QUAD)
         if (r.quad) {
-          (r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
+          (r.quad == 3 ? conv_pairs_w16_m1qz : r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
           continue;
         }
 #endif
