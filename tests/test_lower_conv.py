@@ -26,6 +26,7 @@ from conftest import FIXTURES, M4, MPS2_LD, RUNTIME, STARTUP_C, WARN, c_scratch_
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.lower import dwconv3x3 as dw3
 from stm32ai.passes.lower.conv import (
+    acc_bound,
     check_conv,
     choose_conv_layouts,
     conv_layout_choices,
@@ -35,7 +36,6 @@ from stm32ai.passes.lower.conv import (
     pack_conv_weights_s8,
     pack_conv_weights_s16,
     pack_dw_weights_s8,
-    acc_bound,
     rq_double_mode,
     rq_double_ok,
     rq_double_ref,
