@@ -26,6 +26,7 @@ from conftest import FIXTURES, M4, MPS2_LD, RUNTIME, STARTUP_C, WARN, c_scratch_
 from stm32ai.ir import Graph, Op, Quant
 from stm32ai.passes.lower import dwconv3x3 as dw3
 from stm32ai.passes.lower.conv import (
+    acc_bound,
     check_conv,
     choose_conv_layouts,
     conv_layout_choices,
@@ -35,6 +36,9 @@ from stm32ai.passes.lower.conv import (
     pack_conv_weights_s8,
     pack_conv_weights_s16,
     pack_dw_weights_s8,
+    rq_double_mode,
+    rq_double_ok,
+    rq_double_ref,
     rq_fold_ref,
     same_padding,
 )
@@ -375,6 +379,69 @@ def test_rq_table_falls_back_to_the_general_path():
     # the usual case: folded, kf = 2^(rs-1) + zp * 2^rs
     table, fold = conv_rq_table(np.array([1, 2]), w, np.array([1 << 30] * 2), np.array([-9, -10]), -7, None)
     assert fold and table.tolist() == [[1, 1 << 30, 8, 128 - 7 * 256], [2, 1 << 30, 9, 256 - 7 * 512]]
+
+
+def _tflite_requant(x: int, m: int, shift: int) -> int:
+    """TFLite's MultiplyByQuantizedMultiplier for shift <= 0, transcribed here from gemmlowp
+    (SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT) with C's truncating division,
+    independently of stm32ai.passes.quant."""
+    if x == m == -(1 << 31):
+        hm = (1 << 31) - 1
+    else:
+        ab = x * m
+        nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
+        t = ab + nudge
+        hm = abs(t) // (1 << 31) * (1 if t >= 0 else -1)  # C's / on int64: toward zero
+    e = -shift
+    mask = (1 << e) - 1
+    rem, thr = hm & mask, (mask >> 1) + (1 if hm < 0 else 0)
+    return (hm >> e) + (1 if rem > thr else 0)
+
+
+def test_rq_double_matches_tflite_where_proven():
+    """The doubled-accumulator form of the Cortex-M4 channel quads (rq_double_ref, AI_RQ_ACC_MM's
+    arithmetic) equals TFLite's requantisation + zero point on edge, tie and random accumulators
+    within the bound wherever rq_double_ok proves it, and its form without the sign term
+    (AI_RQ_ACC_MM0) after saturation wherever rq_double_mode gives 3; and the proofs reject
+    channels where the forms differ (accumulators from 2^30 on: the doubled accumulator wraps;
+    zero points above -128: negative ties)."""
+    r = np.random.default_rng(25)
+    checked = proven3 = refused3 = 0
+    for m, shift, zp, _ in _fold_cases(r):
+        for bound in (1 << 16, (1 << 24) + 3, (1 << 30) - 1):
+            table, fold = conv_rq_table(np.zeros(1), np.zeros((1, 1)), np.array([m]), np.array([shift]),
+                                        zp, np.array([bound]))
+            if not fold or not rq_double_ok(table, np.array([bound])):
+                continue
+            _, mm, rs, kf = (int(v) for v in table[0])
+            x = _fold_inputs(m, shift, r)
+            x = np.concatenate([x[np.abs(x) <= bound], [bound, -bound, bound - 1, 1 - bound]])
+            ref = [_tflite_requant(int(v), m, shift) + zp for v in x.tolist()]
+            np.testing.assert_array_equal(rq_double_ref(x, mm, rs, kf), ref)
+            checked += len(ref)
+            # without the sign term (AI_RQ_ACC_MM0): equal after SSAT wherever rq_fold 3 is chosen
+            no_sign = np.clip(rq_double_ref(x, mm, rs, kf, sign=False), -128, 127)
+            same = np.array_equal(no_sign, np.clip(ref, -128, 127))
+            if rq_double_mode(table, np.array([bound]), zp) == 3:
+                assert same
+                proven3 += 1
+            elif not same:
+                refused3 += 1  # the proof refused a channel where the shorter form is wrong
+    assert checked > 30000 and proven3 >= 10 and refused3 >= 10
+    # a channel whose accumulator may reach 2^30: rejected, and there the form is wrong
+    m, shift, zp = 1518500250, -8, -3
+    big = np.array([1 << 30])
+    table, fold = conv_rq_table(np.zeros(1), np.zeros((1, 1)), np.array([m]), np.array([shift]), zp, big)
+    assert fold and not rq_double_ok(table, acc_bound(np.zeros((1, 1)), big))
+    _, mm, rs, kf = (int(v) for v in table[0])
+    x = 1 << 30
+    assert int(rq_double_ref(np.array([x]), mm, rs, kf)[0]) != _tflite_requant(x, m, shift) + zp
+    # and one whose 2 kf + A reaches 2^31 (a large zero point at a deep shift)
+    table, fold = conv_rq_table(np.zeros(1), np.zeros((1, 1)), np.array([1 << 30]), np.array([-25]), 100,
+                                np.array([1000]))
+    assert fold and not rq_double_ok(table, np.array([1000]))
+    _, mm, rs, kf = (int(v) for v in table[0])
+    assert int(rq_double_ref(np.array([0]), mm, rs, kf)[0]) != _tflite_requant(0, 1 << 30, -25) + 100
 
 
 RQ_HARNESS_C = r"""
@@ -847,7 +914,10 @@ int main(void) {
     p.stage_oc = rr(0, 2) == 0 ? 0 : rr(1, p.out_c + 1);
     if (c >= 400) { /* the Cortex-M4 channel-quad loop's conditions (AI_CONV_QUAD), mostly; half
                        with a channel count that is not a multiple of 4 (unaligned quad stores) */
-      p.out_c = rr(0, 1) ? 4 * rr(1, 4) : rr(4, 16); p.w16 = 1; p.rq_fold = 1; p.act_min = -128; p.act_max = 127;
+      /* rq_fold 2, 3: the doubled-accumulator requantisation (AI_RQ_ACC_MM, AI_RQ_ACC_MM0), whose
+         proof needs |acc| < 2^30: small biases below */
+      p.out_c = rr(0, 1) ? 4 * rr(1, 4) : rr(4, 16); p.w16 = 1; p.rq_fold = rr(1, 3); p.act_min = -128; p.act_max = 127;
+      if (p.rq_fold == 3) p.out_offset = -128; /* AI_RQ_ACC_MM0's condition (mult >= 2^30 below) */
       p.stage_oc = rr(0, 4) == 0 ? 2 * rr(1, p.out_c / 2) : 4 * rr(1, p.out_c / 4 + 1);
     }
     p.pad_copy = rr(0, 2) == 0; /* the padded input copy: any geometry */
@@ -855,6 +925,9 @@ int main(void) {
     const int32_t nw = kp * p.out_c;
     if (!FITS(p, nw) || ai_conv2d_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, nw, p.out_c);
+    if (p.rq_fold >= 2) {
+      for (int32_t i = 0; i < p.out_c; ++i) bias[i] = rr(-100000, 100000);
+    }
     if (p.krow) { /* a filter row's padding holds zero weights (as the lowering writes them): the
                      bytes a padded row reads past its run are then ignored, whatever they are */
       const int32_t run = p.k_w * p.in_c, runp = (run + 3) & ~3, body = 2 * (p.out_c / 2) * kp;

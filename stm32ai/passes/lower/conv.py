@@ -48,7 +48,8 @@ from stm32ai.tuning import conv_key
 
 __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
-    "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref",
+    "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref", "acc_bound",
+    "rq_double_ok", "rq_double_mode", "rq_double_ref",
     "conv_scratch_size", "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel",
     "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
@@ -139,6 +140,52 @@ def _fold_ok(m: int, shift: int, out_zp: int, acc_bound: int) -> bool:
     return abs(kf) + acc_bound // 2 + 2 < (1 << 31)
 
 
+def acc_bound(w_rows: np.ndarray, tflite_bias: np.ndarray | None) -> np.ndarray:
+    """Per output channel, a bound on |TFLite's accumulator|: |bias| + 255 * sum|w|
+    (|x - in_zp| <= 255), capped at 2^31 (wrap-around: any int32)."""
+    w = np.abs(np.asarray(w_rows, np.int64))
+    tb = np.zeros(w.shape[0], np.int64) if tflite_bias is None else np.asarray(tflite_bias, np.int64).reshape(-1)
+    return np.minimum(np.abs(tb) + 255 * w.sum(axis=1), 1 << 31)
+
+
+def rq_double_ok(table: np.ndarray, bound: np.ndarray) -> bool:
+    """The doubled-accumulator requantisation of the Cortex-M4 channel quads (AI_RQ_ACC_MM) is
+    exact for a folded table (rq_fold rows {bias', m, rs, kf}) when, for every channel, the
+    doubled accumulator 2x and the SMMLAR high word (2 kf - [x<0]) + floor((2x*m + 2^31) / 2^32)
+    stay int32: |x| <= A < 2^30 and 2|kf| + A + 2 < 2^31 (|2x*m| < 2^32 |x|). Then
+    ((that high word) >> (rs + 1)) equals rq_fold's value for every |x| <= A
+    (docs/kernels_conv.md "Doubled accumulator"); `rq_double_ref` is its transcription."""
+    kf = np.abs(np.asarray(table, np.int64)[:, 3])
+    a = np.asarray(bound, np.int64)
+    return bool(np.all(a < (1 << 30)) and np.all(2 * kf + a + 2 < (1 << 31)))
+
+
+def rq_double_mode(table: np.ndarray, bound: np.ndarray, out_zp: int) -> int:
+    """conv2d_s8's rq_fold for a folded table: 3 when the doubled form also needs no sign term
+    (out_zp = -128 and every m >= 2^30: for x < 0 it gives at most out_zp, rq_fold no more, and
+    SSAT makes both -128), 2 when only `rq_double_ok` holds, else 1."""
+    if not rq_double_ok(table, bound):
+        return 1
+    m = np.asarray(table, np.int64)[:, 1]
+    return 3 if out_zp == -128 and bool(np.all(m >= (1 << 30))) else 2
+
+
+def rq_double_ref(x: np.ndarray, m: int, rs: int, kf: int, sign: bool = True) -> np.ndarray:
+    """The integer arithmetic of AI_RQ_ACC_MM (sign) / AI_RQ_ACC_MM0 (ai_conv_s8.c) on TFLite's
+    accumulator x, int32 wrap-around included: a = 2x, hi = bits 63..32 of
+    ((2kf + (a >> 31 if sign)) << 32) + a*m + 2^31 (SMMLAR), then hi >> (rs + 1), arithmetic
+    shifts; not saturated."""
+    def s32(v: int) -> int:
+        return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+    out = []
+    for v in np.asarray(x, np.int64).reshape(-1).tolist():
+        a = s32(2 * v)
+        k = s32(s32(2 * kf) + (a >> 31 if sign else 0))
+        hi = s32(((k << 32) + a * m + (1 << 31)) >> 32)
+        out.append(hi >> (rs + 1))
+    return np.array(out, np.int64).reshape(np.shape(x))
+
+
 def conv_rq_table(bias: np.ndarray, w_rows: np.ndarray, mult: np.ndarray, shift: np.ndarray,
                   out_zp: int, tflite_bias: np.ndarray | None) -> tuple[np.ndarray, bool]:
     """The conv2d_s8 `rq` input: int32 [out_c, 4] and whether it holds rq_fold constants.
@@ -149,8 +196,7 @@ def conv_rq_table(bias: np.ndarray, w_rows: np.ndarray, mult: np.ndarray, shift:
     general {bias, multiplier, shift, 0} for ai_requant.
     """
     n = w_rows.shape[0]
-    tb = np.zeros(n, np.int64) if tflite_bias is None else np.asarray(tflite_bias, np.int64).reshape(-1)
-    bound = np.minimum(np.abs(tb) + 255 * np.abs(np.asarray(w_rows, np.int64)).sum(axis=1), 1 << 31)
+    bound = acc_bound(w_rows, tflite_bias)
     mult = np.asarray(mult, np.int64)
     shift = np.asarray(shift, np.int64)
     fold = all(_fold_ok(int(mult[c]), int(shift[c]), out_zp, int(bound[c])) for c in range(n))
@@ -352,13 +398,15 @@ def _lower_conv_s8_rows(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray,
     bias = _bias_values(g, op)
     mult, shift = _requant_values(x, w, y, geo.out_c)
     table, fold = conv_rq_table(fold_bias(bias, w_rows, _zp(x)), w_rows, mult, shift, _zp(y), bias)
+    # rq_fold 2, 3: the Cortex-M4 channel quads may requantise from a doubled accumulator
+    rq_mode = rq_double_mode(table, acc_bound(w_rows, bias), _zp(y)) if fold else 0
     q_id = g.add_const(f"{base}/requant", table)
     w_id = g.add_const(f"{base}/weights_packed", pack_conv_weights_s8(conv_rows_for_kernel(geo, w_rows)))
     op.kernel = "conv2d_s8"
     op.inputs = [op.inputs[0], w_id, q_id]
     # ram keeps its meaning: no scratch for speed
     pad_copy = g.optimization != "ram" and conv_pad_copy(geo)
-    op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": int(fold),
+    op.attrs = {**geo.attrs(), **_int8_attrs(op, x, y), "w16": 0, "rq_fold": rq_mode,
                 "krow": int(conv_krow(geo)), "reverse": 0, "stage_oc": 0, "pad_copy": int(pad_copy)}
     op.scratch = conv_scratch_size(geo, pad_copy)
 

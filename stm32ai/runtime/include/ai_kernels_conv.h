@@ -48,7 +48,10 @@ typedef struct {
   int32_t out_offset; /* output zero point (rq_fold = 0 only) */
   int32_t act_min, act_max;
   int32_t w16;        /* 1: int16 weights ("time"), 0: int8 weights */
-  int32_t rq_fold;    /* 1: rq holds rq_fold constants */
+  int32_t rq_fold;    /* 1: rq holds rq_fold constants; 2: the same, and the lowering proved the
+                         doubled accumulator of the Cortex-M4 channel quads fits (|acc| < 2^30);
+                         3: 2 with out_zp = -128, m >= 2^30 (no sign term needed; docs/kernels_conv.md
+                         "Doubled accumulator") */
   int32_t krow;       /* 1: K is k_h filter rows each padded to a multiple of 4 (in_c % 4 != 0, dilation_w 1) */
   int32_t reverse;    /* 1: pixel pairs from the last to the first (an output placed after its input
                          may then overlap it; docs/kernels_conv.md "Access order") */

@@ -102,6 +102,15 @@ int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p) {
  * quad and group of 4 K-elements 8 words, {w0,w2} of its channels 0..3, then {w1,w3} of
  * channels 0..3 (the order its loads consume them); the rest (a pair, an odd channel) as
  * above. Channel-quad rows are two pair blocks of the int8 layout, read side by side. */
+#if defined(AI_CONV_QUAD)
+/* Both int16 halves of v times 2 (one SADD16; the staged weights fit int16 doubled). */
+static inline uint32_t sadd16_self(uint32_t v) {
+  uint32_t r;
+  __asm__("sadd16 %0, %1, %1" : "=r"(r) : "r"(v));
+  return r;
+}
+#endif
+
 static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
                        int w16, int quad, uint32_t *dst) {
   memcpy(dst, rq + 4 * c0, (size_t)n * 16u);
@@ -113,12 +122,32 @@ static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int
   }
 #if defined(AI_CONV_QUAD)
   const int32_t nq = quad ? n & ~3 : 0;
-  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {
-    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */
-    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {
-      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);
-      d[0] = sxtb16(a0), d[1] = sxtb16(a1), d[2] = sxtb16(b0), d[3] = sxtb16(b1);
-      d[4] = sxtb16_r8(a0), d[5] = sxtb16_r8(a1), d[6] = sxtb16_r8(b0), d[7] = sxtb16_r8(b1);
+  /* quad >= 2 (rq_fold >= 2): the quads' accumulators doubled for AI_RQ_ACC_MM(0): each int16
+   * weight (SADD16 of the expanded word with itself) and the bias times 2 (mod 2^32, like the
+   * accumulator), and the rq row {2 bias', m, rs + 1, 2 kf} */
+#define AI_STAGE_QUADS(X)                                                                        \
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
+    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */                   \
+    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {                           \
+      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);         \
+      d[0] = X(sxtb16(a0)), d[1] = X(sxtb16(a1)), d[2] = X(sxtb16(b0)), d[3] = X(sxtb16(b1));     \
+      d[4] = X(sxtb16_r8(a0)), d[5] = X(sxtb16_r8(a1)), d[6] = X(sxtb16_r8(b0)), d[7] = X(sxtb16_r8(b1)); \
+    }                                                                                            \
+  }
+#define AI_SAME(v) (v)
+  const int sh = quad >= 2;
+  if (sh) {
+    AI_STAGE_QUADS(sadd16_self)
+  } else {
+    AI_STAGE_QUADS(AI_SAME)
+  }
+#undef AI_SAME
+#undef AI_STAGE_QUADS
+  if (sh) {
+    for (int32_t c = 0; c < nq; ++c) {
+      dst[4 * c] <<= 1;
+      dst[4 * c + 2] += 1;
+      dst[4 * c + 3] <<= 1;
     }
   }
 #else
@@ -906,12 +935,32 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
   "asr %[w], %[w], %[wb]\n\t"                         \
   "ssat %[" ACC "], #8, %[w]\n\t"
 
-#define AI_RQ_CH(OFF, A0, A1)                         \
+/* The same output from a doubled accumulator (rq_fold == 2: the staged weights and bias
+ * times 2, proven |2 acc| < 2^31 by the lowering), constants m in wa, e = rs + 1 in wb and
+ * K = 2 kf in x1: hi = (K - [acc<0]):2^31 + acc*m rounded to its high word (SMMLAR), then
+ * hi >> e saturated. With acc = 2x that is floor((x*m + 2^30 + kf*2^32 - 2^31*[x<0]) /
+ * 2^(31+e)), rq_fold's value exactly (docs/kernels_conv.md "Doubled accumulator"): 4
+ * instructions instead of 6. w is the temporary. */
+#define AI_RQ_ACC_MM(ACC)                             \
+  "add %[w], %[x1], %[" ACC "], asr #31\n\t"          \
+  "smmlar %[w], %[" ACC "], %[wa], %[w]\n\t"          \
+  "asr %[w], %[w], %[wb]\n\t"                         \
+  "ssat %[" ACC "], #8, %[w]\n\t"
+
+/* AI_RQ_ACC_MM without the sign term (rq_fold == 3, out_zp = -128, proven by the lowering):
+ * for acc < 0 it gives hi >> e <= out_zp (acc*m <= -2^31 as m >= 2^30), and rq_fold's value is
+ * no larger, so both saturate to -128; for acc >= 0 it is AI_RQ_ACC_MM. 3 instructions. */
+#define AI_RQ_ACC_MM0(ACC)                            \
+  "smmlar %[w], %[" ACC "], %[wa], %[x1]\n\t"         \
+  "asr %[w], %[w], %[wb]\n\t"                         \
+  "ssat %[" ACC "], #8, %[w]\n\t"
+
+#define AI_RQ_CH(OFF, A0, A1, RQ)                     \
   "ldr %[wa], [%[x0], #" OFF "+4]\n\t"                \
   "ldr %[wb], [%[x0], #" OFF "+8]\n\t"                \
   "ldr %[x1], [%[x0], #" OFF "+12]\n\t"               \
-  AI_RQ_ACC(A0)                                       \
-  AI_RQ_ACC(A1)
+  RQ(A0)                                              \
+  RQ(A1)
 
 /* Every channel quad of a pixel pair (quads >= 1), staged w16 weights in the quad layout,
  * rq_fold + SSAT: 4 x 2 accumulators over the K groups, then the 8 outputs requantised in
@@ -922,82 +971,93 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
  * end of the columns, the rq row and its end, the output pointers and, while requantising,
  * the weight pointer. Per quad and pixel pair ~110 estimated Cortex-M4 cycles
  * besides the groups' 32 each (docs/kernels_conv.md). */
+/* The channel-quad loop of conv_quads_asm_w16, its requantisation RQ (AI_RQ_ACC or AI_RQ_ACC_MM). */
+#define AI_QUADS_ASM(RQ)                                                                \
+      "sub sp, sp, #32\n\t"                                                             \
+      "str %[a00], [sp]\n\t"                                                            \
+      "str %[a01], [sp, #4]\n\t"                                                        \
+      "str %[a02], [sp, #8]\n\t"                                                        \
+      "str %[a03], [sp, #12]\n\t"                                                       \
+      "str %[a10], [sp, #16]\n\t"                                                       \
+      "str %[a11], [sp, #20]\n\t"                                                       \
+      "str %[a12], [sp, #24]\n\t"                                                       \
+      "adr %[x1], 3f\n\t"                                                               \
+      "add %[x1], %[x1], %[a01]\n\t"                                                    \
+      "str %[x1], [sp, #4]\n\t"                                                         \
+      "mov %[x0], %[a03]\n\t"                                                           \
+      ".balign 4\n"                                                                     \
+      "5:\n\t"                                                                          \
+      "ldr %[a00], [%[x0]]\n\t"                                                         \
+      "ldr %[a01], [%[x0], #16]\n\t"                                                    \
+      "ldr %[a02], [%[x0], #32]\n\t"                                                    \
+      "ldr %[a03], [%[x0], #48]\n\t"                                                    \
+      "ldr %[c], [sp]\n\t"                                                              \
+      "mov %[a10], %[a00]\n\t"                                                          \
+      "mov %[a11], %[a01]\n\t"                                                          \
+      "mov %[a12], %[a02]\n\t"                                                          \
+      "mov %[a13], %[a03]\n\t"                                                          \
+      "ldr pc, [sp, #4]\n\t" /* into the 4-group body at group (4 - groups % 4) % 4 */  \
+      ".balign 4\n"                                                                     \
+      "3:\n\t"                                                                          \
+      AI_QUAD_GROUP                                                                     \
+      AI_QUAD_GROUP                                                                     \
+      AI_QUAD_GROUP                                                                     \
+      AI_QUAD_GROUP                                                                     \
+      "ldr %[x1], [sp, #8]\n\t"                                                         \
+      "cmp %[c], %[x1]\n\t"                                                             \
+      "bne 3b\n"                                                                        \
+      "4:\n\t"                                                                          \
+      "str %[w], [sp, #28]\n\t"                                                         \
+      "ldr %[x0], [sp, #12]\n\t"                                                        \
+      AI_RQ_CH("0", "a00", "a10", RQ)                                                   \
+      AI_RQ_CH("16", "a01", "a11", RQ)                                                  \
+      AI_RQ_CH("32", "a02", "a12", RQ)                                                  \
+      AI_RQ_CH("48", "a03", "a13", RQ)                                                  \
+      "bfi %[a00], %[a01], #8, #8\n\t"                                                  \
+      "bfi %[a10], %[a11], #8, #8\n\t"                                                  \
+      "bfi %[a00], %[a02], #16, #8\n\t"                                                 \
+      "bfi %[a10], %[a12], #16, #8\n\t"                                                 \
+      "bfi %[a00], %[a03], #24, #8\n\t"                                                 \
+      "bfi %[a10], %[a13], #24, #8\n\t"                                                 \
+      "ldr %[wa], [sp, #20]\n\t"                                                        \
+      "ldr %[wb], [sp, #24]\n\t"                                                        \
+      "ldr %[x1], [sp, #16]\n\t"                                                        \
+      "ldr %[w], [sp, #28]\n\t"                                                         \
+      "add %[x0], %[x0], #64\n\t"                                                       \
+      "str %[a00], [%[wa]], #4\n\t"                                                     \
+      "str %[a10], [%[wb]], #4\n\t"                                                     \
+      "str %[wa], [sp, #20]\n\t"                                                        \
+      "str %[wb], [sp, #24]\n\t"                                                        \
+      "str %[x0], [sp, #12]\n\t"                                                        \
+      "cmp %[x0], %[x1]\n\t"                                                            \
+      "bne 5b\n\t"                                                                      \
+      "mov %[a11], %[wa]\n\t"                                                           \
+      "mov %[a12], %[wb]\n\t"                                                           \
+      "add sp, sp, #32\n\t"
+#define AI_QUADS_OPERANDS                                                               \
+      : [a00] "+r"(a00), [a01] "+r"(a01), [a02] "+r"(a02), [a03] "+r"(a03), [a10] "+r"(a10),\
+        [a11] "+r"(a11), [a12] "+r"(a12), [a13] "=&r"(a13), [w] "+r"(w), [c] "=&r"(c),  \
+        [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1)                  \
+      :                                                                                 \
+      : "cc", "memory"
+
 static inline __attribute__((always_inline)) const uint32_t *conv_quads_asm_w16(
     const uint32_t *w, const uint32_t *col, int32_t groups, const int32_t *q, int32_t quads,
-    int8_t **o0p, int8_t **o1p) {
+    int8_t **o0p, int8_t **o1p, int rq) {
   /* a01: the byte offset of the first group to run in the 4-group body (each group is 28
    * 32-bit instructions, 112 bytes), plus the Thumb bit for the LDR PC that enters it */
   uint32_t a00 = (uint32_t)col, a01 = (uint32_t)(((4 - (groups & 3)) & 3) * 112 + 1);
   uint32_t a02 = (uint32_t)(col + 4 * groups);
   uint32_t a03 = (uint32_t)q, a10 = (uint32_t)(q + 16 * quads), a11 = (uint32_t)*o0p, a12 = (uint32_t)*o1p;
   uint32_t a13, c, wa, wb, x0, x1;
-  __asm__ volatile(
-      "sub sp, sp, #32\n\t"
-      "str %[a00], [sp]\n\t"
-      "str %[a01], [sp, #4]\n\t"
-      "str %[a02], [sp, #8]\n\t"
-      "str %[a03], [sp, #12]\n\t"
-      "str %[a10], [sp, #16]\n\t"
-      "str %[a11], [sp, #20]\n\t"
-      "str %[a12], [sp, #24]\n\t"
-      "adr %[x1], 3f\n\t"
-      "add %[x1], %[x1], %[a01]\n\t"
-      "str %[x1], [sp, #4]\n\t"
-      "mov %[x0], %[a03]\n\t"
-      ".balign 4\n"
-      "5:\n\t"
-      "ldr %[a00], [%[x0]]\n\t"
-      "ldr %[a01], [%[x0], #16]\n\t"
-      "ldr %[a02], [%[x0], #32]\n\t"
-      "ldr %[a03], [%[x0], #48]\n\t"
-      "ldr %[c], [sp]\n\t"
-      "mov %[a10], %[a00]\n\t"
-      "mov %[a11], %[a01]\n\t"
-      "mov %[a12], %[a02]\n\t"
-      "mov %[a13], %[a03]\n\t"
-      "ldr pc, [sp, #4]\n\t" /* into the 4-group body at group (4 - groups % 4) % 4 */
-      ".balign 4\n"
-      "3:\n\t"
-      AI_QUAD_GROUP
-      AI_QUAD_GROUP
-      AI_QUAD_GROUP
-      AI_QUAD_GROUP
-      "ldr %[x1], [sp, #8]\n\t"
-      "cmp %[c], %[x1]\n\t"
-      "bne 3b\n"
-      "4:\n\t"
-      "str %[w], [sp, #28]\n\t"
-      "ldr %[x0], [sp, #12]\n\t"
-      AI_RQ_CH("0", "a00", "a10")
-      AI_RQ_CH("16", "a01", "a11")
-      AI_RQ_CH("32", "a02", "a12")
-      AI_RQ_CH("48", "a03", "a13")
-      "bfi %[a00], %[a01], #8, #8\n\t"
-      "bfi %[a10], %[a11], #8, #8\n\t"
-      "bfi %[a00], %[a02], #16, #8\n\t"
-      "bfi %[a10], %[a12], #16, #8\n\t"
-      "bfi %[a00], %[a03], #24, #8\n\t"
-      "bfi %[a10], %[a13], #24, #8\n\t"
-      "ldr %[wa], [sp, #20]\n\t"
-      "ldr %[wb], [sp, #24]\n\t"
-      "ldr %[x1], [sp, #16]\n\t"
-      "ldr %[w], [sp, #28]\n\t"
-      "add %[x0], %[x0], #64\n\t"
-      "str %[a00], [%[wa]], #4\n\t"
-      "str %[a10], [%[wb]], #4\n\t"
-      "str %[wa], [sp, #20]\n\t"
-      "str %[wb], [sp, #24]\n\t"
-      "str %[x0], [sp, #12]\n\t"
-      "cmp %[x0], %[x1]\n\t"
-      "bne 5b\n\t"
-      "mov %[a11], %[wa]\n\t"
-      "mov %[a12], %[wb]\n\t"
-      "add sp, sp, #32\n\t"
-      : [a00] "+r"(a00), [a01] "+r"(a01), [a02] "+r"(a02), [a03] "+r"(a03), [a10] "+r"(a10),
-        [a11] "+r"(a11), [a12] "+r"(a12), [a13] "=&r"(a13), [w] "+r"(w), [c] "=&r"(c),
-        [wa] "=&r"(wa), [wb] "=&r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1)
-      :
-      : "cc", "memory");
+  /* rq: the layer's rq_fold (1: AI_RQ_ACC; 2, 3: from the doubled accumulators) */
+  if (rq == 3) {
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM0) AI_QUADS_OPERANDS);
+  } else if (rq == 2) {
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM) AI_QUADS_OPERANDS);
+  } else {
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC) AI_QUADS_OPERANDS);
+  }
   *o0p = (int8_t *)a11, *o1p = (int8_t *)a12;
   return w;
 }
@@ -1015,7 +1075,7 @@ static inline __attribute__((always_inline)) void conv_channels(const int8_t *w,
   const uint32_t *wp = (const uint32_t *)(const void *)w;
 #if defined(AI_CONV_QUAD)
   if (quad && w16 && mode == 1 && cout >= 4) { /* the channel quads, then the pair layout */
-    wp = conv_quads_asm_w16(wp, col, groups, q, cout >> 2, &o0, &o1);
+    wp = conv_quads_asm_w16(wp, col, groups, q, cout >> 2, &o0, &o1, quad);
     q += 16 * (cout >> 2);
     cout &= 3;
     if (cout == 0) {
@@ -1081,7 +1141,7 @@ typedef struct {
   int32_t fast, rowg, rowst, kh;
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
 #if defined(AI_CONV_QUAD)
-  int32_t quad;          /* the staged weights start with channel quads (conv_stage) */
+  int32_t quad;          /* the staged weights start with channel quads (conv_stage): rq_fold */
 #endif
 } conv_run_t;
 
@@ -1143,6 +1203,9 @@ AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2, 0)
 #if defined(AI_CONV_QUAD)
 /* its own instance: the pair-only loops keep their code (and their fit in the ART I-cache) */
 AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1)
+/* rq_fold 2, 3: doubled accumulators (AI_RQ_ACC_MM, AI_RQ_ACC_MM0) */
+AI_CONV_PAIRS(conv_pairs_w16_m1qm, 1, 1, 2)
+AI_CONV_PAIRS(conv_pairs_w16_m1qz, 1, 1, 3)
 #endif
 /* the general requantisation (rare) shares one loop for both layouts */
 static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0); }
@@ -1212,7 +1275,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
        * the extra fetch misses per pixel pair cost more than the quads save (docs/kernels_conv.md,
        * "Channel quads") */
 #if defined(AI_CONV_QUAD)
-      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN;
+      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN ? (p->rq_fold >= 2 ? p->rq_fold : 1) : 0;
       conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
 #else
       conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
@@ -1232,7 +1295,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       } else if (w16) {
 #if defined(AI_CONV_QUAD)
         if (r.quad) {
-          conv_pairs_w16_m1q(&r);
+          (r.quad == 3 ? conv_pairs_w16_m1qz : r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
           continue;
         }
 #endif
