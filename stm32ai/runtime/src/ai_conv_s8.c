@@ -19,6 +19,11 @@
 #ifndef AI_CONV_QUAD_MIN
 #define AI_CONV_QUAD_MIN 2048
 #endif
+/* the same for pointwise layers (conv_run_t.lin), whose compact pair loop fits the I-cache with
+ * the quad loop: only the per-pass costs against the pair loop's decide (estimated, nucleo-l4r5zi) */
+#ifndef AI_CONV_QUAD_MIN_LIN
+#define AI_CONV_QUAD_MIN_LIN 1024
+#endif
 
 /* K of one filter row (k_w * in_c) and its stride in the packed K: rounded up to a multiple
  * of 4 when the rows are padded (krow: the lowering's choice for in_c % 4 != 0, so that an
@@ -1142,6 +1147,8 @@ typedef struct {
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
 #if defined(AI_CONV_QUAD)
   int32_t quad;          /* the staged weights start with channel quads (conv_stage): rq_fold */
+  int32_t lin;           /* pointwise (1x1, stride 1, no padding, in_c % 4 == 0: column n = pixel n)
+                          * with rq_fold 3: conv_pairs_w16_m1qz_lin */
 #endif
 } conv_run_t;
 
@@ -1168,10 +1175,23 @@ static __attribute__((noinline)) void conv_columns_slow(const conv_run_t *r, int
  * compact function (pair loop + fast columns + channel loop). `r` is copied to a local: the
  * byte stores may alias anything reached through a pointer, the local's fields they cannot. */
 static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode,
-                                                              int quad) {
+                                                              int quad, int lin) {
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
+  if (lin) {
+    /* pointwise (conv_run_t.lin): pixel n's column is input pixel n, no window test, no
+     * division: the pair loop stays a few instructions around the unpack and the quads, so it
+     * and the quad loop fit the L4's 1 KB ART I-cache together (docs/kernels_conv.md) */
+    const int32_t cin = r.pix_bytes;
+    for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
+      const int32_t k1 = k + 1 < npix ? k + 1 : k;
+      conv_unpack2(r.col, r.in + k * cin, r.in + k1 * cin, r.rowg);
+      conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
+                    quad);
+    }
+    return;
+  }
   /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
    * are read into scratch before its outputs are stored, so an output may overlap the
    * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
@@ -1194,21 +1214,23 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
   }
 }
 
-#define AI_CONV_PAIRS(NAME, W16, MODE, QUAD) \
-  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE, QUAD); }
-AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1, 0)
-AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2, 0)
-AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1, 0)
-AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2, 0)
+#define AI_CONV_PAIRS(NAME, W16, MODE, QUAD, LIN) \
+  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE, QUAD, LIN); }
+AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1, 0, 0)
+AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2, 0, 0)
+AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1, 0, 0)
+AI_CONV_PAIRS(conv_pairs_w8_m2, 0, 2, 0, 0)
 #if defined(AI_CONV_QUAD)
 /* its own instance: the pair-only loops keep their code (and their fit in the ART I-cache) */
-AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1)
+AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1, 0)
 /* rq_fold 2, 3: doubled accumulators (AI_RQ_ACC_MM, AI_RQ_ACC_MM0) */
-AI_CONV_PAIRS(conv_pairs_w16_m1qm, 1, 1, 2)
-AI_CONV_PAIRS(conv_pairs_w16_m1qz, 1, 1, 3)
+AI_CONV_PAIRS(conv_pairs_w16_m1qm, 1, 1, 2, 0)
+AI_CONV_PAIRS(conv_pairs_w16_m1qz, 1, 1, 3, 0)
+/* pointwise layers (conv_run_t.lin) with rq_fold 3, the shared models' case: the compact pair loop */
+AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin, 1, 1, 3, 1)
 #endif
 /* the general requantisation (rare) shares one loop for both layouts */
-static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0); }
+static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0); }
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
@@ -1237,6 +1259,8 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   r.p = p;
 #if defined(AI_CONV_QUAD)
   r.quad = 0; /* not staged: the flash layout, pairs */
+  r.lin = p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 && !conv_gathers(p) &&
+          !conv_pads(p) && !copy && p->rq_fold == 3;
 #endif
   r.groups = kp >> 2;
   r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
@@ -1275,7 +1299,8 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
        * the extra fetch misses per pixel pair cost more than the quads save (docs/kernels_conv.md,
        * "Channel quads") */
 #if defined(AI_CONV_QUAD)
-      r.quad = quad && r.n * kp >= AI_CONV_QUAD_MIN ? (p->rq_fold >= 2 ? p->rq_fold : 1) : 0;
+      r.quad = quad && r.n * kp >= (r.lin ? AI_CONV_QUAD_MIN_LIN : AI_CONV_QUAD_MIN)
+                   ? (p->rq_fold >= 2 ? p->rq_fold : 1) : 0;
       conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
 #else
       conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
@@ -1295,7 +1320,8 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       } else if (w16) {
 #if defined(AI_CONV_QUAD)
         if (r.quad) {
-          (r.quad == 3 ? conv_pairs_w16_m1qz : r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
+          (r.quad == 3 ? (r.lin ? conv_pairs_w16_m1qz_lin : conv_pairs_w16_m1qz)
+                       : r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
           continue;
         }
 #endif
