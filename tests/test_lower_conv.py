@@ -919,6 +919,11 @@ int main(void) {
       p.out_c = rr(0, 1) ? 4 * rr(1, 4) : rr(4, 16); p.w16 = 1; p.rq_fold = rr(1, 3); p.act_min = -128; p.act_max = 127;
       if (p.rq_fold == 3) p.out_offset = -128; /* AI_RQ_ACC_MM0's condition (mult >= 2^30 below) */
       p.stage_oc = rr(0, 4) == 0 ? 2 * rr(1, p.out_c / 2) : 4 * rr(1, p.out_c / 4 + 1);
+      if (rr(0, 2) == 0) { /* pointwise with rq_fold 3: the compact pair loop (conv_pairs_w16_m1qz_lin) */
+        p.k_h = p.k_w = 1; p.stride[0] = p.stride[1] = 1; p.dilation[0] = p.dilation[1] = 1;
+        p.pad[0] = p.pad[1] = 0; p.out_h = p.in_h; p.out_w = p.in_w; p.in_c = 4 * rr(1, 6); p.krow = 0;
+        p.rq_fold = 3; p.out_offset = -128;
+      }
     }
     p.pad_copy = rr(0, 2) == 0; /* the padded input copy: any geometry */
     const int32_t kp = p.krow ? p.k_h * ((p.k_w * p.in_c + 3) & ~3) : (p.k_h * p.k_w * p.in_c + 3) & ~3;
@@ -1044,7 +1049,7 @@ int main(void) {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("defines", [[], ["-DAI_CONV_QUAD_MIN=0"], ["-DAI_CORE_CM7=1"]],
+@pytest.mark.parametrize("defines", [[], ["-DAI_CONV_QUAD_MIN=0", "-DAI_CONV_QUAD_MIN_LIN=0"], ["-DAI_CORE_CM7=1"]],
                          ids=["m4", "m4-quads", "cm7-paths"])
 def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     """The same random layers through the SMLAD/SXTB16 code on an emulated Cortex-M4 and
