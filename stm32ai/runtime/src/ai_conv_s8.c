@@ -1147,8 +1147,9 @@ typedef struct {
   int32_t out_w, sy, sx, py, px, ymax, xmax, pix_bytes, row_bytes, max_off;
 #if defined(AI_CONV_QUAD)
   int32_t quad;          /* the staged weights start with channel quads (conv_stage): rq_fold */
-  int32_t lin;           /* pointwise (1x1, stride 1, no padding, in_c % 4 == 0: column n = pixel n)
-                          * with rq_fold 3: conv_pairs_w16_m1qz_lin */
+  int32_t lin;           /* rq_fold 3 and every window inside the image: conv_pairs_w16_m1qz_lin;
+                          * 1: 1x1 stride 1 (pixel n at n * in_c), 2: the others */
+  int32_t ystep, xstep;  /* lin 2: input bytes per output row and per output column */
 #endif
 } conv_run_t;
 
@@ -1179,19 +1180,43 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
+#if defined(AI_CONV_QUAD)
   if (lin) {
-    /* pointwise (conv_run_t.lin): pixel n's column is input pixel n, no window test, no
-     * division: the pair loop stays a few instructions around the unpack and the quads, so it
-     * and the quad loop fit the L4's 1 KB ART I-cache together (docs/kernels_conv.md) */
-    const int32_t cin = r.pix_bytes;
+    /* every window inside the image (conv_run_t.lin): no window test but the krow rows' end
+     * (the last pixels may read past the tensor), no division for 1x1 stride 1 (lin 1: pixel n
+     * at n * in_c); the pair loop stays a few instructions around the unpack and the quads, so
+     * it and the quad loop fit the L4's 1 KB ART I-cache together (docs/kernels_conv.md) */
     for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
       const int32_t k1 = k + 1 < npix ? k + 1 : k;
-      conv_unpack2(r.col, r.in + k * cin, r.in + k1 * cin, r.rowg);
+      int32_t f0, f1;
+      if (lin == 1) {
+        f0 = k * r.pix_bytes, f1 = k1 * r.pix_bytes;
+      } else {
+        const int32_t y0 = k / r.out_w, y1 = k1 / r.out_w;
+        f0 = y0 * r.ystep + (k - y0 * r.out_w) * r.xstep;
+        f1 = y1 * r.ystep + (k1 - y1 * r.out_w) * r.xstep;
+      }
+      if (f0 <= r.max_off && f1 <= r.max_off) {
+        const int8_t *s0 = r.in + f0, *s1 = r.in + f1;
+        if (lin == 1) {
+          conv_unpack2(r.col, s0, s1, r.rowg);
+        } else {
+          uint32_t *c = r.col;
+          for (int32_t ky = r.kh; ky > 0; --ky, s0 += r.rowst, s1 += r.rowst, c += 4 * r.rowg) {
+            conv_unpack2(c, s0, s1, r.rowg);
+          }
+        }
+      } else {
+        conv_columns_slow(rp, k, k1);
+      }
       conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
                     quad);
     }
     return;
   }
+#else
+  (void)lin;
+#endif
   /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
    * are read into scratch before its outputs are stored, so an output may overlap the
    * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
@@ -1226,8 +1251,10 @@ AI_CONV_PAIRS(conv_pairs_w16_m1q, 1, 1, 1, 0)
 /* rq_fold 2, 3: doubled accumulators (AI_RQ_ACC_MM, AI_RQ_ACC_MM0) */
 AI_CONV_PAIRS(conv_pairs_w16_m1qm, 1, 1, 2, 0)
 AI_CONV_PAIRS(conv_pairs_w16_m1qz, 1, 1, 3, 0)
-/* pointwise layers (conv_run_t.lin) with rq_fold 3, the shared models' case: the compact pair loop */
-AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin, 1, 1, 3, 1)
+/* rq_fold 3 (the shared models' case) with every window inside the image (conv_run_t.lin): the
+ * compact pair loops, 1x1 stride 1 and the others */
+AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin1, 1, 1, 3, 1)
+AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin2, 1, 1, 3, 2)
 #endif
 /* the general requantisation (rare) shares one loop for both layouts */
 static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0); }
@@ -1259,8 +1286,6 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   r.p = p;
 #if defined(AI_CONV_QUAD)
   r.quad = 0; /* not staged: the flash layout, pairs */
-  r.lin = p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 && !conv_gathers(p) &&
-          !conv_pads(p) && !copy && p->rq_fold == 3;
 #endif
   r.groups = kp >> 2;
   r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
@@ -1287,6 +1312,14 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   if (!conv_gathers(p) && conv_pads(p)) {
     memset(r.extra, (int8_t)p->pad_value, (size_t)p->in_c);
   }
+#if defined(AI_CONV_QUAD)
+  /* every window inside the image (no padding, or the padded copy): the compact pair loop of the
+   * rq_fold 3 quads; 1: 1x1 stride 1 (pixel n at n * in_c), 2: the others */
+  r.lin = !r.fast || conv_pads(p) || p->rq_fold != 3 ? 0
+          : p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 ? 1 : 2;
+  r.ystep = p->stride[0] * r.row_bytes;
+  r.xstep = p->stride[1] * r.pix_bytes;
+#endif
   /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
    * staged once, then every batch and pixel pair computes the block's channels. */
   for (int32_t c0 = 0; c0 < cout; c0 += blk) {
@@ -1320,7 +1353,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       } else if (w16) {
 #if defined(AI_CONV_QUAD)
         if (r.quad) {
-          (r.quad == 3 ? (r.lin ? conv_pairs_w16_m1qz_lin : conv_pairs_w16_m1qz)
+          (r.quad == 3 ? (r.lin == 1 ? conv_pairs_w16_m1qz_lin1 : r.lin ? conv_pairs_w16_m1qz_lin2 : conv_pairs_w16_m1qz)
                        : r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
           continue;
         }
