@@ -960,6 +960,13 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
   "asr %[w], %[w], %[wb]\n\t"                         \
   "ssat %[" ACC "], #8, %[w]\n\t"
 
+/* AI_RQ_ACC_MM0 in place (the accumulator is its own temporary): the weight pointer stays in
+ * its register through the requantisation (no stack round trip) */
+#define AI_RQ_ACC_MM0_IP(ACC)                                                           \
+  "smmlar %[" ACC "], %[" ACC "], %[wa], %[x1]\n\t"                                     \
+  "asr %[" ACC "], %[" ACC "], %[wb]\n\t"                                               \
+  "ssat %[" ACC "], #8, %[" ACC "]\n\t"
+
 #define AI_RQ_CH(OFF, A0, A1, RQ)                     \
   "ldr %[wa], [%[x0], #" OFF "+4]\n\t"                \
   "ldr %[wb], [%[x0], #" OFF "+8]\n\t"                \
@@ -977,7 +984,7 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
  * the weight pointer. Per quad and pixel pair ~110 estimated Cortex-M4 cycles
  * besides the groups' 32 each (docs/kernels_conv.md). */
 /* The channel-quad loop of conv_quads_asm_w16, its requantisation RQ (AI_RQ_ACC or AI_RQ_ACC_MM). */
-#define AI_QUADS_ASM(RQ)                                                                \
+#define AI_QUADS_ASM(RQ, SAVEW, LOADW)                                                  \
       "sub sp, sp, #32\n\t"                                                             \
       "str %[a00], [sp]\n\t"                                                            \
       "str %[a01], [sp, #4]\n\t"                                                        \
@@ -997,11 +1004,14 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
       "ldr %[a02], [%[x0], #32]\n\t"                                                    \
       "ldr %[a03], [%[x0], #48]\n\t"                                                    \
       "ldr %[c], [sp]\n\t"                                                              \
+      "ldr %[x1], [sp, #4]\n\t"                                                         \
       "mov %[a10], %[a00]\n\t"                                                          \
       "mov %[a11], %[a01]\n\t"                                                          \
       "mov %[a12], %[a02]\n\t"                                                          \
       "mov %[a13], %[a03]\n\t"                                                          \
-      "ldr pc, [sp, #4]\n\t" /* into the 4-group body at group (4 - groups % 4) % 4 */  \
+      /* into the 4-group body at group (4 - groups % 4) % 4: BX LR (2 cycles: the core takes\
+         its target at decode) after a pipelined load, not LDR PC (5) */                \
+      "bx %[x1]\n\t"                                                                    \
       ".balign 4\n"                                                                     \
       "3:\n\t"                                                                          \
       AI_QUAD_GROUP                                                                     \
@@ -1012,7 +1022,7 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
       "cmp %[c], %[x1]\n\t"                                                             \
       "bne 3b\n"                                                                        \
       "4:\n\t"                                                                          \
-      "str %[w], [sp, #28]\n\t"                                                         \
+      SAVEW                                                                             \
       "ldr %[x0], [sp, #12]\n\t"                                                        \
       AI_RQ_CH("0", "a00", "a10", RQ)                                                   \
       AI_RQ_CH("16", "a01", "a11", RQ)                                                  \
@@ -1027,7 +1037,7 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
       "ldr %[wa], [sp, #20]\n\t"                                                        \
       "ldr %[wb], [sp, #24]\n\t"                                                        \
       "ldr %[x1], [sp, #16]\n\t"                                                        \
-      "ldr %[w], [sp, #28]\n\t"                                                         \
+      LOADW                                                                             \
       "add %[x0], %[x0], #64\n\t"                                                       \
       "str %[a00], [%[wa]], #4\n\t"                                                     \
       "str %[a10], [%[wb]], #4\n\t"                                                     \
@@ -1054,15 +1064,21 @@ static inline __attribute__((always_inline)) const uint32_t *conv_quads_asm_w16(
   uint32_t a00 = (uint32_t)col, a01 = (uint32_t)(((4 - (groups & 3)) & 3) * 112 + 1);
   uint32_t a02 = (uint32_t)(col + 4 * groups);
   uint32_t a03 = (uint32_t)q, a10 = (uint32_t)(q + 16 * quads), a11 = (uint32_t)*o0p, a12 = (uint32_t)*o1p;
-  uint32_t a13, c, wa, wb, x0, x1;
-  /* rq: the layer's rq_fold (1: AI_RQ_ACC; 2, 3: from the doubled accumulators) */
+  uint32_t a13, c, wa, wb, x0;
+  register uint32_t x1 __asm__("lr"); /* the body's entry is BX LR (AI_QUADS_ASM) */
+  /* rq: the layer's rq_fold (1: AI_RQ_ACC; 2, 3: from the doubled accumulators; 3 in place, so the
+   * weight pointer is not saved around it) */
+#define AI_SAVEW "str %[w], [sp, #28]\n\t"
+#define AI_LOADW "ldr %[w], [sp, #28]\n\t"
   if (rq == 3) {
-    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM0) AI_QUADS_OPERANDS);
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM0_IP, "", "") AI_QUADS_OPERANDS);
   } else if (rq == 2) {
-    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM) AI_QUADS_OPERANDS);
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC_MM, AI_SAVEW, AI_LOADW) AI_QUADS_OPERANDS);
   } else {
-    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC) AI_QUADS_OPERANDS);
+    __asm__ volatile(AI_QUADS_ASM(AI_RQ_ACC, AI_SAVEW, AI_LOADW) AI_QUADS_OPERANDS);
   }
+#undef AI_SAVEW
+#undef AI_LOADW
   *o0p = (int8_t *)a11, *o1p = (int8_t *)a12;
   return w;
 }
