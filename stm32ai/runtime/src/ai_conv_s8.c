@@ -980,9 +980,10 @@ static inline __attribute__((always_inline)) const uint32_t *conv_pairs_asm_w16(
  * the loop's invariants live in 32 bytes below sp: the columns, the entry into the 4-group
  * body (groups % 4 leading groups run by entering it past its first groups, Duff's device:
  * one copy of the body less, which keeps the hot code within the L4's 1 KB ART I-cache), the
- * end of the columns, the rq row and its end, the output pointers and, while requantising,
- * the weight pointer. Per quad and pixel pair ~110 estimated Cortex-M4 cycles
- * besides the groups' 32 each (docs/kernels_conv.md). */
+ * end of the columns, the rq row and its end, the output pointers and, while requantising
+ * (rq_fold 1, 2: their requantisation needs it as a temporary), the weight pointer. One register
+ * is LR (the body's entry, BX LR). Per quad and pixel pair ~95 estimated Cortex-M4 cycles
+ * besides the groups' 32 each (docs/kernels_conv.md, "Compact pair loops for the quads"). */
 /* The channel-quad loop of conv_quads_asm_w16, its requantisation RQ (AI_RQ_ACC or AI_RQ_ACC_MM). */
 #define AI_QUADS_ASM(RQ, SAVEW, LOADW)                                                  \
       "sub sp, sp, #32\n\t"                                                             \
@@ -1060,7 +1061,7 @@ static inline __attribute__((always_inline)) const uint32_t *conv_quads_asm_w16(
     const uint32_t *w, const uint32_t *col, int32_t groups, const int32_t *q, int32_t quads,
     int8_t **o0p, int8_t **o1p, int rq) {
   /* a01: the byte offset of the first group to run in the 4-group body (each group is 28
-   * 32-bit instructions, 112 bytes), plus the Thumb bit for the LDR PC that enters it */
+   * 32-bit instructions, 112 bytes), plus the Thumb bit for the BX LR that enters it */
   uint32_t a00 = (uint32_t)col, a01 = (uint32_t)(((4 - (groups & 3)) & 3) * 112 + 1);
   uint32_t a02 = (uint32_t)(col + 4 * groups);
   uint32_t a03 = (uint32_t)q, a10 = (uint32_t)(q + 16 * quads), a11 = (uint32_t)*o0p, a12 = (uint32_t)*o1p;
