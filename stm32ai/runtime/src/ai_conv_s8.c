@@ -1332,10 +1332,12 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
 #if defined(AI_CONV_QUAD)
   /* every window inside the image (no padding, or the padded copy): the compact pair loop of the
    * rq_fold 3 quads; 1: 1x1 stride 1 (pixel n at n * in_c), 2: the others */
-  r.lin = !r.fast || conv_pads(p) || p->rq_fold != 3 ? 0
+  r.lin = !quad || !r.fast || p->rq_fold != 3 || conv_pads(p) ? 0
           : p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 ? 1 : 2;
-  r.ystep = p->stride[0] * r.row_bytes;
-  r.xstep = p->stride[1] * r.pix_bytes;
+  if (r.lin == 2) {
+    r.ystep = p->stride[0] * r.row_bytes;
+    r.xstep = p->stride[1] * r.pix_bytes;
+  }
 #endif
   /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
    * staged once, then every batch and pixel pair computes the block's channels. */
