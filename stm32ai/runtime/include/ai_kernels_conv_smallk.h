@@ -1,0 +1,48 @@
+/* int8 1x1 CONV_2D with few input channels (in_c 4 or 8): "channel-stationary" — one output
+ * channel's weights and requantisation constants stay in registers while every output pixel
+ * streams past (docs/kernels_conv_smallk.md; lowering: stm32ai/passes/lower/conv_smallk.py).
+ *
+ * Per output channel oc and pixel: acc = bias'[oc] + sum_ic w[oc][ic] * x[ic] (SXTB16 of the
+ * pixel's 1-2 words against the channel's int16 weight pairs, SMLAD), then the conv2d_s8
+ * folded requantisation (rq_fold 1) or its doubled-accumulator form (rq_fold 2, 3: weights and
+ * bias doubled when the channel starts, SMMLAR; the lowering proved it exact with
+ * `rq_double_ok`), SSAT, the activation clamp when narrower than int8, one STRB.
+ * Why: conv2d_s8's per-output fixed costs (column staging, channel-quad set-up) dominate when
+ * an output has only 4-8 MACs (VWW's 1x1 8->16 on 48x48: ~32 estimated Cortex-M4 cycles per
+ * output); here an output costs its loads, 2-4 SMLADs, 3-4 requantisation instructions and a
+ * store. Weights and rq are read once per call (no staging needed: they are read once).
+ *
+ * weights: TFLite's filter [out_c][in_c] int8 as is (read bytewise: no alignment needed).
+ * rq: per output channel the 4 int32 {bias', m, rs, kf} of conv2d_s8's folded table
+ * (rq_fold >= 1; the general table is not accepted: the lowering keeps conv2d_s8 there).
+ * Geometry: k_h = k_w = 1, pad 0, any stride; no scratch. Access order: every output channel
+ * reads the whole input, so the output may not overlap the input. No scratch
+ * (ai_conv2d_smallk_s8_scratch_size() is 0: the query exists for the kernel-library contract). */
+#ifndef AI_KERNELS_CONV_SMALLK_H
+#define AI_KERNELS_CONV_SMALLK_H
+
+#include <stdint.h>
+
+#include "ai_kernels_conv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  AI_CONV_GEOMETRY_FIELDS
+  int32_t pad_value;  /* input zero point (unused: 1x1 never pads; kept for the shared lowering) */
+  int32_t out_offset; /* output zero point (inside kf) */
+  int32_t act_min, act_max;
+  int32_t rq_fold;    /* 1: rq_fold; 2: doubled accumulator with the sign term; 3: without it
+                         (out_zp = -128, every m >= 2^30): conv2d_s8's meanings */
+} ai_conv2d_smallk_s8_params;
+
+void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,
+                         const int32_t *rq, int8_t *output);
+int32_t ai_conv2d_smallk_s8_scratch_size(const ai_conv2d_smallk_s8_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,268 @@
+/* int8 1x1 CONV_2D with 4 or 8 input channels, channel-stationary (ai_kernels_conv_smallk.h,
+ * docs/kernels_conv_smallk.md). Plain C with the ai_simd.h helpers: SXTB16 / SMLAD / SMMLAR /
+ * SSAT on ARMv7E-M, their exact C equivalents elsewhere (host tests run the same loops). */
+#include <stdint.h>
+#include <string.h>
+
+#include "ai_kernels_conv_smallk.h"
+#include "ai_qmath.h"
+#include "ai_simd.h"
+
+/* AI_SMK_ASM: the Cortex-M4 pixel loop below (14 registers, r7 included: optimised builds only,
+ * as conv2d_s8's AI_CONV_QUAD); not on the Cortex-M7 (AI_CORE_CM7: the lowering picks this
+ * kernel for the Cortex-M4 only, and the M7 dual-issue timing of this loop was not estimated)
+ * nor with -DAI_NO_ASM. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && !defined(AI_CORE_CM7) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_SMK_ASM 1
+#endif
+
+int32_t ai_conv2d_smallk_s8_scratch_size(const ai_conv2d_smallk_s8_params *p) {
+  (void)p;
+  return 0;
+}
+
+/* {lo, hi} int16 halves, as the packed pairs SMLAD reads */
+static inline uint32_t smk_pack16(int32_t lo, int32_t hi) {
+  return ((uint32_t)lo & 0xFFFFu) | ((uint32_t)hi << 16);
+}
+
+/* The high word of (k2:2^31) + a*m, i.e. SMMLAR a, m, k2: bits 63..32 of k2*2^32 + a*m + 2^31
+ * (never overflows 64 bits: |a*m| < 2^62). */
+static inline int32_t smk_smmlar(int32_t a, int32_t m, int32_t k2) {
+#if defined(__ARM_FEATURE_DSP)
+  int32_t r;
+  __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(m), "r"(k2));
+  return r;
+#else
+  const int64_t v = (int64_t)k2 * 4294967296LL + (int64_t)a * m + 0x80000000LL;
+  return (int32_t)(uint32_t)((uint64_t)v >> 32);
+#endif
+}
+
+/* One channel's constants, read once per call. w: the in_c weights as int16 pairs {w0,w2},
+ * {w1,w3} per 4 (doubled for rq_fold 2, 3); bias likewise doubled. */
+typedef struct {
+  uint32_t w[4];
+  int32_t bias, m, sh, k;
+} smk_chan_t;
+
+static void smk_chan(const int8_t *w, const int32_t *q, int32_t ic, int mode, smk_chan_t *c) {
+  const int32_t d = mode >= 2 ? 2 : 1;
+  for (int32_t j = 0; j < ic / 4; ++j) {
+    const int8_t *b = w + 4 * j;
+    c->w[2 * j] = smk_pack16(d * b[0], d * b[2]);
+    c->w[2 * j + 1] = smk_pack16(d * b[1], d * b[3]);
+  }
+  c->bias = (int32_t)((uint32_t)q[0] * (uint32_t)d); /* wraps like the accumulator */
+  c->m = q[1];
+  c->sh = mode >= 2 ? q[2] + 1 : q[2];
+  c->k = mode >= 2 ? (int32_t)((uint32_t)q[3] * 2u) : q[3];
+}
+
+/* One output channel over n pixels, src stepping `step` bytes, dst `ostep`. IC, MODE, CLAMP are
+ * constants after inlining: one loop per variant, nothing re-tested per pixel. */
+static inline __attribute__((always_inline)) void smk_run(const smk_chan_t *cp, const int8_t *src,
+                                                          int8_t *dst, int32_t n, int32_t step,
+                                                          int32_t ostep, int32_t lo, int32_t hi,
+                                                          const int IC, const int MODE, const int CLAMP) {
+  const smk_chan_t c = *cp;
+  for (; n > 0; --n) {
+    const uint32_t x0 = rd32(src);
+    int32_t a = smlad(c.w[0], sxtb16(x0), c.bias);
+    a = smlad(c.w[1], sxtb16_r8(x0), a);
+    if (IC == 8) {
+      const uint32_t x1 = rd32(src + 4);
+      a = smlad(c.w[2], sxtb16(x1), a);
+      a = smlad(c.w[3], sxtb16_r8(x1), a);
+    }
+    int32_t v;
+    if (MODE == 1) {
+      v = rq_fold(a, c.m, c.sh, c.k);
+    } else if (MODE == 2) {
+      v = smk_smmlar(a, c.m, c.k + (a >> 31)) >> c.sh;
+    } else {
+      v = smk_smmlar(a, c.m, c.k) >> c.sh;
+    }
+    v = ssat8(v);
+    if (CLAMP) {
+      v = v < lo ? lo : v;
+      v = v > hi ? hi : v;
+    }
+    *dst = (int8_t)v;
+    src += step;
+    dst += ostep;
+  }
+}
+
+
+#if defined(AI_SMK_ASM)
+/* The Cortex-M4 pixel loop: two pixels per pass, 14 registers (r7 too: optimised builds only).
+ * Per output (in_c 8, rq_fold 3): 2 pipelined LDRs (3 cycles, Cortex-M4 TRM DDI 0439B §3.3.2),
+ * 4 SXTB16 + 4 SMLAD, SMMLAR + ASR + SSAT, STRB: ~15 estimated cycles, plus 2.5 of pointer
+ * and loop overhead (Thumb-2 has no register post-index store: one ADD per pair, and the end
+ * pointer lives in a stack slot, compared once per pair). */
+#define SMK_MAC8(ACC)                                 \
+  "ldr %[x0], [%[s]], #8\n\t"                         \
+  "ldr %[x1], [%[s], #-4]\n\t"                        \
+  "sxtb16 %[" ACC "], %[x0]\n\t"                      \
+  "smlad %[" ACC "], %[w0], %[" ACC "], %[b]\n\t"     \
+  "sxtb16 %[x0], %[x0], ror #8\n\t"                   \
+  "smlad %[" ACC "], %[w1], %[x0], %[" ACC "]\n\t"    \
+  "sxtb16 %[x0], %[x1]\n\t"                           \
+  "smlad %[" ACC "], %[w2], %[x0], %[" ACC "]\n\t"    \
+  "sxtb16 %[x1], %[x1], ror #8\n\t"                   \
+  "smlad %[" ACC "], %[w3], %[x1], %[" ACC "]\n\t"
+#define SMK_MAC4(ACC)                                 \
+  "ldr %[x0], [%[s]], #4\n\t"                         \
+  "sxtb16 %[" ACC "], %[x0]\n\t"                      \
+  "smlad %[" ACC "], %[w0], %[" ACC "], %[b]\n\t"     \
+  "sxtb16 %[x0], %[x0], ror #8\n\t"                   \
+  "smlad %[" ACC "], %[w1], %[x0], %[" ACC "]\n\t"
+/* requantise a (result in a, saturated); rq_fold 1 (SMLAL form, ai_simd.h rq_fold), 2 (the
+ * doubled accumulator with its sign term), 3 (without it) */
+#define SMK_RQ1                                       \
+  "and %[x0], %[a], #0x80000000\n\t"                  \
+  "orr %[x0], %[x0], #0x40000000\n\t"                 \
+  "add %[x1], %[k], %[a], asr #31\n\t"                \
+  "smlal %[x0], %[x1], %[a], %[m]\n\t"                \
+  "asr %[x1], %[x1], %[sh]\n\t"                       \
+  "ssat %[a], #8, %[x1]\n\t"
+#define SMK_RQ2                                       \
+  "add %[x0], %[k], %[a], asr #31\n\t"                \
+  "smmlar %[a], %[a], %[m], %[x0]\n\t"                \
+  "asr %[a], %[a], %[sh]\n\t"                         \
+  "ssat %[a], #8, %[a]\n\t"
+#define SMK_RQ3                                       \
+  "smmlar %[a], %[a], %[m], %[k]\n\t"                 \
+  "asr %[a], %[a], %[sh]\n\t"                         \
+  "ssat %[a], #8, %[a]\n\t"
+#define SMK_LOOP(MAC, RQ)                             \
+  "str %[x0], [sp, #-8]!\n\t"                         \
+  ".balign 4\n"                                       \
+  "1:\n\t"                                            \
+  MAC("a") RQ                                         \
+  "strb %[a], [%[d]]\n\t"                             \
+  MAC("a") RQ                                         \
+  "strb %[a], [%[d], %[os]]\n\t"                      \
+  "add %[d], %[d], %[os], lsl #1\n\t"                 \
+  "ldr %[x0], [sp]\n\t"                               \
+  "cmp %[s], %[x0]\n\t"                               \
+  "bne 1b\n\t"                                        \
+  "add sp, sp, #8\n\t"
+#define SMK_OPS                                                                                 \
+  : [s] "+r"(s), [d] "+r"(d), [x0] "+r"(x0), [x1] "=&r"(x1), [a] "=&r"(a), [w0] "+r"(w0),       \
+    [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [b] "+r"(b), [m] "+r"(m), [sh] "+r"(sh),       \
+    [k] "+r"(k), [os] "+r"(os)                                                                  \
+  :                                                                                             \
+  : "cc", "memory"
+#define SMK_OPS4                                                                                \
+  : [s] "+r"(s), [d] "+r"(d), [x0] "+r"(x0), [x1] "=&r"(x1), [a] "=&r"(a), [w0] "+r"(w0),       \
+    [w1] "+r"(w1), [b] "+r"(b), [m] "+r"(m), [sh] "+r"(sh), [k] "+r"(k), [os] "+r"(os)          \
+  :                                                                                             \
+  : "cc", "memory"
+
+/* pairs >= 1 pixel pairs, contiguous (step = in_c), full int8 clamp */
+static inline __attribute__((always_inline)) void smk_asm(const smk_chan_t *cp, const int8_t *src,
+                                                          int8_t *dst, int32_t pairs, int32_t ostep,
+                                                          const int IC, const int MODE) {
+  uint32_t w0 = cp->w[0], w1 = cp->w[1], w2 = cp->w[2], w3 = cp->w[3];
+  int32_t b = cp->bias, m = cp->m, sh = cp->sh, k = cp->k, os = ostep;
+  const int8_t *s = src;
+  int8_t *d = dst;
+  uint32_t x0 = (uint32_t)(src + 2 * pairs * IC), x1;
+  int32_t a;
+  if (IC == 8) {
+    if (MODE == 1) {
+      __asm__ volatile(SMK_LOOP(SMK_MAC8, SMK_RQ1) SMK_OPS);
+    } else if (MODE == 2) {
+      __asm__ volatile(SMK_LOOP(SMK_MAC8, SMK_RQ2) SMK_OPS);
+    } else {
+      __asm__ volatile(SMK_LOOP(SMK_MAC8, SMK_RQ3) SMK_OPS);
+    }
+  } else {
+    if (MODE == 1) {
+      __asm__ volatile(SMK_LOOP(SMK_MAC4, SMK_RQ1) SMK_OPS4);
+    } else if (MODE == 2) {
+      __asm__ volatile(SMK_LOOP(SMK_MAC4, SMK_RQ2) SMK_OPS4);
+    } else {
+      __asm__ volatile(SMK_LOOP(SMK_MAC4, SMK_RQ3) SMK_OPS4);
+    }
+  }
+}
+#endif
+
+typedef void (*smk_fn)(const smk_chan_t *, const int8_t *, int8_t *, int32_t, int32_t, int32_t, int32_t,
+                       int32_t);
+
+
+/* A variant's loop: the assembly pairs where it applies (contiguous pixels, full int8 clamp),
+ * the C loop for the rest and an odd last pixel. */
+static inline __attribute__((always_inline)) void smk_body(const smk_chan_t *c, const int8_t *s, int8_t *d,
+                                                           int32_t n, int32_t st, int32_t os, int32_t lo,
+                                                           int32_t hi, const int IC, const int MODE,
+                                                           const int CLAMP) {
+#if defined(AI_SMK_ASM)
+  if (!CLAMP && st == IC && n >= 2) {
+    smk_asm(c, s, d, n >> 1, os, IC, MODE);
+    s += (n & ~1) * IC;
+    d += (n & ~1) * os;
+    n &= 1;
+  }
+#endif
+  smk_run(c, s, d, n, st, os, lo, hi, IC, MODE, CLAMP);
+}
+
+#define SMK_VARIANT(IC, MODE, CLAMP)                                                                   \
+  static __attribute__((noinline)) void smk_##IC##_##MODE##_##CLAMP(                                  \
+      const smk_chan_t *c, const int8_t *s, int8_t *d, int32_t n, int32_t st, int32_t os, int32_t lo,  \
+      int32_t hi) {                                                                                    \
+    smk_body(c, s, d, n, st, os, lo, hi, IC, MODE, CLAMP);                                             \
+  }
+SMK_VARIANT(4, 1, 0)
+SMK_VARIANT(4, 2, 0)
+SMK_VARIANT(4, 3, 0)
+SMK_VARIANT(4, 1, 1)
+SMK_VARIANT(4, 2, 1)
+SMK_VARIANT(4, 3, 1)
+SMK_VARIANT(8, 1, 0)
+SMK_VARIANT(8, 2, 0)
+SMK_VARIANT(8, 3, 0)
+SMK_VARIANT(8, 1, 1)
+SMK_VARIANT(8, 2, 1)
+SMK_VARIANT(8, 3, 1)
+
+static const smk_fn smk_fns[2][3][2] = {
+    {{smk_4_1_0, smk_4_1_1}, {smk_4_2_0, smk_4_2_1}, {smk_4_3_0, smk_4_3_1}},
+    {{smk_8_1_0, smk_8_1_1}, {smk_8_2_0, smk_8_2_1}, {smk_8_3_0, smk_8_3_1}},
+};
+
+void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,
+                         const int32_t *rq, int8_t *output) {
+  const int32_t ic = p->in_c, oc = p->out_c, mode = p->rq_fold;
+  if ((ic != 4 && ic != 8) || mode < 1 || mode > 3) {
+    return; /* the lowering never emits these (docs/kernels_conv_smallk.md) */
+  }
+  const int clamp = p->act_min > -128 || p->act_max < 127;
+  const smk_fn fn = smk_fns[ic == 8][mode - 1][clamp];
+  const int32_t sy = p->stride[0], sx = p->stride[1];
+  /* stride 1: input and output pixels are the same run, one call per channel and batch */
+  const int flat = sx == 1 && sy == 1 && p->in_w == p->out_w && p->in_h == p->out_h;
+  const int32_t in_img = p->in_h * p->in_w * ic, out_img = p->out_h * p->out_w * oc;
+  for (int32_t o = 0; o < oc; ++o) {
+    smk_chan_t c;
+    smk_chan(weights + o * ic, rq + 4 * o, ic, mode, &c);
+    for (int32_t b = 0; b < p->batches; ++b) {
+      const int8_t *in = input + b * in_img;
+      int8_t *out = output + b * out_img + o;
+      if (flat) {
+        fn(&c, in, out, p->out_h * p->out_w, ic, oc, p->act_min, p->act_max);
+        continue;
+      }
+      for (int32_t y = 0; y < p->out_h; ++y) {
+        fn(&c, in + y * sy * p->in_w * ic, out + y * p->out_w * oc, p->out_w, sx * ic, oc, p->act_min,
+           p->act_max);
+      }
+    }
+  }
+}
