@@ -158,3 +158,50 @@ def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
     for i, ln in enumerate(lines):
         assert ln[0] == f"case{i}"
         np.testing.assert_array_equal(np.array([int(v) for v in ln[1:]]), want[i], err_msg=f"case {i}")
+
+
+# conv2d_smallk_win_s8: (name, x shape, kernel, out_c, stride, padding, act, out zero point, mode)
+WIN_LAYERS = [
+    ("vww_like_3x3x3_s2", (1, 9, 10, 3), (3, 3), 8, (2, 2), "SAME", "NONE", -128, 3),
+    ("3x3x3_s1_oc6_relu", (1, 5, 6, 3), (3, 3), 6, (1, 1), "SAME", "RELU", 4, 2),
+    ("3x3x1_oc5_valid", (2, 6, 5, 1), (3, 3), 5, (1, 1), "VALID", "NONE", 9, 2),
+    ("5x3x2_oc9_s21", (1, 8, 7, 2), (5, 3), 9, (2, 1), "SAME", "RELU6", -128, 3),
+    ("2x2x3_oc4_s2_odd", (1, 5, 7, 3), (2, 2), 4, (2, 2), "SAME", "NONE", -7, 2),
+    ("1x7x1_oc3", (1, 3, 9, 1), (1, 7), 3, (1, 1), "SAME", "NONE", 0, 2),
+]
+
+
+@pytest.mark.parametrize("name,x_shape,k,oc,stride,padding,act,out_zp,mode", WIN_LAYERS,
+                         ids=[c[0] for c in WIN_LAYERS])
+def test_win_layer_bit_exact_with_tflite_reference(name, x_shape, k, oc, stride, padding, act, out_zp, mode):
+    w = rng.integers(-128, 128, (oc, *k, x_shape[3])).astype(np.int8)
+    bias = rng.integers(-5000, 5000, oc).astype(np.int32)
+    scales = rng.uniform(0.002, 0.05, oc).astype(np.float32)
+    in_q = (float(rng.uniform(0.01, 0.1)), int(rng.integers(-128, 128)))
+    g = make_layer("CONV_2D", x_shape, w, bias, padding=padding, stride=stride, act=act, in_q=in_q,
+                   w_scales=scales, out_q=(float(rng.uniform(0.05, 0.5)), out_zp))
+    c = compile_graph(copy.deepcopy(g), core="cortex-m4")
+    op = c.graph.ops[0]
+    assert op.kernel == "conv2d_smallk_win_s8"
+    assert op.attrs["rq_fold"] == mode
+    xs = [rng.integers(-128, 128, x_shape).astype(np.int8) for _ in range(2)]
+    xs += [np.full(x_shape, v, np.int8) for v in (-128, 127)]
+    for x, out in zip(xs, run_compiled(c, [[x] for x in xs]), strict=True):
+        np.testing.assert_array_equal(out[0], reference(g, x))
+
+
+def test_win_order_hand_computed():
+    from stm32ai.passes.lower.conv_geometry import ConvGeometry
+    from stm32ai.passes.lower.conv_smallk import pack_win_weights, win_order, win_words
+
+    geo = ConvGeometry(batches=1, in_h=4, in_w=4, in_c=3, out_h=2, out_w=2, out_c=1, k_h=3, k_w=3,
+                       stride=(2, 2), dilation=(1, 1), pad=(0, 0))
+    # rows of 9 taps: per row {0,2},{1,3},{4,6},{5,7}; the leftovers 8, 17, 26 paired, then a zero lane
+    assert win_words(geo) == 14
+    want = []
+    for r in range(3):
+        b = 9 * r
+        want += [b, b + 2, b + 1, b + 3, b + 4, b + 6, b + 5, b + 7]
+    assert win_order(geo).tolist() == want + [8, 17, 26, -1]
+    w = np.arange(27, dtype=np.int8).reshape(1, 27)
+    assert pack_win_weights(geo, w).tolist() == [want + [8, 17, 26, 0]]

@@ -42,6 +42,24 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
                          const int32_t *rq, int8_t *output);
 int32_t ai_conv2d_smallk_s8_scratch_size(const ai_conv2d_smallk_s8_params *p);
 
+/* int8 CONV_2D whose window has few taps (K = k_h * k_w * in_c <= AI_SMK_WIN_MAX_K, dilation_w 1;
+ * first layers: VWW's 3x3x3 stride 2), "pixel-pair stationary": per output pixel pair the two
+ * windows are gathered once as int16 pairs (K order below; padded taps read pad_value), then
+ * every block of 4 output channels accumulates 4 x 2 outputs over them (one column word and four
+ * weight words feed 8 SMLADs), requantised as conv2d_smallk_s8. Weights and rq are staged in
+ * scratch once per call (doubled for rq_fold 2, 3).
+ * K order (the lowering's `smallk_win_order`): per filter row, each full 4 bytes of the row's
+ * k_w * in_c run as the pairs {b0, b2}, {b1, b3} (SXTB16 of one word); then the rows' leftover
+ * bytes (run % 4 per row, row-major) in consecutive pairs, a last odd one with 0.
+ * weights: int8 [out_c][2 * kw_words] in that order (zero in the padding lanes).
+ * Scratch: ai_conv2d_smallk_win_s8_scratch_size(). Not in-place. */
+#define AI_SMK_WIN_MAX_K 64
+typedef ai_conv2d_smallk_s8_params ai_conv2d_smallk_win_s8_params;
+
+void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8_t *input,
+                             const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch);
+int32_t ai_conv2d_smallk_win_s8_scratch_size(const ai_conv2d_smallk_win_s8_params *p);
+
 #ifdef __cplusplus
 }
 #endif

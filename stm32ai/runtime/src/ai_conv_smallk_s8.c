@@ -266,3 +266,194 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
     }
   }
 }
+
+/* ------------------------------------------------ conv2d_smallk_win_s8 (few-tap windows) */
+
+/* int16-pair words of one window: k_h * 2 * (run / 4) from the rows' full words, then
+ * ceil(k_h * (run % 4) / 2) from their leftover bytes */
+static inline int32_t win_words(const ai_conv2d_smallk_win_s8_params *p) {
+  const int32_t run = p->k_w * p->in_c;
+  return p->k_h * 2 * (run / 4) + (p->k_h * (run % 4) + 1) / 2;
+}
+
+int32_t ai_conv2d_smallk_win_s8_scratch_size(const ai_conv2d_smallk_win_s8_params *p) {
+  /* staged weights (one word per channel and window word), staged rq (16 B per channel), the
+   * pixel pair's interleaved windows (2 words per window word) */
+  return 4 * win_words(p) * p->out_c + 16 * p->out_c + 8 * win_words(p);
+}
+
+/* Gather output pixel n's window into col[2 * j + s] (s: 0 or 1, the pair's slot). A row whose
+ * taps all lie in the image is read in place; another is first copied to `row` with pad_value
+ * in its padded taps. */
+static void win_gather(const ai_conv2d_smallk_win_s8_params *p, const int8_t *in, int32_t n, uint32_t *col,
+                       int s) {
+  const int32_t ic = p->in_c, run = p->k_w * ic, full = run / 4, left = run % 4;
+  const int32_t oy = n / p->out_w, ox = n % p->out_w;
+  const int32_t iy0 = oy * p->stride[0] - p->pad[0], ix0 = ox * p->stride[1] - p->pad[1];
+  const int inside_x = ix0 >= 0 && ix0 + p->k_w <= p->in_w;
+  int8_t row[AI_SMK_WIN_MAX_K];
+  int32_t tail[AI_SMK_WIN_MAX_K];
+  int32_t nt = 0;
+  uint32_t *d = col + s;
+  for (int32_t ky = 0; ky < p->k_h; ++ky) {
+    const int32_t iy = iy0 + ky * p->dilation[0];
+    const int8_t *src;
+    if (iy >= 0 && iy < p->in_h && inside_x) {
+      src = in + (iy * p->in_w + ix0) * ic;
+    } else {
+      for (int32_t kx = 0; kx < p->k_w; ++kx) {
+        const int32_t ix = ix0 + kx;
+        const int ok = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
+        for (int32_t c = 0; c < ic; ++c) {
+          row[kx * ic + c] = ok ? in[(iy * p->in_w + ix) * ic + c] : (int8_t)p->pad_value;
+        }
+      }
+      src = row;
+    }
+    for (int32_t q = 0; q < full; ++q) {
+      const uint32_t v = rd32(src + 4 * q);
+      d[0] = sxtb16(v);
+      d[2] = sxtb16_r8(v);
+      d += 4;
+    }
+    for (int32_t t = 0; t < left; ++t) {
+      tail[nt++] = src[4 * full + t];
+    }
+  }
+  for (int32_t t = 0; t < nt; t += 2) {
+    d[0] = smk_pack16(tail[t], t + 1 < nt ? tail[t + 1] : 0);
+    d += 2;
+  }
+}
+
+/* 4 channels x 2 pixels over kw window words: w holds per window word the 4 channels' words,
+ * col the two pixels' words; acc[c][pixel] */
+static inline __attribute__((always_inline)) void win_mac4x2(const uint32_t *w, const uint32_t *col,
+                                                             int32_t kw, int32_t *acc) {
+  int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+  int32_t a20 = acc[4], a21 = acc[5], a30 = acc[6], a31 = acc[7];
+  for (int32_t j = 0; j < kw; ++j) {
+    const uint32_t c0 = col[0], c1 = col[1];
+    uint32_t wv = w[0];
+    a00 = smlad(wv, c0, a00);
+    a01 = smlad(wv, c1, a01);
+    wv = w[1];
+    a10 = smlad(wv, c0, a10);
+    a11 = smlad(wv, c1, a11);
+    wv = w[2];
+    a20 = smlad(wv, c0, a20);
+    a21 = smlad(wv, c1, a21);
+    wv = w[3];
+    a30 = smlad(wv, c0, a30);
+    a31 = smlad(wv, c1, a31);
+    w += 4;
+    col += 2;
+  }
+  acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+  acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+}
+
+/* one output from a staged rq row {bias, m, sh, k} */
+static inline int8_t win_out(const int32_t *q, int32_t a, int mode, int clamp, int32_t lo, int32_t hi) {
+  int32_t v;
+  if (mode == 1) {
+    v = rq_fold(a, q[1], q[2], q[3]);
+  } else if (mode == 2) {
+    v = smk_smmlar(a, q[1], q[3] + (a >> 31)) >> q[2];
+  } else {
+    v = smk_smmlar(a, q[1], q[3]) >> q[2];
+  }
+  v = ssat8(v);
+  if (clamp) {
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+  }
+  return (int8_t)v;
+}
+
+/* every output channel of one pixel pair (o0, o1; o1 == o0 for an odd last pixel) */
+static inline __attribute__((always_inline)) void win_channels(const ai_conv2d_smallk_win_s8_params *p,
+                                                               const uint32_t *ws, const int32_t *qs,
+                                                               const uint32_t *col, int32_t kw, int8_t *o0,
+                                                               int8_t *o1, const int MODE, const int CLAMP) {
+  const int32_t oc = p->out_c, lo = p->act_min, hi = p->act_max;
+  int32_t c = 0;
+  for (; c + 4 <= oc; c += 4, ws += 4 * kw, qs += 16) {
+    int32_t acc[8] = {qs[0], qs[0], qs[4], qs[4], qs[8], qs[8], qs[12], qs[12]};
+    win_mac4x2(ws, col, kw, acc);
+    for (int32_t i = 0; i < 4; ++i) {
+      o0[c + i] = win_out(qs + 4 * i, acc[2 * i], MODE, CLAMP, lo, hi);
+      o1[c + i] = win_out(qs + 4 * i, acc[2 * i + 1], MODE, CLAMP, lo, hi);
+    }
+  }
+  for (; c < oc; ++c, ws += kw, qs += 4) {
+    int32_t a0 = qs[0], a1 = qs[0];
+    for (int32_t j = 0; j < kw; ++j) {
+      a0 = smlad(ws[j], col[2 * j], a0);
+      a1 = smlad(ws[j], col[2 * j + 1], a1);
+    }
+    o0[c] = win_out(qs, a0, MODE, CLAMP, lo, hi);
+    o1[c] = win_out(qs, a1, MODE, CLAMP, lo, hi);
+  }
+}
+
+#define WIN_VARIANT(MODE, CLAMP)                                                                      \
+  static __attribute__((noinline)) void win_pairs_##MODE##_##CLAMP(                                   \
+      const ai_conv2d_smallk_win_s8_params *p, const int8_t *in, int8_t *out, const uint32_t *ws,      \
+      const int32_t *qs, uint32_t *col, int32_t kw) {                                                  \
+    const int32_t npix = p->out_h * p->out_w, oc = p->out_c;                                           \
+    for (int32_t n = 0; n < npix; n += 2) {                                                            \
+      const int32_t n1 = n + 1 < npix ? n + 1 : n;                                                     \
+      win_gather(p, in, n, col, 0);                                                                    \
+      win_gather(p, in, n1, col, 1);                                                                   \
+      win_channels(p, ws, qs, col, kw, out + n * oc, out + n1 * oc, MODE, CLAMP);                      \
+    }                                                                                                  \
+  }
+WIN_VARIANT(1, 0)
+WIN_VARIANT(2, 0)
+WIN_VARIANT(3, 0)
+WIN_VARIANT(1, 1)
+WIN_VARIANT(2, 1)
+WIN_VARIANT(3, 1)
+
+typedef void (*win_fn)(const ai_conv2d_smallk_win_s8_params *, const int8_t *, int8_t *, const uint32_t *,
+                       const int32_t *, uint32_t *, int32_t);
+static const win_fn win_fns[3][2] = {
+    {win_pairs_1_0, win_pairs_1_1}, {win_pairs_2_0, win_pairs_2_1}, {win_pairs_3_0, win_pairs_3_1}};
+
+void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8_t *input,
+                             const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
+  const int32_t kw = win_words(p), oc = p->out_c, mode = p->rq_fold;
+  if (mode < 1 || mode > 3 || p->k_h * p->k_w * p->in_c > AI_SMK_WIN_MAX_K || p->dilation[1] != 1) {
+    return; /* the lowering never emits these (docs/kernels_conv_smallk.md) */
+  }
+  const int32_t d = mode >= 2 ? 2 : 1;
+  uint32_t *ws = (uint32_t *)scratch;
+  int32_t *qs = (int32_t *)(ws + kw * oc);
+  uint32_t *col = (uint32_t *)(qs + 4 * oc);
+  /* stage: blocks of 4 channels word-interleaved, then the last oc % 4 channels' rows */
+  for (int32_t c = 0; c < oc; ++c) {
+    const int8_t *wr = weights + c * 2 * kw;
+    const int32_t blk = c / 4 * 4;
+    const int in_quad = blk + 4 <= oc;
+    for (int32_t j = 0; j < kw; ++j) {
+      const uint32_t v = smk_pack16(d * wr[2 * j], d * wr[2 * j + 1]);
+      if (in_quad) {
+        ws[blk * kw + 4 * j + (c - blk)] = v;
+      } else {
+        ws[c * kw + j] = v;
+      }
+    }
+    const int32_t *q = rq + 4 * c;
+    qs[4 * c] = (int32_t)((uint32_t)q[0] * (uint32_t)d);
+    qs[4 * c + 1] = q[1];
+    qs[4 * c + 2] = mode >= 2 ? q[2] + 1 : q[2];
+    qs[4 * c + 3] = mode >= 2 ? (int32_t)((uint32_t)q[3] * 2u) : q[3];
+  }
+  const int clamp = p->act_min > -128 || p->act_max < 127;
+  const win_fn fn = win_fns[mode - 1][clamp];
+  const int32_t in_img = p->in_h * p->in_w * p->in_c, out_img = p->out_h * p->out_w * oc;
+  for (int32_t b = 0; b < p->batches; ++b) {
+    fn(p, input + b * in_img, output + b * out_img, ws, qs, col, kw);
+  }
+}
