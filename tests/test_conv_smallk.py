@@ -66,11 +66,14 @@ def test_rule_and_fallbacks():
     assert compile_graph(copy.deepcopy(g), core="cortex-m7").graph.ops[0].kernel == "conv2d_s8"
     assert compile_graph(copy.deepcopy(g)).graph.ops[0].kernel == "conv2d_s8"
     assert compile_graph(copy.deepcopy(g), core="cortex-m4", optimization="ram").graph.ops[0].kernel == "conv2d_s8"
-    # other geometries: 3x3, in_c 16, in_c 3
-    for shape, k in (((1, 4, 4, 8), 3), ((1, 4, 4, 16), 1), ((1, 4, 4, 3), 1)):
+    # other geometries: 3x3x8 (72 taps), 1x1x16; few-tap gathered windows take the window kernel
+    for shape, k, kernel in (((1, 4, 4, 8), 3, "conv2d_s8"), ((1, 4, 4, 16), 1, "conv2d_s8"),
+                             ((1, 4, 4, 3), 1, "conv2d_smallk_win_s8"), ((1, 6, 6, 3), 3, "conv2d_smallk_win_s8"),
+                             ((1, 6, 6, 4), 3, "conv2d_s8"), ((1, 6, 6, 5), 3, "conv2d_s8")):
         w = rng.integers(-128, 128, (4, k, k, shape[3])).astype(np.int8)
         h = make_layer("CONV_2D", shape, w, np.zeros(4, np.int32), w_scales=[0.01] * 4)
-        assert compile_graph(h, core="cortex-m4").graph.ops[0].kernel == "conv2d_s8"
+        assert compile_graph(copy.deepcopy(h), core="cortex-m4").graph.ops[0].kernel == kernel, (shape, k)
+        assert compile_graph(h, core="cortex-m7").graph.ops[0].kernel == "conv2d_s8"
     # a general (unfolded) requantisation table: effective scale >= 0.25 keeps conv2d_s8
     w = rng.integers(-128, 128, (4, 1, 1, 8)).astype(np.int8)
     h = make_layer("CONV_2D", (1, 3, 3, 8), w, np.zeros(4, np.int32), w_scales=[1.0] * 4, in_q=(1.0, 0),
@@ -99,9 +102,60 @@ def _c_array(name: str, ctype: str, data: np.ndarray) -> str:
     return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
 
 
+# conv2d_smallk_win_s8: (name, x shape, kernel, out_c, stride, padding, act, out zero point, mode)
+WIN_LAYERS = [
+    ("vww_like_3x3x3_s2", (1, 9, 10, 3), (3, 3), 8, (2, 2), "SAME", "NONE", -128, 3),
+    ("3x3x3_s1_oc6_relu", (1, 5, 6, 3), (3, 3), 6, (1, 1), "SAME", "RELU", 4, 2),
+    ("3x3x1_oc5_valid", (2, 6, 5, 1), (3, 3), 5, (1, 1), "VALID", "NONE", 9, 2),
+    ("5x3x2_oc9_s21", (1, 8, 7, 2), (5, 3), 9, (2, 1), "SAME", "RELU6", -128, 3),
+    ("2x2x3_oc4_s2_odd", (1, 5, 7, 3), (2, 2), 4, (2, 2), "SAME", "NONE", -7, 2),
+    ("1x7x1_oc3", (1, 3, 9, 1), (1, 7), 3, (1, 1), "SAME", "NONE", 0, 2),
+]
+
+
+def _win_layer(x_shape, k, oc, stride, padding, act, out_zp):
+    w = rng.integers(-128, 128, (oc, *k, x_shape[3])).astype(np.int8)
+    bias = rng.integers(-5000, 5000, oc).astype(np.int32)
+    scales = rng.uniform(0.002, 0.05, oc).astype(np.float32)
+    in_q = (float(rng.uniform(0.01, 0.1)), int(rng.integers(-128, 128)))
+    return make_layer("CONV_2D", x_shape, w, bias, padding=padding, stride=stride, act=act, in_q=in_q,
+                      w_scales=scales, out_q=(float(rng.uniform(0.05, 0.5)), out_zp))
+
+
+@pytest.mark.parametrize("name,x_shape,k,oc,stride,padding,act,out_zp,mode", WIN_LAYERS,
+                         ids=[c[0] for c in WIN_LAYERS])
+def test_win_layer_bit_exact_with_tflite_reference(name, x_shape, k, oc, stride, padding, act, out_zp, mode):
+    g = _win_layer(x_shape, k, oc, stride, padding, act, out_zp)
+    c = compile_graph(copy.deepcopy(g), core="cortex-m4")
+    op = c.graph.ops[0]
+    assert op.kernel == "conv2d_smallk_win_s8"
+    assert op.attrs["rq_fold"] == mode
+    xs = [rng.integers(-128, 128, x_shape).astype(np.int8) for _ in range(2)]
+    xs += [np.full(x_shape, v, np.int8) for v in (-128, 127)]
+    for x, out in zip(xs, run_compiled(c, [[x] for x in xs]), strict=True):
+        np.testing.assert_array_equal(out[0], reference(g, x))
+
+
+def test_win_order_hand_computed():
+    from stm32ai.passes.lower.conv_geometry import ConvGeometry
+    from stm32ai.passes.lower.conv_smallk import pack_win_weights, win_order, win_words
+
+    geo = ConvGeometry(batches=1, in_h=4, in_w=4, in_c=3, out_h=2, out_w=2, out_c=1, k_h=3, k_w=3,
+                       stride=(2, 2), dilation=(1, 1), pad=(0, 0))
+    # rows of 9 taps: per row {0,2},{1,3},{4,6},{5,7}; the leftovers 8, 17, 26 paired, then a zero lane
+    assert win_words(geo) == 14
+    want = []
+    for r in range(3):
+        b = 9 * r
+        want += [b, b + 2, b + 1, b + 3, b + 4, b + 6, b + 5, b + 7]
+    assert win_order(geo).tolist() == want + [8, 17, 26, -1]
+    w = np.arange(27, dtype=np.int8).reshape(1, 27)
+    assert pack_win_weights(geo, w).tolist() == [want + [8, 17, 26, 0]]
+
+
 @pytest.mark.slow
 def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
-    """Random layers (every case of LAYERS plus odd pixel counts, unaligned input rows) lowered
+    """Random layers (every case of LAYERS and WIN_LAYERS plus odd pixel counts, unaligned input) lowered
     by the pipeline, the kernel built for the Cortex-M4 (the assembly pixel loop, AI_SMK_ASM) and
     run on an emulated Cortex-M4: outputs equal TFLite's reference arithmetic."""
     import shutil
@@ -112,15 +166,17 @@ def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed")
-    cases = [c[1:7] for c in LAYERS] + [((1, 3, 5, 8), 13, (1, 1), "NONE", -128, 9000),
-                                        ((1, 1, 3, 4), 2, (1, 1), "NONE", 5, 9000),
-                                        ((2, 5, 5, 8), 8, (1, 1), "RELU6", -128, 9000)]
+    cases = [_layer(*c[1:7]) for c in LAYERS] + [_layer((1, 3, 5, 8), 13, (1, 1), "NONE", -128, 9000),
+                                                _layer((1, 1, 3, 4), 2, (1, 1), "NONE", 5, 9000),
+                                                _layer((2, 5, 5, 8), 8, (1, 1), "RELU6", -128, 9000)]
+    cases += [_win_layer(*c[1:8]) for c in WIN_LAYERS] + [_win_layer((1, 7, 7, 3), (3, 3), 11, (2, 2), "SAME",
+                                                                     "NONE", 3)]
     src, calls, want = "", "", []
-    for i, (shape, oc, stride, act, zp, bmag) in enumerate(cases):
-        g = _layer(shape, oc, stride, act, zp, bmag)
-        op = compile_graph(copy.deepcopy(g), core="cortex-m4").graph.ops[0]
-        assert op.kernel == "conv2d_smallk_s8"
-        t = compile_graph(copy.deepcopy(g), core="cortex-m4").graph.tensors
+    for i, g in enumerate(cases):
+        shape = g.tensors[g.inputs[0]].shape
+        c = compile_graph(copy.deepcopy(g), core="cortex-m4")
+        op, t = c.graph.ops[0], c.graph.tensors
+        assert op.kernel in ("conv2d_smallk_s8", "conv2d_smallk_win_s8")
         x = rng.integers(-128, 128, shape).astype(np.int8)
         want.append(reference(g, x).reshape(-1))
         # the input at an odd address: activations need no alignment
@@ -128,10 +184,14 @@ def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
         src += ", ".join(str(int(v)) for v in x.reshape(-1)) + "};\n"
         src += _c_array(f"w{i}", "int8_t", t[op.inputs[1]].data) + _c_array(f"q{i}", "int32_t", t[op.inputs[2]].data)
         src += f"static int8_t y{i}[{want[-1].size}];\n"
+        args = ""
+        if op.kernel.endswith("win_s8"):
+            src += f"static uint32_t s{i}[{op.scratch // 4 + 1}];\n"
+            args = f", s{i}"
         fields = ", ".join(f".{k} = {{{v[0]}, {v[1]}}}" if isinstance(v, list | tuple) else f".{k} = {v}"
                            for k, v in op.attrs.items())
         calls += (f"  {{ const ai_conv2d_smallk_s8_params p = {{{fields}}};\n"
-                  f"    ai_conv2d_smallk_s8(&p, x{i}_buf + 1, w{i}, q{i}, y{i});\n"
+                  f"    ai_{op.kernel}(&p, x{i}_buf + 1, w{i}, q{i}, y{i}{args});\n"
                   f"    printf(\"case{i}\"); for (unsigned j = 0; j < sizeof y{i}; ++j) printf(\" %d\", y{i}[j]);"
                   f" printf(\"\\n\"); }}\n")
     (tmp_path / "selftest.c").write_text('#include <stdio.h>\n#include "ai_kernels_conv_smallk.h"\n' + src
@@ -158,50 +218,3 @@ def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
     for i, ln in enumerate(lines):
         assert ln[0] == f"case{i}"
         np.testing.assert_array_equal(np.array([int(v) for v in ln[1:]]), want[i], err_msg=f"case {i}")
-
-
-# conv2d_smallk_win_s8: (name, x shape, kernel, out_c, stride, padding, act, out zero point, mode)
-WIN_LAYERS = [
-    ("vww_like_3x3x3_s2", (1, 9, 10, 3), (3, 3), 8, (2, 2), "SAME", "NONE", -128, 3),
-    ("3x3x3_s1_oc6_relu", (1, 5, 6, 3), (3, 3), 6, (1, 1), "SAME", "RELU", 4, 2),
-    ("3x3x1_oc5_valid", (2, 6, 5, 1), (3, 3), 5, (1, 1), "VALID", "NONE", 9, 2),
-    ("5x3x2_oc9_s21", (1, 8, 7, 2), (5, 3), 9, (2, 1), "SAME", "RELU6", -128, 3),
-    ("2x2x3_oc4_s2_odd", (1, 5, 7, 3), (2, 2), 4, (2, 2), "SAME", "NONE", -7, 2),
-    ("1x7x1_oc3", (1, 3, 9, 1), (1, 7), 3, (1, 1), "SAME", "NONE", 0, 2),
-]
-
-
-@pytest.mark.parametrize("name,x_shape,k,oc,stride,padding,act,out_zp,mode", WIN_LAYERS,
-                         ids=[c[0] for c in WIN_LAYERS])
-def test_win_layer_bit_exact_with_tflite_reference(name, x_shape, k, oc, stride, padding, act, out_zp, mode):
-    w = rng.integers(-128, 128, (oc, *k, x_shape[3])).astype(np.int8)
-    bias = rng.integers(-5000, 5000, oc).astype(np.int32)
-    scales = rng.uniform(0.002, 0.05, oc).astype(np.float32)
-    in_q = (float(rng.uniform(0.01, 0.1)), int(rng.integers(-128, 128)))
-    g = make_layer("CONV_2D", x_shape, w, bias, padding=padding, stride=stride, act=act, in_q=in_q,
-                   w_scales=scales, out_q=(float(rng.uniform(0.05, 0.5)), out_zp))
-    c = compile_graph(copy.deepcopy(g), core="cortex-m4")
-    op = c.graph.ops[0]
-    assert op.kernel == "conv2d_smallk_win_s8"
-    assert op.attrs["rq_fold"] == mode
-    xs = [rng.integers(-128, 128, x_shape).astype(np.int8) for _ in range(2)]
-    xs += [np.full(x_shape, v, np.int8) for v in (-128, 127)]
-    for x, out in zip(xs, run_compiled(c, [[x] for x in xs]), strict=True):
-        np.testing.assert_array_equal(out[0], reference(g, x))
-
-
-def test_win_order_hand_computed():
-    from stm32ai.passes.lower.conv_geometry import ConvGeometry
-    from stm32ai.passes.lower.conv_smallk import pack_win_weights, win_order, win_words
-
-    geo = ConvGeometry(batches=1, in_h=4, in_w=4, in_c=3, out_h=2, out_w=2, out_c=1, k_h=3, k_w=3,
-                       stride=(2, 2), dilation=(1, 1), pad=(0, 0))
-    # rows of 9 taps: per row {0,2},{1,3},{4,6},{5,7}; the leftovers 8, 17, 26 paired, then a zero lane
-    assert win_words(geo) == 14
-    want = []
-    for r in range(3):
-        b = 9 * r
-        want += [b, b + 2, b + 1, b + 3, b + 4, b + 6, b + 5, b + 7]
-    assert win_order(geo).tolist() == want + [8, 17, 26, -1]
-    w = np.arange(27, dtype=np.int8).reshape(1, 27)
-    assert pack_win_weights(geo, w).tolist() == [want + [8, 17, 26, 0]]

@@ -282,42 +282,46 @@ int32_t ai_conv2d_smallk_win_s8_scratch_size(const ai_conv2d_smallk_win_s8_param
   return 4 * win_words(p) * p->out_c + 16 * p->out_c + 8 * win_words(p);
 }
 
+/* What the gather needs, computed once per call and held in RAM (the params struct may sit in
+ * wait-stated flash: reading its fields per pixel cost VWW's first layer ~200 KB of flash reads). */
+typedef struct {
+  int32_t ic, kh, kw_taps, full, left, dil_h, sy, sx, pad_t, pad_l, in_h, in_w, out_w, row_bytes;
+  int8_t pad_value;
+} win_ctx_t;
+
 /* Gather output pixel n's window into col[2 * j + s] (s: 0 or 1, the pair's slot). A row whose
  * taps all lie in the image is read in place; another is first copied to `row` with pad_value
  * in its padded taps. */
-static void win_gather(const ai_conv2d_smallk_win_s8_params *p, const int8_t *in, int32_t n, uint32_t *col,
-                       int s) {
-  const int32_t ic = p->in_c, run = p->k_w * ic, full = run / 4, left = run % 4;
-  const int32_t oy = n / p->out_w, ox = n % p->out_w;
-  const int32_t iy0 = oy * p->stride[0] - p->pad[0], ix0 = ox * p->stride[1] - p->pad[1];
-  const int inside_x = ix0 >= 0 && ix0 + p->k_w <= p->in_w;
+static void win_gather(const win_ctx_t *gp, const int8_t *in, int32_t n, uint32_t *col, int s) {
+  const win_ctx_t g = *gp;
+  const int32_t oy = n / g.out_w, ox = n - oy * g.out_w;
+  const int32_t iy0 = oy * g.sy - g.pad_t, ix0 = ox * g.sx - g.pad_l;
+  const int inside_x = ix0 >= 0 && ix0 + g.kw_taps <= g.in_w;
   int8_t row[AI_SMK_WIN_MAX_K];
   int32_t tail[AI_SMK_WIN_MAX_K];
   int32_t nt = 0;
   uint32_t *d = col + s;
-  for (int32_t ky = 0; ky < p->k_h; ++ky) {
-    const int32_t iy = iy0 + ky * p->dilation[0];
-    const int8_t *src;
-    if (iy >= 0 && iy < p->in_h && inside_x) {
-      src = in + (iy * p->in_w + ix0) * ic;
-    } else {
-      for (int32_t kx = 0; kx < p->k_w; ++kx) {
+  const int8_t *src = in + iy0 * g.row_bytes + ix0 * g.ic;
+  for (int32_t ky = 0, iy = iy0; ky < g.kh; ++ky, iy += g.dil_h, src += g.dil_h * g.row_bytes) {
+    const int8_t *r = src;
+    if (!(iy >= 0 && iy < g.in_h && inside_x)) {
+      for (int32_t kx = 0; kx < g.kw_taps; ++kx) {
         const int32_t ix = ix0 + kx;
-        const int ok = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
-        for (int32_t c = 0; c < ic; ++c) {
-          row[kx * ic + c] = ok ? in[(iy * p->in_w + ix) * ic + c] : (int8_t)p->pad_value;
+        const int ok = iy >= 0 && iy < g.in_h && ix >= 0 && ix < g.in_w;
+        for (int32_t c = 0; c < g.ic; ++c) {
+          row[kx * g.ic + c] = ok ? src[kx * g.ic + c] : g.pad_value;
         }
       }
-      src = row;
+      r = row;
     }
-    for (int32_t q = 0; q < full; ++q) {
-      const uint32_t v = rd32(src + 4 * q);
+    for (int32_t q = 0; q < g.full; ++q) {
+      const uint32_t v = rd32(r + 4 * q);
       d[0] = sxtb16(v);
       d[2] = sxtb16_r8(v);
       d += 4;
     }
-    for (int32_t t = 0; t < left; ++t) {
-      tail[nt++] = src[4 * full + t];
+    for (int32_t t = 0; t < g.left; ++t) {
+      tail[nt++] = r[4 * g.full + t];
     }
   }
   for (int32_t t = 0; t < nt; t += 2) {
@@ -326,10 +330,76 @@ static void win_gather(const ai_conv2d_smallk_win_s8_params *p, const int8_t *in
   }
 }
 
+#if defined(AI_SMK_ASM)
+/* One window word: the 4 channels' weight words against the two pixels' column words, loaded in
+ * bursts of 4 and 2 single LDRs (5 + 3 estimated Cortex-M4 cycles, TRM DDI 0439B §3.3.2; each
+ * pointer written back by its first load), 8 SMLADs: 16 cycles per 8 MACs-pairs. */
+#define WIN_GROUP                                     \
+  "ldr %[wa], [%[w]], #16\n\t"                        \
+  "ldr %[x0], [%[c]], #8\n\t"                         \
+  "ldr %[wb], [%[w], #-12]\n\t"                       \
+  "ldr %[x1], [%[c], #-4]\n\t"                        \
+  "smlad %[a00], %[wa], %[x0], %[a00]\n\t"            \
+  "smlad %[a01], %[wa], %[x1], %[a01]\n\t"            \
+  "smlad %[a10], %[wb], %[x0], %[a10]\n\t"            \
+  "smlad %[a11], %[wb], %[x1], %[a11]\n\t"            \
+  "ldr %[wa], [%[w], #-8]\n\t"                        \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "smlad %[a20], %[wa], %[x0], %[a20]\n\t"            \
+  "smlad %[a21], %[wa], %[x1], %[a21]\n\t"            \
+  "smlad %[a30], %[wb], %[x0], %[a30]\n\t"            \
+  "smlad %[a31], %[wb], %[x1], %[a31]\n\t"
+/* two words per pass; the end of the columns in a stack slot (14 registers are live) */
+#define WIN_LOOP                                      \
+  "str %[wa], [sp, #-8]!\n\t"                         \
+  ".balign 4\n"                                       \
+  "1:\n\t"                                            \
+  WIN_GROUP WIN_GROUP                                 \
+  "ldr %[wa], [sp]\n\t"                               \
+  "cmp %[c], %[wa]\n\t"                               \
+  "bne 1b\n\t"                                        \
+  "add sp, sp, #8\n\t"
+#define WIN_OPS                                                                                 \
+  : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [a20] "+r"(a20),        \
+    [a21] "+r"(a21), [a30] "+r"(a30), [a31] "+r"(a31), [w] "+r"(w), [c] "+r"(c), [wa] "+r"(wa), \
+    [wb] "=&r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1)                                              \
+  :                                                                                             \
+  : "cc", "memory"
+#endif
+
+#if defined(AI_SMK_ASM)
+/* Out of line: in a function of its own the 14 registers are always free (inlined into the
+ * pixel loop, gcc's allocator could not always find them). kw >= 2. */
+static __attribute__((noinline)) void win_mac4x2_asm(const uint32_t *w, const uint32_t *col, int32_t kw,
+                                                     int32_t *acc) {
+  {
+    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
+    int32_t a20 = acc[4], a21 = acc[5], a30 = acc[6], a31 = acc[7];
+    const uint32_t *c = col;
+    uint32_t wa, wb, x0, x1;
+    if (kw & 1) { /* one word first, then pairs of words */
+      wa = 0;
+      __asm__ volatile(WIN_GROUP WIN_OPS);
+    }
+    wa = (uint32_t)(col + 2 * kw);
+    __asm__ volatile(WIN_LOOP WIN_OPS);
+    (void)wa, (void)wb, (void)x0, (void)x1, (void)w;
+    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
+    acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+  }
+}
+#endif
+
 /* 4 channels x 2 pixels over kw window words: w holds per window word the 4 channels' words,
  * col the two pixels' words; acc[c][pixel] */
 static inline __attribute__((always_inline)) void win_mac4x2(const uint32_t *w, const uint32_t *col,
                                                              int32_t kw, int32_t *acc) {
+#if defined(AI_SMK_ASM)
+  if (kw >= 2) {
+    win_mac4x2_asm(w, col, kw, acc);
+    return;
+  }
+#endif
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
   int32_t a20 = acc[4], a21 = acc[5], a30 = acc[6], a31 = acc[7];
   for (int32_t j = 0; j < kw; ++j) {
@@ -400,13 +470,14 @@ static inline __attribute__((always_inline)) void win_channels(const ai_conv2d_s
 #define WIN_VARIANT(MODE, CLAMP)                                                                      \
   static __attribute__((noinline)) void win_pairs_##MODE##_##CLAMP(                                   \
       const ai_conv2d_smallk_win_s8_params *p, const int8_t *in, int8_t *out, const uint32_t *ws,      \
-      const int32_t *qs, uint32_t *col, int32_t kw) {                                                  \
-    const int32_t npix = p->out_h * p->out_w, oc = p->out_c;                                           \
+      const int32_t *qs, uint32_t *col, int32_t kw, const win_ctx_t *g) {                              \
+    const ai_conv2d_smallk_win_s8_params lp = *p; /* in RAM: p may be in flash */                      \
+    const int32_t npix = lp.out_h * lp.out_w, oc = lp.out_c;                                           \
     for (int32_t n = 0; n < npix; n += 2) {                                                            \
       const int32_t n1 = n + 1 < npix ? n + 1 : n;                                                     \
-      win_gather(p, in, n, col, 0);                                                                    \
-      win_gather(p, in, n1, col, 1);                                                                   \
-      win_channels(p, ws, qs, col, kw, out + n * oc, out + n1 * oc, MODE, CLAMP);                      \
+      win_gather(g, in, n, col, 0);                                                                    \
+      win_gather(g, in, n1, col, 1);                                                                   \
+      win_channels(&lp, ws, qs, col, kw, out + n * oc, out + n1 * oc, MODE, CLAMP);                    \
     }                                                                                                  \
   }
 WIN_VARIANT(1, 0)
@@ -417,7 +488,7 @@ WIN_VARIANT(2, 1)
 WIN_VARIANT(3, 1)
 
 typedef void (*win_fn)(const ai_conv2d_smallk_win_s8_params *, const int8_t *, int8_t *, const uint32_t *,
-                       const int32_t *, uint32_t *, int32_t);
+                       const int32_t *, uint32_t *, int32_t, const win_ctx_t *);
 static const win_fn win_fns[3][2] = {
     {win_pairs_1_0, win_pairs_1_1}, {win_pairs_2_0, win_pairs_2_1}, {win_pairs_3_0, win_pairs_3_1}};
 
@@ -452,8 +523,12 @@ void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8
   }
   const int clamp = p->act_min > -128 || p->act_max < 127;
   const win_fn fn = win_fns[mode - 1][clamp];
+  const int32_t run = p->k_w * p->in_c;
+  const win_ctx_t g = {p->in_c, p->k_h, p->k_w, run / 4, run % 4, p->dilation[0], p->stride[0], p->stride[1],
+                       p->pad[0], p->pad[1], p->in_h, p->in_w, p->out_w, p->in_w * p->in_c,
+                       (int8_t)p->pad_value};
   const int32_t in_img = p->in_h * p->in_w * p->in_c, out_img = p->out_h * p->out_w * oc;
   for (int32_t b = 0; b < p->batches; ++b) {
-    fn(p, input + b * in_img, output + b * out_img, ws, qs, col, kw);
+    fn(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g);
   }
 }
