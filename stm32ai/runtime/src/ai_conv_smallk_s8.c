@@ -286,22 +286,42 @@ int32_t ai_conv2d_smallk_win_s8_scratch_size(const ai_conv2d_smallk_win_s8_param
  * wait-stated flash: reading its fields per pixel cost VWW's first layer ~200 KB of flash reads). */
 typedef struct {
   int32_t ic, kh, kw_taps, full, left, dil_h, sy, sx, pad_t, pad_l, in_h, in_w, out_w, row_bytes;
+  int32_t is333; /* k_h 3, k_w * in_c 9, dilation 1: win_gather_333 for windows inside the image */
   int8_t pad_value;
 } win_ctx_t;
 
-/* Gather output pixel n's window into col[2 * j + s] (s: 0 or 1, the pair's slot). A row whose
- * taps all lie in the image is read in place; another is first copied to `row` with pad_value
- * in its padded taps. */
-static void win_gather(const win_ctx_t *gp, const int8_t *in, int32_t n, uint32_t *col, int s) {
+/* The 3x3x3 window inside the image (every RGB first layer): 3 rows of 9 bytes, 2 words each
+ * through SXTB16, the rows' ninth bytes as the last two pair words (win_order). */
+static inline __attribute__((always_inline)) void win_gather_333(const int8_t *r, int32_t row_bytes,
+                                                                 uint32_t *d) {
+  for (int32_t ky = 0; ky < 3; ++ky, r += row_bytes, d += 8) {
+    const uint32_t v0 = rd32(r), v1 = rd32(r + 4);
+    d[0] = sxtb16(v0);
+    d[2] = sxtb16_r8(v0);
+    d[4] = sxtb16(v1);
+    d[6] = sxtb16_r8(v1);
+  }
+  r -= 3 * row_bytes;
+  d[0] = smk_pack16(r[8], r[row_bytes + 8]);
+  d[2] = smk_pack16(r[2 * row_bytes + 8], 0);
+}
+
+/* Gather output pixel (oy, ox)'s window into col[2 * j + s] (s: 0 or 1, the pair's slot). A row
+ * whose taps all lie in the image is read in place; another is first copied to `row` with
+ * pad_value in its padded taps. */
+static void win_gather(const win_ctx_t *gp, const int8_t *in, int32_t oy, int32_t ox, uint32_t *col, int s) {
   const win_ctx_t g = *gp;
-  const int32_t oy = n / g.out_w, ox = n - oy * g.out_w;
   const int32_t iy0 = oy * g.sy - g.pad_t, ix0 = ox * g.sx - g.pad_l;
   const int inside_x = ix0 >= 0 && ix0 + g.kw_taps <= g.in_w;
+  uint32_t *d = col + s;
+  const int8_t *src = in + iy0 * g.row_bytes + ix0 * g.ic;
+  if (g.is333 && inside_x && iy0 >= 0 && iy0 + 2 < g.in_h) {
+    win_gather_333(src, g.row_bytes, d);
+    return;
+  }
   int8_t row[AI_SMK_WIN_MAX_K];
   int32_t tail[AI_SMK_WIN_MAX_K];
   int32_t nt = 0;
-  uint32_t *d = col + s;
-  const int8_t *src = in + iy0 * g.row_bytes + ix0 * g.ic;
   for (int32_t ky = 0, iy = iy0; ky < g.kh; ++ky, iy += g.dil_h, src += g.dil_h * g.row_bytes) {
     const int8_t *r = src;
     if (!(iy >= 0 && iy < g.in_h && inside_x)) {
@@ -472,11 +492,18 @@ static inline __attribute__((always_inline)) void win_channels(const ai_conv2d_s
       const ai_conv2d_smallk_win_s8_params *p, const int8_t *in, int8_t *out, const uint32_t *ws,      \
       const int32_t *qs, uint32_t *col, int32_t kw, const win_ctx_t *g) {                              \
     const ai_conv2d_smallk_win_s8_params lp = *p; /* in RAM: p may be in flash */                      \
-    const int32_t npix = lp.out_h * lp.out_w, oc = lp.out_c;                                           \
+    const int32_t npix = lp.out_h * lp.out_w, oc = lp.out_c, ow = lp.out_w;                            \
+    int32_t oy = 0, ox = 0; /* pixel n's coordinates */                                                \
     for (int32_t n = 0; n < npix; n += 2) {                                                            \
       const int32_t n1 = n + 1 < npix ? n + 1 : n;                                                     \
-      win_gather(g, in, n, col, 0);                                                                    \
-      win_gather(g, in, n1, col, 1);                                                                   \
+      win_gather(g, in, oy, ox, col, 0);                                                               \
+      if (n1 != n && ++ox == ow) {                                                                     \
+        ox = 0, ++oy;                                                                                  \
+      }                                                                                                \
+      win_gather(g, in, oy, ox, col, 1); /* an odd last pixel: itself again */                         \
+      if (++ox == ow) {                                                                                \
+        ox = 0, ++oy;                                                                                  \
+      }                                                                                                \
       win_channels(&lp, ws, qs, col, kw, out + n * oc, out + n1 * oc, MODE, CLAMP);                    \
     }                                                                                                  \
   }
@@ -526,7 +553,7 @@ void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8
   const int32_t run = p->k_w * p->in_c;
   const win_ctx_t g = {p->in_c, p->k_h, p->k_w, run / 4, run % 4, p->dilation[0], p->stride[0], p->stride[1],
                        p->pad[0], p->pad[1], p->in_h, p->in_w, p->out_w, p->in_w * p->in_c,
-                       (int8_t)p->pad_value};
+                       p->k_h == 3 && run == 9 && p->dilation[0] == 1, (int8_t)p->pad_value};
   const int32_t in_img = p->in_h * p->in_w * p->in_c, out_img = p->out_h * p->out_w * oc;
   for (int32_t b = 0; b < p->batches; ++b) {
     fn(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g);
