@@ -369,43 +369,81 @@ static void win_gather(const win_ctx_t *gp, const int8_t *in, int32_t oy, int32_
   "smlad %[a21], %[wa], %[x1], %[a21]\n\t"            \
   "smlad %[a30], %[wb], %[x0], %[a30]\n\t"            \
   "smlad %[a31], %[wb], %[x1], %[a31]\n\t"
-/* two words per pass; the end of the columns in a stack slot (14 registers are live) */
-#define WIN_LOOP                                      \
-  "str %[wa], [sp, #-8]!\n\t"                         \
+/* requantise channel I's two accumulators (rq row I of the staged table at [x0]) in place:
+ * m in wa, sh in wb, k in x1, w the temporary (rq_fold 2: with the sign term, 3: without) */
+#define WIN_RQ2(A)                                    \
+  "add %[w], %[x1], %[" A "], asr #31\n\t"            \
+  "smmlar %[" A "], %[" A "], %[wa], %[w]\n\t"        \
+  "asr %[" A "], %[" A "], %[wb]\n\t"                 \
+  "ssat %[" A "], #8, %[" A "]\n\t"
+#define WIN_RQ3(A)                                    \
+  "smmlar %[" A "], %[" A "], %[wa], %[x1]\n\t"       \
+  "asr %[" A "], %[" A "], %[wb]\n\t"                 \
+  "ssat %[" A "], #8, %[" A "]\n\t"
+#define WIN_RQ_CH(OFF, A0, A1, RQ)                    \
+  "ldr %[wa], [%[x0], #" OFF "+4]\n\t"                \
+  "ldr %[wb], [%[x0], #" OFF "+8]\n\t"                \
+  "ldr %[x1], [%[x0], #" OFF "+12]\n\t"               \
+  RQ(A0) RQ(A1)
+/* One channel quad of a pixel pair: an odd first word (ODD), two words per pass (the end of the
+ * columns, the rq rows and the two output pointers in 16 bytes below sp: all 14 registers are
+ * live in the MAC loop), then the 8 outputs requantised in registers and stored. On entry wa =
+ * end of the columns, wb = rq rows, x0 = o0, x1 = o1. */
+#define WIN_QUAD(ODD, RQ)                             \
+  "sub sp, sp, #16\n\t"                               \
+  "str %[wa], [sp]\n\t"                               \
+  "str %[wb], [sp, #4]\n\t"                           \
+  "str %[x0], [sp, #8]\n\t"                           \
+  "str %[x1], [sp, #12]\n\t"                          \
+  ODD                                                 \
   ".balign 4\n"                                       \
   "1:\n\t"                                            \
   WIN_GROUP WIN_GROUP                                 \
   "ldr %[wa], [sp]\n\t"                               \
   "cmp %[c], %[wa]\n\t"                               \
   "bne 1b\n\t"                                        \
-  "add sp, sp, #8\n\t"
+  "ldr %[x0], [sp, #4]\n\t"                           \
+  WIN_RQ_CH("0", "a00", "a01", RQ)                    \
+  WIN_RQ_CH("16", "a10", "a11", RQ)                   \
+  WIN_RQ_CH("32", "a20", "a21", RQ)                   \
+  WIN_RQ_CH("48", "a30", "a31", RQ)                   \
+  "ldr %[w], [sp, #8]\n\t"                            \
+  "ldr %[c], [sp, #12]\n\t"                           \
+  "strb %[a00], [%[w]]\n\t"                           \
+  "strb %[a10], [%[w], #1]\n\t"                       \
+  "strb %[a20], [%[w], #2]\n\t"                       \
+  "strb %[a30], [%[w], #3]\n\t"                       \
+  "strb %[a01], [%[c]]\n\t"                           \
+  "strb %[a11], [%[c], #1]\n\t"                       \
+  "strb %[a21], [%[c], #2]\n\t"                       \
+  "strb %[a31], [%[c], #3]\n\t"                       \
+  "add sp, sp, #16\n\t"
 #define WIN_OPS                                                                                 \
   : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [a20] "+r"(a20),        \
     [a21] "+r"(a21), [a30] "+r"(a30), [a31] "+r"(a31), [w] "+r"(w), [c] "+r"(c), [wa] "+r"(wa), \
-    [wb] "=&r"(wb), [x0] "=&r"(x0), [x1] "=&r"(x1)                                              \
+    [wb] "+r"(wb), [x0] "+r"(x0), [x1] "+r"(x1)                                                 \
   :                                                                                             \
   : "cc", "memory"
-#endif
 
-#if defined(AI_SMK_ASM)
 /* Out of line: in a function of its own the 14 registers are always free (inlined into the
- * pixel loop, gcc's allocator could not always find them). kw >= 2. */
-static __attribute__((noinline)) void win_mac4x2_asm(const uint32_t *w, const uint32_t *col, int32_t kw,
-                                                     int32_t *acc) {
-  {
-    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
-    int32_t a20 = acc[4], a21 = acc[5], a30 = acc[6], a31 = acc[7];
-    const uint32_t *c = col;
-    uint32_t wa, wb, x0, x1;
-    if (kw & 1) { /* one word first, then pairs of words */
-      wa = 0;
-      __asm__ volatile(WIN_GROUP WIN_OPS);
+ * pixel loop, gcc's allocator could not always find them). kw >= 2, rq_fold 2 or 3 (mode),
+ * the full int8 clamp; qs: the quad's 4 staged rq rows. */
+static __attribute__((noinline)) void win_quad_asm(const uint32_t *w, const uint32_t *col, int32_t kw,
+                                                   const int32_t *qs, int8_t *o0, int8_t *o1, int mode) {
+  int32_t a00 = qs[0], a01 = qs[0], a10 = qs[4], a11 = qs[4];
+  int32_t a20 = qs[8], a21 = qs[8], a30 = qs[12], a31 = qs[12];
+  const uint32_t *c = col;
+  uint32_t wa = (uint32_t)(col + 2 * kw), wb = (uint32_t)qs, x0 = (uint32_t)o0, x1 = (uint32_t)o1;
+  if (kw & 1) {
+    if (mode == 3) {
+      __asm__ volatile(WIN_QUAD(WIN_GROUP, WIN_RQ3) WIN_OPS);
+    } else {
+      __asm__ volatile(WIN_QUAD(WIN_GROUP, WIN_RQ2) WIN_OPS);
     }
-    wa = (uint32_t)(col + 2 * kw);
-    __asm__ volatile(WIN_LOOP WIN_OPS);
-    (void)wa, (void)wb, (void)x0, (void)x1, (void)w;
-    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11;
-    acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+  } else if (mode == 3) {
+    __asm__ volatile(WIN_QUAD("", WIN_RQ3) WIN_OPS);
+  } else {
+    __asm__ volatile(WIN_QUAD("", WIN_RQ2) WIN_OPS);
   }
 }
 #endif
@@ -414,12 +452,6 @@ static __attribute__((noinline)) void win_mac4x2_asm(const uint32_t *w, const ui
  * col the two pixels' words; acc[c][pixel] */
 static inline __attribute__((always_inline)) void win_mac4x2(const uint32_t *w, const uint32_t *col,
                                                              int32_t kw, int32_t *acc) {
-#if defined(AI_SMK_ASM)
-  if (kw >= 2) {
-    win_mac4x2_asm(w, col, kw, acc);
-    return;
-  }
-#endif
   int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
   int32_t a20 = acc[4], a21 = acc[5], a30 = acc[6], a31 = acc[7];
   for (int32_t j = 0; j < kw; ++j) {
@@ -469,6 +501,12 @@ static inline __attribute__((always_inline)) void win_channels(const ai_conv2d_s
   const int32_t oc = p->out_c, lo = p->act_min, hi = p->act_max;
   int32_t c = 0;
   for (; c + 4 <= oc; c += 4, ws += 4 * kw, qs += 16) {
+#if defined(AI_SMK_ASM)
+    if (!CLAMP && MODE >= 2 && kw >= 2) { /* MAC, requantisation and stores in one assembly block */
+      win_quad_asm(ws, col, kw, qs, o0 + c, o1 + c, MODE);
+      continue;
+    }
+#endif
     int32_t acc[8] = {qs[0], qs[0], qs[4], qs[4], qs[8], qs[8], qs[12], qs[12]};
     win_mac4x2(ws, col, kw, acc);
     for (int32_t i = 0; i < 4; ++i) {
