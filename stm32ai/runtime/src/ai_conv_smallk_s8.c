@@ -286,7 +286,7 @@ int32_t ai_conv2d_smallk_win_s8_scratch_size(const ai_conv2d_smallk_win_s8_param
  * wait-stated flash: reading its fields per pixel cost VWW's first layer ~200 KB of flash reads). */
 typedef struct {
   int32_t ic, kh, kw_taps, full, left, dil_h, sy, sx, pad_t, pad_l, in_h, in_w, out_w, row_bytes;
-  int32_t is333; /* k_h 3, k_w * in_c 9, dilation 1: win_gather_333 for windows inside the image */
+  int32_t is333; /* k_h 3, k_w * in_c 9, dilation 1, image >= 3x3: win_gather_333 for windows inside it */
   int8_t pad_value;
 } win_ctx_t;
 
@@ -306,19 +306,16 @@ static inline __attribute__((always_inline)) void win_gather_333(const int8_t *r
   d[2] = smk_pack16(r[2 * row_bytes + 8], 0);
 }
 
-/* Gather output pixel (oy, ox)'s window into col[2 * j + s] (s: 0 or 1, the pair's slot). A row
- * whose taps all lie in the image is read in place; another is first copied to `row` with
- * pad_value in its padded taps. */
-static void win_gather(const win_ctx_t *gp, const int8_t *in, int32_t oy, int32_t ox, uint32_t *col, int s) {
+/* The general gather of output pixel (oy, ox)'s window into col[2 * j + s] (s: 0 or 1, the
+ * pair's slot), out of line: a row whose taps all lie in the image is read in place; another is
+ * first copied to `row` with pad_value in its padded taps. */
+static __attribute__((noinline)) void win_gather_slow(const win_ctx_t *gp, const int8_t *in, int32_t oy,
+                                                      int32_t ox, uint32_t *col, int s) {
   const win_ctx_t g = *gp;
   const int32_t iy0 = oy * g.sy - g.pad_t, ix0 = ox * g.sx - g.pad_l;
   const int inside_x = ix0 >= 0 && ix0 + g.kw_taps <= g.in_w;
   uint32_t *d = col + s;
   const int8_t *src = in + iy0 * g.row_bytes + ix0 * g.ic;
-  if (g.is333 && inside_x && iy0 >= 0 && iy0 + 2 < g.in_h) {
-    win_gather_333(src, g.row_bytes, d);
-    return;
-  }
   int8_t row[AI_SMK_WIN_MAX_K];
   int32_t tail[AI_SMK_WIN_MAX_K];
   int32_t nt = 0;
@@ -447,6 +444,20 @@ static __attribute__((noinline)) void win_quad_asm(const uint32_t *w, const uint
   }
 }
 #endif
+
+/* Gather output pixel (oy, ox)'s window: the 3x3x3 window inside the image inline (the test
+ * first, on a few fields), everything else through win_gather_slow. */
+static inline __attribute__((always_inline)) void win_gather(const win_ctx_t *g, const int8_t *in, int32_t oy,
+                                                             int32_t ox, uint32_t *col, int s) {
+  if (g->is333) {
+    const int32_t iy0 = oy * g->sy - g->pad_t, ix0 = ox * g->sx - g->pad_l;
+    if ((uint32_t)ix0 <= (uint32_t)(g->in_w - 3) && (uint32_t)iy0 <= (uint32_t)(g->in_h - 3)) {
+      win_gather_333(in + iy0 * g->row_bytes + ix0 * 3, g->row_bytes, col + s);
+      return;
+    }
+  }
+  win_gather_slow(g, in, oy, ox, col, s);
+}
 
 /* 4 channels x 2 pixels over kw window words: w holds per window word the 4 channels' words,
  * col the two pixels' words; acc[c][pixel] */
@@ -591,7 +602,8 @@ void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8
   const int32_t run = p->k_w * p->in_c;
   const win_ctx_t g = {p->in_c, p->k_h, p->k_w, run / 4, run % 4, p->dilation[0], p->stride[0], p->stride[1],
                        p->pad[0], p->pad[1], p->in_h, p->in_w, p->out_w, p->in_w * p->in_c,
-                       p->k_h == 3 && run == 9 && p->dilation[0] == 1, (int8_t)p->pad_value};
+                       p->k_h == 3 && run == 9 && p->dilation[0] == 1 && p->in_h >= 3 && p->in_w >= 3,
+                       (int8_t)p->pad_value};
   const int32_t in_img = p->in_h * p->in_w * p->in_c, out_img = p->out_h * p->out_w * oc;
   for (int32_t b = 0; b < p->batches; ++b) {
     fn(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g);
