@@ -25,7 +25,8 @@ SMALLK_KERNEL = "conv2d_smallk_s8"
 WIN_KERNEL = "conv2d_smallk_win_s8"
 WIN_MAX_K = 64  # AI_SMK_WIN_MAX_K: taps of a window (the gather's row buffer)
 SMALLK_IN_C = (4, 8)  # the C kernel's specialisations (a pixel is 1 or 2 words)
-SMALLK_CORES = ("cortex-m4",)  # where the estimator measured it faster than conv2d_s8
+SMALLK_CORES = ("cortex-m4",)  # where the estimator measured them faster than conv2d_s8
+SMALLK_BLOCK = 128  # AI_SMK_BLOCK: output pixels per block (each block runs every channel)
 
 
 def smallk_applies(geo: ConvGeometry) -> bool:
@@ -50,7 +51,7 @@ def lower_smallk(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, table:
     q_id = g.add_const(f"{base}/requant", np.asarray(table, np.int32))
     op.kernel = SMALLK_KERNEL
     op.inputs = [op.inputs[0], w_id, q_id]
-    op.attrs = {**geo.attrs(), **attrs, "rq_fold": int(rq_mode)}
+    op.attrs = {**geo.attrs(), **attrs, "rq_fold": int(rq_mode), "reverse": 0}
     op.scratch = 0
     return True
 
@@ -123,6 +124,33 @@ def lower_win(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, table: np
     q_id = g.add_const(f"{base}/requant", np.asarray(table, np.int32))
     op.kernel = WIN_KERNEL
     op.inputs = [op.inputs[0], w_id, q_id]
-    op.attrs = {**geo.attrs(), **attrs, "rq_fold": int(rq_mode)}
+    op.attrs = {**geo.attrs(), **attrs, "rq_fold": int(rq_mode), "reverse": 0}
     op.scratch = win_scratch_size(geo)
     return True
+
+
+# ---- access orders (passes/lower/overlap.py: where an output may overlap its input) ---------
+
+def smallk_access(a: dict, in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """ai_conv2d_smallk_s8: per batch, blocks of SMALLK_BLOCK output pixels (last to first when
+    `reverse`), each block every channel: within a block outputs are written between reads of
+    the block's input, so block k (order index i) writes at step 2i and reads at step 2i + 1: an
+    output byte may only land on input read by earlier blocks (overlap.py's rule: write step >=
+    last read step)."""
+    nb, ih, iw, ic = a["batches"], a["in_h"], a["in_w"], a["in_c"]
+    oh, ow, oc = a["out_h"], a["out_w"], a["out_c"]
+    (sh, sw) = a["stride"]
+    npix = oh * ow
+    nblk = -(-npix // SMALLK_BLOCK)
+    pix = np.arange(npix)
+    blk = pix // SMALLK_BLOCK
+    order = (nblk - 1 - blk) if a.get("reverse") else blk
+    steps = (np.arange(nb)[:, None] * nblk + order[None, :]).astype(np.int64)  # [nb, npix]
+    write = np.repeat(2 * steps.reshape(-1), oc)
+    last = np.full(in_size, -1, np.int64)
+    oy, ox = pix // ow, pix % ow
+    src = (oy * sh * iw + ox * sw)  # the input pixel each output pixel reads
+    for b in range(nb):
+        idx = (b * ih * iw + src)[:, None] * ic + np.arange(ic)[None, :]
+        last[idx.reshape(-1)] = np.repeat(2 * steps[b] + 1, ic)
+    return write[:out_size], last

@@ -15,8 +15,9 @@
  * weights: TFLite's filter [out_c][in_c] int8 as is (read bytewise: no alignment needed).
  * rq: per output channel the 4 int32 {bias', m, rs, kf} of conv2d_s8's folded table
  * (rq_fold >= 1; the general table is not accepted: the lowering keeps conv2d_s8 there).
- * Geometry: k_h = k_w = 1, pad 0, any stride; no scratch. Access order: every output channel
- * reads the whole input, so the output may not overlap the input. No scratch
+ * Geometry: k_h = k_w = 1, pad 0, any stride. Access order: blocks of AI_SMK_BLOCK output pixels
+ * (raster order; last to first when `reverse`), each block every channel, so an output written in
+ * a block may only overlap input of blocks done before it (passes/lower/overlap.py). No scratch
  * (ai_conv2d_smallk_s8_scratch_size() is 0: the query exists for the kernel-library contract). */
 #ifndef AI_KERNELS_CONV_SMALLK_H
 #define AI_KERNELS_CONV_SMALLK_H
@@ -29,6 +30,7 @@
 extern "C" {
 #endif
 
+#define AI_SMK_BLOCK 128 /* output pixels per block (SMALLK_BLOCK in conv_smallk.py) */
 typedef struct {
   AI_CONV_GEOMETRY_FIELDS
   int32_t pad_value;  /* input zero point (unused: 1x1 never pads; kept for the shared lowering) */
@@ -36,6 +38,7 @@ typedef struct {
   int32_t act_min, act_max;
   int32_t rq_fold;    /* 1: rq_fold; 2: doubled accumulator with the sign term; 3: without it
                          (out_zp = -128, every m >= 2^30): conv2d_s8's meanings */
+  int32_t reverse;    /* 1: pixel blocks from the last to the first (conv2d_smallk_s8 only) */
 } ai_conv2d_smallk_s8_params;
 
 void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,

@@ -245,23 +245,31 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
   }
   const int clamp = p->act_min > -128 || p->act_max < 127;
   const smk_fn fn = smk_fns[ic == 8][mode - 1][clamp];
-  const int32_t sy = p->stride[0], sx = p->stride[1];
-  /* stride 1: input and output pixels are the same run, one call per channel and batch */
-  const int flat = sx == 1 && sy == 1 && p->in_w == p->out_w && p->in_h == p->out_h;
-  const int32_t in_img = p->in_h * p->in_w * ic, out_img = p->out_h * p->out_w * oc;
-  for (int32_t o = 0; o < oc; ++o) {
-    smk_chan_t c;
-    smk_chan(weights + o * ic, rq + 4 * o, ic, mode, &c);
-    for (int32_t b = 0; b < p->batches; ++b) {
-      const int8_t *in = input + b * in_img;
-      int8_t *out = output + b * out_img + o;
-      if (flat) {
-        fn(&c, in, out, p->out_h * p->out_w, ic, oc, p->act_min, p->act_max);
-        continue;
-      }
-      for (int32_t y = 0; y < p->out_h; ++y) {
-        fn(&c, in + y * sy * p->in_w * ic, out + y * p->out_w * oc, p->out_w, sx * ic, oc, p->act_min,
-           p->act_max);
+  const int32_t sy = p->stride[0], sx = p->stride[1], ow = p->out_w, iw = p->in_w;
+  const int32_t npix = p->out_h * ow, nblk = (npix + AI_SMK_BLOCK - 1) / AI_SMK_BLOCK;
+  /* stride 1: input and output pixels are the same run */
+  const int flat = sx == 1 && sy == 1 && iw == ow && p->in_h == p->out_h;
+  const int32_t in_img = p->in_h * iw * ic, out_img = npix * oc;
+  /* blocks of AI_SMK_BLOCK output pixels (first to last, or last to first: reverse), each block
+   * every channel (the access order overlap.py models: an output may overlap its input) */
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in = input + b * in_img;
+    int8_t *out = output + b * out_img;
+    for (int32_t k = 0; k < nblk; ++k) {
+      const int32_t blk = p->reverse ? nblk - 1 - k : k;
+      const int32_t p0 = blk * AI_SMK_BLOCK, p1 = p0 + AI_SMK_BLOCK < npix ? p0 + AI_SMK_BLOCK : npix;
+      for (int32_t o = 0; o < oc; ++o) {
+        smk_chan_t c;
+        smk_chan(weights + o * ic, rq + 4 * o, ic, mode, &c);
+        if (flat) {
+          fn(&c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, p->act_min, p->act_max);
+          continue;
+        }
+        for (int32_t q = p0; q < p1;) { /* the block's pixels, one run per output row */
+          const int32_t y = q / ow, x = q - y * ow, n = (p1 - q < ow - x) ? p1 - q : ow - x;
+          fn(&c, in + (y * sy * iw + x * sx) * ic, out + q * oc + o, n, sx * ic, oc, p->act_min, p->act_max);
+          q += n;
+        }
       }
     }
   }
