@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,6 +96,27 @@ def test_applies():
     assert not smallk_applies(geo(1, 16)) and not smallk_applies(geo(3, 8)) and not smallk_applies(geo(1, 2))
     assert smallk_default(geo(1, 8), "cortex-m4", "balanced") and smallk_default(geo(1, 8), "cortex-m4", "time")
     assert not smallk_default(geo(1, 8), "cortex-m4", "ram") and not smallk_default(geo(1, 8), "cortex-m33", "time")
+
+
+def test_scratch_size_matches_c(tmp_path):
+    from conftest import WARN, c_scratch_sizes
+
+    from stm32ai.passes.lower.conv_smallk import SMALLK_CHAN_BYTES
+
+    runtime = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime" / "src"
+    ops = [compile_graph(_layer((1, 4, 4, 8), 16, (1, 1), "NONE", -128, 9000), core="cortex-m4").graph.ops[0],
+           compile_graph(_layer((1, 4, 4, 4), 3, (1, 1), "NONE", 3, 9000), core="cortex-m4").graph.ops[0]]
+    ops += [compile_graph(_win_layer((1, 9, 9, 3), (3, 3), 8, (2, 2), "SAME", "NONE", -128),
+                          core="cortex-m4").graph.ops[0],
+            compile_graph(_win_layer((1, 6, 6, 1), (3, 3), 5, (1, 1), "SAME", "NONE", 2),
+                          core="cortex-m4").graph.ops[0]]
+    assert [op.kernel for op in ops] == ["conv2d_smallk_s8"] * 2 + ["conv2d_smallk_win_s8"] * 2
+    printed = c_scratch_sizes(ops, "ai_kernels_conv_smallk.h", [runtime / "ai_conv_smallk_s8.c"], WARN, tmp_path)
+    # hand-computed: 32 B per channel; staged weights (kw words x out_c x 4) + rq (16 x out_c) + two
+    # windows (8 x kw); 3x3x3: kw 14 (VWW's layer 0: 688 B), 3x3x1: kw 5
+    want = [SMALLK_CHAN_BYTES * 16, SMALLK_CHAN_BYTES * 3, 4 * 14 * 8 + 16 * 8 + 8 * 14, 4 * 5 * 5 + 16 * 5 + 8 * 5]
+    assert want[2] == 688
+    assert printed == [op.scratch for op in ops] == want
 
 
 def _c_array(name: str, ctype: str, data: np.ndarray) -> str:
@@ -186,10 +208,8 @@ def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
         src += ", ".join(str(int(v)) for v in x.reshape(-1)) + "};\n"
         src += _c_array(f"w{i}", "int8_t", t[op.inputs[1]].data) + _c_array(f"q{i}", "int32_t", t[op.inputs[2]].data)
         src += f"static int8_t y{i}[{want[-1].size}];\n"
-        args = ""
-        if op.kernel.endswith("win_s8"):
-            src += f"static uint32_t s{i}[{op.scratch // 4 + 1}];\n"
-            args = f", s{i}"
+        src += f"static uint32_t s{i}[{op.scratch // 4 + 1}];\n"
+        args = f", s{i}"
         fields = ", ".join(f".{k} = {{{v[0]}, {v[1]}}}" if isinstance(v, list | tuple) else f".{k} = {v}"
                            for k, v in op.attrs.items())
         calls += (f"  {{ const ai_conv2d_smallk_s8_params p = {{{fields}}};\n"
@@ -220,3 +240,28 @@ def test_cortex_m4_assembly_matches_tflite_reference(tmp_path):
     for i, ln in enumerate(lines):
         assert ln[0] == f"case{i}"
         np.testing.assert_array_equal(np.array([int(v) for v in ln[1:]]), want[i], err_msg=f"case {i}")
+
+
+@pytest.mark.slow
+def test_vww_poisoned_overlaps_match_reference(tmp_path):
+    """VWW compiled for the Cortex-M4 with the L4R5's flash (both kernels taken, their outputs
+    placed over their inputs where the access models allow), run on the host with every dead
+    pool byte poisoned before each kernel call (validate/poison.py): bit-exact with the
+    reference, so no output byte lands on input its kernel still reads."""
+    from conftest import SHARED_MODELS
+
+    from stm32ai.pipeline import compile_model, flash_model_for
+    from stm32ai.validate.poison import PoisonBuild
+    from stm32ai.validate.run import validate_model
+
+    path = SHARED_MODELS / "mlperf_tiny" / "vww_96_int8.tflite"
+    if not path.exists():
+        pytest.skip("shared models not available")
+    c = compile_model(path, "m0", flash=flash_model_for("nucleo-l4r5zi"), core="cortex-m4")
+    kernels = [op.kernel for op in c.graph.ops]
+    assert "conv2d_smallk_s8" in kernels and "conv2d_smallk_win_s8" in kernels
+    assert any(op.kernel == "conv2d_smallk_s8" and op.overlap for op in c.graph.ops)
+    build = PoisonBuild({"m0": c}, tmp_path)
+    res = validate_model(path, n=1, seed=5, compiled=c, runner=lambda cc, samples: build.run(cc, samples, "m0"))
+    verdict = [r for r in res.comparisons if r.verdict]
+    assert verdict and all(verdict[0].ok)

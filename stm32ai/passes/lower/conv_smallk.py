@@ -26,6 +26,7 @@ WIN_KERNEL = "conv2d_smallk_win_s8"
 WIN_MAX_K = 64  # AI_SMK_WIN_MAX_K: taps of a window (the gather's row buffer)
 SMALLK_IN_C = (4, 8)  # the C kernel's specialisations (a pixel is 1 or 2 words)
 SMALLK_CORES = ("cortex-m4",)  # where the estimator measured them faster than conv2d_s8
+SMALLK_CHAN_BYTES = 32  # sizeof(smk_chan_t): one channel's unpacked weights and constants, staged
 SMALLK_BLOCK = 128  # AI_SMK_BLOCK: output pixels per block (each block runs every channel)
 
 
@@ -52,7 +53,7 @@ def lower_smallk(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, table:
     op.kernel = SMALLK_KERNEL
     op.inputs = [op.inputs[0], w_id, q_id]
     op.attrs = {**geo.attrs(), **attrs, "rq_fold": int(rq_mode), "reverse": 0}
-    op.scratch = 0
+    op.scratch = SMALLK_CHAN_BYTES * geo.out_c
     return True
 
 

@@ -10,15 +10,16 @@
  * Why: conv2d_s8's per-output fixed costs (column staging, channel-quad set-up) dominate when
  * an output has only 4-8 MACs (VWW's 1x1 8->16 on 48x48: ~32 estimated Cortex-M4 cycles per
  * output); here an output costs its loads, 2-4 SMLADs, 3-4 requantisation instructions and a
- * store. Weights and rq are read once per call (no staging needed: they are read once).
+ * store. Weights and rq are read from flash once per call (staged in scratch, unpacked).
  *
  * weights: TFLite's filter [out_c][in_c] int8 as is (read bytewise: no alignment needed).
  * rq: per output channel the 4 int32 {bias', m, rs, kf} of conv2d_s8's folded table
  * (rq_fold >= 1; the general table is not accepted: the lowering keeps conv2d_s8 there).
  * Geometry: k_h = k_w = 1, pad 0, any stride. Access order: blocks of AI_SMK_BLOCK output pixels
  * (raster order; last to first when `reverse`), each block every channel, so an output written in
- * a block may only overlap input of blocks done before it (passes/lower/overlap.py). No scratch
- * (ai_conv2d_smallk_s8_scratch_size() is 0: the query exists for the kernel-library contract). */
+ * a block may only overlap input of blocks done before it (passes/lower/overlap.py). Scratch:
+ * ai_conv2d_smallk_s8_scratch_size() = 32 B per output channel (its unpacked weights and
+ * constants, staged once per call: the blocks re-use them without re-reading flash). */
 #ifndef AI_KERNELS_CONV_SMALLK_H
 #define AI_KERNELS_CONV_SMALLK_H
 
@@ -42,7 +43,7 @@ typedef struct {
 } ai_conv2d_smallk_s8_params;
 
 void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,
-                         const int32_t *rq, int8_t *output);
+                         const int32_t *rq, int8_t *output, void *scratch);
 int32_t ai_conv2d_smallk_s8_scratch_size(const ai_conv2d_smallk_s8_params *p);
 
 /* int8 CONV_2D whose window has few taps (K = k_h * k_w * in_c <= AI_SMK_WIN_MAX_K, dilation_w 1;

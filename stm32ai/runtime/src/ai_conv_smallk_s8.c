@@ -18,8 +18,7 @@
 #endif
 
 int32_t ai_conv2d_smallk_s8_scratch_size(const ai_conv2d_smallk_s8_params *p) {
-  (void)p;
-  return 0;
+  return 32 * p->out_c; /* one smk_chan_t per output channel */
 }
 
 /* {lo, hi} int16 halves, as the packed pairs SMLAD reads */
@@ -238,7 +237,7 @@ static const smk_fn smk_fns[2][3][2] = {
 };
 
 void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,
-                         const int32_t *rq, int8_t *output) {
+                         const int32_t *rq, int8_t *output, void *scratch) {
   const int32_t ic = p->in_c, oc = p->out_c, mode = p->rq_fold;
   if ((ic != 4 && ic != 8) || mode < 1 || mode > 3) {
     return; /* the lowering never emits these (docs/kernels_conv_smallk.md) */
@@ -250,6 +249,11 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
   /* stride 1: input and output pixels are the same run */
   const int flat = sx == 1 && sy == 1 && iw == ow && p->in_h == p->out_h;
   const int32_t in_img = p->in_h * iw * ic, out_img = npix * oc;
+  /* every channel's unpacked weights and constants, once per call (flash is read once) */
+  smk_chan_t *chans = (smk_chan_t *)scratch;
+  for (int32_t o = 0; o < oc; ++o) {
+    smk_chan(weights + o * ic, rq + 4 * o, ic, mode, &chans[o]);
+  }
   /* blocks of AI_SMK_BLOCK output pixels (first to last, or last to first: reverse), each block
    * every channel (the access order overlap.py models: an output may overlap its input) */
   for (int32_t b = 0; b < p->batches; ++b) {
@@ -259,15 +263,14 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
       const int32_t blk = p->reverse ? nblk - 1 - k : k;
       const int32_t p0 = blk * AI_SMK_BLOCK, p1 = p0 + AI_SMK_BLOCK < npix ? p0 + AI_SMK_BLOCK : npix;
       for (int32_t o = 0; o < oc; ++o) {
-        smk_chan_t c;
-        smk_chan(weights + o * ic, rq + 4 * o, ic, mode, &c);
+        const smk_chan_t *c = &chans[o];
         if (flat) {
-          fn(&c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, p->act_min, p->act_max);
+          fn(c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, p->act_min, p->act_max);
           continue;
         }
         for (int32_t q = p0; q < p1;) { /* the block's pixels, one run per output row */
           const int32_t y = q / ow, x = q - y * ow, n = (p1 - q < ow - x) ? p1 - q : ow - x;
-          fn(&c, in + (y * sy * iw + x * sx) * ic, out + q * oc + o, n, sx * ic, oc, p->act_min, p->act_max);
+          fn(c, in + (y * sy * iw + x * sx) * ic, out + q * oc + o, n, sx * ic, oc, p->act_min, p->act_max);
           q += n;
         }
       }
