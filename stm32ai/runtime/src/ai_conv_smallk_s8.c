@@ -238,17 +238,18 @@ static const smk_fn smk_fns[2][3][2] = {
 
 void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,
                          const int32_t *rq, int8_t *output, void *scratch) {
-  const int32_t ic = p->in_c, oc = p->out_c, mode = p->rq_fold;
+  const ai_conv2d_smallk_s8_params lp = *p; /* in RAM: the params may sit in wait-stated flash */
+  const int32_t ic = lp.in_c, oc = lp.out_c, mode = lp.rq_fold;
   if ((ic != 4 && ic != 8) || mode < 1 || mode > 3) {
     return; /* the lowering never emits these (docs/kernels_conv_smallk.md) */
   }
-  const int clamp = p->act_min > -128 || p->act_max < 127;
+  const int clamp = lp.act_min > -128 || lp.act_max < 127;
   const smk_fn fn = smk_fns[ic == 8][mode - 1][clamp];
-  const int32_t sy = p->stride[0], sx = p->stride[1], ow = p->out_w, iw = p->in_w;
-  const int32_t npix = p->out_h * ow, nblk = (npix + AI_SMK_BLOCK - 1) / AI_SMK_BLOCK;
+  const int32_t sy = lp.stride[0], sx = lp.stride[1], ow = lp.out_w, iw = lp.in_w;
+  const int32_t npix = lp.out_h * ow, nblk = (npix + AI_SMK_BLOCK - 1) / AI_SMK_BLOCK;
   /* stride 1: input and output pixels are the same run */
-  const int flat = sx == 1 && sy == 1 && iw == ow && p->in_h == p->out_h;
-  const int32_t in_img = p->in_h * iw * ic, out_img = npix * oc;
+  const int flat = sx == 1 && sy == 1 && iw == ow && lp.in_h == lp.out_h;
+  const int32_t in_img = lp.in_h * iw * ic, out_img = npix * oc;
   /* every channel's unpacked weights and constants, once per call (flash is read once) */
   smk_chan_t *chans = (smk_chan_t *)scratch;
   for (int32_t o = 0; o < oc; ++o) {
@@ -256,21 +257,21 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
   }
   /* blocks of AI_SMK_BLOCK output pixels (first to last, or last to first: reverse), each block
    * every channel (the access order overlap.py models: an output may overlap its input) */
-  for (int32_t b = 0; b < p->batches; ++b) {
+  for (int32_t b = 0; b < lp.batches; ++b) {
     const int8_t *in = input + b * in_img;
     int8_t *out = output + b * out_img;
     for (int32_t k = 0; k < nblk; ++k) {
-      const int32_t blk = p->reverse ? nblk - 1 - k : k;
+      const int32_t blk = lp.reverse ? nblk - 1 - k : k;
       const int32_t p0 = blk * AI_SMK_BLOCK, p1 = p0 + AI_SMK_BLOCK < npix ? p0 + AI_SMK_BLOCK : npix;
       for (int32_t o = 0; o < oc; ++o) {
         const smk_chan_t *c = &chans[o];
         if (flat) {
-          fn(c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, p->act_min, p->act_max);
+          fn(c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, lp.act_min, lp.act_max);
           continue;
         }
         for (int32_t q = p0; q < p1;) { /* the block's pixels, one run per output row */
           const int32_t y = q / ow, x = q - y * ow, n = (p1 - q < ow - x) ? p1 - q : ow - x;
-          fn(c, in + (y * sy * iw + x * sx) * ic, out + q * oc + o, n, sx * ic, oc, p->act_min, p->act_max);
+          fn(c, in + (y * sy * iw + x * sx) * ic, out + q * oc + o, n, sx * ic, oc, lp.act_min, lp.act_max);
           q += n;
         }
       }
