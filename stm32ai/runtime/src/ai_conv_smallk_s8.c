@@ -221,19 +221,19 @@ static inline __attribute__((always_inline)) void smk_body(const smk_chan_t *c, 
 SMK_VARIANT(4, 1, 0)
 SMK_VARIANT(4, 2, 0)
 SMK_VARIANT(4, 3, 0)
-SMK_VARIANT(4, 1, 1)
-SMK_VARIANT(4, 2, 1)
-SMK_VARIANT(4, 3, 1)
 SMK_VARIANT(8, 1, 0)
 SMK_VARIANT(8, 2, 0)
 SMK_VARIANT(8, 3, 0)
-SMK_VARIANT(8, 1, 1)
-SMK_VARIANT(8, 2, 1)
-SMK_VARIANT(8, 3, 1)
+/* a fused activation narrower than int8 (rare): one C loop, in_c and mode tested per pixel */
+static __attribute__((noinline)) void smk_clamped(const smk_chan_t *c, const int8_t *s, int8_t *d, int32_t n,
+                                                  int32_t st, int32_t os, int32_t lo, int32_t hi, int ic,
+                                                  int mode) {
+  smk_run(c, s, d, n, st, os, lo, hi, ic, mode, 1);
+}
 
-static const smk_fn smk_fns[2][3][2] = {
-    {{smk_4_1_0, smk_4_1_1}, {smk_4_2_0, smk_4_2_1}, {smk_4_3_0, smk_4_3_1}},
-    {{smk_8_1_0, smk_8_1_1}, {smk_8_2_0, smk_8_2_1}, {smk_8_3_0, smk_8_3_1}},
+static const smk_fn smk_fns[2][3] = {
+    {smk_4_1_0, smk_4_2_0, smk_4_3_0},
+    {smk_8_1_0, smk_8_2_0, smk_8_3_0},
 };
 
 void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *input, const int8_t *weights,
@@ -244,7 +244,7 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
     return; /* the lowering never emits these (docs/kernels_conv_smallk.md) */
   }
   const int clamp = lp.act_min > -128 || lp.act_max < 127;
-  const smk_fn fn = smk_fns[ic == 8][mode - 1][clamp];
+  const smk_fn fn = smk_fns[ic == 8][mode - 1];
   const int32_t sy = lp.stride[0], sx = lp.stride[1], ow = lp.out_w, iw = lp.in_w;
   const int32_t npix = lp.out_h * ow, nblk = (npix + AI_SMK_BLOCK - 1) / AI_SMK_BLOCK;
   /* stride 1: input and output pixels are the same run */
@@ -266,12 +266,21 @@ void ai_conv2d_smallk_s8(const ai_conv2d_smallk_s8_params *p, const int8_t *inpu
       for (int32_t o = 0; o < oc; ++o) {
         const smk_chan_t *c = &chans[o];
         if (flat) {
-          fn(c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, lp.act_min, lp.act_max);
+          if (clamp) {
+            smk_clamped(c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, lp.act_min, lp.act_max, ic, mode);
+          } else {
+            fn(c, in + p0 * ic, out + p0 * oc + o, p1 - p0, ic, oc, lp.act_min, lp.act_max);
+          }
           continue;
         }
         for (int32_t q = p0; q < p1;) { /* the block's pixels, one run per output row */
           const int32_t y = q / ow, x = q - y * ow, n = (p1 - q < ow - x) ? p1 - q : ow - x;
-          fn(c, in + (y * sy * iw + x * sx) * ic, out + q * oc + o, n, sx * ic, oc, lp.act_min, lp.act_max);
+          const int8_t *src = in + (y * sy * iw + x * sx) * ic;
+          if (clamp) {
+            smk_clamped(c, src, out + q * oc + o, n, sx * ic, oc, lp.act_min, lp.act_max, ic, mode);
+          } else {
+            fn(c, src, out + q * oc + o, n, sx * ic, oc, lp.act_min, lp.act_max);
+          }
           q += n;
         }
       }
@@ -549,10 +558,8 @@ static inline __attribute__((always_inline)) void win_channels(const ai_conv2d_s
   }
 }
 
-#define WIN_VARIANT(MODE, CLAMP)                                                                      \
-  static __attribute__((noinline)) void win_pairs_##MODE##_##CLAMP(                                   \
-      const ai_conv2d_smallk_win_s8_params *p, const int8_t *in, int8_t *out, const uint32_t *ws,      \
-      const int32_t *qs, uint32_t *col, int32_t kw, const win_ctx_t *g) {                              \
+#define WIN_VARIANT_BODY                                                                      \
+  {                                                                                                    \
     const ai_conv2d_smallk_win_s8_params lp = *p; /* in RAM: p may be in flash */                      \
     const int32_t npix = lp.out_h * lp.out_w, oc = lp.out_c, ow = lp.out_w;                            \
     int32_t oy = 0, ox = 0; /* pixel n's coordinates */                                                \
@@ -569,17 +576,26 @@ static inline __attribute__((always_inline)) void win_channels(const ai_conv2d_s
       win_channels(&lp, ws, qs, col, kw, out + n * oc, out + n1 * oc, MODE, CLAMP);                    \
     }                                                                                                  \
   }
-WIN_VARIANT(1, 0)
-WIN_VARIANT(2, 0)
-WIN_VARIANT(3, 0)
-WIN_VARIANT(1, 1)
-WIN_VARIANT(2, 1)
-WIN_VARIANT(3, 1)
-
-typedef void (*win_fn)(const ai_conv2d_smallk_win_s8_params *, const int8_t *, int8_t *, const uint32_t *,
-                       const int32_t *, uint32_t *, int32_t, const win_ctx_t *);
-static const win_fn win_fns[3][2] = {
-    {win_pairs_1_0, win_pairs_1_1}, {win_pairs_2_0, win_pairs_2_1}, {win_pairs_3_0, win_pairs_3_1}};
+/* the assembly quads' modes (rq_fold 2, 3, full int8 clamp) with their constants folded in; every
+ * other layer (rq_fold 1, a narrower clamp: rare) through one loop testing them at run time */
+static __attribute__((noinline)) void win_pairs_2(const ai_conv2d_smallk_win_s8_params *p, const int8_t *in,
+                                                  int8_t *out, const uint32_t *ws, const int32_t *qs,
+                                                  uint32_t *col, int32_t kw, const win_ctx_t *g) {
+  const int MODE = 2, CLAMP = 0;
+  WIN_VARIANT_BODY
+}
+static __attribute__((noinline)) void win_pairs_3(const ai_conv2d_smallk_win_s8_params *p, const int8_t *in,
+                                                  int8_t *out, const uint32_t *ws, const int32_t *qs,
+                                                  uint32_t *col, int32_t kw, const win_ctx_t *g) {
+  const int MODE = 3, CLAMP = 0;
+  WIN_VARIANT_BODY
+}
+static __attribute__((noinline)) void win_pairs_any(const ai_conv2d_smallk_win_s8_params *p, const int8_t *in,
+                                                    int8_t *out, const uint32_t *ws, const int32_t *qs,
+                                                    uint32_t *col, int32_t kw, const win_ctx_t *g, int MODE,
+                                                    int CLAMP) {
+  WIN_VARIANT_BODY
+}
 
 void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8_t *input,
                              const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
@@ -611,7 +627,7 @@ void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8
     qs[4 * c + 3] = mode >= 2 ? (int32_t)((uint32_t)q[3] * 2u) : q[3];
   }
   const int clamp = p->act_min > -128 || p->act_max < 127;
-  const win_fn fn = win_fns[mode - 1][clamp];
+
   const int32_t run = p->k_w * p->in_c;
   const win_ctx_t g = {p->in_c, p->k_h, p->k_w, run / 4, run % 4, p->dilation[0], p->stride[0], p->stride[1],
                        p->pad[0], p->pad[1], p->in_h, p->in_w, p->out_w, p->in_w * p->in_c,
@@ -619,6 +635,12 @@ void ai_conv2d_smallk_win_s8(const ai_conv2d_smallk_win_s8_params *p, const int8
                        (int8_t)p->pad_value};
   const int32_t in_img = p->in_h * p->in_w * p->in_c, out_img = p->out_h * p->out_w * oc;
   for (int32_t b = 0; b < p->batches; ++b) {
-    fn(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g);
+    if (!clamp && mode == 2) {
+      win_pairs_2(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g);
+    } else if (!clamp && mode == 3) {
+      win_pairs_3(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g);
+    } else {
+      win_pairs_any(p, input + b * in_img, output + b * out_img, ws, qs, col, kw, &g, mode, clamp);
+    }
   }
 }
