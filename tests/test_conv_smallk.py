@@ -265,3 +265,52 @@ def test_vww_poisoned_overlaps_match_reference(tmp_path):
     res = validate_model(path, n=1, seed=5, compiled=c, runner=lambda cc, samples: build.run(cc, samples, "m0"))
     verdict = [r for r in res.comparisons if r.verdict]
     assert verdict and all(verdict[0].ok)
+
+
+def test_overlap_model_matches_the_c_access_order(tmp_path):
+    """conv2d_smallk_s8 run on the host with its output placed over its input at every offset the
+    access model (`smallk_access`, both orders) calls safe, within a few blocks of the input: the
+    result equals the separate-buffer run, so no byte is written before its last read."""
+    import ctypes
+    import subprocess
+
+    from conftest import RUNTIME
+
+    from stm32ai.passes.lower.conv_smallk import smallk_access
+    from stm32ai.passes.lower.overlap import overlap_ok
+
+    lib = tmp_path / "smk.so"
+    subprocess.run(["cc", "-std=c99", "-O2", "-shared", "-fPIC", f"-I{RUNTIME / 'include'}",
+                    str(RUNTIME / "src" / "ai_conv_smallk_s8.c"), "-o", str(lib)], check=True)
+    fn = ctypes.CDLL(str(lib)).ai_conv2d_smallk_s8
+    for shape, oc, stride in (((1, 20, 20, 8), 16, (1, 1)), ((1, 17, 9, 4), 3, (1, 1)), ((2, 9, 30, 8), 5, (1, 2))):
+        g = _layer(shape, oc, stride, "NONE", -128, 9000)
+        c = compile_graph(copy.deepcopy(g), core="cortex-m4")
+        op, t = c.graph.ops[0], c.graph.tensors
+        w = np.ascontiguousarray(t[op.inputs[1]].data, np.int8)
+        q = np.ascontiguousarray(t[op.inputs[2]].data, np.int32)
+        x = rng.integers(-128, 128, shape).astype(np.int8).reshape(-1)
+        n_out = int(np.prod(t[op.outputs[0]].shape))
+        want = reference(g, x.reshape(shape)).reshape(-1)
+        tested = 0
+        for reverse in (0, 1):
+            a = {**op.attrs, "reverse": reverse}
+            fields = [a["batches"], a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"], a["k_h"],
+                      a["k_w"], *a["stride"], *a["dilation"], *a["pad"], a["pad_value"], a["out_offset"],
+                      a["act_min"], a["act_max"], a["rq_fold"], reverse]
+            params = np.array(fields, np.int32)
+            steps = smallk_access(a, x.size, n_out)
+            scratch = np.zeros(op.scratch // 4 + 1, np.int32)
+            for delta in range(-n_out - 64, x.size + 64, 4):
+                if not overlap_ok(steps, delta):
+                    continue
+                lo = min(0, delta)
+                buf = np.zeros(max(x.size, delta + n_out) - lo, np.int8)
+                buf[-lo:-lo + x.size] = x
+                base = buf.ctypes.data
+                fn(ctypes.c_void_p(params.ctypes.data), ctypes.c_void_p(base - lo), ctypes.c_void_p(w.ctypes.data),
+                   ctypes.c_void_p(q.ctypes.data), ctypes.c_void_p(base - lo + delta),
+                   ctypes.c_void_p(scratch.ctypes.data))
+                np.testing.assert_array_equal(buf[delta - lo:delta - lo + n_out], want, err_msg=f"{shape} {delta}")
+                tested += -n_out < delta < x.size  # the two really overlap
+        assert tested > 0
