@@ -22,6 +22,7 @@ from functools import partial
 import numpy as np
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.lower.conv_smallk import smallk_access
 
 AccessSteps = tuple[np.ndarray, np.ndarray]  # (write step per output byte, last read step per input byte)
 
@@ -130,10 +131,15 @@ def _dw3x3(a: dict, in_size: int, out_size: int, group: int = 4) -> AccessSteps:
 
 
 # attrs a kernel may be given to change its access order, tried when planning overlaps
-ORDER_VARIANTS: dict[str, list[dict[str, int]]] = {"conv2d_s8": [{"reverse": 0}, {"reverse": 1}]}
+ORDER_VARIANTS: dict[str, list[dict[str, int]]] = {"conv2d_s8": [{"reverse": 0}, {"reverse": 1}],
+                                                   "conv2d_smallk_s8": [{"reverse": 0}, {"reverse": 1}]}
 
 ACCESS_MODELS = {
     "conv2d_s8": _conv_s8,
+    # conv2d_smallk_win_s8 gathers a pixel pair's window taps (exactly these, no padded rows) into
+    # scratch before storing the pair's outputs: conv2d_s8's order without krow / reverse
+    "conv2d_smallk_win_s8": _conv_s8,
+    "conv2d_smallk_s8": smallk_access,
     "depthwise_conv2d_3x3_s8": _dw3x3,
     "depthwise_conv2d_3x3_sgn_s8": _dw3x3,
     "depthwise_conv2d_3x3_g2_s8": partial(_dw3x3, group=2),
