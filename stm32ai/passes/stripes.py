@@ -230,11 +230,19 @@ def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set
     sib = sibling_order(members)
     if search and sib != list(range(len(members))):  # not in form_stripes' quick cut-point search
         orders.append(sib)
+    # the drained schedule where rows branch or join (a ring with two consumers, a member with
+    # two streamed inputs: IC's residual blocks); on chains (KWS, VWW) it never won, and the
+    # layouts it adds cost compile time (every band height is laid out again, stripe_bands.py)
+    readers: dict[int, int] = {}
+    for m in members:
+        for t in m.streamed:
+            readers[t] = readers.get(t, 0) + 1
+    drained = search and (max(readers.values(), default=0) > 1 or any(len(m.streamed) > 1 for m in members))
     for order in orders:
         # (lazy, drain): the sibling order lazy only (eager never won); the drained schedule
-        # (lazy: eager drains let side branches run ahead) only in the full search
+        # lazy only (eager drains let side branches run ahead)
         variants = [(True, False)] if order is not None else [(False, False), (True, False)]
-        for lazy, drain in variants + ([(True, True)] if search else []):
+        for lazy, drain in variants + ([(True, True)] if drained else []):
             try:
                 found.append(simulate(g, members, band, outside_reads, lazy=lazy, narrow=narrow, search=search,
                                       row_fed=row_fed, order=order, drain=drain))
