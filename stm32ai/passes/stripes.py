@@ -222,9 +222,10 @@ class StripeError(Exception):
 def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int],
                   narrow: bool = True, search: bool = True,
                   row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
-    """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
-    fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
-    of the branch it joins, whose rows then wait in a taller ring."""
+    """`simulate` eager, lazy (demand-driven) and drained, in the members' and the sibling
+    order: the stripe with the smallest pool, then scratch, then fewer table steps. Lazy keeps
+    a side branch (IC's 1x1 stride-2 shortcut) from running ahead of the branch it joins, whose
+    rows then wait in a taller ring; drained runs it just before its ADD (docs/stripes.md)."""
     found = []
     orders = [None]
     sib = sibling_order(members)
