@@ -136,7 +136,16 @@ def test_ic_rows_into_a_high_ring_and_joined_ring_modes():
     g = load_tflite(p)
     g.optimization, g.input_rows = "ram", True
     lower_graph(g)
-    (st,) = sp.form_all(g)
+    members = []
+    for o in g.ops:  # the run form_all takes: every op up to the first that cannot be a member
+        m = sp.as_member(o, g)
+        if m is None:
+            break
+        members.append(m)
+    # the sibling order's round schedule (simulate_best's pick before the drained schedule,
+    # whose input ring ends up low: test_drained_schedule)
+    st = sp.simulate(g, members, 1, sp._outside_reads(g, set(range(len(members)))), lazy=True,
+                     order=sp.sibling_order(members))
     r = st.rings.index(st.fed[0])
     assert st.ring_mode[r] == 1
     code = len(st.members)
@@ -153,3 +162,52 @@ def test_ic_rows_into_a_high_ring_and_joined_ring_modes():
         check_plan(c.plan)
         simulate_plan(c.graph, c.plan)
         assert validate_model(p, n=1, compiled=c).outcome == "match"
+
+
+def test_drained_schedule():
+    """The drained schedule (`simulate(drain=True)`: one call per step, the most downstream
+    member that can run) on IC's stripe: its table replays byte by byte (replay_check); the
+    stride-2 shortcuts' output rings hold one row instead of two (no ring taller, two rows
+    fewer in all), counted from the table by an independent replay of the logical steps; `ram`
+    picks it (pool below the round schedule's 13,136 B)."""
+    from conftest import shared_model
+
+    import stm32ai.passes.stripes as sp
+    from stm32ai.frontend.tflite_reader import load_tflite
+    from stm32ai.passes.lower import lower_graph
+
+    p = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
+    g = load_tflite(p)
+    g.optimization = "ram"
+    lower_graph(g)
+    members = []
+    for o in g.ops:
+        m = sp.as_member(o, g)
+        if m is None:
+            break
+        members.append(m)
+    outs = sp._outside_reads(g, set(range(len(members))))
+    order = sp.sibling_order(members)
+
+    def tallest(st: sp.Stripe) -> list[int]:  # rows each ring holds at once, from the table
+        live, top = [0] * len(st.rings), [0] * len(st.rings)
+        ring_of = {t: r for r, t in enumerate(st.rings)}
+        for step in st.logical:
+            if step[0] < 0:
+                live[-1 - step[0]] -= step[1]
+            elif st.members[step[0]].out in ring_of:
+                r = ring_of[st.members[step[0]].out]
+                live[r] += step[1]
+                top[r] = max(top[r], live[r])
+        return top
+
+    rounds = sp.simulate(g, members, 1, outs, lazy=True, order=order)
+    drained = sp.simulate(g, members, 1, outs, lazy=True, order=order, drain=True)
+    for st in (rounds, drained):
+        sp.replay_check(g, st)
+    assert tallest(rounds) == rounds.ring_rows and tallest(drained) == drained.ring_rows
+    assert all(a <= b for a, b in zip(drained.ring_rows, rounds.ring_rows, strict=True))
+    assert sum(drained.ring_rows) == sum(rounds.ring_rows) - 2
+    assert sp.pool_bytes(g, drained) < sp.pool_bytes(g, rounds)
+    c = compile_model(p, "network", optimization="ram")
+    assert c.plan.pool_size < 13136

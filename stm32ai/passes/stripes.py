@@ -222,19 +222,31 @@ class StripeError(Exception):
 def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int],
                   narrow: bool = True, search: bool = True,
                   row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
-    """`simulate` eager and lazy (demand-driven): the stripe with the smaller scratch, ties to
-    fewer table steps. Lazy keeps a side branch (IC's 1x1 stride-2 shortcut) from running ahead
-    of the branch it joins, whose rows then wait in a taller ring."""
+    """`simulate` eager, lazy (demand-driven) and drained, in the members' and the sibling
+    order: the stripe with the smallest pool, then scratch, then fewer table steps. Lazy keeps
+    a side branch (IC's 1x1 stride-2 shortcut) from running ahead of the branch it joins, whose
+    rows then wait in a taller ring; drained runs it just before its ADD (docs/stripes.md)."""
     found = []
     orders = [None]
     sib = sibling_order(members)
     if search and sib != list(range(len(members))):  # not in form_stripes' quick cut-point search
         orders.append(sib)
+    # the drained schedule where rows branch or join (a ring with two consumers, a member with
+    # two streamed inputs: IC's residual blocks); on chains (KWS, VWW) it never won, and the
+    # layouts it adds cost compile time (every band height is laid out again, stripe_bands.py)
+    readers: dict[int, int] = {}
+    for m in members:
+        for t in m.streamed:
+            readers[t] = readers.get(t, 0) + 1
+    drained = search and (max(readers.values(), default=0) > 1 or any(len(m.streamed) > 1 for m in members))
     for order in orders:
-        for lazy in (False, True) if order is None else (True,):  # sibling order: lazy only (eager never won)
+        # (lazy, drain): the sibling order lazy only (eager never won); the drained schedule
+        # lazy only (eager drains let side branches run ahead)
+        variants = [(True, False)] if order is not None else [(False, False), (True, False)]
+        for lazy, drain in variants + ([(True, True)] if drained else []):
             try:
                 found.append(simulate(g, members, band, outside_reads, lazy=lazy, narrow=narrow, search=search,
-                                      row_fed=row_fed, order=order))
+                                      row_fed=row_fed, order=order, drain=drain))
             except StripeError:
                 if not lazy and order is None:
                     raise
@@ -270,7 +282,8 @@ def sibling_order(members: list[Member]) -> list[int]:
 
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
              lazy: bool = False, narrow: bool = True, search: bool = True,
-             row_fed: frozenset[int] | set[int] | None = None, order: list[int] | None = None) -> Stripe:
+             row_fed: frozenset[int] | set[int] | None = None, order: list[int] | None = None,
+             drain: bool = False) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
@@ -280,7 +293,11 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
     row_fed: graph inputs that may arrive in rows (None: every graph input if `g.input_rows`,
     --input-rows): one the stripe alone reads becomes a ring filled from the row source just
     before the call that first needs each row.
-    order: the order in which each round visits the members (None: theirs; `sibling_order`)."""
+    order: the order in which each round visits the members (None: theirs; `sibling_order`).
+    drain: no rounds, one call per step: the last member (in `order`) that can run, so a row
+    is consumed before its producers make more (IC, sibling order: each stride-2 shortcut runs
+    just before the ADD that reads it, its output ring holds one row instead of two, and the
+    joint layout packs 512 B tighter)."""
     if row_fed is None:
         row_fed = set(g.inputs) if g.input_rows else set()
     produced = {m.out: i for i, m in enumerate(members)}
@@ -371,64 +388,74 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         if m.kind == "reduce" and (m.out in produced_reads(members) or m.out not in outside_reads):
             raise StripeError("a reduce member's output is read inside the stripe")
     n_calls = 0
-    while any(done[j] < goal(j) for j in range(len(members))):
-        progress = False
-        for j in order or range(len(members)):
-            m = members[j]
-            if m.kind == "reduce":
-                t = m.streamed[0]
-                r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
-                if r1 <= r0:
-                    continue
-                fetch(t, r1)
-                row = r0 - base[ring_idx[t]] if t in ring_idx else r0
-                if t in ring_idx:
-                    assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
-                table.append([j, r1 - r0, (REDUCE_LAST if r1 == h[t] else 0) | (REDUCE_FIRST if r0 == 0 else 0),
-                              r1 - r0, 0, row, 0])
-                n_calls += 1
-                done[j] = r1
-                progress = True
-                drops()
-                continue
-            o0 = done[j]
-            ho = h[m.out]
-            o1 = min(ho, o0 + band)
-            if lazy and m.out in ring_idx and not holds_back(j):
-                o1 = min(o1, max(need_end(m.out), o0))
-            while o1 > o0 and any(m.rows_needed(o0, o1, h[t])[1] > avail(t) for t in m.streamed):
-                o1 -= 1
-            if o1 <= o0:
-                continue
-            for t in m.streamed:
-                fetch(t, m.rows_needed(o0, o1, h[t])[1])
-            step = [j, o1 - o0, 0, 0, 0, 0, 0]
-            for q, t in enumerate(m.streamed):
-                r0, r1 = m.rows_needed(o0, o1, h[t])
-                if r1 <= r0:
-                    raise StripeError("a band reads no input row")
-                if q == 0:
-                    step[2] = (m.p - o0 * m.s + r0) if m.kind == "window" else 0
-                    step[3] = r1 - r0
-                if t in ring_idx:
-                    r = ring_idx[t]
-                    assert base[r] <= r0 and r1 <= base[r] + count[r], "ring lost a row still needed"
-                    step[5 + q] = r0 - base[r]
-                else:
-                    step[5 + q] = r0
-            if m.out in ring_idx:
-                r = ring_idx[m.out]
-                assert base[r] + count[r] == o0
-                step[4] = o0 - base[r]
-                count[r] += o1 - o0
-                cap[r] = max(cap[r], count[r])
-            else:
-                step[4] = o0
-            table.append(step)
+
+    def call(j: int) -> bool:
+        """Member j's next call if its inputs hold the rows (appended with the drops after
+        it); False when it cannot run now."""
+        nonlocal n_calls
+        m = members[j]
+        if m.kind == "reduce":
+            t = m.streamed[0]
+            r0, r1 = done[j], min(avail(t), done[j] + max(band, 1))
+            if r1 <= r0:
+                return False
+            fetch(t, r1)
+            row = r0 - base[ring_idx[t]] if t in ring_idx else r0
+            if t in ring_idx:
+                assert base[ring_idx[t]] <= r0 and r1 <= base[ring_idx[t]] + count[ring_idx[t]]
+            table.append([j, r1 - r0, (REDUCE_LAST if r1 == h[t] else 0) | (REDUCE_FIRST if r0 == 0 else 0),
+                          r1 - r0, 0, row, 0])
             n_calls += 1
-            done[j] = o1
-            progress = True
+            done[j] = r1
             drops()
+            return True
+        o0 = done[j]
+        ho = h[m.out]
+        o1 = min(ho, o0 + band)
+        if lazy and m.out in ring_idx and not holds_back(j):
+            o1 = min(o1, max(need_end(m.out), o0))
+        while o1 > o0 and any(m.rows_needed(o0, o1, h[t])[1] > avail(t) for t in m.streamed):
+            o1 -= 1
+        if o1 <= o0:
+            return False
+        for t in m.streamed:
+            fetch(t, m.rows_needed(o0, o1, h[t])[1])
+        step = [j, o1 - o0, 0, 0, 0, 0, 0]
+        for q, t in enumerate(m.streamed):
+            r0, r1 = m.rows_needed(o0, o1, h[t])
+            if r1 <= r0:
+                raise StripeError("a band reads no input row")
+            if q == 0:
+                step[2] = (m.p - o0 * m.s + r0) if m.kind == "window" else 0
+                step[3] = r1 - r0
+            if t in ring_idx:
+                r = ring_idx[t]
+                assert base[r] <= r0 and r1 <= base[r] + count[r], "ring lost a row still needed"
+                step[5 + q] = r0 - base[r]
+            else:
+                step[5 + q] = r0
+        if m.out in ring_idx:
+            r = ring_idx[m.out]
+            assert base[r] + count[r] == o0
+            step[4] = o0 - base[r]
+            count[r] += o1 - o0
+            cap[r] = max(cap[r], count[r])
+        else:
+            step[4] = o0
+        table.append(step)
+        n_calls += 1
+        done[j] = o1
+        drops()
+        return True
+
+    seq = list(order or range(len(members)))
+    while any(done[j] < goal(j) for j in range(len(members))):
+        if drain:  # the most downstream member that can run, one call at a time
+            progress = any(call(j) for j in reversed(seq))
+        else:  # a round: every member once, in order
+            progress = False
+            for j in seq:
+                progress = call(j) or progress
         if not progress:
             raise StripeError("no member can advance")
     for t in fed:  # rows no member reads (a VALID window's tail): pulled all the same, then dropped
