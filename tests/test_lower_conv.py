@@ -992,13 +992,16 @@ int main(void) {
     if (!FITS(p, 0) || ai_depthwise_conv2d_3x3_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, 0, 0);
     const int sgn = rr(0, 1), g2 = rr(0, 1);
+    /* rqd 2, 3 (the Cortex-M4's doubled accumulator; the host ignores it): its conditions as
+       the lowering proves them, e >= 2, |acc| < 2^30 (small biases), rqd 3 with zp = -128 */
+    p.rqd = rr(0, 2) == 0 ? 0 : rr(2, 3);
     for (int32_t i = 0; i < p.out_c; ++i) {
       int32_t *k = packed + 10 * i;
       for (int j = 0; j < 6; ++j) {
         k[j] = (int32_t)(((uint32_t)rr(-128, 127) & 0xFFFFu) | ((uint32_t)rr(-128, 127) << 16));
       }
-      const int32_t e = rr(2 - sgn, 23), zp = rr(-128, 127);
-      k[6] = rr(0, 3) == 0 ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
+      const int32_t e = rr(p.rqd ? 2 : 2 - sgn, 23), zp = p.rqd == 3 ? -128 : rr(-128, 127);
+      k[6] = rr(0, 3) == 0 && !p.rqd ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
       k[7] = (int32_t)(0x40000000u + (rnd() % 0x40000000u));
       k[8] = (int32_t)((e >= 2 ? 1u << (e - 2) : 0u) + (uint32_t)zp * (1u << (e - 1)));
       k[9] = e - 1;
@@ -1012,7 +1015,8 @@ int main(void) {
     } else {
       ai_depthwise_conv2d_3x3_s8(&p, in_buf, packed, out_buf, scratch);
     }
-    printf("dw3 %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
+    printf("dw3 %d rqd%d %08lx\n", c, (int)p.rqd,
+           (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
     ++ran;
   }
   for (int c = 0; c < 100; ++c) {
@@ -1073,6 +1077,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
     assert host.strip().splitlines()[-1].startswith("cases ")
     assert int(host.split()[-1]) > 900 and host.count("dw3 ") > 200
+    assert host.count(" rqd2 ") > 40 and host.count(" rqd3 ") > 40  # the M4's doubled rows
     assert host.count("staged ") > 250 and "stagediff" not in host  # staged == read in place
     assert host.count("copied ") > 100 and "copydiff" not in host  # pad_copy == padded windows gathered
     assert arm.replace("\r", "") == host

@@ -108,6 +108,23 @@ def pack_dw3x3(w_taps: np.ndarray, bias_folded: np.ndarray, mult: np.ndarray, sh
     return out.reshape(-1)
 
 
+def dw3x3_double_mode(packed: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_zp: int) -> int:
+    """The `rqd` param: 3 or 2 when the Cortex-M4 rows may requantise from the doubled
+    accumulator (conv2d_s8's `rq_fold` 3 / 2: SMMLAR on 2*acc, without / with the sign term),
+    else 0. The packed khi is rq_fold's kf for e >= 2 (2^(e-2) + out_zp * 2^(e-1), rs = e - 1),
+    so conv.py's proof applies as it stands to the table {bias, m, rs, khi} and the exact
+    accumulator range [lo, hi]; other cores ignore the param."""
+    from stm32ai.passes.lower.conv import rq_double_mode  # conv.py imports this module
+
+    k = np.asarray(packed, np.int64).reshape(-1, DW3_K)
+    if not bool(np.all(k[:, 9] >= 1)):  # e = 1: the rounding constant 3 * 2^30 has no kf
+        return 0
+    table = np.stack([k[:, 6], k[:, 7], k[:, 9], k[:, 8]], axis=1)
+    bound = np.maximum(np.abs(np.asarray(lo, np.int64)), np.abs(np.asarray(hi, np.int64)))
+    mode = rq_double_mode(table, bound, out_zp)
+    return mode if mode >= 2 else 0
+
+
 def requant_pairs(in_scale: float, filter_scales: np.ndarray, out_scale: float,
                   n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (multiplier, shift), exactly as conv.py's tables (TFLite's arithmetic)."""
@@ -162,6 +179,7 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
     op.kernel = kernel
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
     op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
-                "transpose": int(transpose), "stage": 0}
+                "transpose": int(transpose), "stage": 0,
+                "rqd": dw3x3_double_mode(packed, lo, hi, zp_of(y))}
     op.scratch = dw3x3_scratch_size(plane_w, group)
     return True

@@ -559,8 +559,28 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "smlal r9, r10, " ACC ", r4\n\t"                      \
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"
-#define DW3_RQ(SGN, ACC, DST)                              \
-  DW3_RQ_NOSTORE(SGN, ACC)                              \
+#define DW3_RQN_EOR(ACC) DW3_RQ_NOSTORE(DW3_SGN_EOR, ACC)
+#define DW3_RQN_EXACT(ACC) DW3_RQ_NOSTORE(DW3_SGN_EXACT, ACC)
+/* the frame's requantisation words: m, khi, rs, klo, then the output pointer (lr) */
+#define DW3_LDQ "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"
+/* Doubled accumulator (Cortex-M4, `rqd` 2 / 3; docs/kernels_conv.md "Doubled accumulator" and
+ * "3x3 depthwise, doubled accumulator"): the rows run on 2*acc (weights and bias doubled when
+ * the frame is built), r4 = m, r5 = K = 2*khi, r6 = rs + 1. SMMLAR's rounding 2^31 on 2*acc*m
+ * is TFLite's 2^30 nudge; `rqd` 2 adds the sign term -[acc < 0] to K (ADD, 4 instructions),
+ * `rqd` 3 (out_zp = -128, every m >= 2^30: proved in dwconv3x3.py) needs none (3). */
+#define DW3_RQN_MM(ACC)                                 \
+  "add r10, r5, " ACC ", asr #31\n\t"                   \
+  "smmlar r10, " ACC ", r4, r10\n\t"                    \
+  "asr r10, r10, r6\n\t"                                \
+  "ssat r10, #8, r10\n\t"
+#define DW3_RQN_MM0(ACC)                                \
+  "smmlar r10, " ACC ", r4, r5\n\t"                     \
+  "asr r10, r10, r6\n\t"                                \
+  "ssat r10, #8, r10\n\t"
+/* the doubled frame's words: m, K, rs + 1, then the output pointer (one word fewer) */
+#define DW3_LDQ_MM "ldmdb r3, {r4, r5, r6, lr}\n\t"
+#define DW3_RQ(RQN, ACC, DST)                              \
+  RQN(ACC)                                              \
   "strb r10, " DST "\n\t"
 /* Four adjacent outputs (two pairs) per kernel row, accumulators r1, r2, r11, r12: the words
  * of a row are loaded once for all four (stride 1: l, h, n = 3 loads instead of 2 x 2;
@@ -670,7 +690,7 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * pointer (one LDM of 5 words, 6 cycles, instead of 2 LDRD + LDR, 8). The loop top is
  * word-aligned: a taken branch to a 32-bit instruction at a halfword address costs a cycle
  * more (Cortex-M4 TRM §3.3.1, branch "P" depends on the target's alignment and width). */
-#define DW3_ROWS_ASM(G, QFIRST, QMAC, QLAST, MAC, LAST, SGN)                          \
+#define DW3_ROWS_ASM(G, QFIRST, QMAC, QLAST, MAC, LAST, RQN, LDQ)                          \
   "2:\n\t"                                                                         \
   "str r1, [r3, #-4]\n\t"                                                          \
   "ldr r4, [r3, #52]\n\t"                                                          \
@@ -681,13 +701,13 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "1:\n\t"                                                                         \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
   QFIRST(G, "r9", "r10") QMAC(G, 1, "r6", "r8") QLAST(G, "r4", "r5")               \
-  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
-  DW3_RQ(SGN, "r1", "[lr]")                                                        \
+  LDQ                                             \
+  DW3_RQ(RQN, "r1", "[lr]")                                                        \
   "ldr r1, [r3, #32]\n\t"                                                          \
-  DW3_RQ(SGN, "r2", "[lr, r1]")                                                    \
+  DW3_RQ(RQN, "r2", "[lr, r1]")                                                    \
   "add lr, lr, r1, lsl #1\n\t"                                                     \
-  DW3_RQ(SGN, "r11", "[lr]")                                                       \
-  DW3_RQ_NOSTORE(SGN, "r12")                                                       \
+  DW3_RQ(RQN, "r11", "[lr]")                                                       \
+  RQN("r12")                                                       \
   "ldr r9, [r3, #36]\n\t"                                                          \
   "strb r10, [lr, r1]\n\t"                                                         \
   "add lr, lr, r1, lsl #1\n\t"                                                     \
@@ -701,16 +721,16 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "cmp r4, #0\n\tbeq 3f\n\t"                                                       \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
   MAC(G, 2, "r9", "r10", "r12") MAC(G, 1, "r6", "r8", "r11") LAST(G, "r4", "r5")   \
-  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
-  DW3_RQ(SGN, "r11", "[r1]") DW3_RQ(SGN, "r12", "[r1, r2]")                        \
+  LDQ                                             \
+  DW3_RQ(RQN, "r11", "[r1]") DW3_RQ(RQN, "r12", "[r1, r2]")                        \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
   "3:\n\t"                                                                         \
   "ldr r4, [r3, #60]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r11}\n\t"                                     \
   DW3_MAC_ONE3(G)                                                                  \
-  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
-  DW3_RQ(SGN, "r11", "[r1]")                                                       \
+  LDQ                                             \
+  DW3_RQ(RQN, "r11", "[r1]")                                                       \
   "4:\n\t"                                                                         \
   "ldrd r4, r5, [r3, #44]\n\t"                                                     \
   "add r1, r1, r4\n\t"                                                             \
@@ -726,7 +746,18 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * pitch, 36 end of the row's quads (r0), 40 rows left, 44 output / data pointer deltas to
  * the next row, 52 data bytes the quads advance, 56 a pair left (ow & 2), 60 a single
  * output left (ow & 1). */
-#define DW3_ROWS_FN(NAME, G, S, SV, SGN)                                                       \
+#define DW3_ROWS_CALL(G, SV, RQN, LDQ)                                                         \
+  register const uint32_t *q_ __asm__("r0") = plane;                                           \
+  register int8_t *o_ __asm__("r1") = out;                                                     \
+  register int32_t c_ __asm__("r2") = f[13];                                                   \
+  register int32_t *f_ __asm__("r3") = f + 5;                                                  \
+  __asm__ volatile(DW3_ROWS_ASM(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV, DW3_QMAC_##SV##_LAST,  \
+                                DW3_MAC_##SV, DW3_MAC_##SV##_LAST, RQN, LDQ)                   \
+                   : "+r"(q_), "+r"(o_), "+r"(c_)                                              \
+                   : "r"(f_)                                                                   \
+                   : DW3_CLOBBER_R7 "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",     \
+                     "cc", "memory")
+#define DW3_ROWS_FN(NAME, G, S, SV, RQN)                                                       \
   static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
     /* the channel's constants into the band's frame (dw3_frame wrote the geometry) */        \
     f[0] = k[7];                                                                               \
@@ -737,26 +768,45 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
     f[11] = k[6];                                                                              \
     f[12] = k[6];                                                                              \
     f[15] = f[21];                                                                             \
-    register const uint32_t *q_ __asm__("r0") = plane;                                         \
-    register int8_t *o_ __asm__("r1") = out;                                                   \
-    register int32_t c_ __asm__("r2") = f[13];                                                 \
-    register int32_t *f_ __asm__("r3") = f + 5;                                                \
-    __asm__ volatile(DW3_ROWS_ASM(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV, DW3_QMAC_##SV##_LAST, \
-                                  DW3_MAC_##SV, DW3_MAC_##SV##_LAST, SGN)                      \
-                     : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
-                     : "r"(f_)                                                                 \
-                     : DW3_CLOBBER_R7 "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",   \
-                       "cc",                                                                   \
-                       "memory");                                                              \
+    DW3_ROWS_CALL(G, SV, RQN, DW3_LDQ);                                                        \
   }
-DW3_ROWS_FN(dw3_rows_s1, 4, 1, S1, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s2, 4, 2, S2, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s1x, 4, 1, S1, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_s2x, 4, 2, S2, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, S1, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, S2, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, S1, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_SGN_EXACT)
+DW3_ROWS_FN(dw3_rows_s1, 4, 1, S1, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_s2, 4, 2, S2, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_s1x, 4, 1, S1, DW3_RQN_EXACT)
+DW3_ROWS_FN(dw3_rows_s2x, 4, 2, S2, DW3_RQN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, S1, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, S2, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, S1, DW3_RQN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_RQN_EXACT)
+#if defined(AI_DW3_R7) && !defined(AI_CORE_CM7)
+/* Cortex-M4 only (`rqd`, the doubled accumulator): the frame takes the channel's weight pairs
+ * and bias doubled (each int16 half of an int8 or int9 weight doubles within int16; the bias
+ * modulo 2^32 like the accumulator, whose doubled final value the lowering proved an int32),
+ * then m, K = 2*khi, rs + 1 below the output pointer. */
+#define AI_DW3_DQ 1
+static inline uint32_t dw3_dbl16(int32_t w) { return ((uint32_t)w << 1) & 0xFFFEFFFFu; }
+#define DW3_ROWS_DQ_FN(NAME, G, S, SV, RQN)                                                    \
+  static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
+    f[1] = k[7];                                                                               \
+    f[2] = (int32_t)((uint32_t)k[8] << 1);                                                     \
+    f[3] = k[9] + 1;                                                                           \
+    for (int32_t j = 0; j < 6; ++j) {                                                          \
+      f[5 + j] = (int32_t)dw3_dbl16(k[j]);                                                     \
+    }                                                                                          \
+    f[11] = (int32_t)((uint32_t)k[6] << 1);                                                    \
+    f[12] = f[11];                                                                             \
+    f[15] = f[21];                                                                             \
+    DW3_ROWS_CALL(G, SV, RQN, DW3_LDQ_MM);                                                     \
+  }
+DW3_ROWS_DQ_FN(dw3_rows_s1d, 4, 1, S1, DW3_RQN_MM)
+DW3_ROWS_DQ_FN(dw3_rows_s2d, 4, 2, S2, DW3_RQN_MM)
+DW3_ROWS_DQ_FN(dw3_rows_s1d0, 4, 1, S1, DW3_RQN_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_s2d0, 4, 2, S2, DW3_RQN_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQN_MM)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQN_MM)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQN_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQN_MM0)
+#endif
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, G, S, ROW, X)                                                            \
@@ -821,6 +871,21 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
  * kernels with a constant `sgn`, so that a model links only the kernels it calls and the
  * calls stay direct. A template rather than a G parameter: with G a parameter, gcc allocates
  * the registers of the inlined copies differently (2-5 instructions more per kernel). */
+/* The Cortex-M4's doubled-accumulator rows (`rqd` 2 / 3) ahead of the others; other builds
+ * ignore `rqd` (the packed constants are the same). */
+#if defined(AI_DW3_DQ)
+#define DW3_DQ_SEL(G, SUF) ((G) == 2 ? dw3_rows_g2_##SUF : dw3_rows_##SUF)
+#define DW3_DQ_CALLS(G, RQD, S, PL, FR, KC, O)                                                   \
+  if (RQD) {                                                                                     \
+    if (S == 1) {                                                                                \
+      ((RQD) == 3 ? DW3_DQ_SEL(G, s1d0) : DW3_DQ_SEL(G, s1d))(PL, FR, KC, O);                    \
+    } else {                                                                                     \
+      ((RQD) == 3 ? DW3_DQ_SEL(G, s2d0) : DW3_DQ_SEL(G, s2d))(PL, FR, KC, O);                    \
+    }                                                                                            \
+  } else
+#else
+#define DW3_DQ_CALLS(G, RQD, S, PL, FR, KC, O)
+#endif
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,     \
@@ -871,6 +936,7 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
+            DW3_DQ_CALLS(G, p->rqd, S, pl + k, fr, kc, o)                                         \
             if (S == 1) {                                                                         \
               (sgn ? ROWS_S1X : ROWS_S1)(pl + k, fr, kc, o);                                      \
             } else {                                                                              \
