@@ -563,22 +563,6 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
 #define DW3_RQN_EXACT(ACC) DW3_RQ_NOSTORE(DW3_SGN_EXACT, ACC)
 /* the frame's requantisation words: m, khi, rs, klo, then the output pointer (lr) */
 #define DW3_LDQ "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"
-/* Doubled accumulator (Cortex-M4, `rqd` 2 / 3; docs/kernels_conv.md "Doubled accumulator" and
- * "3x3 depthwise, doubled accumulator"): the rows run on 2*acc (weights and bias doubled when
- * the frame is built), r4 = m, r5 = K = 2*khi, r6 = rs + 1. SMMLAR's rounding 2^31 on 2*acc*m
- * is TFLite's 2^30 nudge; `rqd` 2 adds the sign term -[acc < 0] to K (ADD, 4 instructions),
- * `rqd` 3 (out_zp = -128, every m >= 2^30: proved in dwconv3x3.py) needs none (3). */
-#define DW3_RQN_MM(ACC)                                 \
-  "add r10, r5, " ACC ", asr #31\n\t"                   \
-  "smmlar r10, " ACC ", r4, r10\n\t"                    \
-  "asr r10, r10, r6\n\t"                                \
-  "ssat r10, #8, r10\n\t"
-#define DW3_RQN_MM0(ACC)                                \
-  "smmlar r10, " ACC ", r4, r5\n\t"                     \
-  "asr r10, r10, r6\n\t"                                \
-  "ssat r10, #8, r10\n\t"
-/* the doubled frame's words: m, K, rs + 1, then the output pointer (one word fewer) */
-#define DW3_LDQ_MM "ldmdb r3, {r4, r5, r6, lr}\n\t"
 #define DW3_RQ(RQN, ACC, DST)                              \
   RQN(ACC)                                              \
   "strb r10, " DST "\n\t"
@@ -779,33 +763,116 @@ DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, S2, DW3_RQN_EOR)
 DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, S1, DW3_RQN_EXACT)
 DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_RQN_EXACT)
 #if defined(AI_DW3_R7) && !defined(AI_CORE_CM7)
-/* Cortex-M4 only (`rqd`, the doubled accumulator): the frame takes the channel's weight pairs
- * and bias doubled (each int16 half of an int8 or int9 weight doubles within int16; the bias
- * modulo 2^32 like the accumulator, whose doubled final value the lowering proved an int32),
- * then m, K = 2*khi, rs + 1 below the output pointer. */
+/* Cortex-M4 only (`rqd`, the doubled accumulator; docs/kernels_conv.md "3x3 depthwise,
+ * doubled accumulator"). The rows run on 2*acc: the frame takes the channel's weight pairs and
+ * bias doubled (each int16 half of an int8 or int9 weight doubles within int16; the bias modulo
+ * 2^32 like the accumulator, whose doubled final value the lowering proved an int32), and
+ * m, K = 2*khi, rs + 1 at f[24..26], the output pointer at f[27]. The requantisation needs no
+ * temporary (it runs in the accumulator; `rqd` 2's sign term in r7) and no longer touches
+ * r8-r10, so the quad loop keeps w1b, w2a, w2b across quads and reloads only w0a, w0b, w1a and
+ * the bias, from their copy at f[1..4] (LDMDB, 5 cycles instead of the 7-register LDM's 8). */
 #define AI_DW3_DQ 1
+#define DW3_RQA_MM0(ACC)                                \
+  "smmlar " ACC ", " ACC ", r4, r5\n\t"                 \
+  "asr " ACC ", " ACC ", r6\n\t"                        \
+  "ssat " ACC ", #8, " ACC "\n\t"
+#define DW3_RQA_MM(ACC)                                 \
+  "add r7, r5, " ACC ", asr #31\n\t"                    \
+  "smmlar " ACC ", " ACC ", r4, r7\n\t"                 \
+  "asr " ACC ", " ACC ", r6\n\t"                        \
+  "ssat " ACC ", #8, " ACC "\n\t"
+/* m, K, rs + 1 and the output pointer (4 single loads back to back: 5 cycles, as an LDM) */
+#define DW3_LDQ_DQ                                      \
+  "ldr r4, [r3, #76]\n\t"                               \
+  "ldr r5, [r3, #80]\n\t"                               \
+  "ldr r6, [r3, #84]\n\t"                               \
+  "ldr lr, [r3, #88]\n\t"
+#define DW3_ROWS_ASM_DQ(G, QFIRST, QMAC, QLAST, MAC, LAST, RQA)                       \
+  "2:\n\t"                                                                         \
+  "str r1, [r3, #88]\n\t"                                                          \
+  "ldr r4, [r3, #52]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 5f\n\t"                                                       \
+  "add lr, r0, r4\n\t"                                                             \
+  "str lr, [r3, #36]\n\t"                                                          \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
+  ".p2align 2\n"                                                                   \
+  "1:\n\t"                                                                         \
+  QFIRST(G, "r9", "r10") QMAC(G, 1, "r6", "r8") QLAST(G, "r4", "r5")               \
+  DW3_LDQ_DQ                                                                       \
+  RQA("r1") "strb r1, [lr]\n\t"                                                    \
+  "ldr r1, [r3, #32]\n\t"                                                          \
+  RQA("r2") "strb r2, [lr, r1]\n\t"                                                \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  RQA("r11") "strb r11, [lr]\n\t"                                                  \
+  RQA("r12")                                                                       \
+  "ldr r2, [r3, #36]\n\t"                                                          \
+  "strb r12, [lr, r1]\n\t"                                                         \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  "str lr, [r3, #88]\n\t"                                                          \
+  "ldmdb r3, {r4, r5, r6, r12}\n\t"                                                \
+  "cmp r0, r2\n\t"                                                                 \
+  "bne 1b\n\t"                                                                     \
+  "5:\n\t"                                                                         \
+  "ldr r1, [r3, #88]\n\t"                                                          \
+  "ldr r2, [r3, #32]\n\t"                                                          \
+  "ldr r4, [r3, #56]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 3f\n\t"                                                       \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
+  MAC(G, 2, "r9", "r10", "r12") MAC(G, 1, "r6", "r8", "r11") LAST(G, "r4", "r5")   \
+  DW3_LDQ_DQ                                                                       \
+  RQA("r11") "strb r11, [r1]\n\t"                                                  \
+  RQA("r12") "strb r12, [r1, r2]\n\t"                                              \
+  "add r1, r1, r2, lsl #1\n\t"                                                     \
+  "3:\n\t"                                                                         \
+  "ldr r4, [r3, #60]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r11}\n\t"                                     \
+  DW3_MAC_ONE3(G)                                                                  \
+  DW3_LDQ_DQ                                                                       \
+  RQA("r11") "strb r11, [r1]\n\t"                                                  \
+  "4:\n\t"                                                                         \
+  "ldrd r4, r5, [r3, #44]\n\t"                                                     \
+  "add r1, r1, r4\n\t"                                                             \
+  "add r0, r0, r5\n\t"                                                             \
+  "ldr lr, [r3, #40]\n\t"                                                          \
+  "subs lr, lr, #1\n\t"                                                            \
+  "str lr, [r3, #40]\n\t"                                                          \
+  "bne 2b\n\t"
 static inline uint32_t dw3_dbl16(int32_t w) { return ((uint32_t)w << 1) & 0xFFFEFFFFu; }
-#define DW3_ROWS_DQ_FN(NAME, G, S, SV, RQN)                                                    \
+#define DW3_ROWS_DQ_FN(NAME, G, S, SV, RQA)                                                    \
   static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
-    f[1] = k[7];                                                                               \
-    f[2] = (int32_t)((uint32_t)k[8] << 1);                                                     \
-    f[3] = k[9] + 1;                                                                           \
-    for (int32_t j = 0; j < 6; ++j) {                                                          \
-      f[5 + j] = (int32_t)dw3_dbl16(k[j]);                                                     \
-    }                                                                                          \
-    f[11] = (int32_t)((uint32_t)k[6] << 1);                                                    \
-    f[12] = f[11];                                                                             \
+    const int32_t b2 = (int32_t)((uint32_t)k[6] << 1);                                         \
+    f[1] = f[5] = (int32_t)dw3_dbl16(k[0]);                                                    \
+    f[2] = f[6] = (int32_t)dw3_dbl16(k[1]);                                                    \
+    f[3] = f[7] = (int32_t)dw3_dbl16(k[2]);                                                    \
+    f[8] = (int32_t)dw3_dbl16(k[3]);                                                           \
+    f[9] = (int32_t)dw3_dbl16(k[4]);                                                           \
+    f[10] = (int32_t)dw3_dbl16(k[5]);                                                          \
+    f[4] = f[11] = f[12] = b2;                                                                 \
     f[15] = f[21];                                                                             \
-    DW3_ROWS_CALL(G, SV, RQN, DW3_LDQ_MM);                                                     \
+    f[24] = k[7];                                                                              \
+    f[25] = (int32_t)((uint32_t)k[8] << 1);                                                    \
+    f[26] = k[9] + 1;                                                                          \
+    register const uint32_t *q_ __asm__("r0") = plane;                                         \
+    register int8_t *o_ __asm__("r1") = out;                                                   \
+    register int32_t c_ __asm__("r2") = f[13];                                                 \
+    register int32_t *f_ __asm__("r3") = f + 5;                                                \
+    __asm__ volatile(DW3_ROWS_ASM_DQ(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV,                  \
+                                     DW3_QMAC_##SV##_LAST, DW3_MAC_##SV, DW3_MAC_##SV##_LAST,  \
+                                     RQA)                                                      \
+                     : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
+                     : "r"(f_)                                                                 \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc",    \
+                       "memory");                                                              \
   }
-DW3_ROWS_DQ_FN(dw3_rows_s1d, 4, 1, S1, DW3_RQN_MM)
-DW3_ROWS_DQ_FN(dw3_rows_s2d, 4, 2, S2, DW3_RQN_MM)
-DW3_ROWS_DQ_FN(dw3_rows_s1d0, 4, 1, S1, DW3_RQN_MM0)
-DW3_ROWS_DQ_FN(dw3_rows_s2d0, 4, 2, S2, DW3_RQN_MM0)
-DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQN_MM)
-DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQN_MM)
-DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQN_MM0)
-DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQN_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_s1d, 4, 1, S1, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_s2d, 4, 2, S2, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_s1d0, 4, 1, S1, DW3_RQA_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_s2d0, 4, 2, S2, DW3_RQA_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQA_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
 #endif
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
@@ -849,7 +916,7 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
  * per band: words 13 and 16-20 are the band's geometry, 21-23 its rows, outputs per row and
  * output row pitch (read by the C rows and to reset the row counter); each channel's call
  * writes only its constants (0-3, 5-12) and the row counter (15), instead of the whole frame. */
-#define DW3_FRAME_WORDS 24
+#define DW3_FRAME_WORDS 28 /* 24-27: the doubled rows' requantisation words */
 static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
                              int32_t out_pitch, int32_t C) {
   const int32_t step = 32 * G * S; /* data bytes per output pair */
