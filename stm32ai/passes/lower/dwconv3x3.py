@@ -30,6 +30,10 @@ from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
 DW3_HB = 8  # AI_DW3_HB in ai_conv_dw_s8.c: input rows per band
 DW3_K = 10  # AI_DW3_K: int32 constants per channel
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# `rqd` from this many outputs per walked row (two quads): below, the doubled rows' larger frame
+# and per-row reload outweigh the requantisation they save (VWW's 6x6 and 3x3 layers measured
+# 0.3-5 % slower on nucleo-l4r5zi; docs/kernels_conv.md)
+DW3_RQD_MIN_W = 8
 
 
 def acc_range(w_taps: np.ndarray, bias: np.ndarray | None, in_zp: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,10 +180,11 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
         plane_w = dw3x3_plane_w(geo.in_h, geo.out_h, geo.stride[0], geo.pad[0])
     else:
         plane_w = dw3x3_plane_w(geo.in_w, geo.out_w, geo.stride[1], geo.pad[1])
+    walk_w = geo.out_h if transpose else geo.out_w  # outputs per row of the walk
     op.kernel = kernel
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
     op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
                 "transpose": int(transpose), "stage": 0,
-                "rqd": dw3x3_double_mode(packed, lo, hi, zp_of(y))}
+                "rqd": dw3x3_double_mode(packed, lo, hi, zp_of(y)) if walk_w >= DW3_RQD_MIN_W else 0}
     op.scratch = dw3x3_scratch_size(plane_w, group)
     return True

@@ -226,6 +226,7 @@ static inline __attribute__((always_inline)) void dw3_fill_quads(const int8_t **
   uint8_t *d = *pd;
   uint32_t x, y, x2, y2, t;
   __asm__ volatile(
+      ".p2align 2\n" /* a taken branch to a halfword-aligned 32-bit LDR: 1 cycle more (TRM §3.3.1) */
       "1:\n\t"
       "ldr %[x], [%[s]]\n\t"
       "ldr %[y], [%[s], %[c1]]\n\t"
@@ -269,6 +270,7 @@ static inline __attribute__((always_inline)) void dw3_fill2_quads(const int8_t *
   uint32_t *d = *pd;
   uint32_t x, y, x2, y2;
   __asm__ volatile(
+      ".p2align 2\n" /* a taken branch to a halfword-aligned 32-bit LDR: 1 cycle more (TRM §3.3.1) */
       "1:\n\t"
       "ldrh %[x], [%[s]]\n\t"
       "ldrh %[y], [%[s], %[c1]]\n\t"
@@ -838,21 +840,33 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_RQN_EXACT)
   "subs lr, lr, #1\n\t"                                                            \
   "str lr, [r3, #40]\n\t"                                                          \
   "bne 2b\n\t"
-static inline uint32_t dw3_dbl16(int32_t w) { return ((uint32_t)w << 1) & 0xFFFEFFFFu; }
+/* The doubled frame from the channel's 10 packed words: one LDM (the words in address order:
+ * each flash line once), SADD16 doubles each int16 weight half (exact: int8 or int9 values),
+ * LSL the bias and khi (modulo 2^32), then 3 STMs; the row counter f[15] = f[21]. */
 #define DW3_ROWS_DQ_FN(NAME, G, S, SV, RQA)                                                    \
   static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
-    const int32_t b2 = (int32_t)((uint32_t)k[6] << 1);                                         \
-    f[1] = f[5] = (int32_t)dw3_dbl16(k[0]);                                                    \
-    f[2] = f[6] = (int32_t)dw3_dbl16(k[1]);                                                    \
-    f[3] = f[7] = (int32_t)dw3_dbl16(k[2]);                                                    \
-    f[8] = (int32_t)dw3_dbl16(k[3]);                                                           \
-    f[9] = (int32_t)dw3_dbl16(k[4]);                                                           \
-    f[10] = (int32_t)dw3_dbl16(k[5]);                                                          \
-    f[4] = f[11] = f[12] = b2;                                                                 \
-    f[15] = f[21];                                                                             \
-    f[24] = k[7];                                                                              \
-    f[25] = (int32_t)((uint32_t)k[8] << 1);                                                    \
-    f[26] = k[9] + 1;                                                                          \
+    const int32_t *kk = k;                                                                     \
+    __asm__ volatile("ldm %[k], {r4, r5, r6, r7, r8, r9, r10, r11, r12, lr}\n\t"                \
+                     "sadd16 r4, r4, r4\n\t"                                                   \
+                     "sadd16 r5, r5, r5\n\t"                                                   \
+                     "sadd16 r6, r6, r6\n\t"                                                   \
+                     "sadd16 r7, r7, r7\n\t"                                                   \
+                     "sadd16 r8, r8, r8\n\t"                                                   \
+                     "sadd16 r9, r9, r9\n\t"                                                   \
+                     "lsl r10, r10, #1\n\t"                                                    \
+                     "lsl r12, r12, #1\n\t"                                                    \
+                     "add lr, lr, #1\n\t"                                                      \
+                     "add %[k], %[f], #4\n\t"                                                  \
+                     "stm %[k]!, {r4, r5, r6, r10}\n\t" /* f[1..4]; %[k] = f + 5 */             \
+                     "stm %[k], {r4, r5, r6, r7, r8, r9, r10}\n\t"                             \
+                     "str r10, [%[f], #48]\n\t"                                                \
+                     "add %[k], %[f], #96\n\t"                                                 \
+                     "stm %[k], {r11, r12, lr}\n\t"                                            \
+                     "ldr r4, [%[f], #84]\n\t"                                                 \
+                     "str r4, [%[f], #60]\n\t"                                                 \
+                     : [k] "+r"(kk)                                                            \
+                     : [f] "r"(f)                                                              \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "memory"); \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = f[13];                                                 \
