@@ -30,10 +30,10 @@ from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
 DW3_HB = 8  # AI_DW3_HB in ai_conv_dw_s8.c: input rows per band
 DW3_K = 10  # AI_DW3_K: int32 constants per channel
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-# `rqd` from this many outputs per walked row (two quads): below, the doubled rows' larger frame
-# and per-row reload outweigh the requantisation they save (VWW's 6x6 and 3x3 layers measured
-# 0.3-5 % slower on nucleo-l4r5zi; docs/kernels_conv.md)
-DW3_RQD_MIN_W = 8
+# `rqd` from this many outputs per walked row (one quad): below, the doubled rows' larger frame
+# cost more than the requantisation they save (VWW's 3x3 layer: 21,721 -> 22,314 estimated
+# cycles on nucleo-l4r5zi; its 6x6 layers gain; docs/kernels_conv.md)
+DW3_RQD_MIN_W = 4
 
 
 def acc_range(w_taps: np.ndarray, bias: np.ndarray | None, in_zp: int) -> tuple[np.ndarray, np.ndarray]:

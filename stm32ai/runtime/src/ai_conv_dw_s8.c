@@ -930,7 +930,11 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
  * per band: words 13 and 16-20 are the band's geometry, 21-23 its rows, outputs per row and
  * output row pitch (read by the C rows and to reset the row counter); each channel's call
  * writes only its constants (0-3, 5-12) and the row counter (15), instead of the whole frame. */
+#if defined(AI_DW3_DQ)
 #define DW3_FRAME_WORDS 28 /* 24-27: the doubled rows' requantisation words */
+#else
+#define DW3_FRAME_WORDS 24
+#endif
 static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
                              int32_t out_pitch, int32_t C) {
   const int32_t step = 32 * G * S; /* data bytes per output pair */
@@ -955,17 +959,26 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
 /* The Cortex-M4's doubled-accumulator rows (`rqd` 2 / 3) ahead of the others; other builds
  * ignore `rqd` (the packed constants are the same). */
 #if defined(AI_DW3_DQ)
+/* Cortex-M4: the rows function chosen once per call (the doubled-accumulator rows for `rqd`
+ * 2 / 3), one indirect call per channel instead of the tests; other builds ignore `rqd` (the
+ * packed constants are the same) and keep their direct calls. */
+typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out);
 #define DW3_DQ_SEL(G, SUF) ((G) == 2 ? dw3_rows_g2_##SUF : dw3_rows_##SUF)
-#define DW3_DQ_CALLS(G, RQD, S, PL, FR, KC, O)                                                   \
-  if (RQD) {                                                                                     \
-    if (S == 1) {                                                                                \
-      ((RQD) == 3 ? DW3_DQ_SEL(G, s1d0) : DW3_DQ_SEL(G, s1d))(PL, FR, KC, O);                    \
-    } else {                                                                                     \
-      ((RQD) == 3 ? DW3_DQ_SEL(G, s2d0) : DW3_DQ_SEL(G, s2d))(PL, FR, KC, O);                    \
-    }                                                                                            \
-  } else
+#define DW3_ROWS_PICK(G, RQD, S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                         \
+  dw3_rows_fn *const rows_ =                                                                     \
+      (RQD) == 3   ? ((S) == 1 ? DW3_DQ_SEL(G, s1d0) : DW3_DQ_SEL(G, s2d0))                        \
+      : (RQD) == 2 ? ((S) == 1 ? DW3_DQ_SEL(G, s1d) : DW3_DQ_SEL(G, s2d))                          \
+      : (S) == 1   ? ((SGN) ? ROWS_S1X : ROWS_S1)                                                \
+                   : ((SGN) ? ROWS_S2X : ROWS_S2);
+#define DW3_RUN_ROWS(S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, PL, FR, KC, O) rows_(PL, FR, KC, O);
 #else
-#define DW3_DQ_CALLS(G, RQD, S, PL, FR, KC, O)
+#define DW3_ROWS_PICK(G, RQD, S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)
+#define DW3_RUN_ROWS(S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, PL, FR, KC, O)                  \
+  if ((S) == 1) {                                                                                \
+    ((SGN) ? ROWS_S1X : ROWS_S1)(PL, FR, KC, O);                                                 \
+  } else {                                                                                       \
+    ((SGN) ? ROWS_S2X : ROWS_S2)(PL, FR, KC, O);                                                 \
+  }
 #endif
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
@@ -993,6 +1006,7 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
     /* one band per image (KWS walked transposed, small VWW layers): no band row outside the   \
      * image ever receives image data, so the pad rows keep the values written just above */  \
     const int pad_clean = v.oh <= R;                                                              \
+    DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     for (int32_t b = 0; b < p->batches; ++b) {                                                    \
       const int8_t *in = input + b * p->in_h * p->in_w * C;                                       \
       int8_t *out = output + b * p->out_h * p->out_w * OC;                                        \
@@ -1017,12 +1031,7 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
-            DW3_DQ_CALLS(G, p->rqd, S, pl + k, fr, kc, o)                                         \
-            if (S == 1) {                                                                         \
-              (sgn ? ROWS_S1X : ROWS_S1)(pl + k, fr, kc, o);                                      \
-            } else {                                                                              \
-              (sgn ? ROWS_S2X : ROWS_S2)(pl + k, fr, kc, o);                                      \
-            }                                                                                     \
+            DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, o)         \
           }                                                                                       \
         }                                                                                         \
       }                                                                                           \
