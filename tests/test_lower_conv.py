@@ -613,6 +613,45 @@ def test_dw3x3_fast_requant_proof_against_brute_force():
     assert not dw3.fast_requant_exact(2**30 + 1, -8, 0, 2**31)
 
 
+def test_dw3x3_double_mode_matches_tflite_where_proven():
+    """`rqd` (the Cortex-M4 rows' doubled-accumulator requantisation, dw3x3_double_mode): on the
+    3x3 kernel's own packed constants (khi as rq_fold's kf, rs = e - 1) the doubled form
+    (rq_double_ref: SMMLAR on 2*acc, >> (rs + 1), with the sign term for 2, without for 3), after
+    SSAT, equals TFLite's MultiplyByQuantizedMultiplier + out_zp clamped to int8 over the layer's
+    whole accumulator range wherever the mode is proved; e = 1 and unbounded ranges are refused."""
+    local = np.random.default_rng(26)
+    modes = {0: 0, 2: 0, 3: 0}
+    for _ in range(40):
+        c = 3
+        w = local.integers(-128, 128, (9, c))
+        bias = local.integers(-20000, 20000, c)
+        zp_in = int(local.integers(-128, 128))
+        zp = -128 if local.random() < 0.6 else int(local.integers(-128, 128))
+        m = local.integers(2**30, 2**31, c)
+        shift = -local.integers(2, 16, c)
+        packed = dw3.pack_dw3x3(w, bias, m, shift, zp)
+        lo, hi = dw3.acc_range(w, bias, zp_in)
+        mode = dw3.dw3x3_double_mode(packed, lo, hi, zp)
+        modes[mode] += 1
+        if not mode:
+            continue
+        k = packed.reshape(c, 10)
+        for ch in range(c):
+            acc = np.concatenate([local.integers(lo[ch], hi[ch] + 1, 4000), [lo[ch], hi[ch], 0, -1, 1]])
+            ref = np.clip(multiply_by_quantized_multiplier(acc, np.int64(m[ch]), np.int64(shift[ch])) + zp,
+                          -128, 127)
+            got = rq_double_ref(acc, int(k[ch, 7]), int(k[ch, 9]), int(k[ch, 8]), sign=mode == 2)
+            np.testing.assert_array_equal(np.clip(got, -128, 127), ref)
+    assert modes[3] >= 10 and modes[2] >= 5
+    # e = 1 (shift -1: no integer kf) and a range the doubled accumulator cannot hold: refused
+    w = np.ones((9, 1), np.int64)
+    p1 = dw3.pack_dw3x3(w, np.zeros(1), np.array([2**30]), np.array([-1]), -128)
+    assert dw3.dw3x3_double_mode(p1, np.array([-100]), np.array([100]), -128) == 0
+    p8 = dw3.pack_dw3x3(w, np.zeros(1), np.array([2**30]), np.array([-8]), -128)
+    assert dw3.dw3x3_double_mode(p8, np.array([-100]), np.array([100]), -128) == 3
+    assert dw3.dw3x3_double_mode(p8, np.array([-(2**30)]), np.array([100]), -128) == 0
+
+
 @pytest.mark.parametrize("case,w_scale,in_q,out_q,kernel", [
     # scales whose ratio is a power of two (m = 2^30) with negative accumulators: the EOR
     # sequence cannot be proved exact -> the sign-exact kernel
