@@ -631,7 +631,7 @@ def test_dw3x3_double_mode_matches_tflite_where_proven():
         shift = -local.integers(2, 16, c)
         packed = dw3.pack_dw3x3(w, bias, m, shift, zp)
         lo, hi = dw3.acc_range(w, bias, zp_in)
-        mode = dw3.dw3x3_double_mode(packed, lo, hi, zp)
+        mode = dw3.dw3x3_double_mode(packed, lo, hi, zp, rq_double_mode)
         modes[mode] += 1
         if not mode:
             continue
@@ -646,10 +646,10 @@ def test_dw3x3_double_mode_matches_tflite_where_proven():
     # e = 1 (shift -1: no integer kf) and a range the doubled accumulator cannot hold: refused
     w = np.ones((9, 1), np.int64)
     p1 = dw3.pack_dw3x3(w, np.zeros(1), np.array([2**30]), np.array([-1]), -128)
-    assert dw3.dw3x3_double_mode(p1, np.array([-100]), np.array([100]), -128) == 0
+    assert dw3.dw3x3_double_mode(p1, np.array([-100]), np.array([100]), -128, rq_double_mode) == 0
     p8 = dw3.pack_dw3x3(w, np.zeros(1), np.array([2**30]), np.array([-8]), -128)
-    assert dw3.dw3x3_double_mode(p8, np.array([-100]), np.array([100]), -128) == 3
-    assert dw3.dw3x3_double_mode(p8, np.array([-(2**30)]), np.array([100]), -128) == 0
+    assert dw3.dw3x3_double_mode(p8, np.array([-100]), np.array([100]), -128, rq_double_mode) == 3
+    assert dw3.dw3x3_double_mode(p8, np.array([-(2**30)]), np.array([100]), -128, rq_double_mode) == 0
 
 
 @pytest.mark.parametrize("case,w_scale,in_q,out_q,kernel", [

@@ -20,6 +20,8 @@ output; anything else stays on the general kernels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stm32ai.ir import Graph, Op
@@ -112,14 +114,14 @@ def pack_dw3x3(w_taps: np.ndarray, bias_folded: np.ndarray, mult: np.ndarray, sh
     return out.reshape(-1)
 
 
-def dw3x3_double_mode(packed: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_zp: int) -> int:
+def dw3x3_double_mode(packed: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_zp: int,
+                      rq_double_mode: Callable[[np.ndarray, np.ndarray, int], int]) -> int:
     """The `rqd` param: 3 or 2 when the Cortex-M4 rows may requantise from the doubled
     accumulator (conv2d_s8's `rq_fold` 3 / 2: SMMLAR on 2*acc, without / with the sign term),
     else 0. The packed khi is rq_fold's kf for e >= 2 (2^(e-2) + out_zp * 2^(e-1), rs = e - 1),
     so conv.py's proof applies as it stands to the table {bias, m, rs, khi} and the exact
-    accumulator range [lo, hi]; other cores ignore the param."""
-    from stm32ai.passes.lower.conv import rq_double_mode  # conv.py imports this module
-
+    accumulator range [lo, hi]; other cores ignore the param. `rq_double_mode` is conv.py's
+    (passed in: conv.py imports this module)."""
     k = np.asarray(packed, np.int64).reshape(-1, DW3_K)
     if not bool(np.all(k[:, 9] >= 1)):  # e = 1: the rounding constant 3 * 2^30 has no kf
         return 0
@@ -147,7 +149,8 @@ def dw3x3_eligible(k: tuple[int, int], stride: tuple[int, int], dilation: tuple[
 
 
 def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: np.ndarray | None,
-                base: str, q: dict, folded_bias: np.ndarray) -> bool:
+                base: str, q: dict, folded_bias: np.ndarray,
+                rq_double_mode: Callable[[np.ndarray, np.ndarray, int], int]) -> bool:
     """Lower an int8 depthwise op to depthwise_conv2d_3x3_s8 when every condition holds
     (multiplier M > 1: output channel oc reads input channel oc // M, gathered byte by byte
     in the transposition); False leaves the op to the general kernels. conv.py passes its
@@ -185,6 +188,6 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
     op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
                 "transpose": int(transpose), "stage": 0,
-                "rqd": dw3x3_double_mode(packed, lo, hi, zp_of(y)) if walk_w >= DW3_RQD_MIN_W else 0}
+                "rqd": dw3x3_double_mode(packed, lo, hi, zp_of(y), rq_double_mode) if walk_w >= DW3_RQD_MIN_W else 0}
     op.scratch = dw3x3_scratch_size(plane_w, group)
     return True
