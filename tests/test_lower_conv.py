@@ -613,6 +613,45 @@ def test_dw3x3_fast_requant_proof_against_brute_force():
     assert not dw3.fast_requant_exact(2**30 + 1, -8, 0, 2**31)
 
 
+def test_dw3x3_double_mode_matches_tflite_where_proven():
+    """`rqd` (the Cortex-M4 rows' doubled-accumulator requantisation, dw3x3_double_mode): on the
+    3x3 kernel's own packed constants (khi as rq_fold's kf, rs = e - 1) the doubled form
+    (rq_double_ref: SMMLAR on 2*acc, >> (rs + 1), with the sign term for 2, without for 3), after
+    SSAT, equals TFLite's MultiplyByQuantizedMultiplier + out_zp clamped to int8 over the layer's
+    whole accumulator range wherever the mode is proved; e = 1 and unbounded ranges are refused."""
+    local = np.random.default_rng(26)
+    modes = {0: 0, 2: 0, 3: 0}
+    for _ in range(40):
+        c = 3
+        w = local.integers(-128, 128, (9, c))
+        bias = local.integers(-20000, 20000, c)
+        zp_in = int(local.integers(-128, 128))
+        zp = -128 if local.random() < 0.6 else int(local.integers(-128, 128))
+        m = local.integers(2**30, 2**31, c)
+        shift = -local.integers(2, 16, c)
+        packed = dw3.pack_dw3x3(w, bias, m, shift, zp)
+        lo, hi = dw3.acc_range(w, bias, zp_in)
+        mode = dw3.dw3x3_double_mode(packed, lo, hi, zp, rq_double_mode)
+        modes[mode] += 1
+        if not mode:
+            continue
+        k = packed.reshape(c, 10)
+        for ch in range(c):
+            acc = np.concatenate([local.integers(lo[ch], hi[ch] + 1, 4000), [lo[ch], hi[ch], 0, -1, 1]])
+            ref = np.clip(multiply_by_quantized_multiplier(acc, np.int64(m[ch]), np.int64(shift[ch])) + zp,
+                          -128, 127)
+            got = rq_double_ref(acc, int(k[ch, 7]), int(k[ch, 9]), int(k[ch, 8]), sign=mode == 2)
+            np.testing.assert_array_equal(np.clip(got, -128, 127), ref)
+    assert modes[3] >= 10 and modes[2] >= 5
+    # e = 1 (shift -1: no integer kf) and a range the doubled accumulator cannot hold: refused
+    w = np.ones((9, 1), np.int64)
+    p1 = dw3.pack_dw3x3(w, np.zeros(1), np.array([2**30]), np.array([-1]), -128)
+    assert dw3.dw3x3_double_mode(p1, np.array([-100]), np.array([100]), -128, rq_double_mode) == 0
+    p8 = dw3.pack_dw3x3(w, np.zeros(1), np.array([2**30]), np.array([-8]), -128)
+    assert dw3.dw3x3_double_mode(p8, np.array([-100]), np.array([100]), -128, rq_double_mode) == 3
+    assert dw3.dw3x3_double_mode(p8, np.array([-(2**30)]), np.array([100]), -128, rq_double_mode) == 0
+
+
 @pytest.mark.parametrize("case,w_scale,in_q,out_q,kernel", [
     # scales whose ratio is a power of two (m = 2^30) with negative accumulators: the EOR
     # sequence cannot be proved exact -> the sign-exact kernel
@@ -997,13 +1036,16 @@ int main(void) {
     if (!FITS(p, 0) || ai_depthwise_conv2d_3x3_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;
     fill(p.batches * p.in_h * p.in_w * p.in_c, 0, 0);
     const int sgn = rr(0, 1), g2 = rr(0, 1);
+    /* rqd 2, 3 (the Cortex-M4's doubled accumulator; the host ignores it): its conditions as
+       the lowering proves them, e >= 2, |acc| < 2^30 (small biases), rqd 3 with zp = -128 */
+    p.rqd = rr(0, 2) == 0 ? 0 : rr(2, 3);
     for (int32_t i = 0; i < p.out_c; ++i) {
       int32_t *k = packed + 10 * i;
       for (int j = 0; j < 6; ++j) {
         k[j] = (int32_t)(((uint32_t)rr(-128, 127) & 0xFFFFu) | ((uint32_t)rr(-128, 127) << 16));
       }
-      const int32_t e = rr(2 - sgn, 23), zp = rr(-128, 127);
-      k[6] = rr(0, 3) == 0 ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
+      const int32_t e = rr(p.rqd ? 2 : 2 - sgn, 23), zp = p.rqd == 3 ? -128 : rr(-128, 127);
+      k[6] = rr(0, 3) == 0 && !p.rqd ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
       k[7] = (int32_t)(0x40000000u + (rnd() % 0x40000000u));
       k[8] = (int32_t)((e >= 2 ? 1u << (e - 2) : 0u) + (uint32_t)zp * (1u << (e - 1)));
       k[9] = e - 1;
@@ -1017,7 +1059,8 @@ int main(void) {
     } else {
       ai_depthwise_conv2d_3x3_s8(&p, in_buf, packed, out_buf, scratch);
     }
-    printf("dw3 %d %08lx\n", c, (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
+    printf("dw3 %d rqd%d %08lx\n", c, (int)p.rqd,
+           (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
     ++ran;
   }
   for (int c = 0; c < 100; ++c) {
@@ -1078,6 +1121,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
     assert host.strip().splitlines()[-1].startswith("cases ")
     assert int(host.split()[-1]) > 900 and host.count("dw3 ") > 200
+    assert host.count(" rqd2 ") > 40 and host.count(" rqd3 ") > 40  # the M4's doubled rows
     assert host.count("staged ") > 250 and "stagediff" not in host  # staged == read in place
     assert host.count("copied ") > 100 and "copydiff" not in host  # pad_copy == padded windows gathered
     assert arm.replace("\r", "") == host

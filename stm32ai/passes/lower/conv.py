@@ -610,7 +610,7 @@ def lower_depthwise(op: Op, g: Graph) -> None:
         return
     bias = _bias_values(g, op)
     folded = fold_bias(bias, w_taps.T, _zp(x))
-    if lower_dw3x3(op, g, geo, w_taps, bias, base, _int8_attrs(op, x, y), folded):
+    if lower_dw3x3(op, g, geo, w_taps, bias, base, _int8_attrs(op, x, y), folded, rq_double_mode):
         return
     mult, shift = _requant_tables(g, base, x, w, y, geo.out_c)
     b_id = g.add_const(f"{base}/bias_folded", folded)

@@ -20,6 +20,8 @@ output; anything else stays on the general kernels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stm32ai.ir import Graph, Op
@@ -30,6 +32,10 @@ from stm32ai.passes.quant import per_channel_multiplier, quantize_multiplier
 DW3_HB = 8  # AI_DW3_HB in ai_conv_dw_s8.c: input rows per band
 DW3_K = 10  # AI_DW3_K: int32 constants per channel
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# `rqd` from this many outputs per walked row (one quad): below, the doubled rows' larger frame
+# cost more than the requantisation they save (VWW's 3x3 layer: 21,721 -> 22,314 estimated
+# cycles on nucleo-l4r5zi; its 6x6 layers gain; docs/kernels_conv.md)
+DW3_RQD_MIN_W = 4
 
 
 def acc_range(w_taps: np.ndarray, bias: np.ndarray | None, in_zp: int) -> tuple[np.ndarray, np.ndarray]:
@@ -108,6 +114,23 @@ def pack_dw3x3(w_taps: np.ndarray, bias_folded: np.ndarray, mult: np.ndarray, sh
     return out.reshape(-1)
 
 
+def dw3x3_double_mode(packed: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_zp: int,
+                      rq_double_mode: Callable[[np.ndarray, np.ndarray, int], int]) -> int:
+    """The `rqd` param: 3 or 2 when the Cortex-M4 rows may requantise from the doubled
+    accumulator (conv2d_s8's `rq_fold` 3 / 2: SMMLAR on 2*acc, without / with the sign term),
+    else 0. The packed khi is rq_fold's kf for e >= 2 (2^(e-2) + out_zp * 2^(e-1), rs = e - 1),
+    so conv.py's proof applies as it stands to the table {bias, m, rs, khi} and the exact
+    accumulator range [lo, hi]; other cores ignore the param. `rq_double_mode` is conv.py's
+    (passed in: conv.py imports this module)."""
+    k = np.asarray(packed, np.int64).reshape(-1, DW3_K)
+    if not bool(np.all(k[:, 9] >= 1)):  # e = 1: the rounding constant 3 * 2^30 has no kf
+        return 0
+    table = np.stack([k[:, 6], k[:, 7], k[:, 9], k[:, 8]], axis=1)
+    bound = np.maximum(np.abs(np.asarray(lo, np.int64)), np.abs(np.asarray(hi, np.int64)))
+    mode = rq_double_mode(table, bound, out_zp)
+    return mode if mode >= 2 else 0
+
+
 def requant_pairs(in_scale: float, filter_scales: np.ndarray, out_scale: float,
                   n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (multiplier, shift), exactly as conv.py's tables (TFLite's arithmetic)."""
@@ -126,7 +149,8 @@ def dw3x3_eligible(k: tuple[int, int], stride: tuple[int, int], dilation: tuple[
 
 
 def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: np.ndarray | None,
-                base: str, q: dict, folded_bias: np.ndarray) -> bool:
+                base: str, q: dict, folded_bias: np.ndarray,
+                rq_double_mode: Callable[[np.ndarray, np.ndarray, int], int]) -> bool:
     """Lower an int8 depthwise op to depthwise_conv2d_3x3_s8 when every condition holds
     (multiplier M > 1: output channel oc reads input channel oc // M, gathered byte by byte
     in the transposition); False leaves the op to the general kernels. conv.py passes its
@@ -159,9 +183,11 @@ def lower_dw3x3(op: Op, g: Graph, geo: ConvGeometry, w_taps: np.ndarray, bias: n
         plane_w = dw3x3_plane_w(geo.in_h, geo.out_h, geo.stride[0], geo.pad[0])
     else:
         plane_w = dw3x3_plane_w(geo.in_w, geo.out_w, geo.stride[1], geo.pad[1])
+    walk_w = geo.out_h if transpose else geo.out_w  # outputs per row of the walk
     op.kernel = kernel
     op.inputs = [op.inputs[0], g.add_const(f"{base}/dw3x3_packed", packed)]
     op.attrs = {**geo.attrs(), "pad_value": q["pad_value"], "plane_w": plane_w,
-                "transpose": int(transpose), "stage": 0}
+                "transpose": int(transpose), "stage": 0,
+                "rqd": dw3x3_double_mode(packed, lo, hi, zp_of(y), rq_double_mode) if walk_w >= DW3_RQD_MIN_W else 0}
     op.scratch = dw3x3_scratch_size(plane_w, group)
     return True

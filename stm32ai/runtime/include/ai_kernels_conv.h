@@ -105,6 +105,9 @@ typedef struct {
   int32_t stage;     /* 1: each channel group's packed constants are copied to scratch (after the
                         planes) once per group instead of read from `packed` once per band
                         (weights in flash with wait states, docs/flash_staging.md) */
+  int32_t rqd;       /* 2, 3: the doubled-accumulator requantisation is proved exact for every
+                        channel (3: also without its sign term); used by Cortex-M4 builds only,
+                        others ignore it (docs/kernels_conv.md) */
 } ai_depthwise_conv2d_3x3_s8_params;
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,

@@ -226,6 +226,7 @@ static inline __attribute__((always_inline)) void dw3_fill_quads(const int8_t **
   uint8_t *d = *pd;
   uint32_t x, y, x2, y2, t;
   __asm__ volatile(
+      ".p2align 2\n" /* a taken branch to a halfword-aligned 32-bit LDR: 1 cycle more (TRM §3.3.1) */
       "1:\n\t"
       "ldr %[x], [%[s]]\n\t"
       "ldr %[y], [%[s], %[c1]]\n\t"
@@ -269,6 +270,7 @@ static inline __attribute__((always_inline)) void dw3_fill2_quads(const int8_t *
   uint32_t *d = *pd;
   uint32_t x, y, x2, y2;
   __asm__ volatile(
+      ".p2align 2\n" /* a taken branch to a halfword-aligned 32-bit LDR: 1 cycle more (TRM §3.3.1) */
       "1:\n\t"
       "ldrh %[x], [%[s]]\n\t"
       "ldrh %[y], [%[s], %[c1]]\n\t"
@@ -559,8 +561,12 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "smlal r9, r10, " ACC ", r4\n\t"                      \
   "asr r10, r10, r6\n\t"                                \
   "ssat r10, #8, r10\n\t"
-#define DW3_RQ(SGN, ACC, DST)                              \
-  DW3_RQ_NOSTORE(SGN, ACC)                              \
+#define DW3_RQN_EOR(ACC) DW3_RQ_NOSTORE(DW3_SGN_EOR, ACC)
+#define DW3_RQN_EXACT(ACC) DW3_RQ_NOSTORE(DW3_SGN_EXACT, ACC)
+/* the frame's requantisation words: m, khi, rs, klo, then the output pointer (lr) */
+#define DW3_LDQ "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"
+#define DW3_RQ(RQN, ACC, DST)                              \
+  RQN(ACC)                                              \
   "strb r10, " DST "\n\t"
 /* Four adjacent outputs (two pairs) per kernel row, accumulators r1, r2, r11, r12: the words
  * of a row are loaded once for all four (stride 1: l, h, n = 3 loads instead of 2 x 2;
@@ -670,7 +676,7 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * pointer (one LDM of 5 words, 6 cycles, instead of 2 LDRD + LDR, 8). The loop top is
  * word-aligned: a taken branch to a 32-bit instruction at a halfword address costs a cycle
  * more (Cortex-M4 TRM §3.3.1, branch "P" depends on the target's alignment and width). */
-#define DW3_ROWS_ASM(G, QFIRST, QMAC, QLAST, MAC, LAST, SGN)                          \
+#define DW3_ROWS_ASM(G, QFIRST, QMAC, QLAST, MAC, LAST, RQN, LDQ)                          \
   "2:\n\t"                                                                         \
   "str r1, [r3, #-4]\n\t"                                                          \
   "ldr r4, [r3, #52]\n\t"                                                          \
@@ -681,13 +687,13 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "1:\n\t"                                                                         \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
   QFIRST(G, "r9", "r10") QMAC(G, 1, "r6", "r8") QLAST(G, "r4", "r5")               \
-  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
-  DW3_RQ(SGN, "r1", "[lr]")                                                        \
+  LDQ                                             \
+  DW3_RQ(RQN, "r1", "[lr]")                                                        \
   "ldr r1, [r3, #32]\n\t"                                                          \
-  DW3_RQ(SGN, "r2", "[lr, r1]")                                                    \
+  DW3_RQ(RQN, "r2", "[lr, r1]")                                                    \
   "add lr, lr, r1, lsl #1\n\t"                                                     \
-  DW3_RQ(SGN, "r11", "[lr]")                                                       \
-  DW3_RQ_NOSTORE(SGN, "r12")                                                       \
+  DW3_RQ(RQN, "r11", "[lr]")                                                       \
+  RQN("r12")                                                       \
   "ldr r9, [r3, #36]\n\t"                                                          \
   "strb r10, [lr, r1]\n\t"                                                         \
   "add lr, lr, r1, lsl #1\n\t"                                                     \
@@ -701,16 +707,16 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
   "cmp r4, #0\n\tbeq 3f\n\t"                                                       \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
   MAC(G, 2, "r9", "r10", "r12") MAC(G, 1, "r6", "r8", "r11") LAST(G, "r4", "r5")   \
-  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
-  DW3_RQ(SGN, "r11", "[r1]") DW3_RQ(SGN, "r12", "[r1, r2]")                        \
+  LDQ                                             \
+  DW3_RQ(RQN, "r11", "[r1]") DW3_RQ(RQN, "r12", "[r1, r2]")                        \
   "add r1, r1, r2, lsl #1\n\t"                                                     \
   "3:\n\t"                                                                         \
   "ldr r4, [r3, #60]\n\t"                                                          \
   "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
   "ldm r3, {r4, r5, r6, r8, r9, r10, r11}\n\t"                                     \
   DW3_MAC_ONE3(G)                                                                  \
-  "ldmdb r3, {r4, r5, r6, r8, lr}\n\t"                                             \
-  DW3_RQ(SGN, "r11", "[r1]")                                                       \
+  LDQ                                             \
+  DW3_RQ(RQN, "r11", "[r1]")                                                       \
   "4:\n\t"                                                                         \
   "ldrd r4, r5, [r3, #44]\n\t"                                                     \
   "add r1, r1, r4\n\t"                                                             \
@@ -726,7 +732,18 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
  * pitch, 36 end of the row's quads (r0), 40 rows left, 44 output / data pointer deltas to
  * the next row, 52 data bytes the quads advance, 56 a pair left (ow & 2), 60 a single
  * output left (ow & 1). */
-#define DW3_ROWS_FN(NAME, G, S, SV, SGN)                                                       \
+#define DW3_ROWS_CALL(G, SV, RQN, LDQ)                                                         \
+  register const uint32_t *q_ __asm__("r0") = plane;                                           \
+  register int8_t *o_ __asm__("r1") = out;                                                     \
+  register int32_t c_ __asm__("r2") = f[13];                                                   \
+  register int32_t *f_ __asm__("r3") = f + 5;                                                  \
+  __asm__ volatile(DW3_ROWS_ASM(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV, DW3_QMAC_##SV##_LAST,  \
+                                DW3_MAC_##SV, DW3_MAC_##SV##_LAST, RQN, LDQ)                   \
+                   : "+r"(q_), "+r"(o_), "+r"(c_)                                              \
+                   : "r"(f_)                                                                   \
+                   : DW3_CLOBBER_R7 "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",     \
+                     "cc", "memory")
+#define DW3_ROWS_FN(NAME, G, S, SV, RQN)                                                       \
   static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
     /* the channel's constants into the band's frame (dw3_frame wrote the geometry) */        \
     f[0] = k[7];                                                                               \
@@ -737,26 +754,140 @@ static void dw3_fill_gather2(const dw3_view *v, const int8_t *in, int32_t c0, in
     f[11] = k[6];                                                                              \
     f[12] = k[6];                                                                              \
     f[15] = f[21];                                                                             \
+    DW3_ROWS_CALL(G, SV, RQN, DW3_LDQ);                                                        \
+  }
+DW3_ROWS_FN(dw3_rows_s1, 4, 1, S1, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_s2, 4, 2, S2, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_s1x, 4, 1, S1, DW3_RQN_EXACT)
+DW3_ROWS_FN(dw3_rows_s2x, 4, 2, S2, DW3_RQN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, S1, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, S2, DW3_RQN_EOR)
+DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, S1, DW3_RQN_EXACT)
+DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_RQN_EXACT)
+#if defined(AI_DW3_R7) && !defined(AI_CORE_CM7)
+/* Cortex-M4 only (`rqd`, the doubled accumulator; docs/kernels_conv.md "3x3 depthwise,
+ * doubled accumulator"). The rows run on 2*acc: the frame takes the channel's weight pairs and
+ * bias doubled (each int16 half of an int8 or int9 weight doubles within int16; the bias modulo
+ * 2^32 like the accumulator, whose doubled final value the lowering proved an int32), and
+ * m, K = 2*khi, rs + 1 at f[24..26], the output pointer at f[27]. The requantisation needs no
+ * temporary (it runs in the accumulator; `rqd` 2's sign term in r7) and no longer touches
+ * r8-r10, so the quad loop keeps w1b, w2a, w2b across quads and reloads only w0a, w0b, w1a and
+ * the bias, from their copy at f[1..4] (LDMDB, 5 cycles instead of the 7-register LDM's 8). */
+#define AI_DW3_DQ 1
+#define DW3_RQA_MM0(ACC)                                \
+  "smmlar " ACC ", " ACC ", r4, r5\n\t"                 \
+  "asr " ACC ", " ACC ", r6\n\t"                        \
+  "ssat " ACC ", #8, " ACC "\n\t"
+#define DW3_RQA_MM(ACC)                                 \
+  "add r7, r5, " ACC ", asr #31\n\t"                    \
+  "smmlar " ACC ", " ACC ", r4, r7\n\t"                 \
+  "asr " ACC ", " ACC ", r6\n\t"                        \
+  "ssat " ACC ", #8, " ACC "\n\t"
+/* m, K, rs + 1 and the output pointer (4 single loads back to back: 5 cycles, as an LDM) */
+#define DW3_LDQ_DQ                                      \
+  "ldr r4, [r3, #76]\n\t"                               \
+  "ldr r5, [r3, #80]\n\t"                               \
+  "ldr r6, [r3, #84]\n\t"                               \
+  "ldr lr, [r3, #88]\n\t"
+#define DW3_ROWS_ASM_DQ(G, QFIRST, QMAC, QLAST, MAC, LAST, RQA)                       \
+  "2:\n\t"                                                                         \
+  "str r1, [r3, #88]\n\t"                                                          \
+  "ldr r4, [r3, #52]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 5f\n\t"                                                       \
+  "add lr, r0, r4\n\t"                                                             \
+  "str lr, [r3, #36]\n\t"                                                          \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
+  ".p2align 2\n"                                                                   \
+  "1:\n\t"                                                                         \
+  QFIRST(G, "r9", "r10") QMAC(G, 1, "r6", "r8") QLAST(G, "r4", "r5")               \
+  DW3_LDQ_DQ                                                                       \
+  RQA("r1") "strb r1, [lr]\n\t"                                                    \
+  "ldr r1, [r3, #32]\n\t"                                                          \
+  RQA("r2") "strb r2, [lr, r1]\n\t"                                                \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  RQA("r11") "strb r11, [lr]\n\t"                                                  \
+  RQA("r12")                                                                       \
+  "ldr r2, [r3, #36]\n\t"                                                          \
+  "strb r12, [lr, r1]\n\t"                                                         \
+  "add lr, lr, r1, lsl #1\n\t"                                                     \
+  "str lr, [r3, #88]\n\t"                                                          \
+  "ldmdb r3, {r4, r5, r6, r12}\n\t"                                                \
+  "cmp r0, r2\n\t"                                                                 \
+  "bne 1b\n\t"                                                                     \
+  "5:\n\t"                                                                         \
+  "ldr r1, [r3, #88]\n\t"                                                          \
+  "ldr r2, [r3, #32]\n\t"                                                          \
+  "ldr r4, [r3, #56]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 3f\n\t"                                                       \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r12}\n\t"                                     \
+  MAC(G, 2, "r9", "r10", "r12") MAC(G, 1, "r6", "r8", "r11") LAST(G, "r4", "r5")   \
+  DW3_LDQ_DQ                                                                       \
+  RQA("r11") "strb r11, [r1]\n\t"                                                  \
+  RQA("r12") "strb r12, [r1, r2]\n\t"                                              \
+  "add r1, r1, r2, lsl #1\n\t"                                                     \
+  "3:\n\t"                                                                         \
+  "ldr r4, [r3, #60]\n\t"                                                          \
+  "cmp r4, #0\n\tbeq 4f\n\t"                                                       \
+  "ldm r3, {r4, r5, r6, r8, r9, r10, r11}\n\t"                                     \
+  DW3_MAC_ONE3(G)                                                                  \
+  DW3_LDQ_DQ                                                                       \
+  RQA("r11") "strb r11, [r1]\n\t"                                                  \
+  "4:\n\t"                                                                         \
+  "ldrd r4, r5, [r3, #44]\n\t"                                                     \
+  "add r1, r1, r4\n\t"                                                             \
+  "add r0, r0, r5\n\t"                                                             \
+  "ldr lr, [r3, #40]\n\t"                                                          \
+  "subs lr, lr, #1\n\t"                                                            \
+  "str lr, [r3, #40]\n\t"                                                          \
+  "bne 2b\n\t"
+/* The doubled frame from the channel's 10 packed words: one LDM (the words in address order:
+ * each flash line once), SADD16 doubles each int16 weight half (exact: int8 or int9 values),
+ * LSL the bias and khi (modulo 2^32), then 3 STMs; the row counter f[15] = f[21]. */
+#define DW3_ROWS_DQ_FN(NAME, G, S, SV, RQA)                                                    \
+  static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
+    const int32_t *kk = k;                                                                     \
+    __asm__ volatile("ldm %[k], {r4, r5, r6, r7, r8, r9, r10, r11, r12, lr}\n\t"                \
+                     "sadd16 r4, r4, r4\n\t"                                                   \
+                     "sadd16 r5, r5, r5\n\t"                                                   \
+                     "sadd16 r6, r6, r6\n\t"                                                   \
+                     "sadd16 r7, r7, r7\n\t"                                                   \
+                     "sadd16 r8, r8, r8\n\t"                                                   \
+                     "sadd16 r9, r9, r9\n\t"                                                   \
+                     "lsl r10, r10, #1\n\t"                                                    \
+                     "lsl r12, r12, #1\n\t"                                                    \
+                     "add lr, lr, #1\n\t"                                                      \
+                     "add %[k], %[f], #4\n\t"                                                  \
+                     "stm %[k]!, {r4, r5, r6, r10}\n\t" /* f[1..4]; %[k] = f + 5 */             \
+                     "stm %[k], {r4, r5, r6, r7, r8, r9, r10}\n\t"                             \
+                     "str r10, [%[f], #48]\n\t"                                                \
+                     "add %[k], %[f], #96\n\t"                                                 \
+                     "stm %[k], {r11, r12, lr}\n\t"                                            \
+                     "ldr r4, [%[f], #84]\n\t"                                                 \
+                     "str r4, [%[f], #60]\n\t"                                                 \
+                     : [k] "+r"(kk)                                                            \
+                     : [f] "r"(f)                                                              \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "memory"); \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
     register int32_t c_ __asm__("r2") = f[13];                                                 \
     register int32_t *f_ __asm__("r3") = f + 5;                                                \
-    __asm__ volatile(DW3_ROWS_ASM(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV, DW3_QMAC_##SV##_LAST, \
-                                  DW3_MAC_##SV, DW3_MAC_##SV##_LAST, SGN)                      \
+    __asm__ volatile(DW3_ROWS_ASM_DQ(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV,                  \
+                                     DW3_QMAC_##SV##_LAST, DW3_MAC_##SV, DW3_MAC_##SV##_LAST,  \
+                                     RQA)                                                      \
                      : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
                      : "r"(f_)                                                                 \
-                     : DW3_CLOBBER_R7 "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "lr",   \
-                       "cc",                                                                   \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc",    \
                        "memory");                                                              \
   }
-DW3_ROWS_FN(dw3_rows_s1, 4, 1, S1, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s2, 4, 2, S2, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_s1x, 4, 1, S1, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_s2x, 4, 2, S2, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s1, 2, 1, S1, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s2, 2, 2, S2, DW3_SGN_EOR)
-DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, S1, DW3_SGN_EXACT)
-DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, S2, DW3_SGN_EXACT)
+DW3_ROWS_DQ_FN(dw3_rows_s1d, 4, 1, S1, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_s2d, 4, 2, S2, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_s1d0, 4, 1, S1, DW3_RQA_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_s2d0, 4, 2, S2, DW3_RQA_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQA_MM)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQA_MM0)
+DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
+#endif
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
 #define DW3_ROWS_FN(NAME, G, S, ROW, X)                                                            \
@@ -799,7 +930,11 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
  * per band: words 13 and 16-20 are the band's geometry, 21-23 its rows, outputs per row and
  * output row pitch (read by the C rows and to reset the row counter); each channel's call
  * writes only its constants (0-3, 5-12) and the row counter (15), instead of the whole frame. */
+#if defined(AI_DW3_DQ)
+#define DW3_FRAME_WORDS 28 /* 24-27: the doubled rows' requantisation words */
+#else
 #define DW3_FRAME_WORDS 24
+#endif
 static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
                              int32_t out_pitch, int32_t C) {
   const int32_t step = 32 * G * S; /* data bytes per output pair */
@@ -821,6 +956,30 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
  * kernels with a constant `sgn`, so that a model links only the kernels it calls and the
  * calls stay direct. A template rather than a G parameter: with G a parameter, gcc allocates
  * the registers of the inlined copies differently (2-5 instructions more per kernel). */
+/* The Cortex-M4's doubled-accumulator rows (`rqd` 2 / 3) ahead of the others; other builds
+ * ignore `rqd` (the packed constants are the same). */
+#if defined(AI_DW3_DQ)
+/* Cortex-M4: the rows function chosen once per call (the doubled-accumulator rows for `rqd`
+ * 2 / 3), one indirect call per channel instead of the tests; other builds ignore `rqd` (the
+ * packed constants are the same) and keep their direct calls. */
+typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out);
+#define DW3_DQ_SEL(G, SUF) ((G) == 2 ? dw3_rows_g2_##SUF : dw3_rows_##SUF)
+#define DW3_ROWS_PICK(G, RQD, S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                         \
+  dw3_rows_fn *const rows_ =                                                                     \
+      (RQD) == 3   ? ((S) == 1 ? DW3_DQ_SEL(G, s1d0) : DW3_DQ_SEL(G, s2d0))                        \
+      : (RQD) == 2 ? ((S) == 1 ? DW3_DQ_SEL(G, s1d) : DW3_DQ_SEL(G, s2d))                          \
+      : (S) == 1   ? ((SGN) ? ROWS_S1X : ROWS_S1)                                                \
+                   : ((SGN) ? ROWS_S2X : ROWS_S2);
+#define DW3_RUN_ROWS(S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, PL, FR, KC, O) rows_(PL, FR, KC, O);
+#else
+#define DW3_ROWS_PICK(G, RQD, S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)
+#define DW3_RUN_ROWS(S, SGN, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, PL, FR, KC, O)                  \
+  if ((S) == 1) {                                                                                \
+    ((SGN) ? ROWS_S1X : ROWS_S1)(PL, FR, KC, O);                                                 \
+  } else {                                                                                       \
+    ((SGN) ? ROWS_S2X : ROWS_S2)(PL, FR, KC, O);                                                 \
+  }
+#endif
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,     \
@@ -847,6 +1006,7 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
     /* one band per image (KWS walked transposed, small VWW layers): no band row outside the   \
      * image ever receives image data, so the pad rows keep the values written just above */  \
     const int pad_clean = v.oh <= R;                                                              \
+    DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     for (int32_t b = 0; b < p->batches; ++b) {                                                    \
       const int8_t *in = input + b * p->in_h * p->in_w * C;                                       \
       int8_t *out = output + b * p->out_h * p->out_w * OC;                                        \
@@ -871,11 +1031,7 @@ static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, in
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
-            if (S == 1) {                                                                         \
-              (sgn ? ROWS_S1X : ROWS_S1)(pl + k, fr, kc, o);                                      \
-            } else {                                                                              \
-              (sgn ? ROWS_S2X : ROWS_S2)(pl + k, fr, kc, o);                                      \
-            }                                                                                     \
+            DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, o)         \
           }                                                                                       \
         }                                                                                         \
       }                                                                                           \
