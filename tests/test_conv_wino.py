@@ -115,7 +115,10 @@ LAYERS = [
     ("same_1x1_image", (1, 1, 1, 2), 3, dict()),
     ("same_c1_wide", (1, 3, 11, 1), 2, dict(act="RELU_N1_TO_1")),
     ("same_c32", (1, 4, 4, 32), 7, dict()),
-    ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),  # 18 tiles a row: blocks of 8, 8, 2
+    # 18 tiles a row: blocks of 4, 4, 4, 4, 2 (no core: one quad a block), the bands' bottom-left
+    # pixels through the carry, the last band one row; the Cortex-M7's blocks of 8, 8, 2
+    ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),
+    ("same_wide_blocks_of_8", (1, 6, 35, 6), 5, dict(core="cortex-m7")),
 ]
 
 
@@ -129,9 +132,10 @@ def test_layer_bit_exact_with_tflite_reference(name, x_shape, oc, opts):
     out_q = (float(rng.uniform(0.5, 4)), int(rng.integers(-20, 20)))
     g = make_layer("CONV_2D", x_shape, w, bias, padding=opts.get("padding", "SAME"), act=opts.get("act", "NONE"),
                    in_q=in_q, w_scales=scales, out_q=out_q)
-    c = compile_graph(copy.deepcopy(g), winograd=True)
+    c = compile_graph(copy.deepcopy(g), winograd=True, core=opts.get("core"))
     op: Op = c.graph.ops[0]
     assert op.kernel == "conv2d_wino_s8"
+    assert op.attrs["tiles"] == (8 if opts.get("core") == "cortex-m7" else 4)
     for _ in range(2):
         x = rng.integers(-128, 128, x_shape).astype(np.int8)
         np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
@@ -171,13 +175,22 @@ def test_scratch_size_matches_c(tmp_path):
                        w_scales=[0.01, 0.02])
         ops.append(compile_graph(g, winograd=True).graph.ops[0])
     assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3 + ["conv2d_wino1d_s8"] * 2
+    assert [op.attrs["tiles"] for op in ops[:3]] == [4] * 3  # no core: one quad per block
+    # the Cortex-M7's blocks of 8 tiles (two quads)
+    m7 = [copy.deepcopy(op) for op in ops[:3]]
+    for op, (ic, wd) in zip(m7, cases, strict=True):
+        op.attrs["tiles"] = 8
+        op.scratch = wino_scratch_size(ic, wd, 2, 8)
+    ops += m7
     printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
-    # pad pixel (4-aligned) + tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
+    # pad pixel (4-aligned) + the carry (out_c = 2, 4-aligned; more than one block per band
+    # only) + tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
     # F(2,3): pad pixel + tiles * 4 positions * in_cp * 2 bytes
-    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2]
+    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 4 + 4 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2,
+            4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 4 + 8 * 16 * 16 * 2]  # 20 tiles: 5 / 3 blocks
     assert printed == [op.scratch for op in ops] == want
-    assert [wino_scratch_size(ic, wd) for ic, wd in cases] == want[:3]
-    assert [wino1_scratch_size(3, 40), wino1_scratch_size(5, 9)] == want[3:]
+    assert [wino_scratch_size(ic, wd, 2, 4) for ic, wd in cases] == want[:3]
+    assert [wino1_scratch_size(3, 40), wino1_scratch_size(5, 9)] == want[3:5]
 
 
 # ---- F(2, 3): 1x3 and 3x1 kernels ------------------------------------------------------------
@@ -343,7 +356,7 @@ static uint32_t seed = 2511u;
 static uint32_t rnd(void) { seed = seed * 1664525u + 1013904223u; return seed >> 8; }
 static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
 
-static int8_t in_buf[2 * 10 * 10 * 40], g_buf[20 * 9 * 40], out_buf[2 * 10 * 10 * 20];
+static int8_t in_buf[2 * 10 * 22 * 40], g_buf[20 * 9 * 40], out_buf[2 * 10 * 22 * 20];
 static int16_t u_buf[20 * 16 * 40];
 static int32_t rq[4 * 20];
 static uint32_t scratch[4096];
@@ -359,7 +372,9 @@ int main(void) {
   int ran = 0;
   for (int c = 0; c < 400; ++c) {
     ai_conv2d_wino_s8_params p;
-    p.batches = rr(1, 2); p.in_h = rr(1, 10); p.in_w = rr(1, 10);
+    /* up to 11 tiles a row: several blocks of 4 or 8 tiles (the carried bottom-left pixel) */
+    p.batches = rr(1, 2); p.in_h = rr(1, 10); p.in_w = rr(0, 2) ? rr(1, 10) : rr(11, 22);
+    p.tiles = rr(0, 1) ? 4 : 8;
     /* mostly the channel counts of the assembly dot (in_cp / 2 >= 2), some 1..2 channels */
     p.in_c = rr(0, 7) == 0 ? rr(1, 2) : rr(3, 40); p.out_c = rr(1, 20);
     p.k_h = p.k_w = 3; p.stride[0] = p.stride[1] = 1; p.dilation[0] = p.dilation[1] = 1;

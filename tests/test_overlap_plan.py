@@ -107,6 +107,13 @@ CASES = [
     ("conv2d_s8", _geo(7, 6, 4, 7, 3, 1, 1, stage_oc=2, reverse=1)),
     ("conv2d_s8", _geo(9, 7, 16, 6, 3, 2, 1, stage_oc=3)),
     ("conv2d_s8", _geo(6, 5, 8, 8, 1, 1, 0, stage_oc=8)),  # one block: the unstaged order
+    # Winograd F(2x2,3x3): bands of 2 rows, blocks of 4 or 8 tiles; several blocks per band
+    # (the carried bottom-left pixel), one block, odd rows / columns, valid padding
+    ("conv2d_wino_s8", _geo(7, 20, 8, 8, 3, 1, 1, tiles=4)),
+    ("conv2d_wino_s8", _geo(6, 12, 16, 16, 3, 1, 1, tiles=4)),
+    ("conv2d_wino_s8", _geo(6, 21, 8, 6, 3, 1, 1, tiles=8)),
+    ("conv2d_wino_s8", _geo(5, 7, 4, 8, 3, 1, 1, tiles=4)),
+    ("conv2d_wino_s8", _geo(9, 12, 6, 6, 3, 1, 0, tiles=4)),
 ]
 
 
