@@ -119,6 +119,10 @@ LAYERS = [
     # pixels through the carry, the last band one row; the Cortex-M7's blocks of 8, 8, 2
     ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),
     ("same_wide_blocks_of_8", (1, 6, 35, 6), 5, dict(core="cortex-m7")),
+    # the output over its input (the graph input dies here) a row and a pixel below it, the
+    # tightest offset: wrong if a block stored over input a later block reads (the carry)
+    ("same_c16_over_input", (1, 7, 20, 16), 16, dict(overlap=True)),
+    ("same_c24_over_input_m7", (1, 8, 34, 24), 24, dict(overlap=True, core="cortex-m7")),
 ]
 
 
@@ -136,6 +140,9 @@ def test_layer_bit_exact_with_tflite_reference(name, x_shape, oc, opts):
     op: Op = c.graph.ops[0]
     assert op.kernel == "conv2d_wino_s8"
     assert op.attrs["tiles"] == (8 if opts.get("core") == "cortex-m7" else 4)
+    if opts.get("overlap"):
+        x_id, y_id = op.inputs[0], op.outputs[0]
+        assert c.plan.tensor_offset(y_id) - c.plan.tensor_offset(x_id) == -(x_shape[2] + 1) * ic
     for _ in range(2):
         x = rng.integers(-128, 128, x_shape).astype(np.int8)
         np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
