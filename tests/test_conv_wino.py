@@ -115,12 +115,12 @@ LAYERS = [
     ("same_1x1_image", (1, 1, 1, 2), 3, dict()),
     ("same_c1_wide", (1, 3, 11, 1), 2, dict(act="RELU_N1_TO_1")),
     ("same_c32", (1, 4, 4, 32), 7, dict()),
-    # 18 tiles a row: blocks of 4, 4, 4, 4, 2 (no core: one quad a block), the bands' bottom-left
-    # pixels through the carry, the last band one row; the Cortex-M7's blocks of 8, 8, 2
+    # 18 tiles a row: blocks of 4, 4, 4, 4, 2 (no core: one quad a block), the bands' kept
+    # pixels, the last band one row; the Cortex-M7's blocks of 8, 8, 2
     ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),
     ("same_wide_blocks_of_8", (1, 6, 35, 6), 5, dict(core="cortex-m7")),
     # the output over its input (the graph input dies here) a row and a pixel below it, the
-    # tightest offset: wrong if a block stored over input a later block reads (the carry)
+    # tightest offset: wrong if a block stored over input a later block reads (the kept pixel)
     ("same_c16_over_input", (1, 7, 20, 16), 16, dict(overlap=True)),
     ("same_c24_over_input_m7", (1, 8, 34, 24), 24, dict(overlap=True, core="cortex-m7")),
 ]
@@ -187,16 +187,16 @@ def test_scratch_size_matches_c(tmp_path):
     m7 = [copy.deepcopy(op) for op in ops[:3]]
     for op, (ic, wd) in zip(m7, cases, strict=True):
         op.attrs["tiles"] = 8
-        op.scratch = wino_scratch_size(ic, wd, 2, 8)
+        op.scratch = wino_scratch_size(ic, wd, 8)
     ops += m7
     printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
-    # pad pixel (4-aligned) + the carry (out_c = 2, 4-aligned; more than one block per band
-    # only) + tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
+    # pad pixel (4-aligned) + the kept pixel (the same; more than one block per band only) +
+    # tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
     # F(2,3): pad pixel + tiles * 4 positions * in_cp * 2 bytes
-    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 4 + 4 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2,
-            4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 4 + 8 * 16 * 16 * 2]  # 20 tiles: 5 / 3 blocks
+    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 16 + 4 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2,
+            4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 16 + 8 * 16 * 16 * 2]  # 20 tiles: 5 / 3 blocks
     assert printed == [op.scratch for op in ops] == want
-    assert [wino_scratch_size(ic, wd, 2, 4) for ic, wd in cases] == want[:3]
+    assert [wino_scratch_size(ic, wd, 4) for ic, wd in cases] == want[:3]
     assert [wino1_scratch_size(3, 40), wino1_scratch_size(5, 9)] == want[3:5]
 
 

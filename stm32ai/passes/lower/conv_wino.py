@@ -105,14 +105,16 @@ def wino_block_tiles(out_w: int, tiles: int) -> int:
     return min((out_w + 1) // 2, 4 if tiles == 4 else WINO_TB)
 
 
-def wino_scratch_size(in_c: int, out_w: int, out_c: int, tiles: int = WINO_TB) -> int:
-    """ai_conv2d_wino_s8_scratch_size: one pad pixel (in_c bytes, 4-aligned), the carry (out_c
-    bytes, 4-aligned; only with more than one block per band: the band's bottom-left pixel
-    waits there for the band's last block), then the transformed input of a block of
-    wino_block_tiles tiles rounded up to whole quads of 4, int16 [quad][16][in_cp / 2][4][2]."""
+def wino_scratch_size(in_c: int, out_w: int, tiles: int = WINO_TB) -> int:
+    """ai_conv2d_wino_s8_scratch_size: one pad pixel (in_c bytes, 4-aligned), the kept pixel
+    (the same size; only with more than one block per band: the last pixel of the band's top
+    input row, copied before the band's first block stores anything), then the transformed
+    input of a block of wino_block_tiles tiles rounded up to whole quads of 4, int16
+    [quad][16][in_cp / 2][4][2]."""
     tb = wino_block_tiles(out_w, tiles)
-    carry = (out_c + 3) // 4 * 4 if tb and -(-((out_w + 1) // 2) // tb) > 1 else 0
-    return (in_c + 3) // 4 * 4 + carry + -(-tb // 4) * 4 * 16 * (in_c + in_c % 2) * 2
+    pix = (in_c + 3) // 4 * 4
+    keep = pix if tb and -(-((out_w + 1) // 2) // tb) > 1 else 0
+    return pix + keep + -(-tb // 4) * 4 * 16 * (in_c + in_c % 2) * 2
 
 
 WINO1_TB = 16  # AI_WINO1_TB: tiles transformed per block (F(2, 3))
@@ -190,7 +192,7 @@ def lower_winograd(op: Op, g: Graph, geo: ConvGeometry, w: np.ndarray, table: np
                 "act_min": attrs["act_min"], "act_max": attrs["act_max"], "rq_fold": int(fold)}
     if kernel == "conv2d_wino_s8":
         op.attrs["tiles"] = wino_tiles(g.core)
-        op.scratch = wino_scratch_size(geo.in_c, geo.out_w, geo.out_c, op.attrs["tiles"])
+        op.scratch = wino_scratch_size(geo.in_c, geo.out_w, op.attrs["tiles"])
     else:
         op.scratch = wino1_scratch_size(geo.in_c, geo.out_w if geo.k_w == 3 else geo.out_h)
     return True

@@ -134,9 +134,10 @@ def _wino3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
     in each band blocks of `wino_block_tiles` 2x2 tiles left to right. A step is one block:
     its input window (rows oy - pad_t .. + 3, columns ox0 - pad_l .. + 2 * nt + 1, every
     channel) goes into scratch (the transformed V) before any of the block's outputs is
-    stored, every output channel. With more than one block per band, the band's bottom-left
-    pixel is stored from the carry after its last block (so an output about a row and a pixel
-    below the input never lands on the band's top-right input pixel before its last read)."""
+    stored, every output channel. With more than one block per band, the last pixel of the
+    band's top input row is copied to scratch at the band's first step and read there (so an
+    output a row and a pixel below the input may land on it: the band's first block stores its
+    bottom-left pixel there)."""
     from stm32ai.passes.lower.conv_wino import wino_block_tiles  # one home for the block size
 
     nb, ih, iw, ic = a["batches"], a["in_h"], a["in_w"], a["in_c"]
@@ -151,14 +152,15 @@ def _wino3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
     step = 0
     for b in range(nb):
         for oy in range(0, oh, 2):
+            first = step
             for ox0 in range(0, ow, 2 * tb):
                 nt = min((ow - ox0 + 1) // 2, tb)
                 y0, x0 = oy - pad_t, ox0 - pad_l
                 inp[b, max(y0, 0):max(y0 + 4, 0), max(x0, 0):max(x0 + 2 * nt + 2, 0)] = step  # steps only grow
                 outp[b, oy:oy + 2, ox0:ox0 + 2 * nt] = step
                 step += 1
-            if nblk > 1 and oy + 1 < oh:  # the carry, stored after the band's last block
-                outp[b, oy + 1, 0] = step - 1
+            if nblk > 1 and 0 <= oy - pad_t < ih:  # the kept pixel: last read by the band's copy
+                inp[b, oy - pad_t, iw - 1] = first
     return write, last
 
 

@@ -21,21 +21,21 @@ static inline int32_t wino_tb(const ai_conv2d_wino_s8_params *p) {
   return tx < tb ? tx : tb;
 }
 
-/* Blocks per band of 2 output rows. With more than one, the band's bottom-left output pixel
- * waits in scratch (`carry`, out_c bytes) until the band's last block has read its input:
- * written in place it would land, at the planner's overlap of about a row and a pixel below the
- * input, on the last pixel of the band's top input row, which that last block still reads
- * (passes/lower/overlap.py models the deferred store). */
+/* Blocks per band of 2 output rows. With more than one, the last pixel of the band's top input
+ * row is copied to scratch (`keep`, in_c bytes) before the band's first block and every tile of
+ * the band reads it there: with the output about a row and a pixel below the input (the
+ * planner's overlap), the band's first block stores its bottom-left output over that pixel,
+ * which the band's last block still reads (passes/lower/overlap.py models the early read). */
 static inline int32_t wino_blocks(const ai_conv2d_wino_s8_params *p) {
   const int32_t tb = wino_tb(p);
   return tb > 0 ? ((p->out_w + 1) / 2 + tb - 1) / tb : 0;
 }
-static inline int32_t wino_carry_bytes(const ai_conv2d_wino_s8_params *p) {
-  return wino_blocks(p) > 1 ? (p->out_c + 3) & ~3 : 0;
+static inline int32_t wino_keep_bytes(const ai_conv2d_wino_s8_params *p) {
+  return wino_blocks(p) > 1 ? wino_pad_bytes(p) : 0;
 }
 
 int32_t ai_conv2d_wino_s8_scratch_size(const ai_conv2d_wino_s8_params *p) {
-  return wino_pad_bytes(p) + wino_carry_bytes(p) +
+  return wino_pad_bytes(p) + wino_keep_bytes(p) +
          (wino_tb(p) + 3) / 4 * 4 * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
 }
 
@@ -301,11 +301,9 @@ static inline void wino_inverse(int32_t m[16][8], int32_t y[8][4]) {
 /* One output channel over the ntq tiles of a quad (y[t]: tile t's 4 accumulators): + bias,
  * requantisation, clamp. `mode` is a constant at each call (0: ai_requant; 1: rq_fold and the
  * clamp; 2: rq_fold, no clamp beyond SSAT's), so the channel's rq row stays in registers.
- * o: tile 0's top-left output; bl: where tile 0's bottom-left output goes (o + row_stride, or
- * the band's carry; unused when ny == 1); nx: the last tile has its second column; ny: output rows. */
-static inline void wino_quad_out(int32_t y[][4], int32_t ntq, const int32_t *q, int8_t *o, int8_t *bl,
-                                 int32_t row_stride, int32_t cs, int nx, int ny, const wino_os_t *os,
-                                 const int mode) {
+ * o: tile 0's top-left output; nx: the last tile has its second column; ny: output rows. */
+static inline void wino_quad_out(int32_t y[][4], int32_t ntq, const int32_t *q, int8_t *o, int32_t row_stride,
+                                 int32_t cs, int nx, int ny, const wino_os_t *os, const int mode) {
   const int32_t bias = q[0], mul = q[1], q2 = q[2], q3 = q[3], lo = os->lo, hi = os->hi, off = os->off;
 #define WINO_OUT(acc)                                                                                 \
   (mode == 2   ? (int8_t)ssat8(rq_fold(ai_wadd(bias, (acc)), mul, q2, q3))                           \
@@ -317,7 +315,7 @@ static inline void wino_quad_out(int32_t y[][4], int32_t ntq, const int32_t *q, 
     o[0] = WINO_OUT(yt[0]);
     if (two) o[cs] = WINO_OUT(yt[1]);
     if (ny > 1) {
-      (t == 0 ? bl : o + row_stride)[0] = WINO_OUT(yt[2]);
+      o[row_stride] = WINO_OUT(yt[2]);
       if (two) o[row_stride + cs] = WINO_OUT(yt[3]);
     }
   }
@@ -328,8 +326,8 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                        const int32_t *rq, int8_t *output, void *scratch) {
   const int32_t in_cp = wino_in_cp(p), np = in_cp >> 1, in_c = p->in_c, out_c = p->out_c;
   const int32_t ps = 4 * in_cp, qsz = 16 * ps, usz = 32 * in_cp, tb = wino_tb(p);
-  int8_t *pad = (int8_t *)scratch, *carry = pad + wino_pad_bytes(p);
-  int16_t *v = (int16_t *)(void *)(carry + wino_carry_bytes(p));
+  int8_t *pad = (int8_t *)scratch, *keep = pad + wino_pad_bytes(p);
+  int16_t *v = (int16_t *)(void *)(keep + wino_keep_bytes(p));
   memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
   const int32_t row_stride = p->out_w * out_c, multi = wino_blocks(p) > 1;
   const wino_os_t os = {p->rq_fold, p->out_offset, p->act_min, p->act_max};
@@ -343,6 +341,10 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
     int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
       const int ny = oy + 1 < p->out_h ? 2 : 1;
+      /* the band's top input row's last pixel, read from `keep` by every tile (wino_blocks) */
+      const int32_t iy_top = oy - p->pad[0], kx = p->in_w - 1;
+      const int kept = multi && iy_top >= 0 && iy_top < p->in_h;
+      if (kept) memcpy(keep, in_b + ((size_t)iy_top * (size_t)p->in_w + (size_t)kx) * (size_t)in_c, (size_t)in_c);
       for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
         /* this block's tiles: ox0, ox0 + 2, ...; a last partial quad is zero-filled */
         const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb, nq = (nt + 3) / 4;
@@ -362,6 +364,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
+          if (kept && ix0 <= kx && kx - ix0 < 4) src[kx - ix0] = keep;
           if (simd_in) {
             wino_tile_in4(src, in_c, 2 * in_cp, zp4, (uint32_t *)(void *)vt);
           } else {
@@ -376,27 +379,23 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
             wino_dot24(u, v + q * qsz, np, m);
             const int32_t ntq = nt - 4 * q < 4 ? nt - 4 * q : 4, ox = ox0 + 8 * q;
             int8_t *o = out_b + (size_t)oy * (size_t)row_stride + (size_t)ox * (size_t)out_c + (size_t)oc;
-            /* the band's bottom-left pixel waits in the carry (wino_blocks) */
-            int8_t *bl = ny < 2 ? o : multi && ox == 0 ? carry + oc : o + row_stride;
             const int32_t *qc = rq + 4 * oc;
             const int nx = ox + 2 * ntq - 1 < p->out_w; /* the quad's last tile has 2 columns */
             int32_t y[8][4];
             wino_inverse(m, y);
             if (mode == 2) {
-              wino_quad_out(y, ntq, qc, o, bl, row_stride, out_c, nx, ny, &os, 2);
-              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, bl + 1, row_stride, out_c, nx, ny, &os, 2);
+              wino_quad_out(y, ntq, qc, o, row_stride, out_c, nx, ny, &os, 2);
+              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, row_stride, out_c, nx, ny, &os, 2);
             } else if (mode == 1) {
-              wino_quad_out(y, ntq, qc, o, bl, row_stride, out_c, nx, ny, &os, 1);
-              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, bl + 1, row_stride, out_c, nx, ny, &os, 1);
+              wino_quad_out(y, ntq, qc, o, row_stride, out_c, nx, ny, &os, 1);
+              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, row_stride, out_c, nx, ny, &os, 1);
             } else {
-              wino_quad_out(y, ntq, qc, o, bl, row_stride, out_c, nx, ny, &os, 0);
-              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, bl + 1, row_stride, out_c, nx, ny, &os, 0);
+              wino_quad_out(y, ntq, qc, o, row_stride, out_c, nx, ny, &os, 0);
+              if (two_c) wino_quad_out(y + 4, ntq, qc + 4, o + 1, row_stride, out_c, nx, ny, &os, 0);
             }
           }
         }
       }
-      /* after the band's last block: its bottom-left pixel (a 1-row band has none) */
-      if (multi && ny > 1) memcpy(out_b + (size_t)(oy + 1) * (size_t)row_stride, carry, (size_t)out_c);
     }
   }
 }
