@@ -89,15 +89,26 @@ def pack_wino_weights(w: np.ndarray) -> np.ndarray:
 
 
 WINO_TB = 8  # AI_WINO_TB in ai_conv_wino_s8.c: tiles transformed per block (params `tiles` = 0)
-# Tiles per block (the kernel's `tiles` param) per core: one quad (the smallest scratch: the
-# pool's peak in IC is a Winograd layer's step) except on the Cortex-M7, where a block of two
-# quads reads each output channel pair's weights twice in a row from its D-cache.
-WINO_TILES = {"cortex-m7": 8}
-WINO_TILES_DEFAULT = 4
 
 
-def wino_tiles(core: str | None) -> int:
-    return WINO_TILES.get(core or "", WINO_TILES_DEFAULT)
+def wino_tiles(core: str | None, code_wait_states: bool = False) -> int:
+    """Tiles per block (the kernel's `tiles` param): one quad, the smallest scratch (IC's pool
+    peaks at a Winograd layer's step), where code runs without flash wait states (the emulated
+    board, the host); two quads on the Cortex-M7 (each output channel pair's weights read twice
+    in a row from its D-cache) and where code is fetched from a wait-stated flash through a
+    small cache (the ART): a band's blocks alternate between the input-transform code and the
+    dot / output code, and each switch refills the I-cache (IC on nucleo-l4r5zi with blocks of
+    4: +40,840 estimated fetch stall cycles, +0.3 %; docs/kernels_conv_wino.md)."""
+    return 8 if core == "cortex-m7" or code_wait_states else 4
+
+
+def set_wino_tiles(g: Graph, code_wait_states: bool) -> None:
+    """After lowering, when the board is known: each 3x3 Winograd layer's block size
+    (`wino_tiles`) and the scratch that follows from it."""
+    for op in g.ops:
+        if op.kernel == "conv2d_wino_s8":
+            op.attrs["tiles"] = wino_tiles(g.core, code_wait_states)
+            op.scratch = wino_scratch_size(int(op.attrs["in_c"]), int(op.attrs["out_w"]), op.attrs["tiles"])
 
 
 def wino_block_tiles(out_w: int, tiles: int) -> int:
