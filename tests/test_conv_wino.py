@@ -526,3 +526,34 @@ def test_board_default_keeps_the_flash_read_bar():
     w = next(p["size"] for p in f4.doc["stm32ai"]["pools"] if p["name"] == "weights")
     assert sum(flash_reads(op, f4.graph) for op in f4.graph.ops) <= FLASH_READS_BAR * w
     assert len(_wino_nodes(compile_for_board(ic, "network", "nucleo-f401re", winograd=True))) == 5
+
+
+def test_block_size_per_core_and_code_flash():
+    """One quad a block (the smallest scratch) where code runs without flash wait states; two on
+    the Cortex-M7 and where code comes from a wait-stated flash (I-cache refills per block)."""
+    from stm32ai.passes.lower.conv_wino import wino_tiles
+
+    assert wino_tiles(None) == wino_tiles("cortex-m4") == 4
+    assert wino_tiles("cortex-m4", True) == wino_tiles("cortex-m7") == wino_tiles("cortex-m7", True) == 8
+    g = make_layer("CONV_2D", (1, 4, 20, 16), rng.integers(-9, 9, (4, 3, 3, 16)).astype(np.int8), None,
+                   w_scales=[0.01] * 4)
+    for kw, tiles in ((dict(core="cortex-m4"), 4), (dict(core="cortex-m4", code_wait_states=True), 8),
+                      (dict(core="cortex-m7"), 8)):
+        op = compile_graph(copy.deepcopy(g), **kw).graph.ops[0]  # the default rule: 16 channels on the M4
+        assert op.kernel == ("conv2d_wino_s8" if kw["core"] == "cortex-m4" else "conv2d_s8")
+        if op.kernel == "conv2d_wino_s8":
+            assert op.attrs["tiles"] == tiles and op.scratch == wino_scratch_size(16, 20, tiles)
+
+
+def test_ic_block_size_and_pool_per_board():
+    """compile_for_board passes the board's code flash: IC's Winograd layers take blocks of 4
+    on the emulated board (no flash timing) and 8 on nucleo-l4r5zi (5 wait states, ART), even
+    though its weights are copied to SRAM3 there; both pools far below the 53,264 B of the
+    Winograd layers without overlap."""
+    from stm32ai.pipeline import compile_for_board
+
+    for board, tiles, pool in (("qemu-netduinoplus2", 4, 35_456), ("nucleo-l4r5zi", 8, 37_504)):
+        c = compile_for_board(_ic(), "network", board)
+        wino = [op for op in c.graph.ops if op.kernel == "conv2d_wino_s8"]
+        assert len(wino) == 4 and {op.attrs["tiles"] for op in wino} == {tiles}
+        assert c.plan.pool_size <= pool
