@@ -342,9 +342,11 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
       const int ny = oy + 1 < p->out_h ? 2 : 1;
       /* the band's top input row's last pixel, read from `keep` by every tile (wino_blocks) */
-      const int32_t iy_top = oy - p->pad[0], kx = p->in_w - 1;
-      const int kept = multi && iy_top >= 0 && iy_top < p->in_h;
-      if (kept) memcpy(keep, in_b + ((size_t)iy_top * (size_t)p->in_w + (size_t)kx) * (size_t)in_c, (size_t)in_c);
+      const int8_t *kpix = NULL;
+      if (multi && oy - p->pad[0] >= 0 && oy - p->pad[0] < p->in_h) {
+        kpix = in_b + ((size_t)(oy - p->pad[0] + 1) * (size_t)p->in_w - 1) * (size_t)in_c;
+        memcpy(keep, kpix, (size_t)in_c);
+      }
       for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
         /* this block's tiles: ox0, ox0 + 2, ...; a last partial quad is zero-filled */
         const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb, nq = (nt + 3) / 4;
@@ -364,7 +366,9 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
-          if (kept && ix0 <= kx && kx - ix0 < 4) src[kx - ix0] = keep;
+          if (kpix) {
+            for (int j = 0; j < 4; j++) src[j] = src[j] == kpix ? keep : src[j];
+          }
           if (simd_in) {
             wino_tile_in4(src, in_c, 2 * in_cp, zp4, (uint32_t *)(void *)vt);
           } else {
