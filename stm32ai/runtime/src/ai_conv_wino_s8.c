@@ -366,9 +366,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
-          if (kpix) {
-            for (int j = 0; j < 4; j++) src[j] = src[j] == kpix ? keep : src[j];
-          }
+          if (kpix && ix0 + 3 >= p->in_w - 1 && ix0 <= p->in_w - 1) src[p->in_w - 1 - ix0] = keep;
           if (simd_in) {
             wino_tile_in4(src, in_c, 2 * in_cp, zp4, (uint32_t *)(void *)vt);
           } else {
