@@ -342,10 +342,10 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
       const int ny = oy + 1 < p->out_h ? 2 : 1;
       /* the band's top input row's last pixel, read from `keep` by every tile (wino_blocks) */
-      const int8_t *kpix = NULL;
+      int32_t kx = INT32_MIN / 2; /* the kept pixel's column, or none */
       if (multi && oy - p->pad[0] >= 0 && oy - p->pad[0] < p->in_h) {
-        kpix = in_b + ((size_t)(oy - p->pad[0] + 1) * (size_t)p->in_w - 1) * (size_t)in_c;
-        memcpy(keep, kpix, (size_t)in_c);
+        kx = p->in_w - 1;
+        memcpy(keep, in_b + ((size_t)(oy - p->pad[0]) * (size_t)p->in_w + (size_t)kx) * (size_t)in_c, (size_t)in_c);
       }
       for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
         /* this block's tiles: ox0, ox0 + 2, ...; a last partial quad is zero-filled */
@@ -366,7 +366,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
-          if (kpix && ix0 + 3 >= p->in_w - 1 && ix0 <= p->in_w - 1) src[p->in_w - 1 - ix0] = keep;
+          if (ix0 <= kx && kx - ix0 < 4) src[kx - ix0] = keep;
           if (simd_in) {
             wino_tile_in4(src, in_c, 2 * in_cp, zp4, (uint32_t *)(void *)vt);
           } else {
