@@ -21,6 +21,7 @@ from stm32ai.passes.fold_constants import fold_constants
 from stm32ai.passes.legacy_u8 import shift_uint8
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
+from stm32ai.passes.lower.conv_wino import set_wino_tiles
 from stm32ai.passes.lower.overlap import annotate_overlaps
 from stm32ai.passes.output_copies import add_output_copies
 from stm32ai.passes.staging import (
@@ -73,7 +74,7 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
                   weights_budget: int | None = None, flash: FlashModel | None = None,
                   winograd: bool | None = None, tuning: dict[str, str] | None = None,
                   stripes: bool | str | None = None, stripes_max_cost: float | None = None,
-                  input_rows: bool = False, core: str | None = None) -> Compiled:
+                  input_rows: bool = False, core: str | None = None, code_wait_states: bool = False) -> Compiled:
     """optimization / weights_budget: the speed/flash trade of the conv weight layouts
     (passes/lower/conv.py choose_conv_layouts; the budget is the board's flash, if known).
     flash: the board's weights memory (`flash_model_for`); with wait states, layers whose
@@ -89,7 +90,9 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
     modelled cycles stay within this fraction over the stripe-less graph's (None: no bound).
     input_rows: graph inputs a stripe reads arrive in rows from the application's row source
     (--input-rows, docs/stripes.md): not in the pool; implies stripes.
-    core: the board's core, for core-specific kernel variants (None: the portable ones)."""
+    core: the board's core, for core-specific kernel variants (None: the portable ones).
+    code_wait_states: the board fetches code from a flash with wait states (the Winograd
+    kernels' block size, conv_wino.wino_tiles)."""
     # float32 parameter maths on extreme (malformed) scales overflows; the results are
     # checked (verifier, MultiplierRangeError), so numpy's warnings would only add stderr lines.
     with np.errstate(all="ignore"):
@@ -106,12 +109,13 @@ def compile_graph(g: Graph, name: str = "network", *, inputs_in_pool: bool = Tru
             stripes = True
         g.core = core
         return _compile(g, name, inputs_in_pool, outputs_in_pool, prune, optimization, weights_budget, flash,
-                        optimization == "ram" if stripes is None else stripes, stripes_max_cost)
+                        optimization == "ram" if stripes is None else stripes, stripes_max_cost, code_wait_states)
 
 
 def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, prune: bool,
              optimization: str, weights_budget: int | None, flash: FlashModel | None,
-             stripes: bool | str = False, stripes_max_cost: float | None = None) -> Compiled:
+             stripes: bool | str = False, stripes_max_cost: float | None = None,
+             code_wait_states: bool = False) -> Compiled:
     verify_graph(g)
     each = verify_each_pass()
     for i, step in enumerate((fold_constants, fuse_dilated_convs, canonicalize, shift_uint8)):
@@ -127,6 +131,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     n_model_tensors = len(g.tensors)
     g.optimization = optimization
     lower_graph(g)
+    set_wino_tiles(g, code_wait_states)
     choose_conv_layouts(g, optimization, weights_budget)
     annotate_overlaps(g, ALIGN)
     if each:
@@ -346,6 +351,9 @@ def _compile_for_board(path: str | Path, name: str, board_id: str | None, *, opt
         from stm32ai.boards import load_board
 
         kw["core"] = load_board(board_id).core
+    if board_id and "code_wait_states" not in kw:  # the code's flash, wherever the weights go
+        code_flash = flash_model_for(board_id)
+        kw["code_wait_states"] = bool(code_flash and code_flash.wait_states > 0)
     if flash is not None and ram_room_div > 1:
         flash = dataclasses.replace(flash, ram_room=flash.ram_room // ram_room_div)
     budget = weights_budget_for(board_id)

@@ -92,7 +92,43 @@ def _dw3_steps(a: dict, g: int = 4) -> Iterator[Step]:
                 yield np.array(reads, np.int64), np.array(writes, np.int64)
 
 
+def _wino_steps(a: dict) -> Iterator[Step]:
+    """ai_conv2d_wino_s8: per batch, per band of 2 output rows, per block of tb tiles (params
+    `tiles` 4, else 8; fewer when the row has fewer): each tile's 4x4 window is transformed
+    into scratch (pixels outside the image: the pad pixel, in scratch), then each tile's 2x2
+    outputs stored, every channel. A band of more than one block copies its top input row's
+    last pixel to scratch (`keep`) before its first block, and its tiles read that copy."""
+    ih, iw, ic, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
+    pt, pl = a["pad"]
+    tx = (ow + 1) // 2
+    tb = min(tx, 4 if a.get("tiles") == 4 else 8)
+    multi = (tx + tb - 1) // tb > 1
+    for b in range(a["batches"]):
+        ib, ob = b * ih * iw * ic, b * oh * ow * oc
+        for oy in range(0, oh, 2):
+            kept = (oy - pt, iw - 1) if multi and 0 <= oy - pt < ih else None
+            for ox0 in range(0, ow, 2 * tb):
+                nt = min((ow - ox0 + 1) // 2, tb)
+                reads, writes = [], []
+                if kept and ox0 == 0:  # the copy, before the band's first block
+                    reads.append(np.arange(ib + (kept[0] * iw + kept[1]) * ic, ib + (kept[0] * iw + kept[1] + 1) * ic))
+                for t in range(nt):
+                    for i in range(4):
+                        for j in range(4):
+                            iy, ix = oy - pt + i, ox0 + 2 * t - pl + j
+                            if 0 <= iy < ih and 0 <= ix < iw and (iy, ix) != kept:
+                                reads.append(np.arange(ib + (iy * iw + ix) * ic, ib + (iy * iw + ix + 1) * ic))
+                    for dy in range(2):
+                        for dx in range(2):
+                            y, x = oy + dy, ox0 + 2 * t + dx
+                            if y < oh and x < ow:
+                                writes.append(np.arange(ob + (y * ow + x) * oc, ob + (y * ow + x + 1) * oc))
+                yield (np.concatenate(reads) if reads else np.zeros(0, np.int64),
+                       np.concatenate(writes) if writes else np.zeros(0, np.int64))
+
+
 KERNEL_STEPS = {"conv2d_s8": _conv_steps, "depthwise_conv2d_3x3_s8": _dw3_steps,
+                "conv2d_wino_s8": _wino_steps,
                 "depthwise_conv2d_3x3_sgn_s8": _dw3_steps,
                 "depthwise_conv2d_3x3_g2_s8": lambda a: _dw3_steps(a, 2),
                 "depthwise_conv2d_3x3_g2_sgn_s8": lambda a: _dw3_steps(a, 2)}

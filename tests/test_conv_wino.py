@@ -115,7 +115,14 @@ LAYERS = [
     ("same_1x1_image", (1, 1, 1, 2), 3, dict()),
     ("same_c1_wide", (1, 3, 11, 1), 2, dict(act="RELU_N1_TO_1")),
     ("same_c32", (1, 4, 4, 32), 7, dict()),
-    ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),  # 18 tiles a row: blocks of 8, 8, 2
+    # 18 tiles a row: blocks of 4, 4, 4, 4, 2 (no core: one quad a block), the bands' kept
+    # pixels, the last band one row; the Cortex-M7's blocks of 8, 8, 2
+    ("same_wide_blocks_odd_tiles", (1, 5, 35, 6), 5, dict()),
+    ("same_wide_blocks_of_8", (1, 6, 35, 6), 5, dict(core="cortex-m7")),
+    # the output over its input (the graph input dies here) a row and a pixel below it, the
+    # tightest offset: wrong if a block stored over input a later block reads (the kept pixel)
+    ("same_c16_over_input", (1, 7, 20, 16), 16, dict(overlap=True)),
+    ("same_c24_over_input_m7", (1, 8, 34, 24), 24, dict(overlap=True, core="cortex-m7")),
 ]
 
 
@@ -129,9 +136,13 @@ def test_layer_bit_exact_with_tflite_reference(name, x_shape, oc, opts):
     out_q = (float(rng.uniform(0.5, 4)), int(rng.integers(-20, 20)))
     g = make_layer("CONV_2D", x_shape, w, bias, padding=opts.get("padding", "SAME"), act=opts.get("act", "NONE"),
                    in_q=in_q, w_scales=scales, out_q=out_q)
-    c = compile_graph(copy.deepcopy(g), winograd=True)
+    c = compile_graph(copy.deepcopy(g), winograd=True, core=opts.get("core"))
     op: Op = c.graph.ops[0]
     assert op.kernel == "conv2d_wino_s8"
+    assert op.attrs["tiles"] == (8 if opts.get("core") == "cortex-m7" else 4)
+    if opts.get("overlap"):
+        x_id, y_id = op.inputs[0], op.outputs[0]
+        assert c.plan.tensor_offset(y_id) - c.plan.tensor_offset(x_id) == -(x_shape[2] + 1) * ic
     for _ in range(2):
         x = rng.integers(-128, 128, x_shape).astype(np.int8)
         np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
@@ -171,13 +182,22 @@ def test_scratch_size_matches_c(tmp_path):
                        w_scales=[0.01, 0.02])
         ops.append(compile_graph(g, winograd=True).graph.ops[0])
     assert [op.kernel for op in ops] == ["conv2d_wino_s8"] * 3 + ["conv2d_wino1d_s8"] * 2
+    assert [op.attrs["tiles"] for op in ops[:3]] == [4] * 3  # no core: one quad per block
+    # the Cortex-M7's blocks of 8 tiles (two quads)
+    m7 = [copy.deepcopy(op) for op in ops[:3]]
+    for op, (ic, wd) in zip(m7, cases, strict=True):
+        op.attrs["tiles"] = 8
+        op.scratch = wino_scratch_size(ic, wd, 8)
+    ops += m7
     printed = c_scratch_sizes(ops, "ai_kernels_conv_wino.h", [runtime / "ai_conv_wino_s8.c"], WARN, tmp_path)
-    # pad pixel (4-aligned) + tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
+    # pad pixel (4-aligned) + the kept pixel (the same; more than one block per band only) +
+    # tiles rounded up to quads of 4 * 16 positions * in_cp * 2 bytes;
     # F(2,3): pad pixel + tiles * 4 positions * in_cp * 2 bytes
-    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 8 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2]
+    want = [4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 16 + 4 * 16 * 16 * 2, 4 + 16 * 4 * 4 * 2, 8 + 5 * 4 * 6 * 2,
+            4 + 4 * 16 * 2 * 2, 4 + 4 * 16 * 4 * 2, 16 + 16 + 8 * 16 * 16 * 2]  # 20 tiles: 5 / 3 blocks
     assert printed == [op.scratch for op in ops] == want
-    assert [wino_scratch_size(ic, wd) for ic, wd in cases] == want[:3]
-    assert [wino1_scratch_size(3, 40), wino1_scratch_size(5, 9)] == want[3:]
+    assert [wino_scratch_size(ic, wd, 4) for ic, wd in cases] == want[:3]
+    assert [wino1_scratch_size(3, 40), wino1_scratch_size(5, 9)] == want[3:5]
 
 
 # ---- F(2, 3): 1x3 and 3x1 kernels ------------------------------------------------------------
@@ -343,7 +363,7 @@ static uint32_t seed = 2511u;
 static uint32_t rnd(void) { seed = seed * 1664525u + 1013904223u; return seed >> 8; }
 static int32_t rr(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); }
 
-static int8_t in_buf[2 * 10 * 10 * 40], g_buf[20 * 9 * 40], out_buf[2 * 10 * 10 * 20];
+static int8_t in_buf[2 * 10 * 22 * 40], g_buf[20 * 9 * 40], out_buf[2 * 10 * 22 * 20];
 static int16_t u_buf[20 * 16 * 40];
 static int32_t rq[4 * 20];
 static uint32_t scratch[4096];
@@ -359,7 +379,9 @@ int main(void) {
   int ran = 0;
   for (int c = 0; c < 400; ++c) {
     ai_conv2d_wino_s8_params p;
-    p.batches = rr(1, 2); p.in_h = rr(1, 10); p.in_w = rr(1, 10);
+    /* up to 11 tiles a row: several blocks of 4 or 8 tiles (the carried bottom-left pixel) */
+    p.batches = rr(1, 2); p.in_h = rr(1, 10); p.in_w = rr(0, 2) ? rr(1, 10) : rr(11, 22);
+    p.tiles = rr(0, 1) ? 4 : 8;
     /* mostly the channel counts of the assembly dot (in_cp / 2 >= 2), some 1..2 channels */
     p.in_c = rr(0, 7) == 0 ? rr(1, 2) : rr(3, 40); p.out_c = rr(1, 20);
     p.k_h = p.k_w = 3; p.stride[0] = p.stride[1] = 1; p.dilation[0] = p.dilation[1] = 1;
@@ -504,3 +526,34 @@ def test_board_default_keeps_the_flash_read_bar():
     w = next(p["size"] for p in f4.doc["stm32ai"]["pools"] if p["name"] == "weights")
     assert sum(flash_reads(op, f4.graph) for op in f4.graph.ops) <= FLASH_READS_BAR * w
     assert len(_wino_nodes(compile_for_board(ic, "network", "nucleo-f401re", winograd=True))) == 5
+
+
+def test_block_size_per_core_and_code_flash():
+    """One quad a block (the smallest scratch) where code runs without flash wait states; two on
+    the Cortex-M7 and where code comes from a wait-stated flash (I-cache refills per block)."""
+    from stm32ai.passes.lower.conv_wino import wino_tiles
+
+    assert wino_tiles(None) == wino_tiles("cortex-m4") == 4
+    assert wino_tiles("cortex-m4", True) == wino_tiles("cortex-m7") == wino_tiles("cortex-m7", True) == 8
+    g = make_layer("CONV_2D", (1, 4, 20, 16), rng.integers(-9, 9, (4, 3, 3, 16)).astype(np.int8), None,
+                   w_scales=[0.01] * 4)
+    for kw, tiles in ((dict(core="cortex-m4"), 4), (dict(core="cortex-m4", code_wait_states=True), 8),
+                      (dict(core="cortex-m7"), 8)):
+        op = compile_graph(copy.deepcopy(g), **kw).graph.ops[0]  # the default rule: 16 channels on the M4
+        assert op.kernel == ("conv2d_wino_s8" if kw["core"] == "cortex-m4" else "conv2d_s8")
+        if op.kernel == "conv2d_wino_s8":
+            assert op.attrs["tiles"] == tiles and op.scratch == wino_scratch_size(16, 20, tiles)
+
+
+def test_ic_block_size_and_pool_per_board():
+    """compile_for_board passes the board's code flash: IC's Winograd layers take blocks of 4
+    on the emulated board (no flash timing) and 8 on nucleo-l4r5zi (5 wait states, ART), even
+    though its weights are copied to SRAM3 there; both pools far below the 53,264 B of the
+    Winograd layers without overlap."""
+    from stm32ai.pipeline import compile_for_board
+
+    for board, tiles, pool in (("qemu-netduinoplus2", 4, 35_456), ("nucleo-l4r5zi", 8, 37_504)):
+        c = compile_for_board(_ic(), "network", board)
+        wino = [op for op in c.graph.ops if op.kernel == "conv2d_wino_s8"]
+        assert len(wino) == 4 and {op.attrs["tiles"] for op in wino} == {tiles}
+        assert c.plan.pool_size <= pool

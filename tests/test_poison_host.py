@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import SHARED_MODELS, fixture_models
 
+from stm32ai.boards import load_board
 from stm32ai.errors import Stm32aiError
 from stm32ai.pipeline import compile_model, flash_model_for
 from stm32ai.validate.poison import PoisonBuild, live_ranges
@@ -26,7 +27,8 @@ CORE_FIXTURES = [p for p in fixture_models() if p.name.startswith(
     ("conv_", "dwconv_", "dense_", "avgpool_", "maxpool_", "add_", "classifier_", "two_in_", "se_") if ALL
     else ("conv_", "dwconv_", "add_", "classifier_", "se_"))]
 MLPERF_INT8 = ("pretrainedResnet_quant", "kws_ref_model", "vww_96_int8", "ad01_int8")
-# (model, --optimization, board whose flash staging is compiled in: docs/flash_staging.md)
+# (model, --optimization, board whose flash staging and core are compiled in:
+# docs/flash_staging.md; the core brings the default Winograd layers and their overlaps)
 CASES = [(p, "balanced", None) for p in SHARED + CORE_FIXTURES] + [
     (p, "ram", None) for p in SHARED if p.stem in MLPERF_INT8] + [
     (p, mode, "nucleo-l4r5zi") for p in SHARED if p.stem in MLPERF_INT8[:3] for mode in ("balanced", "ram")]
@@ -42,7 +44,8 @@ def poisoned(tmp_path_factory):
     compiled, names = {}, {}
     for i, (path, mode, board) in enumerate(CASES):
         try:
-            c = compile_model(path, f"m{i}", optimization=mode, flash=flash_model_for(board))
+            c = compile_model(path, f"m{i}", optimization=mode, flash=flash_model_for(board),
+                              core=load_board(board).core if board else None)
         except Stm32aiError:
             continue  # not supported: nothing to poison
         compiled[f"m{i}"] = c

@@ -88,15 +88,44 @@ def pack_wino_weights(w: np.ndarray) -> np.ndarray:
     return padded.reshape(ocp // 2, 2, npos, icp // 2, 2).transpose(0, 2, 3, 1, 4).reshape(-1)
 
 
-WINO_TB = 8  # AI_WINO_TB in ai_conv_wino_s8.c: tiles transformed per block
+WINO_TB = 8  # AI_WINO_TB in ai_conv_wino_s8.c: tiles transformed per block (params `tiles` = 0)
 
 
-def wino_scratch_size(in_c: int, out_w: int) -> int:
-    """ai_conv2d_wino_s8_scratch_size: one pad pixel (in_c bytes, 4-aligned), then the
-    transformed input of a block of min(ceil(out_w / 2), WINO_TB) tiles rounded up to whole
-    quads of 4, int16 [quad][16][in_cp / 2][4][2]."""
-    tiles = -(-min((out_w + 1) // 2, WINO_TB) // 4) * 4
-    return (in_c + 3) // 4 * 4 + tiles * 16 * (in_c + in_c % 2) * 2
+def wino_tiles(core: str | None, code_wait_states: bool = False) -> int:
+    """Tiles per block (the kernel's `tiles` param): one quad, the smallest scratch (IC's pool
+    peaks at a Winograd layer's step), where code runs without flash wait states (the emulated
+    board, the host); two quads on the Cortex-M7 (each output channel pair's weights read twice
+    in a row from its D-cache) and where code is fetched from a wait-stated flash through a
+    small cache (the ART): a band's blocks alternate between the input-transform code and the
+    dot / output code, and each switch refills the I-cache (IC on nucleo-l4r5zi with blocks of
+    4: +40,840 estimated fetch stall cycles, +0.3 %; docs/kernels_conv_wino.md)."""
+    return 8 if core == "cortex-m7" or code_wait_states else 4
+
+
+def set_wino_tiles(g: Graph, code_wait_states: bool) -> None:
+    """After lowering, when the board is known: each 3x3 Winograd layer's block size
+    (`wino_tiles`) and the scratch that follows from it."""
+    for op in g.ops:
+        if op.kernel == "conv2d_wino_s8":
+            op.attrs["tiles"] = wino_tiles(g.core, code_wait_states)
+            op.scratch = wino_scratch_size(int(op.attrs["in_c"]), int(op.attrs["out_w"]), op.attrs["tiles"])
+
+
+def wino_block_tiles(out_w: int, tiles: int) -> int:
+    """wino_tb: tiles per block of this layer (the `tiles` param: 4, else WINO_TB)."""
+    return min((out_w + 1) // 2, 4 if tiles == 4 else WINO_TB)
+
+
+def wino_scratch_size(in_c: int, out_w: int, tiles: int = WINO_TB) -> int:
+    """ai_conv2d_wino_s8_scratch_size: one pad pixel (in_c bytes, 4-aligned), the kept pixel
+    (the same size; only with more than one block per band: the last pixel of the band's top
+    input row, copied before the band's first block stores anything), then the transformed
+    input of a block of wino_block_tiles tiles rounded up to whole quads of 4, int16
+    [quad][16][in_cp / 2][4][2]."""
+    tb = wino_block_tiles(out_w, tiles)
+    pix = (in_c + 3) // 4 * 4
+    keep = pix if tb and -(-((out_w + 1) // 2) // tb) > 1 else 0
+    return pix + keep + -(-tb // 4) * 4 * 16 * (in_c + in_c % 2) * 2
 
 
 WINO1_TB = 16  # AI_WINO1_TB: tiles transformed per block (F(2, 3))
@@ -173,7 +202,8 @@ def lower_winograd(op: Op, g: Graph, geo: ConvGeometry, w: np.ndarray, table: np
     op.attrs = {**geo.attrs(), "pad_value": attrs["pad_value"], "out_offset": attrs["out_offset"],
                 "act_min": attrs["act_min"], "act_max": attrs["act_max"], "rq_fold": int(fold)}
     if kernel == "conv2d_wino_s8":
-        op.scratch = wino_scratch_size(geo.in_c, geo.out_w)
+        op.attrs["tiles"] = wino_tiles(g.core)
+        op.scratch = wino_scratch_size(geo.in_c, geo.out_w, op.attrs["tiles"])
     else:
         op.scratch = wino1_scratch_size(geo.in_c, geo.out_w if geo.k_w == 3 else geo.out_h)
     return True
@@ -195,7 +225,7 @@ def wino_weight_passes(a: dict) -> tuple[int, int]:
     b, oh, ow = int(a["batches"]), int(a["out_h"]), int(a["out_w"])
     if int(a["k_h"]) == 3 and int(a["k_w"]) == 3:
         rows, tx = b * ((oh + 1) // 2), (ow + 1) // 2
-        return rows * _blocks(tx, WINO_TB, 4), rows * tx
+        return rows * _blocks(tx, int(a.get("tiles") or WINO_TB), 4), rows * tx
     walk, lines = (ow, oh) if int(a["k_w"]) == 3 else (oh, ow)
     tx = (walk + 1) // 2
     return b * lines * _blocks(tx, WINO1_TB, 2), b * lines * tx

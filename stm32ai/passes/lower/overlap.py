@@ -130,6 +130,41 @@ def _dw3x3(a: dict, in_size: int, out_size: int, group: int = 4) -> AccessSteps:
     return write, last
 
 
+def _wino3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
+    """ai_conv2d_wino_s8 (ai_conv_wino_s8.c): batches, bands of 2 output rows top to bottom,
+    in each band blocks of `wino_block_tiles` 2x2 tiles left to right. A step is one block:
+    its input window (rows oy - pad_t .. + 3, columns ox0 - pad_l .. + 2 * nt + 1, every
+    channel) goes into scratch (the transformed V) before any of the block's outputs is
+    stored, every output channel. With more than one block per band, the last pixel of the
+    band's top input row is copied to scratch at the band's first step and read there (so an
+    output a row and a pixel below the input may land on it: the band's first block stores its
+    bottom-left pixel there)."""
+    from stm32ai.passes.lower.conv_wino import wino_block_tiles  # one home for the block size
+
+    nb, ih, iw, ic = a["batches"], a["in_h"], a["in_w"], a["in_c"]
+    oh, ow, oc = a["out_h"], a["out_w"], a["out_c"]
+    pad_t, pad_l = a["pad"]
+    tb = wino_block_tiles(ow, int(a.get("tiles") or 0))
+    nblk = -(-((ow + 1) // 2) // tb)
+    write = np.full(out_size, -1, np.int64)
+    last = np.full(in_size, -1, np.int64)
+    inp = last[:nb * ih * iw * ic].reshape(nb, ih, iw, ic)
+    outp = write[:nb * oh * ow * oc].reshape(nb, oh, ow, oc)
+    step = 0
+    for b in range(nb):
+        for oy in range(0, oh, 2):
+            first = step
+            for ox0 in range(0, ow, 2 * tb):
+                nt = min((ow - ox0 + 1) // 2, tb)
+                y0, x0 = oy - pad_t, ox0 - pad_l
+                inp[b, max(y0, 0):max(y0 + 4, 0), max(x0, 0):max(x0 + 2 * nt + 2, 0)] = step  # steps only grow
+                outp[b, oy:oy + 2, ox0:ox0 + 2 * nt] = step
+                step += 1
+            if nblk > 1 and 0 <= oy - pad_t < ih:  # the kept pixel: last read by the band's copy
+                inp[b, oy - pad_t, iw - 1] = first
+    return write, last
+
+
 # attrs a kernel may be given to change its access order, tried when planning overlaps
 ORDER_VARIANTS: dict[str, list[dict[str, int]]] = {"conv2d_s8": [{"reverse": 0}, {"reverse": 1}],
                                                    "conv2d_smallk_s8": [{"reverse": 0}, {"reverse": 1}]}
@@ -144,6 +179,7 @@ ACCESS_MODELS = {
     "depthwise_conv2d_3x3_sgn_s8": _dw3x3,
     "depthwise_conv2d_3x3_g2_s8": partial(_dw3x3, group=2),
     "depthwise_conv2d_3x3_g2_sgn_s8": partial(_dw3x3, group=2),
+    "conv2d_wino_s8": _wino3x3,
 }
 
 

@@ -9,9 +9,13 @@
  * TFLite's accumulator without bias, so >> 2 is exact; then + bias and the conv2d_s8
  * requantisation (rq: 4 int32 per output channel, {bias, multiplier, rs, kf} when rq_fold,
  * else {bias, multiplier, shift, 0}). The lowering proved every int32 sum cannot overflow.
- * Scratch: ai_conv2d_wino_s8_scratch_size() bytes (one tile's transformed input, 4-aligned).
- * Access order: tiles row-major; every input a tile reads lies in its own 4x4 window, so
- * output may not overwrite input (no in-place use). */
+ * Scratch: ai_conv2d_wino_s8_scratch_size() bytes (a pad pixel and one block of `tiles` tiles'
+ * transformed input). Access order (one step per block, modelled for the planner by
+ * passes/lower/overlap.py): bands of 2 output rows top to bottom, in each band blocks of
+ * `tiles` 2x2 tiles left to right; a block's input window (4 rows, 2 * tiles + 2 columns) is
+ * transformed into scratch before any of its outputs is stored, so the output may overlap
+ * the input at an offset where no byte is stored before its last read (about one row and a
+ * pixel below it). */
 #ifndef AI_KERNELS_CONV_WINO_H
 #define AI_KERNELS_CONV_WINO_H
 
@@ -29,6 +33,7 @@ typedef struct {
   int32_t out_offset; /* output zero point (rq_fold = 0 only) */
   int32_t act_min, act_max;
   int32_t rq_fold;    /* 1: rq holds rq_fold constants */
+  int32_t tiles;      /* 3x3: tiles per block, 4 or 8 (0: 8); the 1-D kernel ignores it */
 } ai_conv2d_wino_s8_params;
 
 void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, const int16_t *weights,

@@ -6,21 +6,37 @@
 #include "ai_qmath.h"
 #include "ai_simd.h"
 
-/* Tiles transformed per block: the scratch holds their V, in quads of 4 tiles interleaved per
- * input channel pair ([quad][pos][in_cp / 2][4 tiles][2]); output channel pairs then sweep the
- * block a quad at a time (a 2 channel x 4 tile register block: 6 loads, 8 SMLAD per pair of
- * input channels; each transformed weight is loaded once per quad). */
+/* Tiles transformed per block (p->tiles: 4 or 8; 0: AI_WINO_TB): the scratch holds their V, in
+ * quads of 4 tiles interleaved per input channel pair ([quad][pos][in_cp / 2][4 tiles][2]);
+ * output channel pairs then sweep the block a quad at a time (a 2 channel x 4 tile register
+ * block: 6 loads, 8 SMLAD per pair of input channels; each transformed weight is loaded once
+ * per quad whatever the block size). One quad is the smallest scratch; two let an output
+ * channel pair's weights be read twice in a row (the Cortex-M7's D-cache keeps them). */
 #define AI_WINO_TB 8
 
 static inline int32_t wino_in_cp(const ai_conv2d_wino_s8_params *p) { return (p->in_c + 1) & ~1; }
 static inline int32_t wino_pad_bytes(const ai_conv2d_wino_s8_params *p) { return (p->in_c + 3) & ~3; }
 static inline int32_t wino_tb(const ai_conv2d_wino_s8_params *p) {
-  const int32_t tx = (p->out_w + 1) / 2;
-  return tx < AI_WINO_TB ? tx : AI_WINO_TB;
+  const int32_t tx = (p->out_w + 1) / 2, tb = p->tiles == 4 ? 4 : AI_WINO_TB;
+  return tx < tb ? tx : tb;
+}
+
+/* Blocks per band of 2 output rows. With more than one, the last pixel of the band's top input
+ * row is copied to scratch (`keep`, in_c bytes) before the band's first block and every tile of
+ * the band reads it there: with the output about a row and a pixel below the input (the
+ * planner's overlap), the band's first block stores its bottom-left output over that pixel,
+ * which the band's last block still reads (passes/lower/overlap.py models the early read). */
+static inline int32_t wino_blocks(const ai_conv2d_wino_s8_params *p) {
+  const int32_t tb = wino_tb(p);
+  return tb > 0 ? ((p->out_w + 1) / 2 + tb - 1) / tb : 0;
+}
+static inline int32_t wino_keep_bytes(const ai_conv2d_wino_s8_params *p) {
+  return wino_blocks(p) > 1 ? wino_pad_bytes(p) : 0;
 }
 
 int32_t ai_conv2d_wino_s8_scratch_size(const ai_conv2d_wino_s8_params *p) {
-  return wino_pad_bytes(p) + (wino_tb(p) + 3) / 4 * 4 * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
+  return wino_pad_bytes(p) + wino_keep_bytes(p) +
+         (wino_tb(p) + 3) / 4 * 4 * 16 * wino_in_cp(p) * (int32_t)sizeof(int16_t);
 }
 
 /* V = B^T d B of one tile, every input channel, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
@@ -310,10 +326,10 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                        const int32_t *rq, int8_t *output, void *scratch) {
   const int32_t in_cp = wino_in_cp(p), np = in_cp >> 1, in_c = p->in_c, out_c = p->out_c;
   const int32_t ps = 4 * in_cp, qsz = 16 * ps, usz = 32 * in_cp, tb = wino_tb(p);
-  int8_t *pad = (int8_t *)scratch;
-  int16_t *v = (int16_t *)(void *)(pad + wino_pad_bytes(p));
+  int8_t *pad = (int8_t *)scratch, *keep = pad + wino_pad_bytes(p);
+  int16_t *v = (int16_t *)(void *)(keep + wino_keep_bytes(p));
   memset(pad, (int)(int8_t)p->pad_value, (size_t)in_c);
-  const int32_t row_stride = p->out_w * out_c;
+  const int32_t row_stride = p->out_w * out_c, multi = wino_blocks(p) > 1;
   const wino_os_t os = {p->rq_fold, p->out_offset, p->act_min, p->act_max};
   /* in_c % 4 == 0: the SIMD input transform and its channel pairing (see wino_tile_in4) */
   const int simd_in = (in_c & 3) == 0;
@@ -325,6 +341,12 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
     int8_t *out_b = output + (size_t)b * (size_t)(p->out_h * p->out_w * out_c);
     for (int32_t oy = 0; oy < p->out_h; oy += 2) {
       const int ny = oy + 1 < p->out_h ? 2 : 1;
+      /* the band's top input row's last pixel, read from `keep` by every tile (wino_blocks) */
+      int32_t kx = INT32_MIN / 2; /* the kept pixel's column, or none */
+      if (multi && oy - p->pad[0] >= 0 && oy - p->pad[0] < p->in_h) {
+        kx = p->in_w - 1;
+        memcpy(keep, in_b + ((size_t)(oy - p->pad[0]) * (size_t)p->in_w + (size_t)kx) * (size_t)in_c, (size_t)in_c);
+      }
       for (int32_t ox0 = 0; ox0 < p->out_w; ox0 += 2 * tb) {
         /* this block's tiles: ox0, ox0 + 2, ...; a last partial quad is zero-filled */
         const int32_t rest = (p->out_w - ox0 + 1) / 2, nt = rest < tb ? rest : tb, nq = (nt + 3) / 4;
@@ -344,6 +366,7 @@ void ai_conv2d_wino_s8(const ai_conv2d_wino_s8_params *p, const int8_t *input, c
                                    : pad;
             }
           }
+          if (ix0 <= kx && kx - ix0 < 4) src[kx - ix0] = keep;
           if (simd_in) {
             wino_tile_in4(src, in_c, 2 * in_cp, zp4, (uint32_t *)(void *)vt);
           } else {
