@@ -778,8 +778,8 @@ def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
     (`_g2_`: the same params and packed constants, half the planes' scratch, ~1 % more
     instructions layer by layer, but +18 % on KWS's one-row bands: twice the per-group set-up;
     docs/stripes.md) when that lowers the region (KWS: 512 -> 256 B); so does a conv2d_s8 member
-    (its one-column variant, below); narrow False: never (the band rule weighs both). The op itself is unchanged (the layer-by-layer alternative keeps
-    its kernel)."""
+    (its one-column variant, below); narrow False: never (the band rule weighs both). The op
+    itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
     for m in members:
         m.kernel, m.scratch = "", -1
     if not narrow:
