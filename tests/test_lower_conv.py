@@ -302,6 +302,42 @@ def test_layer_matches_tflite_reference(name, kind, xs, ws, opts, kernel, dtype)
         assert np.max(np.abs(y - ref)) <= 1e-5 * np.max(np.abs(ref))
 
 
+# the one-column variant (ai_conv2d_s8_1col, stripe members of --optimization ram): in_c % 4 == 0
+ONE_COL_LAYERS = [
+    ("same_3x3_odd_oc_relu", (1, 5, 5, 4), (7, 3, 3, 4), dict(act="RELU")),
+    ("same_3x3_s2_c8_batch2", (2, 7, 6, 8), (6, 3, 3, 8), dict(stride=(2, 2))),
+    ("valid_2x3_d2_c12", (1, 9, 8, 12), (5, 2, 3, 12), dict(padding="VALID", dilation=(2, 2), act="RELU6")),
+    ("same_5x1_s1x2_c4_one_oc", (1, 6, 7, 4), (1, 5, 1, 4), dict(stride=(1, 2))),
+    ("same_3x3_c64_like_ic", (1, 4, 4, 64), (8, 3, 3, 64), {}),
+]
+
+
+@pytest.mark.parametrize("layout", ["int8", "int16"])
+@pytest.mark.parametrize("name,xs,ws,opts", ONE_COL_LAYERS, ids=[c[0] for c in ONE_COL_LAYERS])
+def test_one_column_matches_tflite_reference(name, xs, ws, opts, layout):
+    """conv2d_s8_1col (one int16 column, pixels one at a time) on the lowered layer's params and
+    weights: the outputs of TFLite's reference arithmetic, with 2 * Kp (+ the pad pixel) bytes of
+    scratch where the pair kernel takes 4 * Kp."""
+    from stm32ai.passes.lower.conv import conv_1col_scratch_size
+
+    oc = ws[0]
+    g = make_layer("CONV_2D", xs, _w(ws, "int8"), rng.integers(-5000, 5000, oc), w_scales=rng.uniform(0.002, 0.02, oc),
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+    x = _x(xs, "int8")
+    # the input outside the pool: the plan may not overlap the output with it (the pixel-pair
+    # access order's proof; the variant runs only in stripes, whose calls never write in place)
+    c = compile_graph(copy.deepcopy(g), optimization="time" if layout == "int16" else "ram", inputs_in_pool=False)
+    op = c.graph.ops[0]
+    assert op.kernel == "conv2d_s8" and op.attrs["w16"] == (layout == "int16") and not op.attrs["stage_oc"]
+    one = conv_1col_scratch_size(op.attrs)
+    kp = ws[1] * ws[2] * ws[3]
+    assert op.scratch - one == 2 * kp
+    node = next(n["attrs"] for n in c.doc["nodes"] if n["op"] != "null")  # what the emitter reads
+    assert node["func_name"] == "conv2d_s8" and node["scratch_bytes"] == op.scratch
+    node["func_name"], node["scratch_bytes"] = "conv2d_s8_1col", one
+    np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+
+
 @pytest.mark.parametrize("kind", ["CONV_2D", "DEPTHWISE_CONV_2D"])
 @pytest.mark.parametrize("regime", ["per_tensor_scale_0.5", "scale_above_1", "huge_bias"])
 def test_requantisation_regimes(kind, regime):
@@ -688,9 +724,16 @@ def test_scratch_sizes_match_the_c_functions(tmp_path):
         g = make_layer(kind, xs, _w(ws, "int8"), None, w_scales=np.full(oc, 0.01), **opts)
         op = compile_graph(g).graph.ops[0]
         cases.append(op)
+    # the one-column variant of the in_c % 4 == 0 layers (conv_1col_scratch_size)
+    from stm32ai.passes.lower.conv import conv_1col_scratch_size
+
+    for op in cases[1:5]:
+        cases.append(Op(op.type, op.inputs, op.outputs, kernel="conv2d_s8_1col", attrs={**op.attrs, "reverse": 0},
+                        scratch=conv_1col_scratch_size({**op.attrs, "reverse": 0})))
     printed = c_scratch_sizes(cases, "ai_kernels_conv.h", CONV_SOURCES, WARN, tmp_path)
     assert printed == [op.scratch for op in cases]
     assert printed[1:5] == [4 * 8, 4 * 36 + 4, 4 * 72, 4 * 72 + 8]
+    assert printed[-4:] == [2 * 8, 2 * 36 + 4, 2 * 72, 2 * 72 + 8]  # one column, the pad pixel
     assert all(s > 0 for s in printed)
 
 
@@ -1005,6 +1048,15 @@ int main(void) {
       ai_conv2d_s8(&q, in_buf, p.w16 && !p.stage_oc ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
       printf("%s %d\n", fnv(out_buf, n_out) == h ? "copied" : "copydiff", c);
     }
+    { /* one column (ai_conv2d_s8_1col) on the unstaged layout: identical where it applies */
+      ai_conv2d_s8_params q = p;
+      q.stage_oc = 0; q.pad_copy = 0; q.reverse = 0;
+      if ((q.in_c & 3) == 0) {
+        memset(out_buf, 0x5A, sizeof out_buf);
+        ai_conv2d_s8_1col(&q, in_buf, q.w16 ? (const int8_t *)w16_buf : w_buf, rq, out_buf, scratch);
+        printf("%s %d\n", fnv(out_buf, n_out) == h ? "onecol" : "onecoldiff", c);
+      }
+    }
     ++ran;
   }
   for (int c = 0; c < 300; ++c) {
@@ -1124,6 +1176,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     assert host.count(" rqd2 ") > 40 and host.count(" rqd3 ") > 40  # the M4's doubled rows
     assert host.count("staged ") > 250 and "stagediff" not in host  # staged == read in place
     assert host.count("copied ") > 100 and "copydiff" not in host  # pad_copy == padded windows gathered
+    assert host.count("onecol ") > 100 and "onecoldiff" not in host  # one column == pixel pairs
     assert arm.replace("\r", "") == host
 
 

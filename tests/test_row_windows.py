@@ -36,7 +36,7 @@ from stm32ai.pipeline import compile_graph
 RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
 rng = np.random.default_rng(2024)
 
-CONV = {"conv2d_s8", "depthwise_conv2d_s8", "depthwise_conv2d_dm_s8", "depthwise_conv2d_3x3_s8",
+CONV = {"conv2d_s8", "conv2d_s8_1col", "depthwise_conv2d_s8", "depthwise_conv2d_dm_s8", "depthwise_conv2d_3x3_s8",
         "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8"}
 POOL = {"avgpool_s8", "maxpool_s8"}
 WINDOW = CONV | POOL
@@ -343,6 +343,11 @@ def _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target):
         # the channel-pair variant shares the packed layout (per channel) and the walk
         op.kernel = op.kernel.replace("3x3_", "3x3_g2_")
         one(name + "_g2")
+    if op.kernel == "conv2d_s8" and op.attrs["in_c"] % 4 == 0 and not op.attrs.get("pad_copy"):
+        # the one-column variant (stripe members of --optimization ram): the same params, weights, bands
+        op.kernel = "conv2d_s8_1col"
+        one(name + "_1col")
+        op.kernel = "conv2d_s8"
     if op.kernel == "conv2d_s8" and not op.attrs["w16"] and op.attrs["out_c"] > 2:
         # weights staged per block of output channels (flash staging): the same bands
         op.attrs = {**op.attrs, "stage_oc": 2}

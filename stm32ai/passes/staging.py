@@ -132,6 +132,8 @@ def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
     k = op.kernel or ""
     if k == "conv2d_s8":
         return once if int(a.get("stage_oc", 0)) > 0 else _pairs(a) * once
+    if k == "conv2d_s8_1col":  # unstaged, every weight once per pixel
+        return _pairs(_one_col_as_pairs(a)) * once
     if k.startswith("depthwise_conv2d_3x3"):
         if a.get("stage"):
             return int(a["batches"]) * once
@@ -569,7 +571,9 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
     (stalls). Constants that fit the flash data cache stall once per call (a stripe's members
     evict each other between calls). MAC_CYCLES and call_cycles are added by the caller."""
     a = mop.attrs
-    if mop.kernel == "conv2d_s8":
+    if mop.kernel == "conv2d_s8_1col":
+        a = _one_col_as_pairs(a)
+    if mop.kernel in ("conv2d_s8", "conv2d_s8_1col"):
         w, rq = _nbytes(g, mop.inputs[1]), _nbytes(g, mop.inputs[2])
         s = int(a.get("stage_oc", 0))
         c = _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq)
@@ -586,7 +590,15 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
 
 
 def _mac_cycles(op: Op) -> float:
-    return 0.0 if op.kernel == "conv2d_s8" else MAC_CYCLES * op.macc
+    return 0.0 if op.kernel in ("conv2d_s8", "conv2d_s8_1col") else MAC_CYCLES * op.macc
+
+
+def _one_col_as_pairs(a: dict) -> dict:
+    """conv2d_s8_1col (a stripe member, passes/stripes.py `_narrow_scratch`) priced as conv2d_s8
+    with each pixel costing a pixel pair (twice the columns, weight reads and MAC-loop passes,
+    each a channel pair against one column): out_w doubled. A coarse bound of the model; the
+    estimator's figures are in docs/kernels_conv.md "One column"."""
+    return {**a, "out_w": 2 * int(a["out_w"])}
 
 
 def call_cycles(flash: FlashModel) -> float:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stm32ai.ir import Graph, Op
+from stm32ai.passes.lower.conv import conv_1col_ok, conv_1col_scratch_size
 from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
 from stm32ai.passes.stripe_overlap import clash
 
@@ -37,6 +38,7 @@ REDUCE_LAST, REDUCE_FIRST = 1, 2
 _CONV = ("k_h", "stride", "pad", "dilation")
 WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
     "conv2d_s8": _CONV,
+    "conv2d_s8_1col": _CONV,
     "depthwise_conv2d_s8": _CONV,
     "depthwise_conv2d_3x3_s8": _CONV,
     "depthwise_conv2d_3x3_sgn_s8": _CONV,
@@ -775,9 +777,9 @@ def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
     member (4-channel planes) that alone sets that size runs as its 2-channel variant
     (`_g2_`: the same params and packed constants, half the planes' scratch, ~1 % more
     instructions layer by layer, but +18 % on KWS's one-row bands: twice the per-group set-up;
-    docs/stripes.md) when that lowers the region (KWS: 512 -> 256 B); narrow False: never (the
-    band rule weighs both). The op itself is unchanged (the layer-by-layer alternative keeps
-    its kernel)."""
+    docs/stripes.md) when that lowers the region (KWS: 512 -> 256 B); so does a conv2d_s8 member
+    (its one-column variant, below); narrow False: never (the band rule weighs both). The op
+    itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
     for m in members:
         m.kernel, m.scratch = "", -1
     if not narrow:
@@ -788,6 +790,19 @@ def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
         if m.op.kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
             half = dw3x3_scratch_size(int(m.op.attrs["plane_w"]), 2)
             m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_g2_"), half
+    # a conv2d_s8 window member (k > 1: never in place, and no access model for the variant)
+    # whose scratch alone sets the size runs one pixel at a time (`conv2d_s8_1col`: one int16
+    # column instead of a pixel pair's two, the same params and weights; IC's 8x8x64 3x3 conv
+    # 2,368 -> 1,216 B; docs/kernels_conv.md "One column")
+    for m in members:
+        a = m.op.attrs
+        if m.op.kernel != "conv2d_s8" or m.kind != "window" or int(a["k_h"]) * int(a["k_w"]) < 2 \
+                or not conv_1col_ok(a):
+            continue
+        rest = max((o.call_scratch for o in members if o is not m and o.kind != "reduce"), default=0)
+        one = conv_1col_scratch_size(a)
+        if m.op.scratch > rest and one < m.op.scratch:
+            m.kernel, m.scratch = "conv2d_s8_1col", one
 
 
 def produced_reads(members: list[Member]) -> set[int]:

@@ -51,7 +51,8 @@ __all__ = [
     "ConvGeometry", "DW_MAX_TAPS", "conv_geometry", "out_size", "same_padding", "fold_bias",
     "pack_conv_weights_s8", "pack_conv_weights_s16", "conv_rq_table", "rq_fold_ref", "acc_bound",
     "rq_double_ok", "rq_double_mode", "rq_double_ref",
-    "conv_scratch_size", "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel",
+    "conv_scratch_size", "conv_1col_ok", "conv_1col_scratch_size",
+    "conv_copy_bytes", "conv_pad_copy", "conv_krow", "conv_kp", "conv_rows_for_kernel",
     "dw_scratch_size",
     "OPTIMIZATIONS", "DEFAULT_WEIGHTS_BUDGET", "choose_conv_layouts", "conv_layout_choices",
     "hybrid_per_channel", "hybrid_filter_scales", "hybrid_conv_scratch_size", "hybrid_dw_scratch_size",
@@ -301,6 +302,25 @@ def conv_scratch_size(geo: ConvGeometry, pad_copy: bool = False) -> int:
     if geo.in_c % 4:
         return 6 * kp + copy
     return 4 * kp + (geo.in_c if _conv_pads(geo) else 0) + copy
+
+
+def conv_1col_ok(attrs: dict) -> bool:
+    """C conv_1col_ok: ai_conv2d_s8_1col runs one column (else it runs ai_conv2d_s8): in_c % 4
+    == 0, unstaged, no padded copy, raster order."""
+    return (int(attrs["in_c"]) % 4 == 0 and int(attrs.get("stage_oc", 0)) <= 0
+            and not int(attrs.get("pad_copy", 0)) and not int(attrs.get("reverse", 0)))
+
+
+def conv_1col_scratch_size(attrs: dict) -> int:
+    """ai_conv2d_s8_1col_scratch_size: one int16 column (2 * Kp bytes) and the pad pixel (in_c
+    bytes) when some window leaves the image. Only for conv_1col_ok layers (the others run
+    ai_conv2d_s8: its scratch, never chosen)."""
+    if not conv_1col_ok(attrs):
+        raise ValueError("conv2d_s8_1col: not a one-column layer (conv_1col_ok)")
+    geo = ConvGeometry(*(int(attrs[k]) for k in ("batches", "in_h", "in_w", "in_c", "out_h", "out_w",
+                                                  "out_c", "k_h", "k_w")),
+                       *(tuple(int(v) for v in attrs[k]) for k in ("stride", "dilation", "pad")))  # type: ignore[arg-type]
+    return 2 * conv_kp(geo) + (geo.in_c if _conv_pads(geo) else 0)
 
 
 def dw_scratch_size(geo: ConvGeometry) -> int:

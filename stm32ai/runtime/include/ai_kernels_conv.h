@@ -70,6 +70,15 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
                   const int32_t *rq, int8_t *output, void *scratch);
 int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p);
 
+/* The same layer one output pixel at a time (one int16 column: 2 * Kp bytes of scratch instead
+ * of 4 * Kp), the same outputs; for in_c % 4 == 0, unstaged, no pad_copy, reverse 0 (else it runs
+ * ai_conv2d_s8, with its scratch). Chosen for stripe members whose scratch sets the stripe's
+ * peak (passes/stripes.py `_narrow_scratch`; docs/kernels_conv.md "One column"). */
+typedef ai_conv2d_s8_params ai_conv2d_s8_1col_params;
+void ai_conv2d_s8_1col(const ai_conv2d_s8_1col_params *p, const int8_t *input, const int8_t *weights,
+                       const int32_t *rq, int8_t *output, void *scratch);
+int32_t ai_conv2d_s8_1col_scratch_size(const ai_conv2d_s8_1col_params *p);
+
 /* DEPTHWISE_CONV_2D, depth multiplier 1, at most AI_DW_MAX_TAPS kernel taps.
  * Weights: packed per group of 4 channels, tap-major inside the group. */
 #define AI_DW_MAX_TAPS 64

@@ -1384,3 +1384,139 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
     }
   }
 }
+
+/* ---- one column (ai_conv2d_s8_1col, docs/kernels_conv.md "One column") ----
+ * The same layer one output pixel at a time: one int16 column of Kp elements (2 * Kp bytes,
+ * the words {x0,x2} {x1,x3} per group of 4 K-elements) instead of a pixel pair's two, for
+ * stripe members whose scratch sets the stripe's peak (--optimization ram). The weights are the
+ * pair layout ai_conv2d_s8 reads unstaged (each pair's per-group words {w0,w2} {w1,w3} of oc then
+ * of oc+1, int16 or int8; an odd last channel's row at the end); the same exact int32 sums and
+ * requantisation, so the outputs are those of ai_conv2d_s8. Only for in_c % 4 == 0, unstaged,
+ * no padded copy and raster order (conv_1col_ok); any other layer runs ai_conv2d_s8 itself. */
+static inline int conv_1col_ok(const ai_conv2d_s8_params *p) {
+  return !conv_gathers(p) && p->stage_oc <= 0 && !p->pad_copy && !p->reverse;
+}
+
+int32_t ai_conv2d_s8_1col_scratch_size(const ai_conv2d_s8_params *p) {
+  if (!conv_1col_ok(p)) {
+    return ai_conv2d_s8_scratch_size(p);
+  }
+  return 2 * conv_kp(p) + conv_extra_bytes(p); /* the column, then the pad pixel (conv_pads) */
+}
+
+/* Output pixel n's column: per tap its in_c channels unpacked from the image, or from the pad
+ * pixel `pad` when the tap lies outside the image. */
+static void conv_col1(const ai_conv2d_s8_params *p, const int8_t *in, int32_t n, uint32_t *d,
+                      const int8_t *pad) {
+  const int32_t oy = n / p->out_w, ox = n - oy * p->out_w;
+  const int32_t y0 = oy * p->stride[0] - p->pad[0], x0 = ox * p->stride[1] - p->pad[1];
+  const int32_t cin = p->in_c, ih = p->in_h, iw = p->in_w;
+  for (int32_t ky = 0; ky < p->k_h; ++ky) {
+    const int32_t iy = y0 + ky * p->dilation[0];
+    for (int32_t kx = 0; kx < p->k_w; ++kx) {
+      const int32_t ix = x0 + kx * p->dilation[1];
+      const int8_t *s = iy >= 0 && iy < ih && ix >= 0 && ix < iw ? in + (iy * iw + ix) * cin : pad;
+      for (int32_t g = cin >> 2; g > 0; --g, s += 4, d += 2) {
+        const uint32_t v = rd32(s);
+        d[0] = sxtb16(v);
+        d[1] = sxtb16_r8(v);
+      }
+    }
+  }
+}
+
+/* Every output channel of one pixel (its column `col`) into o. */
+static inline __attribute__((always_inline)) void conv_1col_channels(const uint32_t *wp, int w16,
+                                                                      int32_t groups, const int32_t *q,
+                                                                      int32_t cout, const uint32_t *col,
+                                                                      int8_t *o, const conv_out_t *oo,
+                                                                      int mode) {
+  for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8, o += 2) {
+    int32_t a0 = q[0], a1 = q[4];
+    const uint32_t *c = col;
+    for (int32_t g = groups; g > 0; --g, c += 2) {
+      const uint32_t x0 = c[0], x1 = c[1];
+      if (w16) {
+        a0 = smlad(wp[1], x1, smlad(wp[0], x0, a0));
+        a1 = smlad(wp[3], x1, smlad(wp[2], x0, a1));
+        wp += 4;
+      } else {
+        const uint32_t u = wp[0], v = wp[1];
+        a0 = smlad(sxtb16_r8(u), x1, smlad(sxtb16(u), x0, a0));
+        a1 = smlad(sxtb16_r8(v), x1, smlad(sxtb16(v), x0, a1));
+        wp += 2;
+      }
+    }
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y0 = conv_out(q, m0, rs0, kf0, a0, oo, mode);
+    const int8_t y1 = conv_out(q + 4, m1, rs1, kf1, a1, oo, mode);
+    o[0] = y0;
+    o[1] = y1;
+  }
+  if (cout & 1) { /* the odd last channel's row: 2 (w16) or 1 (w8) words per group */
+    int32_t a = q[0];
+    const uint32_t *c = col;
+    for (int32_t g = groups; g > 0; --g, c += 2) {
+      const uint32_t lo = w16 ? wp[0] : sxtb16(wp[0]), hi = w16 ? wp[1] : sxtb16_r8(wp[0]);
+      a = smlad(hi, c[1], smlad(lo, c[0], a));
+      wp += w16 ? 2 : 1;
+    }
+    o[0] = conv_out(q, q[1], q[2], q[3], a, oo, mode);
+  }
+}
+
+/* The pixel loop: each pixel's column is built before its outputs are stored. */
+static inline __attribute__((always_inline)) void conv_1col_pixels(const ai_conv2d_s8_params *p,
+                                                                    const int8_t *input,
+                                                                    const int8_t *weights,
+                                                                    const int32_t *rq, int8_t *output,
+                                                                    uint32_t *col, int w16, int mode) {
+  const int32_t kp = conv_kp(p), npix = p->out_h * p->out_w, cout = p->out_c;
+  const int32_t in_batch = p->in_h * p->in_w * p->in_c;
+  const int8_t *pad = (const int8_t *)(col + (kp >> 1));
+  const conv_out_t oo = {p->act_min, p->act_max, p->out_offset};
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in = input + b * in_batch;
+    int8_t *out = output + b * npix * cout;
+    for (int32_t n = 0; n < npix; ++n) {
+      conv_col1(p, in, n, col, pad);
+      conv_1col_channels((const uint32_t *)(const void *)weights, w16, kp >> 2, rq, cout, col,
+                         out + n * cout, &oo, mode);
+    }
+  }
+}
+
+#define AI_CONV_1COL(NAME, W16, MODE)                                                                \
+  static __attribute__((noinline)) void NAME(const ai_conv2d_s8_params *p, const int8_t *in,         \
+                                             const int8_t *w, const int32_t *rq, int8_t *out,         \
+                                             uint32_t *col) {                                         \
+    conv_1col_pixels(p, in, w, rq, out, col, W16, MODE);                                              \
+  }
+AI_CONV_1COL(conv_1col_w16_m0, 1, 0)
+AI_CONV_1COL(conv_1col_w16_m1, 1, 1)
+AI_CONV_1COL(conv_1col_w16_m2, 1, 2)
+AI_CONV_1COL(conv_1col_w8_m0, 0, 0)
+AI_CONV_1COL(conv_1col_w8_m1, 0, 1)
+AI_CONV_1COL(conv_1col_w8_m2, 0, 2)
+
+void ai_conv2d_s8_1col(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
+                       const int32_t *rq, int8_t *output, void *scratch) {
+  if (!conv_1col_ok(p)) {
+    ai_conv2d_s8(p, input, weights, rq, output, scratch);
+    return;
+  }
+  /* the parameters on the stack (byte stores may alias them; flash reads cost wait states) */
+  const ai_conv2d_s8_params local = *p;
+  uint32_t *col = (uint32_t *)scratch;
+  if (conv_pads(&local)) {
+    memset(col + (conv_kp(&local) >> 1), (int8_t)local.pad_value, (size_t)local.in_c);
+  }
+  const int mode = !local.rq_fold ? 0 : (local.act_min > -128 || local.act_max < 127) ? 2 : 1;
+  if (local.w16) {
+    (mode == 0 ? conv_1col_w16_m0 : mode == 1 ? conv_1col_w16_m1 : conv_1col_w16_m2)(&local, input, weights,
+                                                                                       rq, output, col);
+  } else {
+    (mode == 0 ? conv_1col_w8_m0 : mode == 1 ? conv_1col_w8_m1 : conv_1col_w8_m2)(&local, input, weights, rq,
+                                                                                   output, col);
+  }
+}
