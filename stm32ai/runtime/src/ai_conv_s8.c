@@ -1299,6 +1299,12 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
       conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
                     quad);
     }
+    /* code placement (once per call): with this word each lin instance's growth for the unpack
+     * loops above sums to 192 B, a multiple of the L4R5's 32-byte ART I-cache line (RM0432
+     * §3.3.4), so the kernels linked after this file (conv2d_smallk_win_s8, conv2d_wino_s8) keep
+     * the line offsets they were measured with: a 184-byte growth put VWW's first layer (smallk
+     * win) at +25 % estimated cycles (docs/kernels_conv.md, "Unpack loops of the lin paths") */
+    __asm__ volatile("nop.w");
     return;
   }
 #else
