@@ -985,6 +985,7 @@ int main(void) {
   int ran = 0;
   for (int c = 0; c < 600; ++c) {
     ai_conv2d_s8_params p;
+    int rows1 = 0;
     GEO(p);
     p.in_c = rr(1, 24); p.out_c = rr(1, 16);
     p.w16 = rr(0, 1); p.rq_fold = rr(0, 1); p.reverse = rr(0, 1);
@@ -1005,9 +1006,17 @@ int main(void) {
         p.k_h = p.k_w = 1; p.stride[0] = p.stride[1] = 1; p.dilation[0] = p.dilation[1] = 1;
         p.pad[0] = p.pad[1] = 0; p.out_h = p.in_h; p.out_w = p.in_w; p.in_c = 4 * rr(1, 6); p.krow = 0;
         p.rq_fold = 3; p.out_offset = -128;
+      } else if (rr(0, 1)) { /* first-layer windows whose rows are one group (krow rows of at most 4
+                                bytes, KWS's 10x4x1) with rq_fold 3: conv_pairs_w16_m1qz_lin2's row loop
+                                (conv_unpack2_rows1) on the padded copy */
+        p.in_c = rr(1, 2); p.k_w = rr(1, 4 / p.in_c); p.k_h = rr(1, 10); p.dilation[0] = p.dilation[1] = 1;
+        p.pad[0] = rr(0, p.k_h - 1); p.pad[1] = rr(0, p.k_w - 1); p.in_h = rr(1, 12);
+        p.out_h = (p.in_h + 2 * p.pad[0] - p.k_h) / p.stride[0] + 1;
+        p.out_w = (p.in_w + 2 * p.pad[1] - p.k_w) / p.stride[1] + 1;
+        p.krow = 1; p.rq_fold = 3; p.out_offset = -128; rows1 = 1;
       }
     }
-    p.pad_copy = rr(0, 2) == 0; /* the padded input copy: any geometry */
+    p.pad_copy = rows1 || rr(0, 2) == 0; /* the padded input copy: any geometry */
     const int32_t kp = p.krow ? p.k_h * ((p.k_w * p.in_c + 3) & ~3) : (p.k_h * p.k_w * p.in_c + 3) & ~3;
     const int32_t nw = kp * p.out_c;
     if (!FITS(p, nw) || ai_conv2d_s8_scratch_size(&p) > (int32_t)sizeof scratch) continue;

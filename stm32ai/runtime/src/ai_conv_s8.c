@@ -316,6 +316,70 @@ static inline void conv_unpack2(uint32_t *d, const int8_t *s0, const int8_t *s1,
 #endif
 }
 
+#if defined(AI_CONV_QUAD)
+/* conv_unpack2 for the compact pair loops of the quads (conv_pairs' lin paths, Cortex-M4 only).
+ * pairs >= 1 iterations of two groups: the four loads issue back to back (N independent loads
+ * take N + 1 cycles, Cortex-M4 TRM DDI 0439B §3.3.2) and the loop's branch is taken half as
+ * often: 24 estimated cycles per two groups instead of 28. Same words as conv_unpack2. */
+static inline __attribute__((always_inline)) void conv_unpack2_x2(uint32_t *d, const int8_t *s0, const int8_t *s1,
+                                                                  int32_t pairs) {
+  uint32_t a, b, a2, b2, c, e;
+  __asm__ volatile("1:\n\t"
+                   "ldr %[a], [%[s0]], #8\n\t"
+                   "ldr %[b], [%[s1]], #8\n\t"
+                   "ldr %[a2], [%[s0], #-4]\n\t"
+                   "ldr %[b2], [%[s1], #-4]\n\t"
+                   "sxtb16 %[c], %[a]\n\t"
+                   "sxtb16 %[a], %[a], ror #8\n\t"
+                   "sxtb16 %[e], %[b]\n\t"
+                   "sxtb16 %[b], %[b], ror #8\n\t"
+                   "str %[c], [%[d]], #32\n\t"
+                   "str %[a], [%[d], #-28]\n\t"
+                   "str %[e], [%[d], #-24]\n\t"
+                   "str %[b], [%[d], #-20]\n\t"
+                   "sxtb16 %[c], %[a2]\n\t"
+                   "sxtb16 %[a2], %[a2], ror #8\n\t"
+                   "sxtb16 %[e], %[b2]\n\t"
+                   "sxtb16 %[b2], %[b2], ror #8\n\t"
+                   "str %[c], [%[d], #-16]\n\t"
+                   "str %[a2], [%[d], #-12]\n\t"
+                   "str %[e], [%[d], #-8]\n\t"
+                   "str %[b2], [%[d], #-4]\n\t"
+                   "subs %[n], %[n], #1\n\t"
+                   "bne 1b\n\t"
+                   : [a] "=&r"(a), [b] "=&r"(b), [a2] "=&r"(a2), [b2] "=&r"(b2), [c] "=&r"(c), [e] "=&r"(e),
+                     [s0] "+r"(s0), [s1] "+r"(s1), [d] "+r"(d), [n] "+r"(pairs)
+                   :
+                   : "cc", "memory");
+}
+
+/* The window rows of a pixel pair when each row is one group (krow rows of 4 bytes: KWS's first
+ * layer, 10x4x1): rows >= 1 rows, `st` bytes apart; pixel 1's row at s0 + dl. One loop over the
+ * rows (~15 estimated cycles per row, against ~30 for conv_unpack2 per row and its row loop). */
+static inline __attribute__((always_inline)) void conv_unpack2_rows1(uint32_t *d, const int8_t *s0, int32_t dl,
+                                                                     int32_t st, int32_t rows) {
+  uint32_t a, b, c, e;
+  __asm__ volatile("1:\n\t"
+                   "ldr %[a], [%[s0]]\n\t"
+                   "ldr %[b], [%[s0], %[dl]]\n\t"
+                   "add %[s0], %[s0], %[st]\n\t"
+                   "sxtb16 %[c], %[a]\n\t"
+                   "sxtb16 %[a], %[a], ror #8\n\t"
+                   "sxtb16 %[e], %[b]\n\t"
+                   "sxtb16 %[b], %[b], ror #8\n\t"
+                   "str %[c], [%[d]], #16\n\t"
+                   "str %[a], [%[d], #-12]\n\t"
+                   "str %[e], [%[d], #-8]\n\t"
+                   "str %[b], [%[d], #-4]\n\t"
+                   "subs %[n], %[n], #1\n\t"
+                   "bne 1b\n\t"
+                   : [a] "=&r"(a), [b] "=&r"(b), [c] "=&r"(c), [e] "=&r"(e), [s0] "+r"(s0), [d] "+r"(d),
+                     [n] "+r"(rows)
+                   : [dl] "r"(dl), [st] "r"(st)
+                   : "cc", "memory");
+}
+#endif
+
 /* krow: the first row of output pixel (oy, ox)'s window in the image and the stride
  * between its rows, when the window lies inside the image and reading each row's padded
  * run stays inside the input tensor; else the window gathered into `lin` (stride runp). */
@@ -1216,7 +1280,13 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
       if (f0 <= r.max_off && f1 <= r.max_off) {
         const int8_t *s0 = r.in + f0, *s1 = r.in + f1;
         if (lin == 1) {
-          conv_unpack2(r.col, s0, s1, r.rowg);
+          if (r.rowg & 1) {
+            conv_unpack2(r.col, s0, s1, r.rowg);
+          } else {
+            conv_unpack2_x2(r.col, s0, s1, r.rowg >> 1);
+          }
+        } else if (r.rowg == 1) {
+          conv_unpack2_rows1(r.col, s0, (int32_t)(s1 - s0), r.rowst, r.kh);
         } else {
           uint32_t *c = r.col;
           for (int32_t ky = r.kh; ky > 0; --ky, s0 += r.rowst, s1 += r.rowst, c += 4 * r.rowg) {
@@ -1229,6 +1299,12 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
       conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
                     quad);
     }
+    /* code placement (once per call): with this word each lin instance's growth for the unpack
+     * loops above sums to 192 B, a multiple of the L4R5's 32-byte ART I-cache line (RM0432
+     * §3.3.4), so the kernels linked after this file (conv2d_smallk_win_s8, conv2d_wino_s8) keep
+     * the line offsets they were measured with: a 184-byte growth put VWW's first layer (smallk
+     * win) at +25 % estimated cycles (docs/kernels_conv.md, "Unpack loops of the lin paths") */
+    __asm__ volatile("nop.w");
     return;
   }
 #else
