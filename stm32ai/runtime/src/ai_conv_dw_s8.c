@@ -926,16 +926,20 @@ DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_ROW_S1, 1)
 DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
 #endif
 
-/* The frame of a band's row calls (DW3_ROWS_FN; offsets in the comment above it), built once
- * per band: words 13 and 16-20 are the band's geometry, 21-23 its rows, outputs per row and
- * output row pitch (read by the C rows and to reset the row counter); each channel's call
- * writes only its constants (0-3, 5-12) and the row counter (15), instead of the whole frame. */
+/* The frame of a band's row calls (DW3_ROWS_FN; offsets in the comment above it): words 13
+ * and 16-20 are the band's geometry, 21-23 its rows, outputs per row and output row pitch
+ * (read by the C rows and to reset the row counter); each channel's call writes only its
+ * constants (0-3, 5-12, 24-27), the output pointer (4), the quads' end (14) and the row
+ * counter (15), so the driver builds it once per band height, not per group and band. Out of
+ * line: one-row band calls (stripes, --optimization ram) loop over the channel groups with
+ * the driver, fill and rows code all live, and that loop must fit the flash I-cache (1 KB on
+ * the STM32L4+, RM0432 §3.3.4) to run from it (docs/kernels_conv.md). */
 #if defined(AI_DW3_DQ)
 #define DW3_FRAME_WORDS 28 /* 24-27: the doubled rows' requantisation words */
 #else
 #define DW3_FRAME_WORDS 24
 #endif
-static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
+static __attribute__((noinline)) void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
                              int32_t out_pitch, int32_t C) {
   const int32_t step = 32 * G * S; /* data bytes per output pair */
   f[4] = 0;
@@ -1007,6 +1011,9 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
      * image ever receives image data, so the pad rows keep the values written just above */  \
     const int pad_clean = v.oh <= R;                                                              \
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
+    /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
+    int32_t fr[DW3_FRAME_WORDS];                                                                  \
+    int32_t fr_nr = 0; /* band height fr was built for (0: not yet) */                            \
     for (int32_t b = 0; b < p->batches; ++b) {                                                    \
       const int8_t *in = input + b * p->in_h * p->in_w * C;                                       \
       int8_t *out = output + b * p->out_h * p->out_w * OC;                                        \
@@ -1026,8 +1033,10 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
           } else {                                                                                \
             GATHER(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);                            \
           }                                                                                       \
-          int32_t fr[DW3_FRAME_WORDS];                                                            \
-          dw3_frame(fr, (G), S, nr, v.ow, v.out_row, v.out_col);                                  \
+          if (nr != fr_nr) { /* the geometry once per band height, not per group and band */   \
+            dw3_frame(fr, (G), S, nr, v.ow, v.out_row, v.out_col);                                \
+            fr_nr = nr;                                                                           \
+          }                                                                                       \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
