@@ -936,10 +936,30 @@ DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
  * the STM32L4+, RM0432 §3.3.4) to run from it (docs/kernels_conv.md). */
 #if defined(AI_DW3_DQ)
 #define DW3_FRAME_WORDS 28 /* 24-27: the doubled rows' requantisation words */
+/* Cortex-M4 only (the L4+'s I-cache): other builds keep their objects byte-identical (their
+ * code placement, which other kernels' loops are sensitive to) and build the frame per band. */
+#define DW3_FRAME_ATTR __attribute__((noinline))
+/* Code placement only: dw3_frame (80 B with its alignment) out of line made the 4-channel
+ * driver 88 B and the 2-channel one 96 B shorter; these nops keep each driver + dw3_frame at
+ * the size before, so that the kernels linked after them keep their alignment (VWW's
+ * smallk_win loops cost +4 % estimated cycles on nucleo-l4r5zi shifted by -8 B). */
+#define DW3_PAD_G4() __asm__ volatile("nop\n\tnop\n\tnop\n\tnop")
+#define DW3_PAD_G2() __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop")
+#define DW3_FRAME_BUILD(F, F_NR, G, S, NR, OW, PITCH, C)                                         \
+  if ((NR) != (F_NR)) { /* the geometry once per band height, not per group and band */         \
+    dw3_frame(F, G, S, NR, OW, PITCH, C);                                                        \
+    F_NR = (NR);                                                                                 \
+  }
 #else
 #define DW3_FRAME_WORDS 24
+#define DW3_FRAME_ATTR inline
+#define DW3_PAD_G4()
+#define DW3_PAD_G2()
+#define DW3_FRAME_BUILD(F, F_NR, G, S, NR, OW, PITCH, C)                                         \
+  (void)(F_NR);                                                                                  \
+  dw3_frame(F, G, S, NR, OW, PITCH, C);
 #endif
-static __attribute__((noinline)) void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
+static DW3_FRAME_ATTR void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
                              int32_t out_pitch, int32_t C) {
   const int32_t step = 32 * G * S; /* data bytes per output pair */
   f[4] = 0;
@@ -1033,10 +1053,7 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
           } else {                                                                                \
             GATHER(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);                            \
           }                                                                                       \
-          if (nr != fr_nr) { /* the geometry once per band height, not per group and band */   \
-            dw3_frame(fr, (G), S, nr, v.ow, v.out_row, v.out_col);                                \
-            fr_nr = nr;                                                                           \
-          }                                                                                       \
+          DW3_FRAME_BUILD(fr, fr_nr, (G), S, nr, v.ow, v.out_row, v.out_col)                     \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
@@ -1055,6 +1072,7 @@ DW3_RUN_FN(dw3_run_g2, 2, dw3_fill2, dw3_fill_gather2, dw3_rows_g2_s1, dw3_rows_
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch) {
   dw3_run(p, input, packed, output, scratch, 0);
+  DW3_PAD_G4();
 #if defined(__ARM_ARCH_6M__) && defined(__OPTIMIZE__)
   /* Code placement only (issue 25): the portable driver shrank by 36 bytes on Armv6-M, which
    * moved VWW's conv2d_s8 loops by 4 bytes modulo 32 in flash and cost them fetch stalls on
@@ -1071,12 +1089,14 @@ void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params 
                                     const int8_t *input, const int32_t *packed, int8_t *output,
                                     void *scratch) {
   dw3_run(p, input, packed, output, scratch, 1);
+  DW3_PAD_G4();
 }
 
 void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,
                                    const int8_t *input, const int32_t *packed, int8_t *output,
                                    void *scratch) {
   dw3_run_g2(p, input, packed, output, scratch, 0);
+  DW3_PAD_G2();
 }
 
 int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
@@ -1088,4 +1108,5 @@ void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_p
                                        const int8_t *input, const int32_t *packed, int8_t *output,
                                        void *scratch) {
   dw3_run_g2(p, input, packed, output, scratch, 1);
+  DW3_PAD_G2();
 }
