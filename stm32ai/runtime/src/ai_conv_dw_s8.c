@@ -926,16 +926,40 @@ DW3_ROWS_FN(dw3_rows_g2_s1x, 2, 1, DW3_ROW_S1, 1)
 DW3_ROWS_FN(dw3_rows_g2_s2x, 2, 2, DW3_ROW_S2, 1)
 #endif
 
-/* The frame of a band's row calls (DW3_ROWS_FN; offsets in the comment above it), built once
- * per band: words 13 and 16-20 are the band's geometry, 21-23 its rows, outputs per row and
- * output row pitch (read by the C rows and to reset the row counter); each channel's call
- * writes only its constants (0-3, 5-12) and the row counter (15), instead of the whole frame. */
+/* The frame of a band's row calls (DW3_ROWS_FN; offsets in the comment above it): words 13
+ * and 16-20 are the band's geometry, 21-23 its rows, outputs per row and output row pitch
+ * (read by the C rows and to reset the row counter); each channel's call writes only its
+ * constants (0-3, 5-12, 24-27), the output pointer (4), the quads' end (14) and the row
+ * counter (15), so the driver builds it once per band height, not per group and band. Out of
+ * line: one-row band calls (stripes, --optimization ram) loop over the channel groups with
+ * the driver, fill and rows code all live, and that loop must fit the flash I-cache (1 KB on
+ * the STM32L4+, RM0432 §3.3.4) to run from it (docs/kernels_conv.md). */
 #if defined(AI_DW3_DQ)
 #define DW3_FRAME_WORDS 28 /* 24-27: the doubled rows' requantisation words */
+/* Cortex-M4 only (the L4+'s I-cache): other builds keep their objects byte-identical (their
+ * code placement, which other kernels' loops are sensitive to) and build the frame per band. */
+#define DW3_FRAME_ATTR __attribute__((noinline))
+/* Code placement only: dw3_frame (80 B with its alignment) out of line made the 4-channel
+ * driver 88 B and the 2-channel one 96 B shorter; these nops keep each driver + dw3_frame at
+ * the size before, so that the kernels linked after them keep their alignment (VWW's
+ * smallk_win loops cost +4 % estimated cycles on nucleo-l4r5zi shifted by -8 B). */
+#define DW3_PAD_G4() __asm__ volatile("nop\n\tnop\n\tnop\n\tnop")
+#define DW3_PAD_G2() __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop")
+#define DW3_FRAME_BUILD(F, F_NR, G, S, NR, OW, PITCH, C)                                         \
+  if ((NR) != (F_NR)) { /* the geometry once per band height, not per group and band */         \
+    dw3_frame(F, G, S, NR, OW, PITCH, C);                                                        \
+    F_NR = (NR);                                                                                 \
+  }
 #else
 #define DW3_FRAME_WORDS 24
+#define DW3_FRAME_ATTR inline
+#define DW3_PAD_G4()
+#define DW3_PAD_G2()
+#define DW3_FRAME_BUILD(F, F_NR, G, S, NR, OW, PITCH, C)                                         \
+  (void)(F_NR);                                                                                  \
+  dw3_frame(F, G, S, NR, OW, PITCH, C);
 #endif
-static inline void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
+static DW3_FRAME_ATTR void dw3_frame(int32_t *f, int32_t G, int32_t S, int32_t nrows, int32_t ow,
                              int32_t out_pitch, int32_t C) {
   const int32_t step = 32 * G * S; /* data bytes per output pair */
   f[4] = 0;
@@ -1007,6 +1031,9 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
      * image ever receives image data, so the pad rows keep the values written just above */  \
     const int pad_clean = v.oh <= R;                                                              \
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
+    /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
+    int32_t fr[DW3_FRAME_WORDS];                                                                  \
+    int32_t fr_nr = 0; /* band height fr was built for (0: not yet) */                            \
     for (int32_t b = 0; b < p->batches; ++b) {                                                    \
       const int8_t *in = input + b * p->in_h * p->in_w * C;                                       \
       int8_t *out = output + b * p->out_h * p->out_w * OC;                                        \
@@ -1026,8 +1053,7 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
           } else {                                                                                \
             GATHER(&v, in, c0, nch, OC / C, iy0, rows, (uint8_t *)pl);                            \
           }                                                                                       \
-          int32_t fr[DW3_FRAME_WORDS];                                                            \
-          dw3_frame(fr, (G), S, nr, v.ow, v.out_row, v.out_col);                                  \
+          DW3_FRAME_BUILD(fr, fr_nr, (G), S, nr, v.ow, v.out_row, v.out_col)                     \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
             const int32_t *kc = kg + k * AI_DW3_K;                                                \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
@@ -1046,6 +1072,7 @@ DW3_RUN_FN(dw3_run_g2, 2, dw3_fill2, dw3_fill_gather2, dw3_rows_g2_s1, dw3_rows_
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch) {
   dw3_run(p, input, packed, output, scratch, 0);
+  DW3_PAD_G4();
 #if defined(__ARM_ARCH_6M__) && defined(__OPTIMIZE__)
   /* Code placement only (issue 25): the portable driver shrank by 36 bytes on Armv6-M, which
    * moved VWW's conv2d_s8 loops by 4 bytes modulo 32 in flash and cost them fetch stalls on
@@ -1062,12 +1089,14 @@ void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params 
                                     const int8_t *input, const int32_t *packed, int8_t *output,
                                     void *scratch) {
   dw3_run(p, input, packed, output, scratch, 1);
+  DW3_PAD_G4();
 }
 
 void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,
                                    const int8_t *input, const int32_t *packed, int8_t *output,
                                    void *scratch) {
   dw3_run_g2(p, input, packed, output, scratch, 0);
+  DW3_PAD_G2();
 }
 
 int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
@@ -1079,4 +1108,5 @@ void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_p
                                        const int8_t *input, const int32_t *packed, int8_t *output,
                                        void *scratch) {
   dw3_run_g2(p, input, packed, output, scratch, 1);
+  DW3_PAD_G2();
 }
