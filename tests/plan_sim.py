@@ -127,7 +127,33 @@ def _wino_steps(a: dict) -> Iterator[Step]:
                        np.concatenate(writes) if writes else np.zeros(0, np.int64))
 
 
+def _smallk_steps(a: dict) -> Iterator[Step]:
+    """ai_conv2d_smallk_s8 (1x1): per batch, blocks of SMALLK_BLOCK output pixels (last block
+    first with `reverse`); inside a block each output channel streams all the block's pixels, so
+    channel 0's stores precede channel 1's reads of the same input: a block's step writes its
+    outputs, then its input is read again (an output on the block's own input is caught)."""
+    from stm32ai.passes.lower.conv_smallk import SMALLK_BLOCK
+
+    ih, iw, ic, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
+    sh, sw = a["stride"]
+    npix = oh * ow
+    blocks = [range(p0, min(p0 + SMALLK_BLOCK, npix)) for p0 in range(0, npix, SMALLK_BLOCK)]
+    if a.get("reverse"):
+        blocks.reverse()
+    for b in range(a["batches"]):
+        for blk in blocks:
+            src = [b * ih * iw + (p // ow) * sh * iw + (p % ow) * sw for p in blk]
+            reads = np.concatenate([np.arange(q * ic, q * ic + ic) for q in src])
+            writes = np.concatenate([np.arange((b * npix + p) * oc, (b * npix + p + 1) * oc) for p in blk])
+            yield reads, writes
+            yield reads, np.zeros(0, np.int64)
+
+
 KERNEL_STEPS = {"conv2d_s8": _conv_steps, "depthwise_conv2d_3x3_s8": _dw3_steps,
+                # the window kernel gathers exactly the window taps of a pixel pair (no krow runs),
+                # forward only, before storing the pair: conv2d_s8's plain order
+                "conv2d_smallk_win_s8": lambda a: _conv_steps({**a, "krow": 0, "reverse": 0}),
+                "conv2d_smallk_s8": _smallk_steps,
                 "conv2d_wino_s8": _wino_steps,
                 "depthwise_conv2d_3x3_sgn_s8": _dw3_steps,
                 "depthwise_conv2d_3x3_g2_s8": lambda a: _dw3_steps(a, 2),
