@@ -228,7 +228,7 @@ def test_validate_target_reports_layers(runs, tmp_path, capsys):
     assert [(x["node"], x["kernel"]) for x in t["layers"]] == [(x.node, x.kernel) for x in prof.layers]
     assert all(x["mean"] > 0 for x in t["layers"])
     out = capsys.readouterr().out
-    assert "per-layer instructions" in out and "conv2d_s8" in out
+    assert "per-layer instructions" in out and all(x.kernel in out for x in prof.layers)
 
 
 @pytest.mark.slow
