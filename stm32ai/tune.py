@@ -35,6 +35,8 @@ def conv_variant(op: Any, g: Any) -> str | None:
         return None
     if op.kernel == "conv2d_wino_s8":
         return "wino"
+    if op.kernel in ("conv2d_smallk_s8", "conv2d_smallk_win_s8"):
+        return "smallk"
     if op.kernel == "conv2d_s8":
         return "int16" if int(op.attrs.get("w16", 0)) else "int8"
     return None

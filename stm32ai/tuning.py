@@ -27,7 +27,7 @@ FORMAT = "stm32ai-tuning/1"
 # Variants of an int8 CONV_2D the lowering can be told per layer, in order of preference on a
 # tie (then smaller flash): int8 direct (conv2d_s8), int16 direct (conv2d_s8 w16), exact
 # Winograd F(2x2,3x3) (conv2d_wino_s8, only 3x3 stride 1 and where its bound is proved).
-CONV_VARIANTS = ("int8", "int16", "wino")
+CONV_VARIANTS = ("int8", "int16", "wino", "smallk")
 
 _PKG = Path(__file__).resolve().parent
 # What the estimated cycles of a layer depend on besides the layer and the board: the C

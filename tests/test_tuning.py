@@ -112,26 +112,27 @@ def _fake(cycles: dict[str, int], calls: list[str]):
 def test_tuner_keeps_the_fastest_and_caches(tmp_path):
     calls: list[str] = []
     lines: list[str] = []
-    res = tune(TWO, BOARD, cache=tmp_path, measure=_fake({"int8": 1000, "int16": 900, "wino": 950}, calls),
+    res = tune(TWO, BOARD, cache=tmp_path, measure=_fake({"int8": 1000, "int16": 900, "wino": 950, "smallk": 980}, calls),
                progress=lines.append)
-    assert calls == ["int8", "int16", "wino"] and not res.cached
+    assert calls == ["int8", "int16", "wino", "smallk"] and not res.cached
     k_s1, k_s2 = sorted(res.table.layers)
     assert res.table.choices() == {k_s1: "int16", k_s2: "int16"}
-    assert set(res.table.layers[k_s1]["measured"]) == {"int8", "int16", "wino"}
-    assert set(res.table.layers[k_s2]["measured"]) == {"int8", "int16"}   # no Winograd at stride 2
+    # 3 input channels: the small-channel window kernel admits both layers; no Winograd at stride 2
+    assert set(res.table.layers[k_s1]["measured"]) == {"int8", "int16", "wino", "smallk"}
+    assert set(res.table.layers[k_s2]["measured"]) == {"int8", "int16", "smallk"}
     assert any("int16 on 2 layers" in ln for ln in lines)
     t1 = tmp_path / "a.json"
     res.table.dump(t1)
     # second run: every signature cached, nothing built, the same table byte for byte
     calls2: list[str] = []
-    res2 = tune(TWO, BOARD, cache=tmp_path, measure=_fake({"int8": 1, "int16": 2, "wino": 3}, calls2))
+    res2 = tune(TWO, BOARD, cache=tmp_path, measure=_fake({"int8": 1, "int16": 2, "wino": 3, "smallk": 4}, calls2))
     t2 = tmp_path / "b.json"
     res2.table.dump(t2)
     assert res2.cached and calls2 == [] and t1.read_bytes() == t2.read_bytes()
     # another board is another signature: measured again
     calls3: list[str] = []
-    tune(TWO, "nucleo-h7a3zi-q", cache=tmp_path, measure=_fake({"int8": 1, "int16": 2, "wino": 3}, calls3))
-    assert calls3 == ["int8", "int16", "wino"]
+    tune(TWO, "nucleo-h7a3zi-q", cache=tmp_path, measure=_fake({"int8": 1, "int16": 2, "wino": 3, "smallk": 4}, calls3))
+    assert calls3 == ["int8", "int16", "wino", "smallk"]
 
 
 def test_tune_cli_refuses_in_one_line(tmp_path, capsys):
@@ -152,11 +153,11 @@ def test_generate_autotune_runs_the_tuner_then_compiles_with_its_table(tmp_path,
 
     calls: list[str] = []
     monkeypatch.setenv("STM32AI_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(stm32ai.tune, "_measure", _fake({"int8": 1000, "int16": 1100, "wino": 500}, calls))
+    monkeypatch.setattr(stm32ai.tune, "_measure", _fake({"int8": 1000, "int16": 1100, "wino": 500, "smallk": 1200}, calls))
     out = tmp_path / "c"
     assert main(["generate", str(TWO), "--board", BOARD, "--c-only", "--autotune", "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert calls == ["int8", "int16", "wino"] and "tune [3/3] wino on 1 layers" in err
+    assert calls == ["int8", "int16", "wino", "smallk"] and "tune [3/4] wino on 1 layers" in err
     src = (out / "network.c").read_text()
     # stride 1: Winograd (fastest); stride 2: int8 (faster than int16 in the fake)
     assert "conv2d_wino_s8" in src and "conv2d_s8" in src
@@ -164,7 +165,7 @@ def test_generate_autotune_runs_the_tuner_then_compiles_with_its_table(tmp_path,
 
 @pytest.mark.slow
 def test_real_tuner_on_a_fixture(tmp_path, capsys):
-    """Builds and estimates every candidate (3 firmware builds, ~1 min): the table's choice is the
+    """Builds and estimates every candidate (4 firmware builds, ~1 min): the table's choice is the
     minimum of what was measured, and the tuned C matches TFLite Micro on the host."""
     from stm32ai.cli import main
 

@@ -36,7 +36,14 @@ from stm32ai.passes.lower.common import fused_activation as _fused
 from stm32ai.passes.lower.common import scale_of as _scale
 from stm32ai.passes.lower.common import zp_of as _zp
 from stm32ai.passes.lower.conv_geometry import ConvGeometry, conv_geometry, out_size, same_padding
-from stm32ai.passes.lower.conv_smallk import lower_smallk, lower_win, smallk_default, win_default
+from stm32ai.passes.lower.conv_smallk import (
+    lower_smallk,
+    lower_win,
+    smallk_applies,
+    smallk_default,
+    win_applies,
+    win_default,
+)
 from stm32ai.passes.lower.conv_wino import lower_winograd, wino_default, wino_extra_bytes
 from stm32ai.passes.lower.dwconv3x3 import lower_dw3x3
 from stm32ai.passes.quant import (
@@ -525,7 +532,7 @@ def lower_conv(op: Op, g: Graph) -> None:
     wino = choice == "wino" or (choice is None and (g.winograd or (g.winograd is None and _wino_by_rule(g, geo))))
     if wino and _lower_conv_wino(op, g, geo, w_rows, base):
         return
-    if choice is None and _lower_conv_smallk(op, g, geo, w_rows, base):
+    if choice in (None, "smallk") and _lower_conv_smallk(op, g, geo, w_rows, base, choice == "smallk"):
         return
     _lower_conv_s8_rows(op, g, geo, w_rows, base)
     op.tune_variant = choice if choice in ("int8", "int16") else None
@@ -567,12 +574,14 @@ def _lower_conv_wino(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, ba
     return lower_winograd(op, g, geo, w_rows, table, fold, base, _int8_attrs(op, x, y), _zp(x))
 
 
-def _lower_conv_smallk(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str) -> bool:
-    """conv2d_smallk_s8 / conv2d_smallk_win_s8 by their default rules (passes/lower/conv_smallk.py)
-    with conv2d_s8's folded requantisation table and its doubled-accumulator proof
-    (`rq_double_mode`); False: not taken."""
-    smallk = smallk_default(geo, g.core, g.optimization)
-    if not smallk and not win_default(geo, g.core, g.optimization):
+def _lower_conv_smallk(op: Op, g: Graph, geo: ConvGeometry, w_rows: np.ndarray, base: str,
+                       tuned: bool = False) -> bool:
+    """conv2d_smallk_s8 / conv2d_smallk_win_s8 by their default rules (passes/lower/conv_smallk.py),
+    or wherever legal when a tuning table names the `smallk` variant (`tuned`), with conv2d_s8's
+    folded requantisation table and its doubled-accumulator proof (`rq_double_mode`); False: not
+    taken (a tuned layer then follows the other rules)."""
+    smallk = smallk_applies(geo) if tuned else smallk_default(geo, g.core, g.optimization)
+    if not smallk and not (win_applies(geo) if tuned else win_default(geo, g.core, g.optimization)):
         return False
     x, w, y = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]], g.tensors[op.outputs[0]]
     bias = _bias_values(g, op)
