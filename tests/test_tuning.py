@@ -112,8 +112,8 @@ def _fake(cycles: dict[str, int], calls: list[str]):
 def test_tuner_keeps_the_fastest_and_caches(tmp_path):
     calls: list[str] = []
     lines: list[str] = []
-    res = tune(TWO, BOARD, cache=tmp_path, measure=_fake({"int8": 1000, "int16": 900, "wino": 950, "smallk": 980}, calls),
-               progress=lines.append)
+    fake = _fake({"int8": 1000, "int16": 900, "wino": 950, "smallk": 980}, calls)
+    res = tune(TWO, BOARD, cache=tmp_path, measure=fake, progress=lines.append)
     assert calls == ["int8", "int16", "wino", "smallk"] and not res.cached
     k_s1, k_s2 = sorted(res.table.layers)
     assert res.table.choices() == {k_s1: "int16", k_s2: "int16"}
@@ -153,7 +153,8 @@ def test_generate_autotune_runs_the_tuner_then_compiles_with_its_table(tmp_path,
 
     calls: list[str] = []
     monkeypatch.setenv("STM32AI_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(stm32ai.tune, "_measure", _fake({"int8": 1000, "int16": 1100, "wino": 500, "smallk": 1200}, calls))
+    fake = _fake({"int8": 1000, "int16": 1100, "wino": 500, "smallk": 1200}, calls)
+    monkeypatch.setattr(stm32ai.tune, "_measure", fake)
     out = tmp_path / "c"
     assert main(["generate", str(TWO), "--board", BOARD, "--c-only", "--autotune", "-o", str(out)]) == 0
     err = capsys.readouterr().err
