@@ -47,18 +47,22 @@ def _layer(x_shape, oc, stride, act, out_zp, bias_mag):
                       w_scales=scales, out_q=out_q)
 
 
-@pytest.mark.parametrize("name,x_shape,oc,stride,act,out_zp,bias_mag,mode", LAYERS, ids=[c[0] for c in LAYERS])
-def test_layer_bit_exact_with_tflite_reference(name, x_shape, oc, stride, act, out_zp, bias_mag, mode):
-    g = _layer(x_shape, oc, stride, act, out_zp, bias_mag)
+def _check_host_kernel(g, x_shape: tuple[int, ...], kernel: str, mode: int) -> None:
+    """The layer lowers to `kernel` with requantisation mode `mode` on the M4 and its host C output
+    equals the TFLite reference arithmetic on random and extreme inputs."""
     c = compile_graph(copy.deepcopy(g), core="cortex-m4")
     op = c.graph.ops[0]
-    assert op.kernel == "conv2d_smallk_s8"
+    assert op.kernel == kernel
     assert op.attrs["rq_fold"] == mode
     xs = [rng.integers(-128, 128, x_shape).astype(np.int8) for _ in range(2)]
     xs += [np.full(x_shape, v, np.int8) for v in (-128, 127)]
-    outs = run_compiled(c, [[x] for x in xs])
-    for x, out in zip(xs, outs, strict=True):
+    for x, out in zip(xs, run_compiled(c, [[x] for x in xs]), strict=True):
         np.testing.assert_array_equal(out[0], reference(g, x))
+
+
+@pytest.mark.parametrize("name,x_shape,oc,stride,act,out_zp,bias_mag,mode", LAYERS, ids=[c[0] for c in LAYERS])
+def test_layer_bit_exact_with_tflite_reference(name, x_shape, oc, stride, act, out_zp, bias_mag, mode):
+    _check_host_kernel(_layer(x_shape, oc, stride, act, out_zp, bias_mag), x_shape, "conv2d_smallk_s8", mode)
 
 
 def test_rule_and_fallbacks():
@@ -149,15 +153,8 @@ def _win_layer(x_shape, k, oc, stride, padding, act, out_zp):
 @pytest.mark.parametrize("name,x_shape,k,oc,stride,padding,act,out_zp,mode", WIN_LAYERS,
                          ids=[c[0] for c in WIN_LAYERS])
 def test_win_layer_bit_exact_with_tflite_reference(name, x_shape, k, oc, stride, padding, act, out_zp, mode):
-    g = _win_layer(x_shape, k, oc, stride, padding, act, out_zp)
-    c = compile_graph(copy.deepcopy(g), core="cortex-m4")
-    op = c.graph.ops[0]
-    assert op.kernel == "conv2d_smallk_win_s8"
-    assert op.attrs["rq_fold"] == mode
-    xs = [rng.integers(-128, 128, x_shape).astype(np.int8) for _ in range(2)]
-    xs += [np.full(x_shape, v, np.int8) for v in (-128, 127)]
-    for x, out in zip(xs, run_compiled(c, [[x] for x in xs]), strict=True):
-        np.testing.assert_array_equal(out[0], reference(g, x))
+    _check_host_kernel(_win_layer(x_shape, k, oc, stride, padding, act, out_zp), x_shape, "conv2d_smallk_win_s8",
+                       mode)
 
 
 def test_win_order_hand_computed():
