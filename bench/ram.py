@@ -80,6 +80,15 @@ def bench_ram(row: dict[str, Any], path: Path, workdir: Path, build_run: Callabl
             r["instructions"] = out.count
     except Stm32aiError as e:
         r["result"] = f"build failed: {e}"
+    if sts:  # the stripes' cost in instructions: the same firmware without them
+        try:
+            _, out = build_run(args, flat, workdir / "ram-flat", board)
+            if out.unit == "instructions" and out.count:
+                r["instructions_no_stripes"] = out.count
+        except Stm32aiError:
+            pass
+    else:
+        r["instructions_no_stripes"] = r.get("instructions")
     if estimate:
         bal = next((e for e in row.get("estimates", []) if e.get("board") == RAM_BOARD and not e.get("autotuned")
                     and "estimated_cycles" in e), None)
@@ -112,10 +121,10 @@ def ram_table(rows: list[dict[str, Any]]) -> str:
 
     out = ["\n### `--optimization ram`: pool, instructions and estimated cycles\n",
            "| model | pool balanced | ram, no stripes | ram (stripes) | ram --input-rows | band heights | result "
-           "| QEMU instr ram "
-           "| vs balanced | est. cycles balanced | est. ram, no stripes | est. ram | ram vs balanced "
-           "| stripes vs no stripes |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| QEMU instr ram | QEMU instr ram, no stripes "
+           "| vs balanced | stripes vs no stripes (instr) | est. cycles balanced | est. ram, no stripes | est. ram "
+           "| ram vs balanced | stripes vs no stripes |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         x = r["ram"]
         bands = ", ".join(f"{b}{' (2-ch dw)' if n else ''}"
@@ -123,7 +132,9 @@ def ram_table(rows: list[dict[str, Any]]) -> str:
             or "no stripe"
         out.append(f"| {r['stem']} | {f(x['pool_balanced'])} | {f(x['pool_ram_no_stripes'])} | {f(x['pool_ram'])} "
                    f"| {f(x.get('pool_ram_rows'))} | {bands} | {x.get('result', '—')} | {f(x.get('instructions'))} "
-                   f"| {_pct(x.get('instructions'), r.get('instructions'))} | {f(x.get('est_balanced'))} "
+                   f"| {f(x.get('instructions_no_stripes'))} "
+                   f"| {_pct(x.get('instructions'), r.get('instructions'))} "
+                   f"| {_pct(x.get('instructions'), x.get('instructions_no_stripes'))} | {f(x.get('est_balanced'))} "
                    f"| {f(x.get('est_ram_no_stripes'))} | {f(x.get('est_ram'))} "
                    f"| {_pct(x.get('est_ram'), x.get('est_balanced'))} "
                    f"| {_pct(x.get('est_ram'), x.get('est_ram_no_stripes'))} |")
@@ -132,7 +143,8 @@ def ram_table(rows: list[dict[str, Any]]) -> str:
                f"it: the application hands it over in rows, '—' when no stripe reads an input), compiled for the "
                f"emulated board. Instructions: "
                f"the ram firmware on the emulated board (QEMU -icount), its output checked against TFLite Micro "
-               f"(result); 'vs balanced': against the headline row's instructions. Estimated: `stm32ai analyze "
+               f"(result), and the same firmware without stripes (`--no-stripes`); 'vs balanced': against the headline "
+               f"row's instructions. Estimated: `stm32ai analyze "
                f"--board {RAM_BOARD} --estimate` of the `--optimization ram` firmware (and `--no-stripes`)"
                + (f", model {model}" if model else "") + "; the ram pool on that board can differ from the emulated "
                "board's (weights staging). docs/stripes.md explains the cost.\n")
