@@ -1,0 +1,239 @@
+/* int8 DEPTHWISE_CONV_2D 3x3 on the HWC layout, channel by channel, for short calls (stripe
+ * members: one or a few output rows per call). Same params and packed constants as
+ * ai_depthwise_conv2d_3x3_s8 (docs/kernels_conv.md "3x3 depthwise on HWC"); no transposition
+ * into scratch, no per-call frame: per output channel its 10 constants are read once per call,
+ * then each output row is walked two pixels at a time, the input bytes of each kernel row
+ * loaded straight from the HWC rows (stride in_c) and paired as int16 {x[i], x[i+1]} for SMLAD.
+ * A pair of the previous step is reused (stride 1: 2 new columns per output pair and row).
+ * Rows of the window outside the image: their taps read pad_value, so their sum
+ * pad_value * (w0 + w1 + w2) is added to the bias once per output row and the row's weights
+ * are zeroed (the loads then read a row inside the image, whose product with 0 adds nothing).
+ * Columns outside the image: the few pairs next to the left / right edge take a bounds-checked
+ * path; every other pair loads without a test. No float, no malloc, no scratch. */
+#include <string.h>
+
+#include "ai_kernels_conv.h"
+#include "ai_simd.h"
+
+/* Low word of TFLite's rounding constant (as ai_conv_dw_s8.c DW3_KLO) */
+#define DWH_KLO(rs) ((rs) == 0 ? (int32_t)0xC0000000u : 0x40000000)
+
+/* The packed requantisation (as ai_conv_dw_s8.c dw3_rq): hi32({khi, klo} + sign term +
+ * x*m) >> rs, then SSAT 8. exact 0: sign term {s, klo ^ s} (proved exact per layer at
+ * generate time); 1: exactly -2^31 * [x < 0]. */
+static inline int32_t dwh_rq(int32_t x, int32_t m, int32_t khi, int32_t rs, int32_t klo, int exact) {
+#if defined(__ARM_FEATURE_DSP)
+  int32_t lo, hi, s;
+  if (exact) {
+    __asm__("asr %2, %3, #31\n\t"
+            "adds %0, %4, %2, lsl #31\n\t"
+            "adc %1, %5, %2\n\t"
+            "smlal %0, %1, %3, %6"
+            : "=&r"(lo), "=&r"(hi), "=&r"(s)
+            : "r"(x), "r"(klo), "r"(khi), "r"(m)
+            : "cc");
+  } else {
+    __asm__("eor %0, %3, %2, asr #31\n\t"
+            "add %1, %4, %2, asr #31\n\t"
+            "smlal %0, %1, %2, %5"
+            : "=&r"(lo), "=&r"(hi)
+            : "r"(x), "r"(klo), "r"(khi), "r"(m));
+    s = 0;
+  }
+  (void)lo;
+  (void)s;
+  return ssat8(hi >> rs);
+#else
+  const uint32_t s = (uint32_t)(x >> 31);
+  uint64_t k;
+  if (exact) {
+    k = ((uint64_t)(uint32_t)khi << 32) + (uint32_t)klo - (s & 0x80000000u);
+  } else {
+    k = ((uint64_t)((uint32_t)khi + s) << 32) | ((uint32_t)klo ^ s);
+  }
+  const uint64_t a = k + (uint64_t)ai_smull(x, m);
+  return ssat8((int32_t)(uint32_t)(a >> 32) >> rs);
+#endif
+}
+
+/* {a, b} as int16 halves, a low (PKHBT) */
+static inline uint32_t dwh_pk(int32_t a, int32_t b) {
+  return pk_lo((uint32_t)a, (uint32_t)b);
+}
+
+/* Input column ix of a row (bounds-checked: pad_value outside the image) */
+static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t col, int32_t pv) {
+  return (ix >= 0 && ix < w) ? (int32_t)row[ix * col] : pv;
+}
+
+/* The two outputs of an output pair (or the first one alone) from the pairs A = {x0, x1},
+ * B = {x2, x3} (and N = {x4, x5} at stride 2) of each kernel row k (weights wa = {w0, w1},
+ * wb = {w1, w2}):  out0 = SMLAD(A, wa) + x2 * w2;
+ *   stride 1: out1 = x1 * w0 + SMLAD(B, wb);  stride 2: out1 = SMLAD(B, wa) + x4 * w2. */
+#define DWH_MAC_S1(A, B, WA, WB)   \
+  do {                             \
+    a0 = smlad(A, WA, a0);         \
+    a0 = smlabt(B, WB, a0);        \
+    a1 = smlatb(A, WA, a1);        \
+    a1 = smlad(B, WB, a1);         \
+  } while (0)
+#define DWH_MAC_S2(A, B, N, WA, WB) \
+  do {                              \
+    a0 = smlad(A, WA, a0);          \
+    a0 = smlabt(B, WB, a0);         \
+    a1 = smlad(B, WA, a1);          \
+    a1 = smlabt(N, WB, a1);         \
+  } while (0)
+
+static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_conv2d_3x3_s8_params *p,
+                                                          const int8_t *input, const int32_t *packed,
+                                                          int8_t *output, const int exact) {
+  const int32_t H = p->in_h, W = p->in_w, C = p->in_c, OC = p->out_c;
+  const int32_t OH = p->out_h, OW = p->out_w, S = p->stride[0], PT = p->pad[0], PL = p->pad[1];
+  const int32_t pv = p->pad_value, M = OC / C;
+  const int32_t in_row = W * C, npairs = OW >> 1;
+  if (H <= 0 || W <= 0 || M <= 0 || (S != 1 && S != 2)) {
+    return; /* the lowering never selects this kernel for such layers */
+  }
+  /* pairs whose new loads all lie inside the row: [jlo, jhi) (columns 2jS - PL + 2 ..
+   * 2jS - PL + 1 + 2S); the others take the bounds-checked path */
+  int32_t jlo = 0;
+  while (jlo < npairs && 2 * jlo * S - PL + 2 < 0) {
+    ++jlo;
+  }
+  int32_t jhi = npairs;
+  while (jhi > jlo && 2 * (jhi - 1) * S - PL + 1 + 2 * S > W - 1) {
+    --jhi;
+  }
+  const int32_t step = 2 * S * C; /* bytes one output pair advances the columns */
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in_b = input + b * H * in_row;
+    int8_t *out_b = output + b * OH * OW * OC;
+    const int32_t *k = packed;
+    for (int32_t c = 0; c < OC; ++c, k += 10) {
+      const int8_t *src = in_b + c / M;
+      const int32_t m = k[7], khi = k[8], rs = k[9], klo = DWH_KLO(rs);
+      int8_t *dst = out_b + c;
+      for (int32_t oy = 0; oy < OH; ++oy) {
+        const int32_t iy0 = oy * S - PT;
+        /* per kernel row: the row read (clamped into the image), its weights (0 outside,
+         * their pad taps then folded into the bias) */
+        int32_t a_bias = k[6];
+        const int8_t *r[3];
+        uint32_t wa[3], wb[3];
+        for (int32_t ky = 0; ky < 3; ++ky) {
+          const int32_t iy = iy0 + ky;
+          wa[ky] = (uint32_t)k[2 * ky];
+          wb[ky] = (uint32_t)k[2 * ky + 1];
+          if (iy < 0 || iy >= H) {
+            const int32_t s3 = (int32_t)(int16_t)(uint16_t)(wa[ky] & 0xFFFFu) +
+                               (int32_t)(int16_t)(uint16_t)(wa[ky] >> 16) +
+                               (int32_t)(int16_t)(uint16_t)(wb[ky] >> 16);
+            a_bias = (int32_t)((uint32_t)a_bias + (uint32_t)(pv * s3));
+            wa[ky] = 0u;
+            wb[ky] = 0u;
+          }
+          r[ky] = src + (iy < 0 ? 0 : (iy >= H ? H - 1 : iy)) * in_row;
+        }
+        const uint32_t wa0 = wa[0], wb0 = wb[0], wa1 = wa[1], wb1 = wb[1], wa2 = wa[2], wb2 = wb[2];
+        const int8_t *r0 = r[0], *r1 = r[1], *r2 = r[2];
+        int8_t *o = dst + oy * OW * OC;
+        /* the first pair's A = {x[ix0], x[ix0 + 1]}, ix0 = -PL */
+        uint32_t A0 = dwh_pk(dwh_px(r0, -PL, W, C, pv), dwh_px(r0, 1 - PL, W, C, pv));
+        uint32_t A1 = dwh_pk(dwh_px(r1, -PL, W, C, pv), dwh_px(r1, 1 - PL, W, C, pv));
+        uint32_t A2 = dwh_pk(dwh_px(r2, -PL, W, C, pv), dwh_px(r2, 1 - PL, W, C, pv));
+        int32_t j = 0;
+        /* bounds-checked pairs (left edge), then the plain ones, then the right edge */
+        for (int pass = 0; pass < 3; ++pass) {
+          const int32_t jend = pass == 0 ? jlo : (pass == 1 ? jhi : npairs);
+          if (pass == 1 && j < jend) {
+            int32_t off = (2 * j * S - PL + 2) * C;
+            if (S == 1) {
+              for (; j < jend; ++j, off += step, o += 2 * OC) {
+                int32_t a0 = a_bias, a1 = a_bias;
+                const uint32_t B0 = dwh_pk(r0[off], r0[off + C]);
+                const uint32_t B1 = dwh_pk(r1[off], r1[off + C]);
+                const uint32_t B2 = dwh_pk(r2[off], r2[off + C]);
+                DWH_MAC_S1(A0, B0, wa0, wb0);
+                DWH_MAC_S1(A1, B1, wa1, wb1);
+                DWH_MAC_S1(A2, B2, wa2, wb2);
+                A0 = B0;
+                A1 = B1;
+                A2 = B2;
+                o[0] = (int8_t)dwh_rq(a0, m, khi, rs, klo, exact);
+                o[OC] = (int8_t)dwh_rq(a1, m, khi, rs, klo, exact);
+              }
+            } else {
+              for (; j < jend; ++j, off += step, o += 2 * OC) {
+                int32_t a0 = a_bias, a1 = a_bias;
+                const uint32_t B0 = dwh_pk(r0[off], r0[off + C]);
+                const uint32_t N0 = dwh_pk(r0[off + 2 * C], r0[off + 3 * C]);
+                DWH_MAC_S2(A0, B0, N0, wa0, wb0);
+                const uint32_t B1 = dwh_pk(r1[off], r1[off + C]);
+                const uint32_t N1 = dwh_pk(r1[off + 2 * C], r1[off + 3 * C]);
+                DWH_MAC_S2(A1, B1, N1, wa1, wb1);
+                const uint32_t B2 = dwh_pk(r2[off], r2[off + C]);
+                const uint32_t N2 = dwh_pk(r2[off + 2 * C], r2[off + 3 * C]);
+                DWH_MAC_S2(A2, B2, N2, wa2, wb2);
+                A0 = N0;
+                A1 = N1;
+                A2 = N2;
+                o[0] = (int8_t)dwh_rq(a0, m, khi, rs, klo, exact);
+                o[OC] = (int8_t)dwh_rq(a1, m, khi, rs, klo, exact);
+              }
+            }
+            continue;
+          }
+          for (; j < jend; ++j, o += 2 * OC) {
+            const int32_t ix = 2 * j * S - PL + 2; /* the first new column */
+            int32_t a0 = a_bias, a1 = a_bias;
+            const uint32_t B0 = dwh_pk(dwh_px(r0, ix, W, C, pv), dwh_px(r0, ix + 1, W, C, pv));
+            const uint32_t B1 = dwh_pk(dwh_px(r1, ix, W, C, pv), dwh_px(r1, ix + 1, W, C, pv));
+            const uint32_t B2 = dwh_pk(dwh_px(r2, ix, W, C, pv), dwh_px(r2, ix + 1, W, C, pv));
+            if (S == 1) {
+              DWH_MAC_S1(A0, B0, wa0, wb0);
+              DWH_MAC_S1(A1, B1, wa1, wb1);
+              DWH_MAC_S1(A2, B2, wa2, wb2);
+              A0 = B0;
+              A1 = B1;
+              A2 = B2;
+            } else {
+              const uint32_t N0 = dwh_pk(dwh_px(r0, ix + 2, W, C, pv), dwh_px(r0, ix + 3, W, C, pv));
+              const uint32_t N1 = dwh_pk(dwh_px(r1, ix + 2, W, C, pv), dwh_px(r1, ix + 3, W, C, pv));
+              const uint32_t N2 = dwh_pk(dwh_px(r2, ix + 2, W, C, pv), dwh_px(r2, ix + 3, W, C, pv));
+              DWH_MAC_S2(A0, B0, N0, wa0, wb0);
+              DWH_MAC_S2(A1, B1, N1, wa1, wb1);
+              DWH_MAC_S2(A2, B2, N2, wa2, wb2);
+              A0 = N0;
+              A1 = N1;
+              A2 = N2;
+            }
+            o[0] = (int8_t)dwh_rq(a0, m, khi, rs, klo, exact);
+            o[OC] = (int8_t)dwh_rq(a1, m, khi, rs, klo, exact);
+          }
+        }
+        if (OW & 1) { /* the last output alone: A as carried, column ix0 + 2 */
+          const int32_t ix = 2 * npairs * S - PL + 2;
+          int32_t a0 = a_bias;
+          a0 = smlad(A0, wa0, a0);
+          a0 = smlabt((uint32_t)dwh_px(r0, ix, W, C, pv), wb0, a0);
+          a0 = smlad(A1, wa1, a0);
+          a0 = smlabt((uint32_t)dwh_px(r1, ix, W, C, pv), wb1, a0);
+          a0 = smlad(A2, wa2, a0);
+          a0 = smlabt((uint32_t)dwh_px(r2, ix, W, C, pv), wb2, a0);
+          o[0] = (int8_t)dwh_rq(a0, m, khi, rs, klo, exact);
+        }
+      }
+    }
+  }
+}
+
+void ai_depthwise_conv2d_3x3_hwc_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params *p, const int8_t *input,
+                                    const int32_t *packed, int8_t *output) {
+  dwh_run(p, input, packed, output, 0);
+}
+
+void ai_depthwise_conv2d_3x3_hwc_sgn_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8_params *p,
+                                        const int8_t *input, const int32_t *packed, int8_t *output) {
+  dwh_run(p, input, packed, output, 1);
+}
