@@ -16,13 +16,14 @@ capacities and the scratch. `choose_stripes` keeps a stripe only where the plann
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.conv import conv_1col_ok, conv_1col_scratch_size
-from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
+from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_ok, dw3x3_scratch_size
 from stm32ai.passes.stripe_overlap import clash
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
@@ -44,6 +45,8 @@ WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
     "depthwise_conv2d_3x3_sgn_s8": _CONV,
     "depthwise_conv2d_3x3_g2_s8": _CONV,
     "depthwise_conv2d_3x3_g2_sgn_s8": _CONV,
+    "depthwise_conv2d_3x3_hwc_s8": _CONV,
+    "depthwise_conv2d_3x3_hwc_sgn_s8": _CONV,
     "avgpool_s8": ("filter_h", "stride_h", "pad_h", None),
     "maxpool_s8": ("filter_h", "stride_h", "pad_h", None),
 }
@@ -785,9 +788,13 @@ def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
     if not narrow:
         return
     g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
-    others = max((m.call_scratch for m in members if m.kind != "reduce" and m.op.kernel not in g4), default=0)
+    if os.environ.get("STM32AI_DW_HWC", "1") == "1":
+        for m in members:
+            if m.op.kernel in g4 and dw3x3_hwc_ok(m.op.attrs):
+                m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_hwc_"), 0
+    others = max((m.call_scratch for m in members if m.kind != "reduce" and m.call_kernel not in g4), default=0)
     for m in members:
-        if m.op.kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
+        if m.call_kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
             half = dw3x3_scratch_size(int(m.op.attrs["plane_w"]), 2)
             m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_g2_"), half
     # a conv2d_s8 window member (k > 1: never in place, and no access model for the variant)

@@ -85,6 +85,95 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
     a1 = smlabt(N, WB, a1);         \
   } while (0)
 
+/* The stride-1 pairs whose loads need no bounds test, in assembly on the Cortex-M4 (Armv7E-M
+ * without AI_CORE_CM7, optimised builds): gcc spills most of the loop state around the C loop
+ * below. Registers: r0-r2 the three rows' column pointers (column 2jS - pad_l + 2 of pair j),
+ * r3 the column pitch (in_c), r4 the output, r5 the frame f (words: 0-5 wa0, wb0, wa1, wb1,
+ * wa2, wb2; 6 the row's bias; 7 m; 8 khi; 9 rs; 10-12 the carried pairs A0-A2; 13 out_c;
+ * 14 the end of r0; 15 klo). Per kernel row: A from the frame, the 2 new bytes packed into
+ * B = {x2, x3} (stored back as the next A), the row's weights by LDRD, 4 MACs; then the
+ * requantisation (EOR sign term, or the exact one) and two byte stores. Same values as the
+ * C loop. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && !defined(AI_CORE_CM7) && \
+    defined(__GNUC__) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_DWH_ASM 1
+#define DWH_ROW(P, AOFF, WOFF)                  \
+  "ldr lr, [r5, #" #AOFF "]\n\t"                \
+  "ldrsb r6, [" P "]\n\t"                       \
+  "ldrsb r8, [" P ", r3]\n\t"                   \
+  "ldrd r9, r10, [r5, #" #WOFF "]\n\t"          \
+  "pkhbt r6, r6, r8, lsl #16\n\t"               \
+  "smlad r11, lr, r9, r11\n\t"                  \
+  "smlatb r12, lr, r9, r12\n\t"                 \
+  "smlabt r11, r6, r10, r11\n\t"                \
+  "smlad r12, r6, r10, r12\n\t"                 \
+  "str r6, [r5, #" #AOFF "]\n\t"
+#define DWH_RQ_EOR(ACC)                         \
+  "asr r6, " ACC ", #31\n\t"                    \
+  "add lr, r10, r6\n\t"                         \
+  "eor r6, r6, #0x40000000\n\t"                 \
+  "smlal r6, lr, " ACC ", r9\n\t"               \
+  "asr lr, lr, r8\n\t"                          \
+  "ssat lr, #8, lr\n\t"
+#define DWH_RQ_EXACT(ACC)                       \
+  "asr lr, " ACC ", #31\n\t"                    \
+  "ldr r6, [r5, #60]\n\t"                       \
+  "adds r6, r6, lr, lsl #31\n\t"                \
+  "adc lr, r10, lr\n\t"                         \
+  "smlal r6, lr, " ACC ", r9\n\t"               \
+  "asr lr, lr, r8\n\t"                          \
+  "ssat lr, #8, lr\n\t"
+#define DWH_S1_ASM(RQ)                          \
+  ".p2align 2\n"                                \
+  "1:\n\t"                                      \
+  "ldr r11, [r5, #24]\n\t"                      \
+  "mov r12, r11\n\t"                            \
+  DWH_ROW("r0", 40, 0)                          \
+  DWH_ROW("r1", 44, 8)                          \
+  DWH_ROW("r2", 48, 16)                         \
+  "add r0, r0, r3, lsl #1\n\t"                  \
+  "add r1, r1, r3, lsl #1\n\t"                  \
+  "add r2, r2, r3, lsl #1\n\t"                  \
+  "ldrd r9, r10, [r5, #28]\n\t"                 \
+  "ldr r8, [r5, #36]\n\t"                       \
+  RQ("r11")                                     \
+  "strb lr, [r4]\n\t"                           \
+  RQ("r12")                                     \
+  "ldr r6, [r5, #52]\n\t"                       \
+  "strb lr, [r4, r6]\n\t"                       \
+  "add r4, r4, r6, lsl #1\n\t"                  \
+  "ldr lr, [r5, #56]\n\t"                       \
+  "cmp r0, lr\n\t"                              \
+  "bne 1b\n\t"
+
+/* n >= 1 pairs; f as above (f[14] is set here) */
+static void dwh_pairs_s1_asm(const int8_t **rows, int32_t C, int8_t **out, int32_t *f, int32_t n,
+                             int exact) {
+  register const int8_t *r0_ __asm__("r0") = rows[0];
+  register const int8_t *r1_ __asm__("r1") = rows[1];
+  register const int8_t *r2_ __asm__("r2") = rows[2];
+  register int32_t r3_ __asm__("r3") = C;
+  register int8_t *r4_ __asm__("r4") = *out;
+  register int32_t *r5_ __asm__("r5") = f;
+  f[14] = (int32_t)(uintptr_t)(rows[0] + 2 * n * C);
+  if (exact) {
+    __asm__ volatile(DWH_S1_ASM(DWH_RQ_EXACT)
+                     : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
+                     : "r"(r3_), "r"(r5_)
+                     : "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+  } else {
+    __asm__ volatile(DWH_S1_ASM(DWH_RQ_EOR)
+                     : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
+                     : "r"(r3_), "r"(r5_)
+                     : "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+  }
+  rows[0] = r0_;
+  rows[1] = r1_;
+  rows[2] = r2_;
+  *out = r4_;
+}
+#endif
+
 static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_conv2d_3x3_s8_params *p,
                                                           const int8_t *input, const int32_t *packed,
                                                           int8_t *output, const int exact) {
@@ -148,6 +237,33 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
           const int32_t jend = pass == 0 ? jlo : (pass == 1 ? jhi : npairs);
           if (pass == 1 && j < jend) {
             int32_t off = (2 * j * S - PL + 2) * C;
+#if defined(AI_DWH_ASM)
+            if (S == 1) {
+              int32_t f[16];
+              f[0] = (int32_t)wa0;
+              f[1] = (int32_t)wb0;
+              f[2] = (int32_t)wa1;
+              f[3] = (int32_t)wb1;
+              f[4] = (int32_t)wa2;
+              f[5] = (int32_t)wb2;
+              f[6] = a_bias;
+              f[7] = m;
+              f[8] = khi;
+              f[9] = rs;
+              f[10] = (int32_t)A0;
+              f[11] = (int32_t)A1;
+              f[12] = (int32_t)A2;
+              f[13] = OC;
+              f[15] = klo;
+              const int8_t *rows[3] = {r0 + off, r1 + off, r2 + off};
+              dwh_pairs_s1_asm(rows, C, &o, f, jend - j, exact);
+              A0 = (uint32_t)f[10];
+              A1 = (uint32_t)f[11];
+              A2 = (uint32_t)f[12];
+              j = jend;
+              continue;
+            }
+#endif
             if (S == 1) {
               for (; j < jend; ++j, off += step, o += 2 * OC) {
                 int32_t a0 = a_bias, a1 = a_bias;
