@@ -132,7 +132,7 @@ def _dw3x3(a: dict, in_size: int, out_size: int, group: int = 4) -> AccessSteps:
 
 def _dw3x3_hwc(a: dict, in_size: int, out_size: int) -> AccessSteps:
     """ai_depthwise_conv2d_3x3_hwc_s8 / _sgn_s8 (ai_conv_dw3_hwc_s8.c dwh_run): batches, output
-    channels in order, per channel output rows in order, each row walked two outputs at a time
+    rows in order, per row the output channels in order, each channel's row walked two outputs at a time
     (then a single one when out_w is odd). A step is one pair: it loads its new input columns
     (stride S: 2S columns from 2jS - pad_l + 2; the first pair also columns -pad_l, 1 - pad_l;
     the single output column 2jS - pad_l + 2) of the window rows inside the image, then stores
@@ -151,7 +151,7 @@ def _dw3x3_hwc(a: dict, in_size: int, out_size: int) -> AccessSteps:
             iy0 = oy * s - pad_t
             iys = np.arange(max(iy0, 0), min(iy0 + 3, ih))
             for j in range(steps_row):
-                step = ((b * oc + chans) * oh + oy) * steps_row + j  # per output channel
+                step = ((b * oh + oy) * oc + chans) * steps_row + j  # per output channel
                 ix0 = 2 * j * s - pad_l
                 cols = list(range(ix0 + 2, ix0 + 2 + (2 * s if j < npairs else 1)))
                 if j == 0:
