@@ -343,7 +343,7 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
             if best.stage_oc:
                 _stage_conv(g, op, best)
                 staged.append((op, before))
-        elif (op.kernel or "").startswith("depthwise_conv2d_3x3"):
+        elif (op.kernel or "").startswith("depthwise_conv2d_3x3") and "_hwc" not in (op.kernel or ""):
             group = 2 if "_g2" in (op.kernel or "") else 4
             wide = dw3x3_scratch_size(int(op.attrs["plane_w"]), 4) - int(op.scratch or 0)
             if group == 2 and mode != "ram" and wide <= budget:
@@ -516,8 +516,8 @@ DW3_G2_BAND_CYCLES = DW3_BAND_CYCLES + 186.0
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
 # depthwise_conv2d_3x3_hwc_* (stripe members, stripes.py `_narrow_scratch`): per batch, output row
 # and channel a set-up (constants, first pair, row end) and each pixel-pair slot of the row
-# (out_w / 2 rounded up); rows the Cortex-M4 assembly does not take (stride 2, a window row
-# outside the image, pad_l != 1, out_w != in_w) run gcc's loop, HWC_C_FACTOR times slower.
+# (out_w / 2 rounded up); rows the Cortex-M4 assembly does not take (stride 2, the window's
+# middle row outside the image, pad_l != 1, out_w != in_w) run gcc's loop, HWC_C_FACTOR times slower.
 # Calibrated on KWS (band 1, 4 members 25x5x64: 8,484,849 est. cycles against 10,287,875 with
 # the _g2_ planar members, nucleo-l4r5zi)
 HWC_ROW_CYCLES = 90.0
@@ -612,7 +612,7 @@ def hwc_cycles(a: dict) -> float:
     total = 0.0
     for oy in range(int(a["out_h"])):
         iy0 = oy * s - pt
-        fast = asm and iy0 >= 0 and iy0 + 2 < int(a["in_h"])
+        fast = asm and 0 <= iy0 + 1 < int(a["in_h"])  # the window's middle row in the image
         total += oc * row * (1.0 if fast else HWC_C_FACTOR)
     return int(a["batches"]) * total
 

@@ -87,13 +87,15 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
 
 /* The common one-row case in assembly on the Cortex-M4 (Armv7E-M without AI_CORE_CM7, optimised
  * builds; gcc spills most of the loop state of the C below): stride 1, depth multiplier 1,
- * pad_l 1, out_w == in_w, the window's three rows inside the image. One call runs every
+ * pad_l 1, out_w == in_w, the window's middle row inside the image. One call runs every
  * channel of one output row. Registers: r0-r2 the three rows at the current channel and column,
  * r3 in_c (the column and output pitch), r4 the output, r5 the frame f (words: 0-5 the channel's
  * wa0, wb0, wa1, wb1, wa2, wb2; 6 bias; 7 m; 8 khi; 9 rs; 10-12 the carried pairs A0-A2; 13 the
  * packed constants' pointer; 14 the pair loop's end; 15 klo; 16 pad_value; 17 {pad_value,
  * pad_value}; 18 2 * npairs * in_c; 19 (2 * npairs + 1) * in_c - 1; 20 2 * npairs * in_c - 1;
- * 21 out_w odd; 22 channels left). Per channel: its 10 constants copied to the frame (LDM/STM),
+ * 21 out_w odd; 22 channels left; 23 a window row outside the image; 24, 25 window row 0, 2
+ * inside). Per channel: its 10 constants copied to the frame (LDM/STM; the weights of a row
+ * outside the image zeroed and its pad taps folded into the bias, as the C does),
  * A = {pad, x[0]} per row, then the pairs (per kernel row: A from the frame, the 2 new bytes
  * packed into B = {x[2j+1], x[2j+2]} and stored back as the next A, the row's weights by LDRD,
  * 4 MACs; the requantisation, two byte stores), then the end of the row: one output (out_w odd,
@@ -157,9 +159,35 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "stm lr, {r6, r8, r9, r10}\n\t"                                             \
   "cmp r10, #0\n\t"                                                           \
   "ite eq\n\t"                                                                \
-  "moveq r6, #0xC0000000\n\t"                                                 \
-  "movne r6, #0x40000000\n\t"                                                 \
-  "str r6, [r5, #60]\n\t"                                                     \
+  "moveq r8, #0xC0000000\n\t"                                                 \
+  "movne r8, #0x40000000\n\t"                                                 \
+  "str r8, [r5, #60]\n\t"                                                     \
+  "ldr lr, [r5, #92]\n\t" /* a window row outside the image (r6 = bias) */    \
+  "cmp lr, #0\n\t"                                                            \
+  "beq 7f\n\t"                                                                \
+  "ldr r12, [r5, #68]\n\t"                                                    \
+  "ldr lr, [r5, #96]\n\t"                                                     \
+  "cmp lr, #0\n\t"                                                            \
+  "bne 8f\n\t"                                                                \
+  "ldrd r8, r9, [r5]\n\t" /* row 0: bias += pad * (w0 + w1 + w2), weights 0 */\
+  "smlad r6, r12, r8, r6\n\t"                                                 \
+  "smlabt r6, r12, r9, r6\n\t"                                                \
+  "mov r8, #0\n\t"                                                            \
+  "mov r9, #0\n\t"                                                            \
+  "strd r8, r9, [r5]\n\t"                                                     \
+  "8:\n\t"                                                                    \
+  "ldr lr, [r5, #100]\n\t"                                                    \
+  "cmp lr, #0\n\t"                                                            \
+  "bne 9f\n\t"                                                                \
+  "ldrd r8, r9, [r5, #16]\n\t" /* row 2 likewise */                          \
+  "smlad r6, r12, r8, r6\n\t"                                                 \
+  "smlabt r6, r12, r9, r6\n\t"                                                \
+  "mov r8, #0\n\t"                                                            \
+  "mov r9, #0\n\t"                                                            \
+  "strd r8, r9, [r5, #16]\n\t"                                                \
+  "9:\n\t"                                                                    \
+  "str r6, [r5, #24]\n\t"                                                     \
+  "7:\n\t"                                                                    \
   "ldr r12, [r5, #64]\n\t" /* A = {pad, x[0]} */                             \
   "ldrsb r6, [r0]\n\t"                                                        \
   "ldrsb r8, [r1]\n\t"                                                        \
@@ -232,9 +260,12 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "bne 5b\n\t"
 
 /* every channel of one output row (the conditions above); rows: the window's rows at column 0
- * of channel 0; f[13] = packed, f[16] = pad_value set by the caller */
+ * of channel 0 (a row outside the image: any row inside, its weights then zeroed); f[13] =
+ * packed, f[16] = pad_value, f[24] / f[25] = window row 0 / 2 inside the image, set by the
+ * caller */
 static void dwh_row_asm(const int8_t *const *rows, int32_t C, int8_t *out, int32_t *f, int32_t W,
                         int exact) {
+  f[23] = !f[24] || !f[25];
   const int32_t npairs = (W - 1) >> 1; /* pairs that load no padded column */
   f[17] = (int32_t)(((uint32_t)f[16] & 0xFFFFu) | ((uint32_t)f[16] << 16));
   f[18] = 2 * npairs * C;
@@ -399,7 +430,7 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
     --jhi;
   }
 #if defined(AI_DWH_ASM)
-  int32_t f[23];
+  int32_t f[26];
   f[16] = p->pad_value;
   const int asm_ok = S == 1 && M == 1 && PL == 1 && OW == W && W >= 2;
 #endif
@@ -410,9 +441,11 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
       const int32_t iy0 = oy * S - PT;
       int8_t *o = out_b + oy * OW * OC;
 #if defined(AI_DWH_ASM)
-      if (asm_ok && iy0 >= 0 && iy0 + 2 < H) {
-        const int8_t *const rows[3] = {in_b + iy0 * in_row, in_b + (iy0 + 1) * in_row,
-                                       in_b + (iy0 + 2) * in_row};
+      if (asm_ok && iy0 + 1 >= 0 && iy0 + 1 < H) {
+        f[24] = iy0 >= 0;
+        f[25] = iy0 + 2 < H;
+        const int8_t *const mid = in_b + (iy0 + 1) * in_row;
+        const int8_t *const rows[3] = {f[24] ? mid - in_row : mid, mid, f[25] ? mid + in_row : mid};
         f[13] = (int32_t)(uintptr_t)packed;
         dwh_row_asm(rows, C, o, f, W, exact);
         continue;
