@@ -92,6 +92,28 @@ def _dw3_steps(a: dict, g: int = 4) -> Iterator[Step]:
                 yield np.array(reads, np.int64), np.array(writes, np.int64)
 
 
+def _dwh_steps(a: dict) -> Iterator[Step]:
+    """ai_depthwise_conv2d_3x3_hwc_s8 (ai_conv_dw3_hwc_s8.c dwh_run / the M4 row assembly): per
+    batch, per output row, per output channel (input channel oc / M), the row's pixel pairs: a
+    pair loads the columns it adds (the first pair also the two before them) of the window rows
+    inside the image, then stores its outputs; earlier columns are reused from registers."""
+    ih, iw, c, oh, ow, oc = a["in_h"], a["in_w"], a["in_c"], a["out_h"], a["out_w"], a["out_c"]
+    s, pt, pl = a["stride"][0], a["pad"][0], a["pad"][1]
+    for b in range(a["batches"]):
+        ib, ob = b * ih * iw * c, b * oh * ow * oc
+        for oy in range(oh):
+            rows = [y for y in range(oy * s - pt, oy * s - pt + 3) if 0 <= y < ih]
+            for ch in range(oc):
+                for j in range((ow + 1) // 2):
+                    x0 = 2 * j * s - pl
+                    cols = list(range(x0 + 2, x0 + 2 + (2 * s if 2 * j + 1 < ow else 1)))
+                    if j == 0:
+                        cols = [x0, x0 + 1, *cols]
+                    reads = [ib + (y * iw + x) * c + ch // (oc // c) for y in rows for x in cols if 0 <= x < iw]
+                    writes = [ob + (oy * ow + x) * oc + ch for x in range(2 * j, min(2 * j + 2, ow))]
+                    yield np.array(reads, np.int64), np.array(writes, np.int64)
+
+
 def _wino_steps(a: dict) -> Iterator[Step]:
     """ai_conv2d_wino_s8: per batch, per band of 2 output rows, per block of tb tiles (params
     `tiles` 4, else 8; fewer when the row has fewer): each tile's 4x4 window is transformed
@@ -157,7 +179,9 @@ KERNEL_STEPS = {"conv2d_s8": _conv_steps, "depthwise_conv2d_3x3_s8": _dw3_steps,
                 "conv2d_wino_s8": _wino_steps,
                 "depthwise_conv2d_3x3_sgn_s8": _dw3_steps,
                 "depthwise_conv2d_3x3_g2_s8": lambda a: _dw3_steps(a, 2),
-                "depthwise_conv2d_3x3_g2_sgn_s8": lambda a: _dw3_steps(a, 2)}
+                "depthwise_conv2d_3x3_g2_sgn_s8": lambda a: _dw3_steps(a, 2),
+                "depthwise_conv2d_3x3_hwc_s8": _dwh_steps,
+                "depthwise_conv2d_3x3_hwc_sgn_s8": _dwh_steps}
 
 
 def simulate_plan(g: Graph, plan: Plan) -> None:

@@ -1102,8 +1102,9 @@ int main(void) {
     p.rqd = rr(0, 2) == 0 ? 0 : rr(2, 3);
     for (int32_t i = 0; i < p.out_c; ++i) {
       int32_t *k = packed + 10 * i;
-      for (int j = 0; j < 6; ++j) {
-        k[j] = (int32_t)(((uint32_t)rr(-128, 127) & 0xFFFFu) | ((uint32_t)rr(-128, 127) << 16));
+      for (int j = 0; j < 6; ++j) { /* {w0, w1}, {w1, w2} per kernel row, as pack_dw3x3 */
+        const uint32_t lo = j & 1 ? (uint32_t)k[j - 1] >> 16 : (uint32_t)rr(-128, 127) & 0xFFFFu;
+        k[j] = (int32_t)(lo | ((uint32_t)rr(-128, 127) << 16));
       }
       const int32_t e = rr(p.rqd ? 2 : 2 - sgn, 23), zp = p.rqd == 3 ? -128 : rr(-128, 127);
       k[6] = rr(0, 3) == 0 && !p.rqd ? (int32_t)(rnd() << 8) : rr(-100000, 100000);
@@ -1122,6 +1123,15 @@ int main(void) {
     }
     printf("dw3 %d rqd%d %08lx\n", c, (int)p.rqd,
            (unsigned long)fnv(out_buf, p.batches * p.out_h * p.out_w * p.out_c));
+    if (!p.transpose) { /* the HWC kernel on the same params and constants: the same outputs */
+      static int8_t out2[sizeof out_buf];
+      if (sgn) {
+        ai_depthwise_conv2d_3x3_hwc_sgn_s8(&p, in_buf, packed, out2);
+      } else {
+        ai_depthwise_conv2d_3x3_hwc_s8(&p, in_buf, packed, out2);
+      }
+      printf(memcmp(out2, out_buf, (size_t)(p.batches * p.out_h * p.out_w * p.out_c)) ? "hwcdiff %d\n" : "hwc %d\n", c);
+    }
     ++ran;
   }
   for (int c = 0; c < 100; ++c) {
@@ -1168,7 +1178,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     (tmp_path / "startup.c").write_text(STARTUP_C)
     (tmp_path / "mps2.ld").write_text(MPS2_LD)
     inc = f"-I{RUNTIME / 'include'}"
-    s8 = [str(RUNTIME / "src" / f) for f in ("ai_conv_s8.c", "ai_conv_dw_s8.c")]
+    s8 = [str(RUNTIME / "src" / f) for f in ("ai_conv_s8.c", "ai_conv_dw_s8.c", "ai_conv_dw3_hwc_s8.c")]
     r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, *defines, inc, "--specs=rdimon.specs", "-T", "mps2.ld",
                         "selftest.c", "startup.c", *s8, "-o", "fw.elf"], cwd=tmp_path, capture_output=True,
                        text=True)
@@ -1186,6 +1196,7 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     assert host.count("staged ") > 250 and "stagediff" not in host  # staged == read in place
     assert host.count("copied ") > 100 and "copydiff" not in host  # pad_copy == padded windows gathered
     assert host.count("onecol ") > 100 and "onecoldiff" not in host  # one column == pixel pairs
+    assert host.count("hwc ") > 50 and "hwcdiff" not in host  # the HWC 3x3 depthwise == the planar one
     assert arm.replace("\r", "") == host
 
 

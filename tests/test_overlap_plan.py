@@ -117,6 +117,11 @@ CASES = [
     ("depthwise_conv2d_3x3_g2_s8", _geo(5, 11, 6, 6, 3, 1, 1, transpose=1)),
     ("depthwise_conv2d_3x3_g2_s8", _geo(11, 5, 5, 5, 3, 1, 1, transpose=0)),
     ("depthwise_conv2d_3x3_g2_sgn_s8", _geo(13, 9, 6, 6, 3, 2, 0, transpose=1)),
+    # the HWC variant (stripe members): rows, channels, pixel pairs
+    ("depthwise_conv2d_3x3_hwc_s8", _geo(5, 5, 8, 8, 3, 1, 1)),
+    ("depthwise_conv2d_3x3_hwc_s8", _geo(3, 6, 8, 8, 3, 1, 1)),
+    ("depthwise_conv2d_3x3_hwc_sgn_s8", _geo(9, 7, 8, 8, 3, 2, 1)),
+    ("depthwise_conv2d_3x3_hwc_s8", _geo(8, 8, 16, 16, 3, 2, 0)),
     # weights staged in blocks of output channels: each block re-reads the whole input
     ("conv2d_s8", _geo(6, 5, 8, 16, 1, 1, 0, stage_oc=4)),
     ("conv2d_s8", _geo(7, 6, 4, 7, 3, 1, 1, stage_oc=2, reverse=1)),

@@ -86,7 +86,9 @@ def test_two_channel_depthwise_is_an_option():
     stripe's largest kernel scratch, run as the 2-channel kernel (256 B) at band 1; the band
     rule also weighs them kept 4-channel ("1:dw4"): at least 256 B more pool, fewer modelled cycles (4
     layers x 64 channels x 25 one-row bands, each paying the 2-channel set-up's extra,
-    DW3_G2_BAND_CYCLES). ram's rule takes the smaller pool, which still matches TFLite Micro."""
+    DW3_G2_BAND_CYCLES). Both are weighed against the HWC kernel ("1:hwc": no scratch, no frame
+    per call), which ram's rule takes: no larger a pool, fewer modelled cycles; it still matches
+    TFLite Micro."""
     from conftest import shared_model
 
     from stm32ai.passes.staging import DW3_BAND_CYCLES, DW3_G2_BAND_CYCLES
@@ -97,9 +99,10 @@ def test_two_channel_depthwise_is_an_option():
     narrow, wide = by[(1,)], by[("1:dw4",)]
     assert wide.pool - narrow.pool >= 256  # the planes' 256 B, more where they no longer fit in free rows
     assert narrow.cycles - wide.cycles == pytest.approx(4 * 64 * 25 * (DW3_G2_BAND_CYCLES - DW3_BAND_CYCLES))
-    assert narrow.chosen
+    hwc = by[("1:hwc",)]
+    assert hwc.chosen and hwc.pool <= narrow.pool and hwc.cycles < narrow.cycles
     st = next(op for op in c.graph.ops if op.kernel == "stripe").attrs["stripe"]
-    assert {m["kernel"] for m in st["members"] if "depthwise" in m["kernel"]} == {"depthwise_conv2d_3x3_g2_s8"}
+    assert {m["kernel"] for m in st["members"] if "depthwise" in m["kernel"]} == {"depthwise_conv2d_3x3_hwc_s8"}
     assert validate_model(p, n=2, compiled=c).outcome == "match"
 
 

@@ -189,7 +189,7 @@ def test_poisoned_runs_with_stripes(chains, tmp_path):
     cases = {f"s{i}": (p, compile_model(p, f"s{i}", stripes="all")) for i, p in enumerate(chains.values())}
     ic = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
     cases["ic"] = (ic, compile_model(ic, "ic", optimization="ram"))
-    kws = shared_model("mlperf_tiny/kws_ref_model.tflite")  # high rings, 2-channel depthwise members
+    kws = shared_model("mlperf_tiny/kws_ref_model.tflite")  # high rings, HWC depthwise members
     cases["kws"] = (kws, compile_model(kws, "kws", optimization="ram"))
     # --input-rows: IC's fed ring is high (a move before each fetch)
     cases["ic_rows"] = (ic, compile_model(ic, "icrows", optimization="ram", input_rows=True))
@@ -265,6 +265,13 @@ def test_inplace_only_where_the_access_order_allows():
     assert sp._inplace_safe(g, pw, 1, 0, 0)
     assert sp._inplace_safe(g, dw, 3, 0, 0)
     assert not sp._inplace_safe(g, dw, 3, 0, -4)
+    # its HWC variant (rows, then channels, pixel pairs: each column loaded no later than the
+    # pair that overwrites it) may too
+    sp._narrow_scratch(st.members, "hwc")
+    assert dw.call_kernel == "depthwise_conv2d_3x3_hwc_s8" and dw.call_scratch == 0
+    assert sp._inplace_safe(g, dw, 3, 0, 0)
+    assert sp._inplace_safe(g, dw, 3, 1, 0)  # the first band (top row padded)
+    sp._narrow_scratch(st.members)
     g2, chosen2 = _ram_stripes("pretrainedResnet_quant")
     conv3 = next(m for m in chosen2[0].members if m.op.kernel == "conv2d_s8" and m.k == 3 and m.s == 1)
     assert not sp._inplace_safe(g2, conv3, 3, 0, 0)

@@ -113,6 +113,7 @@ def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
     """Bytes the op's kernel loads from its constant inputs per inference, from the C loops:
 
     * conv2d_s8: the weights and rq table once per batch and output pixel pair; once when staged;
+    * depthwise_conv2d_3x3_hwc_*: per batch, output row and channel, the channel's 10 words;
     * depthwise_conv2d_3x3_*: per batch, channel and band of output rows, the channel's 10 words
       (copied to the assembly's frame on the stack: the MAC loop reads them there);
     * depthwise_conv2d_s8: per output pixel every weight and bias/multiplier/shift word;
@@ -134,6 +135,8 @@ def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
         return once if int(a.get("stage_oc", 0)) > 0 else _pairs(a) * once
     if k == "conv2d_s8_1col":  # unstaged, every weight once per pixel
         return _pairs(_one_col_as_pairs(a)) * once
+    if k.startswith("depthwise_conv2d_3x3_hwc"):  # per batch, output row and channel
+        return int(a["batches"]) * int(a["out_h"]) * int(a["out_c"]) * 40
     if k.startswith("depthwise_conv2d_3x3"):
         if a.get("stage"):
             return int(a["batches"]) * once
@@ -340,7 +343,7 @@ def choose_staging(g: Graph, plan, flash: FlashModel | None, mode: str) -> tuple
             if best.stage_oc:
                 _stage_conv(g, op, best)
                 staged.append((op, before))
-        elif (op.kernel or "").startswith("depthwise_conv2d_3x3"):
+        elif (op.kernel or "").startswith("depthwise_conv2d_3x3") and "_hwc" not in (op.kernel or ""):
             group = 2 if "_g2" in (op.kernel or "") else 4
             wide = dw3x3_scratch_size(int(op.attrs["plane_w"]), 4) - int(op.scratch or 0)
             if group == 2 and mode != "ram" and wide <= budget:
@@ -511,6 +514,15 @@ DW3_BAND_CYCLES = 270.0    # per channel and row band of a 3x3 depthwise: frame 
 # here but only the stripe options compare it, all with that layer alike)
 DW3_G2_BAND_CYCLES = DW3_BAND_CYCLES + 186.0
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
+# depthwise_conv2d_3x3_hwc_* (stripe members, stripes.py `_narrow_scratch`): per batch, output row
+# and channel a set-up (constants, first pair, row end) and each pixel-pair slot of the row
+# (out_w / 2 rounded up); rows the Cortex-M4 assembly does not take (stride 2, the window's
+# middle row outside the image, pad_l != 1, out_w != in_w) run gcc's loop, HWC_C_FACTOR times slower.
+# Calibrated on KWS (band 1, 4 members 25x5x64: 8,484,849 est. cycles against 10,287,875 with
+# the _g2_ planar members, nucleo-l4r5zi)
+HWC_ROW_CYCLES = 90.0
+HWC_PAIR_CYCLES = 61.0
+HWC_C_FACTOR = 2.5
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
 CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
                            # board's I-cache does not hold is re-fetched from flash at every call
@@ -583,14 +595,32 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
     reads = flash_reads(mop, g, elements)
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))
     stalls = flash.stalls(consts if consts <= flash.cache_bytes else reads)
+    if (mop.kernel or "").startswith("depthwise_conv2d_3x3_hwc"):
+        return hwc_cycles(a) + stalls
     if (mop.kernel or "").startswith("depthwise_conv2d_3x3"):
         per = DW3_G2_BAND_CYCLES if "_g2" in (mop.kernel or "") else DW3_BAND_CYCLES
         return int(a["batches"]) * int(a["out_c"]) * _dw3_bands(a) * per + stalls
     return stalls
 
 
+def hwc_cycles(a: dict) -> float:
+    """Modelled cycles of one depthwise_conv2d_3x3_hwc_* call (its loops; stalls apart)."""
+    s, pt, pl = int(a["stride"][0]), int(a["pad"][0]), int(a["pad"][1])
+    oc, ow = int(a["out_c"]), int(a["out_w"])
+    asm = s == 1 and oc == int(a["in_c"]) and pl == 1 and ow == int(a["in_w"])
+    row = HWC_ROW_CYCLES + HWC_PAIR_CYCLES * ((ow + 1) // 2)
+    total = 0.0
+    for oy in range(int(a["out_h"])):
+        iy0 = oy * s - pt
+        fast = asm and 0 <= iy0 + 1 < int(a["in_h"])  # the window's middle row in the image
+        total += oc * row * (1.0 if fast else HWC_C_FACTOR)
+    return int(a["batches"]) * total
+
+
 def _mac_cycles(op: Op) -> float:
-    return 0.0 if op.kernel in ("conv2d_s8", "conv2d_s8_1col") else MAC_CYCLES * op.macc
+    if op.kernel in ("conv2d_s8", "conv2d_s8_1col") or (op.kernel or "").startswith("depthwise_conv2d_3x3_hwc"):
+        return 0.0  # priced per call (`_call_cycles`)
+    return MAC_CYCLES * op.macc
 
 
 def _one_col_as_pairs(a: dict) -> dict:

@@ -26,7 +26,8 @@ MAX_COMBOS = 64  # beyond: each stripe's band chosen with the others at their cu
 @dataclass
 class Option:
     # per stripe (in op order): band height, None = layer by layer, "<band>:dw4" = that band
-    # with its 3x3 depthwise members kept 4-channel (stripes.py `_narrow_scratch`)
+    # with its 3x3 depthwise members kept 4-channel, "<band>:hwc" = with them on the HWC kernel
+    # where it applies (stripes.py `_narrow_scratch`)
     bands: tuple[int | str | None, ...]
     pool: int
     cycles: float
@@ -40,14 +41,16 @@ class Option:
 def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
     """The ops standing for one stripe at each band height that simulates (and, where a 3x3
     depthwise member would run 2-channel, the same band with it 4-channel: less scratch against
-    more set-up per call), and None: its members as they were (layer by layer)."""
+    more set-up per call; where one can run on HWC, the same band with it there: no scratch and
+    no frame per call against the planar kernel's faster rows), and None: its members as they
+    were (layer by layer)."""
     out: dict[int | str | None, list[Op]] = {None: [m.op for m in st.members], st.band: [op]}
     tallest = max(int(g.tensors[m.out].shape[1]) for m in st.members)
     for band in BANDS:
         if band > tallest:
             continue
-        for narrow in (True, False):
-            key: int | str = band if narrow else f"{band}:dw4"
+        for narrow in (True, False, "hwc"):
+            key: int | str = band if narrow is True else (f"{band}:dw4" if narrow is False else f"{band}:hwc")
             if key in out:
                 continue
             try:
@@ -55,9 +58,9 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
                                                     row_fed=set(st.fed)))
             except StripeError:
                 continue
-            if not narrow and [m["kernel"] for m in sto.attrs["stripe"]["members"]] == \
+            if narrow is not True and band in out and [m["kernel"] for m in sto.attrs["stripe"]["members"]] == \
                     [m["kernel"] for m in out[band][0].attrs["stripe"]["members"]]:
-                continue  # no member narrowed: the same stripe
+                continue  # no member narrowed (dw4) or none runs HWC: the same stripe
             out[key] = [sto]
     return out
 

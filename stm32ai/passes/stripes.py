@@ -22,7 +22,7 @@ from typing import Any
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.conv import conv_1col_ok, conv_1col_scratch_size
-from stm32ai.passes.lower.dwconv3x3 import dw3x3_scratch_size
+from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_ok, dw3x3_scratch_size
 from stm32ai.passes.stripe_overlap import clash
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
@@ -44,6 +44,8 @@ WINDOW_KERNELS: dict[str, tuple[str, str, str, str | None]] = {
     "depthwise_conv2d_3x3_sgn_s8": _CONV,
     "depthwise_conv2d_3x3_g2_s8": _CONV,
     "depthwise_conv2d_3x3_g2_sgn_s8": _CONV,
+    "depthwise_conv2d_3x3_hwc_s8": _CONV,
+    "depthwise_conv2d_3x3_hwc_sgn_s8": _CONV,
     "avgpool_s8": ("filter_h", "stride_h", "pad_h", None),
     "maxpool_s8": ("filter_h", "stride_h", "pad_h", None),
 }
@@ -222,7 +224,7 @@ class StripeError(Exception):
 
 
 def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set[int],
-                  narrow: bool = True, search: bool = True,
+                  narrow: bool | str = True, search: bool = True,
                   row_fed: frozenset[int] | set[int] | None = None) -> Stripe:
     """`simulate` eager, lazy (demand-driven) and drained, in the members' and the sibling
     order: the stripe with the smallest pool, then scratch, then fewer table steps. Lazy keeps
@@ -283,14 +285,15 @@ def sibling_order(members: list[Member]) -> list[int]:
 
 
 def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int],
-             lazy: bool = False, narrow: bool = True, search: bool = True,
+             lazy: bool = False, narrow: bool | str = True, search: bool = True,
              row_fed: frozenset[int] | set[int] | None = None, order: list[int] | None = None,
              drain: bool = False) -> Stripe:
     """Replay the stripe: each round every member produces up to `band` more rows as soon as its
     inputs have them; after every call each ring drops the rows no consumer needs any more.
     outside_reads: tensors read by ops outside the members or graph outputs (kept whole).
     lazy: a member writing a ring produces only rows its consumers' next call reads.
-    narrow: 3x3 depthwise members may run as their 2-channel variant (`_narrow_scratch`).
+    narrow: 3x3 depthwise members may run as their 2-channel variant (`_narrow_scratch`);
+    "hwc": as their HWC variant where it applies (the others as with True).
     search: the ring modes' local search (`_place`; False: its starting points only).
     row_fed: graph inputs that may arrive in rows (None: every graph input if `g.input_rows`,
     --input-rows): one the stripe alone reads becomes a ring filled from the row source just
@@ -717,7 +720,7 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
     return top, lay
 
 
-def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> None:
+def _place(g: Graph, st: Stripe, narrow: bool | str = True, search: bool = True) -> None:
     """Ring modes and offsets: from every ring low and from the two alternations along the
     chain, a local search flipping one multi-row ring at a time while the scratch shrinks; the
     smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
@@ -772,22 +775,29 @@ def mark_keep(g: Graph, st: Stripe) -> None:
                 st.table[d][3] = DROP_KEEP
 
 
-def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
+def _narrow_scratch(members: list[Member], narrow: bool | str = True) -> None:
     """The members share one kernel-scratch region, sized by the largest. A 3x3 depthwise
     member (4-channel planes) that alone sets that size runs as its 2-channel variant
     (`_g2_`: the same params and packed constants, half the planes' scratch, ~1 % more
     instructions layer by layer, but +18 % on KWS's one-row bands: twice the per-group set-up;
     docs/stripes.md) when that lowers the region (KWS: 512 -> 256 B); so does a conv2d_s8 member
-    (its one-column variant, below); narrow False: never (the band rule weighs both). The op
+    (its one-column variant, below); narrow False: never (the band rule weighs both); "hwc":
+    first every 3x3 depthwise member that can runs as its HWC variant (`_hwc_`: the same params
+    and packed constants, no scratch, no per-call frame: the fastest on short calls, KWS's
+    one-row bands; the band rule weighs it against the planar kernels, docs/stripes.md). The op
     itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
     for m in members:
         m.kernel, m.scratch = "", -1
     if not narrow:
         return
     g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
-    others = max((m.call_scratch for m in members if m.kind != "reduce" and m.op.kernel not in g4), default=0)
+    if narrow == "hwc":
+        for m in members:
+            if m.op.kernel in g4 and dw3x3_hwc_ok(m.op.attrs):
+                m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_hwc_"), 0
+    others = max((m.call_scratch for m in members if m.kind != "reduce" and m.call_kernel not in g4), default=0)
     for m in members:
-        if m.op.kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
+        if m.call_kernel in g4 and not m.op.attrs.get("stage") and m.op.scratch > others:
             half = dw3x3_scratch_size(int(m.op.attrs["plane_w"]), 2)
             m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_g2_"), half
     # a conv2d_s8 window member (k > 1: never in place, and no access model for the variant)

@@ -87,6 +87,13 @@ def dw3x3_scratch_size(plane_w: int, group: int = 4, stage: int = 0) -> int:
     return group * ((plane_w // 2) * DW3_HB + (10 if stage else 0)) * 4
 
 
+def dw3x3_hwc_ok(a: dict) -> bool:
+    """ai_depthwise_conv2d_3x3_hwc_s8 can run a layer lowered to the planar kernel with these
+    attrs: the row walk (its packed constants not transposed), constants not staged, a left pad
+    of at most 2 (3x3 SAME: 0 or 1)."""
+    return not a.get("transpose") and not a.get("stage") and 0 <= int(a["pad"][1]) <= 2
+
+
 def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """int16 pairs {a low, b high} as int32."""
     u = (a.astype(np.int64) & 0xFFFF) | ((b.astype(np.int64) & 0xFFFF) << 16)

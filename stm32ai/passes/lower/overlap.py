@@ -130,6 +130,42 @@ def _dw3x3(a: dict, in_size: int, out_size: int, group: int = 4) -> AccessSteps:
     return write, last
 
 
+def _dw3x3_hwc(a: dict, in_size: int, out_size: int) -> AccessSteps:
+    """ai_depthwise_conv2d_3x3_hwc_s8 / _sgn_s8 (ai_conv_dw3_hwc_s8.c dwh_run): batches, output
+    rows in order, per row the output channels in order, each channel's row walked two outputs at a time
+    (then a single one when out_w is odd). A step is one pair: it loads its new input columns
+    (stride S: 2S columns from 2jS - pad_l + 2; the first pair also columns -pad_l, 1 - pad_l;
+    the single output column 2jS - pad_l + 2) of the window rows inside the image, then stores
+    its outputs; the columns the previous step loaded are reused from registers."""
+    nb, ih, iw, c = a["batches"], a["in_h"], a["in_w"], a["in_c"]
+    oh, ow, oc = a["out_h"], a["out_w"], a["out_c"]
+    s, pad_t, pad_l = a["stride"][0], a["pad"][0], a["pad"][1]
+    mult = oc // c
+    npairs, steps_row = ow // 2, (ow + 1) // 2
+    write = np.full(out_size, -1, np.int64)
+    last = np.full(in_size, -1, np.int64)
+    chans = np.arange(oc)
+    for b in range(nb):
+        ib, ob = b * ih * iw * c, b * oh * ow * oc
+        for oy in range(oh):
+            iy0 = oy * s - pad_t
+            iys = np.arange(max(iy0, 0), min(iy0 + 3, ih))
+            for j in range(steps_row):
+                step = ((b * oh + oy) * oc + chans) * steps_row + j  # per output channel
+                ix0 = 2 * j * s - pad_l
+                cols = list(range(ix0 + 2, ix0 + 2 + (2 * s if j < npairs else 1)))
+                if j == 0:
+                    cols = [ix0, ix0 + 1, *cols]
+                xs = np.array([x for x in cols if 0 <= x < iw], np.int64)
+                if xs.size and iys.size:
+                    rd = ib + (iys[:, None, None] * iw + xs[None, :, None]) * c + (chans // mult)[None, None, :]
+                    np.maximum.at(last, rd.reshape(-1), np.broadcast_to(step[None, None, :], rd.shape).reshape(-1))
+                oxs = np.arange(2 * j, min(2 * j + 2, ow))
+                wr = ob + (oy * ow + oxs[:, None]) * oc + chans[None, :]
+                write[wr.reshape(-1)] = np.broadcast_to(step[None, :], wr.shape).reshape(-1)
+    return write, last
+
+
 def _wino3x3(a: dict, in_size: int, out_size: int) -> AccessSteps:
     """ai_conv2d_wino_s8 (ai_conv_wino_s8.c): batches, bands of 2 output rows top to bottom,
     in each band blocks of `wino_block_tiles` 2x2 tiles left to right. A step is one block:
@@ -180,6 +216,8 @@ ACCESS_MODELS = {
     "depthwise_conv2d_3x3_g2_s8": partial(_dw3x3, group=2),
     "depthwise_conv2d_3x3_g2_sgn_s8": partial(_dw3x3, group=2),
     "conv2d_wino_s8": _wino3x3,
+    "depthwise_conv2d_3x3_hwc_s8": _dw3x3_hwc,
+    "depthwise_conv2d_3x3_hwc_sgn_s8": _dw3x3_hwc,
 }
 
 

@@ -147,6 +147,20 @@ void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_p
 int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
     const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p);
 
+/* The same layer (same params and packed constants; plane_w, transpose 0, stage and rqd
+ * ignored) computed on the HWC layout channel by channel: no scratch, no per-call set-up
+ * beyond each channel's 10 constants; for short calls (stripe members, passes/stripes.py
+ * `_narrow_scratch`; docs/kernels_conv.md "3x3 depthwise on HWC"). Access order (in-place
+ * use): per batch, output rows in order; per row, output channels in order, each channel walked
+ * two pixels at a time, a pair's input columns read before its two outputs are stored.
+ * pad[1] <= 2. _sgn: the exact sign term, as ai_depthwise_conv2d_3x3_sgn_s8. */
+typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_hwc_s8_params;
+typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_hwc_sgn_s8_params;
+void ai_depthwise_conv2d_3x3_hwc_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params *p, const int8_t *input,
+                                    const int32_t *packed, int8_t *output);
+void ai_depthwise_conv2d_3x3_hwc_sgn_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8_params *p,
+                                        const int8_t *input, const int32_t *packed, int8_t *output);
+
 /* DEPTHWISE_CONV_2D, any depth multiplier and kernel size; TFLite's 1HW(C*M) weights
  * as they are. out channel oc = ic * depth_mult + m. No scratch. */
 typedef struct {

@@ -1,0 +1,102 @@
+"""ai_depthwise_conv2d_3x3_hwc_s8 / _hwc_sgn_s8 (ai_conv_dw3_hwc_s8.c): the 3x3 depthwise layer on
+the HWC layout channel by channel, with the planar kernel's params and packed constants (a stripe
+member's variant, passes/stripes.py `_narrow_scratch`). Each case lowers a layer with
+--optimization ram (the planar kernel), swaps the emitted call to the HWC variant and compares
+with TFLite's reference arithmetic (test_lower_conv.reference, a loop-for-loop transcription):
+odd widths, strides 1 and 2, SAME / VALID pads, channel counts not a multiple of 4, depth
+multipliers, batches, and one-output-row layers (the stripe's one-row calls)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from test_lower_conv import _w, _x, make_layer, reference
+
+from stm32ai.passes.lower.overlap import ACCESS_MODELS, overlap_ok
+from stm32ai.pipeline import compile_graph
+from stm32ai.validate.host import run_compiled
+
+rng = np.random.default_rng(20261127)
+
+# (name, x shape, filter shape, options)
+CASES = [
+    ("s1_same_c6_odd_w", (1, 5, 7, 6), (1, 3, 3, 6), {}),
+    ("s1_same_one_row_w5_c64", (1, 1, 5, 64), (1, 3, 3, 64), {}),
+    ("s1_same_two_rows_w5_c7", (1, 2, 5, 7), (1, 3, 3, 7), {}),
+    ("s1_valid_one_row_w9_c5", (1, 3, 9, 5), (1, 3, 3, 5), dict(padding="VALID")),
+    ("s1_same_w1_c3", (1, 1, 1, 3), (1, 3, 3, 3), {}),
+    ("s1_same_w2_c4", (1, 4, 2, 4), (1, 3, 3, 4), {}),
+    ("s1_same_w3_c2", (1, 3, 3, 2), (1, 3, 3, 2), {}),
+    ("s1_valid_c13_batch3", (3, 8, 9, 13), (1, 3, 3, 13), dict(padding="VALID")),
+    ("s1_same_wide_c8", (1, 6, 16, 8), (1, 3, 3, 8), {}),
+    ("s2_same_odd_9x7_c5", (1, 9, 7, 5), (1, 3, 3, 5), dict(stride=(2, 2))),
+    ("s2_same_even_10x10_c9", (1, 10, 10, 9), (1, 3, 3, 9), dict(stride=(2, 2))),
+    ("s2_same_one_row_w11_c3", (1, 2, 11, 3), (1, 3, 3, 3), dict(stride=(2, 2))),
+    ("s2_valid_10x11_c12_batch2", (2, 10, 11, 12), (1, 3, 3, 12), dict(stride=(2, 2), padding="VALID")),
+    ("s2_same_2x3_c4", (1, 2, 3, 4), (1, 3, 3, 4), dict(stride=(2, 2))),
+    ("s2_same_w4_c1_mult1", (1, 4, 4, 2), (1, 3, 3, 2), dict(stride=(2, 2))),
+    ("s2_multiplier2_c3", (1, 9, 8, 3), (1, 3, 3, 6), dict(stride=(2, 2))),
+    ("s1_multiplier3_c5", (2, 5, 6, 5), (1, 3, 3, 15), {}),
+]
+
+
+def _hwc(kernel: str) -> str:
+    assert kernel in ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8"), kernel
+    return kernel.replace("3x3_", "3x3_hwc_")
+
+
+def _swap(c) -> str:
+    node = next(n["attrs"] for n in c.doc["nodes"] if n["op"] != "null")  # what the emitter reads
+    node["func_name"] = _hwc(node["func_name"])
+    node.pop("scratch_storage_id", None)  # no scratch argument
+    return node["func_name"]
+
+
+@pytest.mark.parametrize("sgn", [False, True])
+@pytest.mark.parametrize("name,xs,ws,opts", CASES, ids=[c[0] for c in CASES])
+def test_hwc_matches_tflite_reference(name, xs, ws, opts, sgn):
+    oc = ws[3]
+    g = make_layer("DEPTHWISE_CONV_2D", xs, _w(ws, "int8"), rng.integers(-5000, 5000, oc),
+                   w_scales=rng.uniform(0.002, 0.02, oc), in_q=(0.05, int(rng.integers(-20, 20))),
+                   out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+    x = _x(xs, "int8")
+    c = compile_graph(copy.deepcopy(g), optimization="ram", inputs_in_pool=False)
+    op = c.graph.ops[0]
+    assert op.kernel.startswith("depthwise_conv2d_3x3_") and not op.attrs["transpose"]
+    if sgn:  # the exact-sign requantisation on the same constants (valid for every e >= 1)
+        node = next(n["attrs"] for n in c.doc["nodes"] if n["op"] != "null")
+        node["func_name"] = "depthwise_conv2d_3x3_sgn_s8"
+    assert _swap(c).startswith("depthwise_conv2d_3x3_hwc_")
+    np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+
+
+def test_hwc_extreme_inputs_and_weights():
+    """Saturated inputs and weights (-128 / 127, -127 / 127): the int16 pairs and SMLAD sums."""
+    for fill in (-128, 127):
+        ws = (1, 3, 3, 6)
+        w = np.where(rng.integers(0, 2, ws) == 1, 127, -127).astype(np.int8)
+        g = make_layer("DEPTHWISE_CONV_2D", (1, 3, 5, 6), w, rng.integers(-5000, 5000, 6),
+                       w_scales=rng.uniform(0.0005, 0.002, 6), in_q=(0.05, 0), out_q=(0.5, 3))
+        x = np.full((1, 3, 5, 6), fill, np.int8)
+        c = compile_graph(copy.deepcopy(g), optimization="ram", inputs_in_pool=False)
+        _swap(c)
+        np.testing.assert_array_equal(run_compiled(c, [[x]])[0][0], reference(g, x))
+
+
+def test_hwc_access_model_matches_its_order():
+    """The access model (passes/lower/overlap.py): per channel, output pixel pairs in order, a
+    pair's new columns loaded before its outputs are stored: a one-row call may write its output
+    row over the middle row of its window (each byte is read by the step that writes it or
+    earlier), not one pixel to the left of it (pair 0's output lands on column 4 of the top
+    row, which pair 1 loads)."""
+    model = ACCESS_MODELS["depthwise_conv2d_3x3_hwc_s8"]
+    a = {"batches": 1, "in_h": 3, "in_w": 5, "in_c": 4, "out_h": 1, "out_w": 5, "out_c": 4,
+         "stride": [1, 1], "pad": [0, 1], "k_h": 3, "k_w": 3, "dilation": [1, 1]}
+    steps = model(a, 3 * 5 * 4, 5 * 4)
+    write, last = steps
+    assert write.max() == 4 * 3 - 1 and (write >= 0).all()  # 4 channels x 3 pairs
+    assert overlap_ok(steps, -5 * 4)  # the output row just before the window
+    assert overlap_ok(steps, 5 * 4)  # over the middle row: each byte read before (or as) written
+    assert not overlap_ok(steps, 4 * 4)  # one pixel left: pair 0 writes where pair 1 still reads
