@@ -407,17 +407,24 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   const int32_t oy1 = n1 / p->out_w, ox1 = n1 - oy1 * p->out_w;
   if (conv_gathers(p)) {
     const int32_t kp = conv_kp(p);
+    /* n1 == n0 (an odd last pixel, conv_pixel): its window gathered once */
     if (!p->krow) {
       conv_gather(p, in, oy0, ox0, extra);
-      conv_gather(p, in, oy1, ox1, extra + kp);
-      conv_unpack2(col, extra, extra + kp, kp >> 2);
+      if (n1 != n0) {
+        conv_gather(p, in, oy1, ox1, extra + kp);
+      }
+      conv_unpack2(col, extra, n1 != n0 ? extra + kp : extra, kp >> 2);
       return;
     }
     /* padded rows: each window's rows straight from the image when inside it, else
      * gathered (with the same row stride) into scratch */
     int32_t st0, st1;
     const int8_t *s0 = conv_window(p, in, oy0, ox0, extra, &st0);
-    const int8_t *s1 = conv_window(p, in, oy1, ox1, extra + kp, &st1);
+    const int8_t *s1 = s0;
+    st1 = st0;
+    if (n1 != n0) {
+      s1 = conv_window(p, in, oy1, ox1, extra + kp, &st1);
+    }
     const int32_t gr = conv_runp(p) >> 2;
     for (int32_t ky = 0; ky < p->k_h; ++ky, s0 += st0, s1 += st1, col += 4 * gr) {
       conv_unpack2(col, s0, s1, gr);
