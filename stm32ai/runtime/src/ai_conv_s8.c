@@ -892,6 +892,46 @@ static inline __attribute__((always_inline)) void mac1px(const uint32_t **wp, in
   acc[0] = a0, acc[1] = a1;
   *wp = w;
 }
+
+/* mac1px with int8 weights against one pixel's int8 input (in_c % 4 == 0, one run of 4 * g
+ * bytes: a 1x1 window) read straight from the image, each 4 bytes unpacked in the loop: 3 LDR,
+ * 6 SXTB16, 4 SMLAD per group; no column in scratch (conv_triple). */
+#if defined(__ARM_FEATURE_DSP)
+#define AI_W8_GROUP1D                                 \
+  "ldr %[x1], [%[c]], #4\n\t"                         \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "sxtb16 %[x0], %[x1]\n\t"                           \
+  "sxtb16 %[x1], %[x1], ror #8\n\t"                   \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  "smlad %[a0], %[l0], %[x0], %[a0]\n\t"              \
+  "smlad %[a0], %[wa], %[x1], %[a0]\n\t"              \
+  "smlad %[a1], %[l1], %[x0], %[a1]\n\t"              \
+  "smlad %[a1], %[wb], %[x1], %[a1]\n\t"
+#endif
+
+static inline __attribute__((always_inline)) void mac1px_w8_in(const uint32_t *w, const int8_t *x, int32_t g,
+                                                               int32_t *acc) {
+  int32_t a0 = acc[0], a1 = acc[1];
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t wa, wb, l0, l1, x0, x1;
+  __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W8_GROUP1D)
+                   : [a0] "+r"(a0), [a1] "+r"(a1), [w] "+r"(w), [c] "+r"(x), [g] "+r"(g), [wa] "=&r"(wa),
+                     [wb] "=&r"(wb), [l0] "=&r"(l0), [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                   :
+                   : "cc", "memory");
+#else
+  for (; g > 0; --g, x += 4, w += 2) {
+    const uint32_t v = rd32(x), x0 = sxtb16(v), x1 = sxtb16_r8(v);
+    a0 = smlad(sxtb16_r8(w[0]), x1, smlad(sxtb16(w[0]), x0, a0));
+    a1 = smlad(sxtb16_r8(w[1]), x1, smlad(sxtb16(w[1]), x0, a1));
+  }
+#endif
+  acc[0] = a0, acc[1] = a1;
+}
 #endif
 
 /* ---- requantisation + store. rq: 4 int32 per output channel, {bias, multiplier, rs,
@@ -1394,6 +1434,67 @@ static inline __attribute__((always_inline)) void conv_pixel_of(const conv_run_t
     (mode == 1 ? conv_pixel_w8_m1 : conv_pixel_w8_m2)(r, n);
   }
 }
+
+/* The last pixel pair (n, n+1) and the odd last pixel n+2 in one pass over the weights
+ * (AI_CONV_PX1, int8 weights, forward order): per channel pair the pair's 2x2 MAC loop, then
+ * the odd pixel's (mac1px_w8_in) over the same weight rows, which the flash's data cache still
+ * holds (the L4R5's 256 B hold a 1x1 64-channel layer's pair rows, 128 B), instead of a pass of
+ * their own from flash. The odd pixel needs no column: its window is one run of the image
+ * (1x1, inside), read in place, so the three pixels' stores must not reach it (checked: an
+ * output written over its input, the planner's in-place 1x1 layers, takes conv_pixel as
+ * before). Returns 0 when it does not apply (another window, an odd channel count, overlap). */
+static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r, int32_t n, int mode) {
+  const int32_t cout = r->p->out_c, groups = r->groups;
+  const int8_t *s2 = r->fast && r->kh == 1 && (r->n & 1) == 0 ? conv_fast_src(r, n + 2) : 0;
+  if (!s2) {
+    return 0;
+  }
+  int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
+  const uintptr_t lo = (uintptr_t)o0, hi = (uintptr_t)(o2 + r->n), xlo = (uintptr_t)s2,
+                  xhi = xlo + 4u * (uint32_t)groups;
+  if (lo < xhi && xlo < hi) {
+    return 0;
+  }
+  const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
+  if (s1) {
+    conv_unpack2(r->col, s0, s1, r->rowg);
+  } else {
+    conv_columns_slow(r, n, n + 1);
+  }
+  const uint32_t *wp = (const uint32_t *)(const void *)r->w;
+  const int32_t *q = r->q;
+  const uint32_t *col = r->col;
+  const conv_out_t o = r->o;
+  for (int32_t pairs = r->n >> 1; pairs > 0; --pairs, q += 8) {
+    const uint32_t *w0 = wp;
+    int32_t acc[4] = {q[0], q[0], q[4], q[4]};
+    int32_t acc2[2] = {q[0], q[4]};
+    mac2x2_w8(&wp, col, groups, acc);
+    mac1px_w8_in(w0, s2, groups, acc2);
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], &o, mode);
+    const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], &o, mode);
+    const int8_t y02 = conv_out(q, m0, rs0, kf0, acc2[0], &o, mode);
+    const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[2], &o, mode);
+    const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[3], &o, mode);
+    const int8_t y12 = conv_out(q + 4, m1, rs1, kf1, acc2[1], &o, mode);
+    o0[0] = y00;
+    o0[1] = y10;
+    o0 += 2;
+    o1[0] = y01;
+    o1[1] = y11;
+    o1 += 2;
+    o2[0] = y02;
+    o2[1] = y12;
+    o2 += 2;
+  }
+  return 1;
+}
+
+#define AI_CONV_TRIPLE(NAME, MODE) \
+  static __attribute__((noinline)) int NAME(const conv_run_t *r, int32_t n) { return conv_triple(r, n, MODE); }
+AI_CONV_TRIPLE(conv_triple_w8_m1, 1)
+AI_CONV_TRIPLE(conv_triple_w8_m2, 2)
 #endif
 
 /* The pixel-pair loop of one block, for one (w16, mode) pair: each instance is its own
@@ -1464,6 +1565,11 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
     if (!quad && k1 == k) {
       conv_pixel_of(rp, k, w16, mode);
       continue;
+    }
+    /* the last pair and the odd last pixel in one pass over the weights (int8 weights) */
+    if (!quad && !w16 && mode != 0 && k + 3 == npix && step > 0 &&
+        (mode == 1 ? conv_triple_w8_m1 : conv_triple_w8_m2)(rp, k)) {
+      break;
     }
 #endif
     const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
