@@ -1440,9 +1440,13 @@ static inline __attribute__((always_inline)) void conv_pixel_of(const conv_run_t
  * the odd pixel's (mac1px_w8_in) over the same weight rows, which the flash's data cache still
  * holds (the L4R5's 256 B hold a 1x1 64-channel layer's pair rows, 128 B), instead of a pass of
  * their own from flash. The odd pixel needs no column: its window is one run of the image
- * (1x1, inside), read in place, so the three pixels' stores must not reach it (checked: an
- * output written over its input, the planner's in-place 1x1 layers, takes conv_pixel as
- * before). Returns 0 when it does not apply (another window, an odd channel count, overlap). */
+ * (1x1, inside), read where it is unless the three pixels' stores reach it (an output written
+ * over its input, the planner's in-place 1x1 layers and a stripe's in-place rows): then it is
+ * first copied to AI_CONV_TRIPLE_COPY bytes of stack. Returns 0 when it does not apply
+ * (another window, an odd channel count, in place with in_c > AI_CONV_TRIPLE_COPY). */
+#ifndef AI_CONV_TRIPLE_COPY
+#define AI_CONV_TRIPLE_COPY 64 /* stack bytes for an odd pixel's input written over in place (in_c <= 64) */
+#endif
 static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r, int32_t n, int mode) {
   const int32_t cout = r->p->out_c, groups = r->groups;
   const int8_t *s2 = r->fast && r->kh == 1 && (r->n & 1) == 0 ? conv_fast_src(r, n + 2) : 0;
@@ -1452,8 +1456,13 @@ static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r
   int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
   const uintptr_t lo = (uintptr_t)o0, hi = (uintptr_t)(o2 + r->n), xlo = (uintptr_t)s2,
                   xhi = xlo + 4u * (uint32_t)groups;
-  if (lo < xhi && xlo < hi) {
-    return 0;
+  uint32_t x[AI_CONV_TRIPLE_COPY / 4];
+  if (lo < xhi && xlo < hi) { /* written over (in place): its bytes copied to the stack first */
+    if (groups > AI_CONV_TRIPLE_COPY / 4) {
+      return 0;
+    }
+    memcpy(x, s2, 4u * (uint32_t)groups);
+    s2 = (const int8_t *)x;
   }
   const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
   if (s1) {
