@@ -114,6 +114,16 @@ ODD_MAC_SHARE = 0.67
 ODD_REQ_SHARE = 0.5
 
 
+def _stall_pairs(a: dict) -> int:
+    """Weight passes of an unstaged conv2d_s8 call that stall on flash: one per pixel pair, but
+    a 1x1 int8 layer's odd last pixel shares the last pair's pass (conv_triple: its second read
+    of a channel pair's rows hits the flash data cache) when there is such a pair and out_c is even."""
+    npix = int(a["out_h"]) * int(a["out_w"])
+    triple = (int(a["k_h"]) == 1 and int(a["k_w"]) == 1 and int(a["in_c"]) % 4 == 0 and not a.get("w16")
+              and int(a["out_c"]) % 2 == 0 and npix % 2 == 1 and npix >= 3 and not a.get("reverse"))
+    return _pairs(a) - (int(a["batches"]) if triple else 0)
+
+
 def _pair_units(a: dict, share: float) -> float:
     """Pixel pairs of a conv2d_s8 call with the odd last pixel counted as `share` of a pair
     (conv_pixel; the staged quad layout still runs it as a pair of itself: share 1 there)."""
@@ -230,7 +240,8 @@ def _conv_cycles(a: dict, flash: FlashModel, w16: int, blk: int, staged: bool, w
         return _Cand(blk if nblk > 1 else oc, w16, blk * (16 + kp * (1 + w16)),
                      loop + rebuild + copy + flash.stalls(reads), reads)
     reads = passed if passed <= flash.cache_bytes else pairs * passed
-    return _Cand(0, w16, 0, loop + flash.stalls(reads), reads)
+    stalls = flash.stalls(passed if passed <= flash.cache_bytes else _stall_pairs({**a, "w16": w16}) * passed)
+    return _Cand(0, w16, 0, loop + stalls, reads)
 
 
 def _conv_options(op: Op, g: Graph, flash: FlashModel, lost: int) -> list[tuple[int, _Cand]]:
@@ -598,8 +609,9 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
         w, rq = _nbytes(g, mop.inputs[1]), _nbytes(g, mop.inputs[2])
         s = int(a.get("stage_oc", 0))
         c = _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq)
-        reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _pairs(a) * (w + rq)
-        instr = (c.cycles - flash.stalls(c.reads) + _pairs(a) * _col_cycles(a)
+        reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _stall_pairs(a) * (w + rq)
+        instr = (c.cycles - flash.stalls(c.reads if s > 0 or w + rq <= flash.cache_bytes
+                                         else _stall_pairs(a) * (w + rq)) + _pairs(a) * _col_cycles(a)
                  + _pair_units(a, ODD_REQ_SHARE) * CONV_REQ_INSTR * int(a["out_c"]))
         return CPI * instr + flash.stalls(reads)
     reads = flash_reads(mop, g, elements)
