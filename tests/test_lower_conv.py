@@ -1155,6 +1155,51 @@ int main(void) {
       }
     }
   }
+  for (int c = 0; c < 500; ++c) {
+    /* odd pixel counts, mostly 1x1 (in_c % 4 == 0, unstaged, forward): the odd last pixel on its
+       own (conv_pixel) and, int8 weights, the last pair with it in one weight pass (conv_triple),
+       against the one-column kernel; in place (output on the input, the planner's 1x1 overlap) */
+    ai_conv2d_s8_params p;
+    p.batches = rr(1, 2); p.in_h = rr(1, 11); p.in_w = rr(1, 11);
+    p.k_h = p.k_w = rr(0, 3) == 0 ? rr(2, 3) : 1; p.stride[0] = rr(1, 2); p.stride[1] = rr(1, 2);
+    p.dilation[0] = p.dilation[1] = 1; p.pad[0] = rr(0, p.k_h - 1); p.pad[1] = rr(0, p.k_w - 1);
+    p.out_h = (p.in_h + 2 * p.pad[0] - p.k_h) / p.stride[0] + 1;
+    p.out_w = (p.in_w + 2 * p.pad[1] - p.k_w) / p.stride[1] + 1;
+    p.pad_value = rr(-128, 127); p.out_offset = rr(-128, 127);
+    p.act_min = rr(-128, 0); p.act_max = rr(p.act_min, 127);
+    if (rr(0, 1)) { p.act_min = -128; p.act_max = 127; }
+    p.in_c = 4 * rr(1, 6); p.out_c = rr(0, 2) ? 2 * rr(1, 8) : rr(1, 16);
+    if (rr(0, 3) == 0) { /* the planner's in-place 1x1: same channel count, stride 1 */
+      p.k_h = p.k_w = 1; p.pad[0] = p.pad[1] = 0; p.stride[0] = p.stride[1] = 1;
+      p.out_h = p.in_h; p.out_w = p.in_w; p.out_c = p.in_c;
+    }
+    p.w16 = rr(0, 2) == 0; p.rq_fold = rr(0, 3) != 0; p.krow = 0; p.reverse = 0; p.stage_oc = 0; p.pad_copy = 0;
+    const int32_t kp = p.k_h * p.k_w * p.in_c, nw = kp * p.out_c;
+    if (!FITS(p, nw) || p.out_h < 1 || p.out_w < 1 || (p.out_h * p.out_w) % 2 == 0) continue;
+    fill(p.batches * p.in_h * p.in_w * p.in_c, nw, p.out_c);
+    for (int32_t i = 0; i < nw; ++i) w16_buf[i] = w_buf[(i & ~3) | ((i & 1) << 1) | ((i >> 1) & 1)];
+    for (int32_t i = 0; i < p.out_c; ++i) {
+      const int32_t rs = rr(1, 14);
+      rq[4 * i] = bias[i]; rq[4 * i + 1] = mult[i];
+      rq[4 * i + 2] = p.rq_fold ? rs : shift[i];
+      rq[4 * i + 3] = p.rq_fold ? (1 << (rs - 1)) + p.out_offset * (1 << rs) : 0;
+    }
+    const int8_t *wl = p.w16 ? (const int8_t *)w16_buf : w_buf;
+    const int32_t n_in = p.batches * p.in_h * p.in_w * p.in_c, n_out = p.batches * p.out_h * p.out_w * p.out_c;
+    memset(out_buf, 0x5A, sizeof out_buf);
+    ai_conv2d_s8(&p, in_buf, wl, rq, out_buf, scratch);
+    const uint32_t h = fnv(out_buf, n_out);
+    printf("px %d %08lx\n", c, (unsigned long)h);
+    memset(out_buf, 0x5A, sizeof out_buf);
+    ai_conv2d_s8_1col(&p, in_buf, wl, rq, out_buf, scratch);
+    printf("%s %d\n", fnv(out_buf, n_out) == h ? "px1" : "px1diff", c);
+    if (p.k_h == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.out_c == p.in_c) {
+      memcpy(out_buf, in_buf, (size_t)n_in);
+      ai_conv2d_s8(&p, out_buf, wl, rq, out_buf, scratch);
+      printf("%s %d\n", fnv(out_buf, n_out) == h ? "inplace" : "inplacediff", c);
+    }
+    ++ran;
+  }
   printf("cases %d\n", ran);
   return 0;
 }
@@ -1197,6 +1242,9 @@ def test_dsp_path_on_cortex_m4_matches_host_path(tmp_path, defines):
     assert host.count("copied ") > 100 and "copydiff" not in host  # pad_copy == padded windows gathered
     assert host.count("onecol ") > 100 and "onecoldiff" not in host  # one column == pixel pairs
     assert host.count("hwc ") > 50 and "hwcdiff" not in host  # the HWC 3x3 depthwise == the planar one
+    # the odd last pixel (conv_pixel, conv_triple) == one column, and in place
+    assert host.count("px1 ") > 100 and "px1diff" not in host
+    assert host.count("inplace ") > 5 and "inplacediff" not in host
     assert arm.replace("\r", "") == host
 
 

@@ -105,6 +105,34 @@ def _pairs(a: dict) -> int:
     return int(a["batches"]) * ((int(a["out_h"]) * int(a["out_w"]) + 1) // 2)
 
 
+# conv2d_s8's odd last pixel on its own (ai_conv_s8.c conv_pixel: a pixel pair's column build and
+# weight reads, half its MACs): its MAC loop and its requantisation as shares of a pixel pair's.
+# Estimator, nucleo-l4r5zi, KWS `--optimization ram` (125 one-row 1x1/first-layer calls on 5-pixel
+# rows): the odd pixel 11.5 K estimated cycles against a pair's 15.6 K, ~3 K of each the weights'
+# flash stalls (docs/kernels_conv.md "The odd last pixel").
+ODD_MAC_SHARE = 0.67
+ODD_REQ_SHARE = 0.5
+
+
+def _stall_pairs(a: dict) -> int:
+    """Weight passes of an unstaged conv2d_s8 call that stall on flash: one per pixel pair, but
+    a 1x1 int8 layer's odd last pixel shares the last pair's pass (conv_triple: its second read
+    of a channel pair's rows hits the flash data cache) when there is such a pair and out_c is even."""
+    npix = int(a["out_h"]) * int(a["out_w"])
+    triple = (int(a["k_h"]) == 1 and int(a["k_w"]) == 1 and int(a["in_c"]) % 4 == 0 and not a.get("w16")
+              and int(a["out_c"]) % 2 == 0 and npix % 2 == 1 and npix >= 3 and not a.get("reverse"))
+    return _pairs(a) - (int(a["batches"]) if triple else 0)
+
+
+def _pair_units(a: dict, share: float) -> float:
+    """Pixel pairs of a conv2d_s8 call with the odd last pixel counted as `share` of a pair
+    (conv_pixel; the staged quad layout still runs it as a pair of itself: share 1 there)."""
+    npix = int(a["out_h"]) * int(a["out_w"])
+    if int(a.get("stage_oc", 0)) > 0:
+        share = 1.0
+    return int(a["batches"]) * (npix // 2 + share * (npix & 1))
+
+
 def _elements(g: Graph, op: Op) -> int:
     return int(np.prod(g.tensors[op.outputs[0]].shape, dtype=np.int64))
 
@@ -200,7 +228,10 @@ def _conv_cycles(a: dict, flash: FlashModel, w16: int, blk: int, staged: bool, w
     read costs the wait states on top (no prefetch on the data side)."""
     oc, kp, pairs = int(a["out_c"]), _kp(a), _pairs(a)
     groups = kp // 4
-    loop = pairs * ((oc + 1) // 2) * groups * (12 * flash.loop_cpi if w16 else 16 * flash.loop8_cpi)
+    npix = int(a["out_h"]) * int(a["out_w"])
+    # the odd last pixel on its own (conv_pixel) unless staged (the quads' layout, a pair there)
+    mac_pairs = pairs if staged else int(a["batches"]) * (npix // 2 + ODD_MAC_SHARE * (npix & 1))
+    loop = mac_pairs * ((oc + 1) // 2) * groups * (12 * flash.loop_cpi if w16 else 16 * flash.loop8_cpi)
     col = groups * 10 + 30 + (3 * kp if int(a["in_c"]) % 4 else 0)
     nblk = -(-oc // blk)
     rebuild = (nblk - 1) * pairs * col * flash.column_cpi
@@ -212,7 +243,8 @@ def _conv_cycles(a: dict, flash: FlashModel, w16: int, blk: int, staged: bool, w
         return _Cand(blk if nblk > 1 else oc, w16, blk * (16 + kp * (1 + w16)),
                      loop + rebuild + copy + flash.stalls(reads), reads)
     reads = passed if passed <= flash.cache_bytes else pairs * passed
-    return _Cand(0, w16, 0, loop + flash.stalls(reads), reads)
+    stalls = flash.stalls(passed if passed <= flash.cache_bytes else _stall_pairs({**a, "w16": w16}) * passed)
+    return _Cand(0, w16, 0, loop + stalls, reads)
 
 
 def _conv_options(op: Op, g: Graph, flash: FlashModel, lost: int) -> list[tuple[int, _Cand]]:
@@ -589,8 +621,10 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
         w, rq = _nbytes(g, mop.inputs[1]), _nbytes(g, mop.inputs[2])
         s = int(a.get("stage_oc", 0))
         c = _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq)
-        reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _pairs(a) * (w + rq)
-        instr = c.cycles - flash.stalls(c.reads) + _pairs(a) * (_col_cycles(a) + CONV_REQ_INSTR * int(a["out_c"]))
+        reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _stall_pairs(a) * (w + rq)
+        instr = (c.cycles - flash.stalls(c.reads if s > 0 or w + rq <= flash.cache_bytes
+                                         else _stall_pairs(a) * (w + rq)) + _pairs(a) * _col_cycles(a)
+                 + _pair_units(a, ODD_REQ_SHARE) * CONV_REQ_INSTR * int(a["out_c"]))
         return CPI * instr + flash.stalls(reads)
     reads = flash_reads(mop, g, elements)
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))

@@ -407,17 +407,24 @@ static void conv_columns(const ai_conv2d_s8_params *p, const int8_t *in, int32_t
   const int32_t oy1 = n1 / p->out_w, ox1 = n1 - oy1 * p->out_w;
   if (conv_gathers(p)) {
     const int32_t kp = conv_kp(p);
+    /* n1 == n0 (an odd last pixel, conv_pixel): its window gathered once */
     if (!p->krow) {
       conv_gather(p, in, oy0, ox0, extra);
-      conv_gather(p, in, oy1, ox1, extra + kp);
-      conv_unpack2(col, extra, extra + kp, kp >> 2);
+      if (n1 != n0) {
+        conv_gather(p, in, oy1, ox1, extra + kp);
+      }
+      conv_unpack2(col, extra, n1 != n0 ? extra + kp : extra, kp >> 2);
       return;
     }
     /* padded rows: each window's rows straight from the image when inside it, else
      * gathered (with the same row stride) into scratch */
     int32_t st0, st1;
     const int8_t *s0 = conv_window(p, in, oy0, ox0, extra, &st0);
-    const int8_t *s1 = conv_window(p, in, oy1, ox1, extra + kp, &st1);
+    const int8_t *s1 = s0;
+    st1 = st0;
+    if (n1 != n0) {
+      s1 = conv_window(p, in, oy1, ox1, extra + kp, &st1);
+    }
     const int32_t gr = conv_runp(p) >> 2;
     for (int32_t ky = 0; ky < p->k_h; ++ky, s0 += st0, s1 += st1, col += 4 * gr) {
       conv_unpack2(col, s0, s1, gr);
@@ -813,6 +820,119 @@ static void mac1x2(const uint32_t *w, int w16, const uint32_t *c, int32_t g, int
   }
   acc[0] = a0, acc[1] = a1;
 }
+
+/* One pixel (an odd last pixel: the column words {x0,x2} {x1,x3} of pixel 0 of each 4-word
+ * group, c[0] and c[1]) against output channels (oc, oc+1): acc = {a0, a1}. The weights are
+ * read as mac2x2_w8 / mac2x2_w16 read them (the same layout, every word once); the MACs, the
+ * column loads and the SMLADs are half a pixel pair's: w8 12 instructions per group (4 LDR in
+ * one burst, 4 SXTB16, 4 SMLAD) against 18, w16 10 against 16 (docs/kernels_conv.md "One-row
+ * calls: the odd last pixel"). Not on Armv6-M (AI_V6M_ASM: the odd pixel stays a pair there). */
+#if !defined(AI_V6M_ASM)
+#define AI_CONV_PX1 1
+#if defined(__ARM_FEATURE_DSP)
+#define AI_W8_GROUP1                                  \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "ldr %[x1], [%[c], #-12]\n\t"                       \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  "smlad %[a0], %[l0], %[x0], %[a0]\n\t"              \
+  "smlad %[a0], %[wa], %[x1], %[a0]\n\t"              \
+  "smlad %[a1], %[l1], %[x0], %[a1]\n\t"              \
+  "smlad %[a1], %[wb], %[x1], %[a1]\n\t"
+
+#define AI_W16_GROUP1                                 \
+  "ldr %[wa], [%[w]], #16\n\t"                        \
+  "ldr %[x0], [%[c]], #16\n\t"                        \
+  "ldr %[wb], [%[w], #-8]\n\t"                        \
+  "ldr %[x1], [%[c], #-12]\n\t"                       \
+  "ldr %[l0], [%[w], #-12]\n\t"                       \
+  "ldr %[l1], [%[w], #-4]\n\t"                        \
+  "smlad %[a0], %[wa], %[x0], %[a0]\n\t"              \
+  "smlad %[a1], %[wb], %[x0], %[a1]\n\t"              \
+  "smlad %[a0], %[l0], %[x1], %[a0]\n\t"              \
+  "smlad %[a1], %[l1], %[x1], %[a1]\n\t"
+#endif
+
+static inline __attribute__((always_inline)) void mac1px(const uint32_t **wp, int w16, const uint32_t *c, int32_t g,
+                                                         int32_t *acc) {
+  const uint32_t *w = *wp;
+  int32_t a0 = acc[0], a1 = acc[1];
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t wa, wb, l0, l1, x0, x1;
+  if (w16) {
+    __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W16_GROUP1)
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [w] "+r"(w), [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa),
+                       [wb] "=&r"(wb), [l0] "=&r"(l0), [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                     :
+                     : "cc", "memory");
+  } else {
+    __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W8_GROUP1)
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [w] "+r"(w), [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa),
+                       [wb] "=&r"(wb), [l0] "=&r"(l0), [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                     :
+                     : "cc", "memory");
+  }
+#else
+  for (; g > 0; --g, c += 4) {
+    if (w16) {
+      a0 = smlad(w[1], c[1], smlad(w[0], c[0], a0));
+      a1 = smlad(w[3], c[1], smlad(w[2], c[0], a1));
+      w += 4;
+    } else {
+      a0 = smlad(sxtb16_r8(w[0]), c[1], smlad(sxtb16(w[0]), c[0], a0));
+      a1 = smlad(sxtb16_r8(w[1]), c[1], smlad(sxtb16(w[1]), c[0], a1));
+      w += 2;
+    }
+  }
+#endif
+  acc[0] = a0, acc[1] = a1;
+  *wp = w;
+}
+
+/* mac1px with int8 weights against one pixel's int8 input (in_c % 4 == 0, one run of 4 * g
+ * bytes: a 1x1 window) read straight from the image, each 4 bytes unpacked in the loop: 3 LDR,
+ * 6 SXTB16, 4 SMLAD per group; no column in scratch (conv_triple). */
+#if defined(__ARM_FEATURE_DSP)
+#define AI_W8_GROUP1D                                 \
+  "ldr %[x1], [%[c]], #4\n\t"                         \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "sxtb16 %[x0], %[x1]\n\t"                           \
+  "sxtb16 %[x1], %[x1], ror #8\n\t"                   \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  "smlad %[a0], %[l0], %[x0], %[a0]\n\t"              \
+  "smlad %[a0], %[wa], %[x1], %[a0]\n\t"              \
+  "smlad %[a1], %[l1], %[x0], %[a1]\n\t"              \
+  "smlad %[a1], %[wb], %[x1], %[a1]\n\t"
+#endif
+
+static inline __attribute__((always_inline)) void mac1px_w8_in(const uint32_t *w, const int8_t *x, int32_t g,
+                                                               int32_t *acc) {
+  int32_t a0 = acc[0], a1 = acc[1];
+#if defined(__ARM_FEATURE_DSP)
+  uint32_t wa, wb, l0, l1, x0, x1;
+  __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W8_GROUP1D)
+                   : [a0] "+r"(a0), [a1] "+r"(a1), [w] "+r"(w), [c] "+r"(x), [g] "+r"(g), [wa] "=&r"(wa),
+                     [wb] "=&r"(wb), [l0] "=&r"(l0), [l1] "=&r"(l1), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                   :
+                   : "cc", "memory");
+#else
+  for (; g > 0; --g, x += 4, w += 2) {
+    const uint32_t v = rd32(x), x0 = sxtb16(v), x1 = sxtb16_r8(v);
+    a0 = smlad(sxtb16_r8(w[0]), x1, smlad(sxtb16(w[0]), x0, a0));
+    a1 = smlad(sxtb16_r8(w[1]), x1, smlad(sxtb16(w[1]), x0, a1));
+  }
+#endif
+  acc[0] = a0, acc[1] = a1;
+}
+#endif
 
 /* ---- requantisation + store. rq: 4 int32 per output channel, {bias, multiplier, rs,
  * kf} when p->rq_fold (rq_fold's constants, out_zp folded in; proven exact by the
@@ -1253,6 +1373,139 @@ static __attribute__((noinline)) void conv_columns_slow(const conv_run_t *r, int
   conv_columns(r->p, r->in, n0, n1, r->col, r->extra);
 }
 
+#if defined(AI_CONV_PX1)
+/* An odd last pixel (n) on its own (AI_CONV_PX1): its column built as a pair's pixel 0 (the
+ * same builders, pixel 1 a copy), then every output channel pair against that one column
+ * (mac1px: half the MACs and column loads of a pixel pair, the same weight reads), the odd
+ * last channel as before. Same sums and requantisation as the pair of itself it replaces, so
+ * the same bytes; the column is read before any output of the pixel is stored, as before.
+ * Out of line (one per w16 x mode instance used): the pair loops keep their code. A one-row
+ * stripe call on an odd width (KWS's 5-pixel rows) runs one per call. Not for the quads'
+ * staged layout (conv_pairs passes quad == 0 only). */
+static inline __attribute__((always_inline)) void conv_pixel(const conv_run_t *r, int32_t n, int w16, int mode) {
+  const int32_t cout = r->p->out_c;
+  const int8_t *s0 = r->fast ? conv_fast_src(r, n) : 0;
+  if (s0) {
+    uint32_t *c = r->col;
+    for (int32_t ky = r->kh; ky > 0; --ky, s0 += r->rowst, c += 4 * r->rowg) {
+      conv_unpack2(c, s0, s0, r->rowg);
+    }
+  } else {
+    conv_columns_slow(r, n, n);
+  }
+  const uint32_t *wp = (const uint32_t *)(const void *)r->w;
+  const int32_t *q = r->q;
+  const uint32_t *col = r->col;
+  const int32_t groups = r->groups;
+  const conv_out_t o = r->o;
+  int8_t *out = r->out + n * cout;
+  for (int32_t pairs = r->n >> 1; pairs > 0; --pairs, q += 8, out += 2) {
+    int32_t acc[2] = {q[0], q[4]};
+    mac1px(&wp, w16, col, groups, acc);
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y0 = conv_out(q, m0, rs0, kf0, acc[0], &o, mode);
+    const int8_t y1 = conv_out(q + 4, m1, rs1, kf1, acc[1], &o, mode);
+    out[0] = y0;
+    out[1] = y1;
+  }
+  if (r->n & 1) {
+    conv_last_channel(w16, wp, q, col, groups, out, out, &o, mode);
+  }
+}
+
+#define AI_CONV_PIXEL(NAME, W16, MODE) \
+  static __attribute__((noinline)) void NAME(const conv_run_t *r, int32_t n) { conv_pixel(r, n, W16, MODE); }
+AI_CONV_PIXEL(conv_pixel_w16_m1, 1, 1)
+AI_CONV_PIXEL(conv_pixel_w16_m2, 1, 2)
+AI_CONV_PIXEL(conv_pixel_w8_m1, 0, 1)
+AI_CONV_PIXEL(conv_pixel_w8_m2, 0, 2)
+static __attribute__((noinline)) void conv_pixel_m0(const conv_run_t *r, int32_t n, int w16) {
+  conv_pixel(r, n, w16, 0);
+}
+
+/* conv_pairs' odd last pixel: the instance of its (w16, mode) */
+static inline __attribute__((always_inline)) void conv_pixel_of(const conv_run_t *r, int32_t n, int w16,
+                                                                int mode) {
+  if (mode == 0) {
+    conv_pixel_m0(r, n, w16);
+  } else if (w16) {
+    (mode == 1 ? conv_pixel_w16_m1 : conv_pixel_w16_m2)(r, n);
+  } else {
+    (mode == 1 ? conv_pixel_w8_m1 : conv_pixel_w8_m2)(r, n);
+  }
+}
+
+/* The last pixel pair (n, n+1) and the odd last pixel n+2 in one pass over the weights
+ * (AI_CONV_PX1, int8 weights, forward order): per channel pair the pair's 2x2 MAC loop, then
+ * the odd pixel's (mac1px_w8_in) over the same weight rows, which the flash's data cache still
+ * holds (the L4R5's 256 B hold a 1x1 64-channel layer's pair rows, 128 B), instead of a pass of
+ * their own from flash. The odd pixel needs no column: its window is one run of the image
+ * (1x1, inside), read where it is unless the three pixels' stores reach it (an output written
+ * over its input, the planner's in-place 1x1 layers and a stripe's in-place rows): then it is
+ * first copied to AI_CONV_TRIPLE_COPY bytes of stack. Returns 0 when it does not apply
+ * (another window, an odd channel count, in place with in_c > AI_CONV_TRIPLE_COPY). */
+#ifndef AI_CONV_TRIPLE_COPY
+#define AI_CONV_TRIPLE_COPY 64 /* stack bytes for an odd pixel's input written over in place (in_c <= 64) */
+#endif
+static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r, int32_t n, int mode) {
+  const int32_t cout = r->p->out_c, groups = r->groups;
+  const int8_t *s2 = r->fast && r->kh == 1 && (r->n & 1) == 0 ? conv_fast_src(r, n + 2) : 0;
+  if (!s2) {
+    return 0;
+  }
+  int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
+  const uintptr_t lo = (uintptr_t)o0, hi = (uintptr_t)(o2 + r->n), xlo = (uintptr_t)s2,
+                  xhi = xlo + 4u * (uint32_t)groups;
+  uint32_t x[AI_CONV_TRIPLE_COPY / 4];
+  if (lo < xhi && xlo < hi) { /* written over (in place): its bytes copied to the stack first */
+    if (groups > AI_CONV_TRIPLE_COPY / 4) {
+      return 0;
+    }
+    memcpy(x, s2, 4u * (uint32_t)groups);
+    s2 = (const int8_t *)x;
+  }
+  const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
+  if (s1) {
+    conv_unpack2(r->col, s0, s1, r->rowg);
+  } else {
+    conv_columns_slow(r, n, n + 1);
+  }
+  const uint32_t *wp = (const uint32_t *)(const void *)r->w;
+  const int32_t *q = r->q;
+  const uint32_t *col = r->col;
+  const conv_out_t o = r->o;
+  for (int32_t pairs = r->n >> 1; pairs > 0; --pairs, q += 8) {
+    const uint32_t *w0 = wp;
+    int32_t acc[4] = {q[0], q[0], q[4], q[4]};
+    int32_t acc2[2] = {q[0], q[4]};
+    mac2x2_w8(&wp, col, groups, acc);
+    mac1px_w8_in(w0, s2, groups, acc2);
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], &o, mode);
+    const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], &o, mode);
+    const int8_t y02 = conv_out(q, m0, rs0, kf0, acc2[0], &o, mode);
+    const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[2], &o, mode);
+    const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[3], &o, mode);
+    const int8_t y12 = conv_out(q + 4, m1, rs1, kf1, acc2[1], &o, mode);
+    o0[0] = y00;
+    o0[1] = y10;
+    o0 += 2;
+    o1[0] = y01;
+    o1[1] = y11;
+    o1 += 2;
+    o2[0] = y02;
+    o2[1] = y12;
+    o2 += 2;
+  }
+  return 1;
+}
+
+#define AI_CONV_TRIPLE(NAME, MODE) \
+  static __attribute__((noinline)) int NAME(const conv_run_t *r, int32_t n) { return conv_triple(r, n, MODE); }
+AI_CONV_TRIPLE(conv_triple_w8_m1, 1)
+AI_CONV_TRIPLE(conv_triple_w8_m2, 2)
+#endif
+
 /* The pixel-pair loop of one block, for one (w16, mode) pair: each instance is its own
  * compact function (pair loop + fast columns + channel loop). `r` is copied to a local: the
  * byte stores may alias anything reached through a pointer, the local's fields they cannot. */
@@ -1314,9 +1567,20 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
    * are read into scratch before its outputs are stored, so an output may overlap the
    * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
   for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
-    /* an odd last pixel is computed twice (both columns the same pixel) and stored
-     * twice to the same place: one loop structure for every block */
+    /* an odd last pixel: on its own (conv_pixel, AI_CONV_PX1), or, with the quads' staged
+     * layout, computed twice (both columns the same pixel) and stored twice to the same place */
     const int32_t k1 = k + 1 < npix ? k + 1 : k;
+#if defined(AI_CONV_PX1)
+    if (!quad && k1 == k) {
+      conv_pixel_of(rp, k, w16, mode);
+      continue;
+    }
+    /* the last pair and the odd last pixel in one pass over the weights (int8 weights) */
+    if (!quad && !w16 && mode != 0 && k + 3 == npix && step > 0 &&
+        (mode == 1 ? conv_triple_w8_m1 : conv_triple_w8_m2)(rp, k)) {
+      break;
+    }
+#endif
     const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
     const int8_t *s1 = s0 ? conv_fast_src(&r, k1) : 0;
     if (s1) {
