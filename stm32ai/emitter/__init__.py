@@ -314,9 +314,18 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             else:
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
+        wide = m.get("wide")
         if m["scratch"] > 0:
             args.append(f"(void *)(sc + {m_off[j]}u)")
-        lines.append(f"      ai_{k}({', '.join(args)});")
+        if wide is not None:  # e[6] = 1: the op's own kernel in its own region (passes/stripes.py `widen`)
+            wk = str(wide["kernel"])
+            if not C_IDENT.match(wk) or m["kind"] != "window" or n_streamed != 1 or int(m["scratch"]) <= 0:
+                raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")
+            w_off = int(joint["wide_offsets"][j]) if joint else int(wide["scratch_offset"])
+            wargs = args[:-1] + [f"(void *)(sc + {w_off}u)"]
+            lines.append(f"      if (e[6] != 0) {{ ai_{wk}({', '.join(wargs)}); }} else {{ ai_{k}({', '.join(args)}); }}")
+        else:
+            lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")
     for q, src in enumerate(st.get("sources", ())):  # --input-rows: the application's rows
         off, rb = ring_off[int(src["ring"])], int(st["rings"][int(src["ring"])]["row_bytes"])

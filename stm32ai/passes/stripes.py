@@ -75,6 +75,9 @@ class Member:
     params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
     kernel: str = ""  # the kernel called in the stripe ("": op.kernel; see `_narrow_scratch`)
     scratch: int = -1  # its scratch bytes (-1: op.scratch)
+    # ordinals of this member's calls that run the op's own (wide) kernel with its own scratch
+    # region although the member is narrowed (`widen`: where the layout has room at that call)
+    wide: frozenset[int] = frozenset()
 
     @property
     def call_kernel(self) -> str:
@@ -83,6 +86,11 @@ class Member:
     @property
     def call_scratch(self) -> int:
         return int(self.op.scratch) if self.scratch < 0 else self.scratch
+
+    @property
+    def widened(self) -> bool:
+        """Some calls run the op's own kernel (`widen`): only for a narrowed member."""
+        return bool(self.wide) and bool(self.kernel) and self.kernel != self.op.kernel
 
     def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
         """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
@@ -192,6 +200,8 @@ class Stripe:
     ring_mode: list[int] = field(default_factory=list)  # 0 low, 1 high (see `_physical`)
     member_scratch_offset: int = 0  # the largest member scratch's offset
     scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
+    wide_offsets: list[int] = field(default_factory=list)  # per member, its wide calls' region (-1: none)
+    narrow: bool = True  # `_narrow_scratch`'s flag this stripe was laid out with
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
@@ -450,6 +460,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         drops()
         return True
 
+    for m in members:  # `widen` decides wide calls on the chosen stripe's final layout only
+        m.wide = frozenset()
     seq = list(order or range(len(members)))
     while any(done[j] < goal(j) for j in range(len(members))):
         if drain:  # the most downstream member that can run, one call at a time
@@ -495,7 +507,8 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     buffer; a high ring gets a move step before each append and drops without memmove.
     Returns it, the steps at which each slot of each ring is busy (live, read, written, moved
     or poisoned) and, per member with kernel scratch, the steps of its calls, as bit masks
-    (bit s: step s)."""
+    (bit s: step s); a widened member's wide calls (`Member.wide`: step[6] = 1, the op's own
+    kernel) under key len(members) + j, their own region."""
     n = len(st.rings)
     ring_of = {t: r for r, t in enumerate(st.rings)}
     start, count = [0] * n, [0] * n
@@ -503,6 +516,7 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     busy: list[list[int]] = [[0] * st.ring_rows[r] for r in range(n)]
     since: list[list[int]] = [[-1] * st.ring_rows[r] for r in range(n)]  # step a live slot was filled
     scratch_steps: dict[int, int] = {}  # member -> steps of its calls (it has kernel scratch)
+    ordinal = [0] * len(st.members)  # calls of each member so far
 
     def fill(r: int, lo: int, hi: int) -> None:  # slots live from this step on
         for i in range(lo, hi):
@@ -554,8 +568,12 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
             phys[4] = step[4] + start[r_out]
             fill(r_out, phys[4], phys[4] + step[1])
             count[r_out] += step[1]
+        key = step[0]
+        if m.widened and ordinal[step[0]] in m.wide:
+            phys[6], key = 1, len(st.members) + step[0]  # a window member: e[6] is free (one input)
+        ordinal[step[0]] += 1
         if m.call_scratch > 0 and m.kind != "reduce":
-            scratch_steps[step[0]] = scratch_steps.get(step[0], 0) | 1 << len(out)
+            scratch_steps[key] = scratch_steps.get(key, 0) | 1 << len(out)
         out.append(phys)
     for r in range(n):  # rows a ring still holds at the end (none: every row is read)
         free(r, 0, st.ring_rows[r])
@@ -693,12 +711,18 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
             busy_acc = everything & ((1 << (calls[-1] + 1)) - (1 << calls[0]))
             items.append((-(-acc_bytes(m) // ALIGN) * ALIGN, "acc", -1,
                           [(0, -(-acc_bytes(m) // ALIGN) * ALIGN, busy_acc)]))
+    n = len(st.members)
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
+        if j >= n:  # its wide calls' region (the op's own kernel scratch)
+            size = -(-int(st.members[j - n].op.scratch) // ALIGN) * ALIGN
+            items.append((size, "wide", j - n, [(0, size, steps)]))
+            continue
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
         items.append((size, "scratch", j, [(0, size, steps)]))
     allow, keep = _inplace(g, st, table)
     placed: list[tuple[int, int, int, Key]] = []
-    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
+    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {},
+                           "wide_off": {}}
     lay["items"] = items  # for the joint layout over a dying input (`_place`)
     lay["allow"], lay["keep"] = allow, keep
     top = 0
@@ -712,6 +736,8 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
             lay["ring_offset"][r] = off
         elif what == "acc":
             lay["acc"] = off
+        elif what == "wide":
+            lay["wide_off"][r] = off
         else:
             lay["scratch_off"][r] = off
     return top, lay
@@ -723,6 +749,7 @@ def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> No
     smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
     third row). search False: the starting points only (form_stripes' cut-point search)."""
     _narrow_scratch(st.members, narrow)
+    st.narrow = narrow
     st.logical = st.table
     flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
     starts = [[0] * len(st.rings)]
@@ -751,6 +778,7 @@ def _place(g: Graph, st: Stripe, narrow: bool = True, search: bool = True) -> No
     st.ring_offset = lay["ring_offset"]
     st.acc_offset = lay["acc"]
     st.scratch_offsets = [lay["scratch_off"].get(j, -1) for j in range(len(st.members))]
+    st.wide_offsets = [lay["wide_off"].get(j, -1) for j in range(len(st.members))]
     big = max(lay["scratch_off"], key=lambda j: st.members[j].call_scratch, default=-1)
     st.member_scratch_offset = lay["scratch_off"][big] if big >= 0 else 0
     st.scratch = scratch
@@ -803,6 +831,100 @@ def _narrow_scratch(members: list[Member], narrow: bool = True) -> None:
         one = conv_1col_scratch_size(a)
         if m.op.scratch > rest and one < m.op.scratch:
             m.kernel, m.scratch = "conv2d_s8_1col", one
+
+
+# narrowed kernels (`_narrow_scratch`) whose calls `widen` may run as the op's own kernel: the
+# one-column conv2d_s8 (never in place: k > 1, so the wide kernel's access order never matters)
+WIDEN_KERNELS = ("conv2d_s8_1col",)
+
+
+def _relayout(g: Graph, st: Stripe) -> int:
+    """Lay st out again as `simulate_best` does for its pick (ring modes searched, the joint
+    layout's order search): the pool bytes it needs (`pool_bytes`)."""
+    st.table = st.logical
+    _place(g, st, st.narrow, True)
+    if st.joint is not None:
+        from stm32ai.passes.stripe_overlap import joint_layout
+
+        better = joint_layout(g, st, st.items, tries=JOINT_TRIES, allow=st.allow)
+        if better is not None and better["size"] < st.joint["size"]:
+            st.joint = better
+            mark_keep(g, st)
+    return pool_bytes(g, st)
+
+
+def widen(g: Graph, st: Stripe) -> bool:
+    """A narrowed member (`_narrow_scratch`: IC's 8x8x64 3x3 conv as `conv2d_s8_1col`, one
+    int16 column, because its two-column scratch sets the peak) runs each of its calls where
+    the layout has room for the wide kernel's scratch as the op's own kernel (`conv2d_s8`: a
+    pixel pair per pass over the weights, half the flash re-reads, the int8 pair loop): the
+    peak is at one or two of its calls, not all. The stripe is laid out as `simulate_best`
+    does (`_relayout`, every call narrow); then, greedily over the member's calls in order, a
+    call turns wide (table e[6] = 1) when the wide kernel's scratch, one more layout item busy
+    at the wide calls, fits that layout's free bytes at those steps: placed last, in the
+    standalone layout (which may grow while the joint one, the pool's, does not) and in the
+    joint layout over the dying input (the same placement order, the item appended) without
+    the stripe's pool bytes (`pool_bytes`) growing; every other item stays where it was.
+    Returns whether any call turned wide."""
+    from stm32ai.passes.stripe_overlap import joint_layout
+
+    base = _relayout(g, st)
+    cands = [j for j, m in enumerate(st.members) if m.kind == "window" and m.kernel in WIDEN_KERNELS]
+    if not cands:
+        return False
+    # the base layout's placed spans (standalone), as `_layout_modes` placed them
+    placed: list[tuple[int, int, int, Key]] = []
+    for _, what, r, spans in st.items:
+        off = (st.ring_offset[r] if what == "ring" else st.acc_offset if what == "acc"
+               else st.scratch_offsets[r])
+        keys: list[Key] = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+        placed.extend((off + lo, off + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
+    calls: dict[int, list[int]] = {}
+    for s_, step in enumerate(st.table):
+        if 0 <= step[0] < len(st.members):
+            calls.setdefault(step[0], []).append(s_)
+    changed = False
+    for j in cands:
+        m = st.members[j]
+        size = -(-int(m.op.scratch) // ALIGN) * ALIGN
+        wide: set[int] = set()
+        best: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
+        for k, s_ in enumerate(calls.get(j, [])):
+            steps = sum(1 << calls[j][c] for c in wide | {k})
+            spans = [(0, size, steps)]
+            off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
+            top = max(st.scratch, off + size)
+            joint = None
+            if st.joint is not None:
+                joint = joint_layout(g, st, [], allow=st.allow,
+                                     order=[*st.joint["order"], (size, "wide", j, spans)])
+                if joint is None:
+                    continue
+            alone = top + sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
+            if (min(alone, int(joint["size"])) if joint else alone) <= base:
+                wide.add(k)
+                best = (off, top, joint)
+        if best is None:
+            continue
+        changed = True
+        m.wide = frozenset(wide)
+        st.wide_offsets[j], st.scratch = best[0], best[1]
+        if best[2] is not None:
+            st.joint = best[2]
+        for k in wide:
+            st.table[calls[j][k]][6] = 1
+        placed.append((best[0], best[0] + size, sum(1 << calls[j][c] for c in wide), None))
+    return changed
+
+
+def widen_stripes(g: Graph) -> None:
+    """`widen` every stripe op of g made by `stripe_op` (the Stripe it stands for kept on it)."""
+    for i, op in enumerate(g.ops):
+        st = op.__dict__.get("_stripe") if op.kernel == "stripe" else None
+        # (the members' state is the last layout's: the op's snapshot says what this one narrowed)
+        if st is not None and any(m["kernel"] in WIDEN_KERNELS for m in op.attrs["stripe"]["members"]) \
+                and widen(g, st):
+            g.ops[i] = stripe_op(g, st)
 
 
 def produced_reads(members: list[Member]) -> set[int]:
@@ -909,8 +1031,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
             continue
         m = st.members[step[0]]
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
-            o = st.scratch_offsets[step[0]]
-            sc[o:o + -(-m.call_scratch // ALIGN) * ALIGN] = 0
+            wide = m.widened and step[6] == 1
+            o = (st.wide_offsets if wide else st.scratch_offsets)[step[0]]
+            sc[o:o + -(-(int(m.op.scratch) if wide else m.call_scratch) // ALIGN) * ALIGN] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
@@ -1007,6 +1130,9 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             "scratch": m.call_scratch, "scratch_offset": st.scratch_offsets[j], "macc": int(m.op.macc),
             "source_op": m.op.type, "source_index": m.op.index,
         })
+        if m.widened:  # the calls with e[6] = 1 run the op's own kernel in their own region (`widen`)
+            members[-1]["wide"] = {"kernel": str(m.op.kernel), "scratch": int(m.op.scratch),
+                                   "scratch_offset": st.wide_offsets[j], "calls": sorted(m.wide)}
     attrs = {"stripe": {
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
@@ -1021,6 +1147,7 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
     }}
     op = Op("STRIPE", ins, list(st.outputs), kernel="stripe", attrs=attrs,
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
+    op.__dict__["_stripe"] = st  # for `widen_stripes` (members as laid out now: see `widen`)
     _dying_input(g, st, op)
     return op
 
@@ -1052,7 +1179,7 @@ def _dying_input(g: Graph, st: Stripe, op: Op) -> None:
         table += [[code, n, 0, 0, 0, r0, 0] for d, r0, n in deaths if d == s]
     sa["table"] = table
     sa["input_rows_dead"] = {"input": 0, "row_bytes": g.tensors[x].nbytes // h}
-    sa["joint"] = {**st.joint, "input_bytes": g.tensors[x].nbytes}
+    sa["joint"] = {**{k: v for k, v in st.joint.items() if k != "order"}, "input_bytes": g.tensors[x].nbytes}
     op.attrs["scratch_at_input"] = 0
     op.overlap = [(st.joint["y"], st.joint["y"], {"scratch_at_input": 1})]
 
