@@ -323,7 +323,8 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                 raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")
             w_off = int(joint["wide_offsets"][j]) if joint else int(wide["scratch_offset"])
             wargs = args[:-1] + [f"(void *)(sc + {w_off}u)"]
-            lines.append(f"      if (e[6] != 0) {{ ai_{wk}({', '.join(wargs)}); }} else {{ ai_{k}({', '.join(args)}); }}")
+            lines.append(f"      if (e[6] != 0) {{ ai_{wk}({', '.join(wargs)}); }}")
+            lines.append(f"      else {{ ai_{k}({', '.join(args)}); }}")
         else:
             lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")

@@ -889,7 +889,7 @@ def widen(g: Graph, st: Stripe) -> bool:
         size = -(-int(m.op.scratch) // ALIGN) * ALIGN
         wide: set[int] = set()
         best: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
-        for k, s_ in enumerate(calls.get(j, [])):
+        for k in range(len(calls.get(j, []))):
             steps = sum(1 << calls[j][c] for c in wide | {k})
             spans = [(0, size, steps)]
             off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
