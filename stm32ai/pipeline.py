@@ -146,7 +146,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         if chosen:
             options = choose_bands(g, chosen, lambda g: _evaluate(g, flash, optimization, inputs_in_pool,
                                                                   outputs_in_pool), stripes_max_cost)
-            widen_stripes(g)  # narrowed members' calls wide where the layout has room
+            widen_stripes(g, flash)  # calls of members wide / staged where the layout has room
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     unstaged = plan.pool_size
     if flash is not None:

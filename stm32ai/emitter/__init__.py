@@ -252,6 +252,9 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             raise Stm32aiError(f"graph.json node {i}: bad member kernel {m['kernel']!r}")
         init = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["params"].items()) + " }"
         decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j} = {init};")
+        if "params" in m.get("wide", {}):  # its calls with e[6] = 1 run with these params (staged weights)
+            winit = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["wide"]["params"].items()) + " }"
+            decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j}w = {winit};")
     rows = ",\n".join("    {" + ", ".join(str(int(v)) for v in step) + "}" for step in st["table"])
     # int8 steps when every row number fits (images < 128 rows): half the flash
     ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
@@ -300,7 +303,10 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                          f"(int8_t *){buf(m['output'])}); }}")
             lines.append("    } break;")
             continue
-        lines.append(f"      ai_{k}_params q = k{i}_m{j};")
+        if "params" in m.get("wide", {}):
+            lines.append(f"      ai_{k}_params q = e[6] != 0 ? k{i}_m{j}w : k{i}_m{j};")
+        else:
+            lines.append(f"      ai_{k}_params q = k{i}_m{j};")
         n_streamed = len(m["in_row_bytes"])
         if m["kind"] == "window":
             pad = "q.pad_h" if "pad_h" in m["params"] else "q.pad[0]"

@@ -75,9 +75,12 @@ class Member:
     params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
     kernel: str = ""  # the kernel called in the stripe ("": op.kernel; see `_narrow_scratch`)
     scratch: int = -1  # its scratch bytes (-1: op.scratch)
-    # ordinals of this member's calls that run the op's own (wide) kernel with its own scratch
-    # region although the member is narrowed (`widen`: where the layout has room at that call)
+    # ordinals of this member's calls that run its alternative `alt` in a scratch region of its
+    # own (`widen`: where the layout has room at that call; table e[6] = 1)
     wide: frozenset[int] = frozenset()
+    # (kernel, params patched, scratch bytes): a narrowed member's own kernel (`conv2d_s8` for
+    # `conv2d_s8_1col`), or the conv2d_s8 member with its weights staged whole (`stage_oc`)
+    alt: tuple[str, dict[str, Any], int] | None = None
 
     @property
     def call_kernel(self) -> str:
@@ -89,8 +92,12 @@ class Member:
 
     @property
     def widened(self) -> bool:
-        """Some calls run the op's own kernel (`widen`): only for a narrowed member."""
-        return bool(self.wide) and bool(self.kernel) and self.kernel != self.op.kernel
+        """Some calls run `alt` (`widen`)."""
+        return bool(self.wide) and self.alt is not None
+
+    @property
+    def alt_scratch(self) -> int:
+        return self.alt[2] if self.alt is not None else 0
 
     def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
         """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
@@ -461,7 +468,7 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         return True
 
     for m in members:  # `widen` decides wide calls on the chosen stripe's final layout only
-        m.wide = frozenset()
+        m.wide, m.alt = frozenset(), None
     seq = list(order or range(len(members)))
     while any(done[j] < goal(j) for j in range(len(members))):
         if drain:  # the most downstream member that can run, one call at a time
@@ -714,7 +721,7 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
     n = len(st.members)
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
         if j >= n:  # its wide calls' region (the op's own kernel scratch)
-            size = -(-int(st.members[j - n].op.scratch) // ALIGN) * ALIGN
+            size = -(-st.members[j - n].alt_scratch // ALIGN) * ALIGN
             items.append((size, "wide", j - n, [(0, size, steps)]))
             continue
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
@@ -853,77 +860,157 @@ def _relayout(g: Graph, st: Stripe) -> int:
     return pool_bytes(g, st)
 
 
-def widen(g: Graph, st: Stripe) -> bool:
-    """A narrowed member (`_narrow_scratch`: IC's 8x8x64 3x3 conv as `conv2d_s8_1col`, one
-    int16 column, because its two-column scratch sets the peak) runs each of its calls where
-    the layout has room for the wide kernel's scratch as the op's own kernel (`conv2d_s8`: a
-    pixel pair per pass over the weights, half the flash re-reads, the int8 pair loop): the
-    peak is at one or two of its calls, not all. The stripe is laid out as `simulate_best`
-    does (`_relayout`, every call narrow); then, greedily over the member's calls in order, a
-    call turns wide (table e[6] = 1) when the wide kernel's scratch, one more layout item busy
-    at the wide calls, fits that layout's free bytes at those steps: placed last, in the
-    standalone layout (which may grow while the joint one, the pool's, does not) and in the
-    joint layout over the dying input (the same placement order, the item appended) without
-    the stripe's pool bytes (`pool_bytes`) growing; every other item stays where it was.
-    Returns whether any call turned wide."""
+def _alternatives(g: Graph, m: Member, staged: bool) -> list[tuple[str, dict[str, Any], int]]:
+    """What some calls of member m may run instead, each (kernel, params patch, scratch bytes):
+    a narrowed one-column conv its op's own kernel (two columns); a conv2d_s8 with its int8
+    weights in flash (`--optimization ram`'s layout), when `staged` (a flash with wait states),
+    its weights and rq staged whole per call (`stage_oc` = out_c: one block, the unstaged loop
+    order), expanded to int16 or as they are (docs/flash_staging.md)."""
+    if m.kind != "window":
+        return []
+    if m.kernel in WIDEN_KERNELS:
+        return [(str(m.op.kernel), {}, int(m.op.scratch))]
+    a = m.op.attrs
+    if not staged or m.kernel or m.op.kernel != "conv2d_s8" or int(a.get("w16", 0)) or int(a.get("stage_oc", 0)) \
+            or g.tensors[m.op.inputs[1]].dtype != "int8":
+        return []
+    from stm32ai.passes.staging import conv_stage_bytes
+
+    out = []
+    for w16 in (1, 0):
+        patch = {"stage_oc": int(a["out_c"]), "w16": w16}
+        out.append(("conv2d_s8", patch, int(m.op.scratch) + conv_stage_bytes({**a, **patch})))
+    return out
+
+
+def _call_gain(g: Graph, m: Member, step: list[int], alt: tuple[str, dict[str, Any], int], flash: Any) -> float:
+    """Modelled cycles (passes/staging.py `_call_cycles`) call `step` of m saves as `alt`."""
+    from stm32ai.passes.staging import _call_cycles
+
+    a = dict(m.op.attrs)
+    for k in _OFF_ATTRS:
+        if k in a:
+            a[k] = 0
+    a.update(out_h=step[1], in_h=step[3], pad=[step[2], *list(a["pad"])[1:]])
+    now = Op(m.op.type, list(m.op.inputs), [], kernel=m.call_kernel, attrs=a)
+    then = Op(m.op.type, list(m.op.inputs), [], kernel=alt[0], attrs={**a, **alt[1]})
+    return _call_cycles(now, g, flash, None) - _call_cycles(then, g, flash, None)
+
+
+def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
+    """Calls of a member that run an alternative (`_alternatives`) where the layout has room
+    for its scratch: a narrowed member (`_narrow_scratch`: IC's 8x8x64 3x3 conv as
+    `conv2d_s8_1col`, one int16 column, because its two-column scratch sets the peak) as the
+    op's own kernel (`conv2d_s8`: a pixel pair per pass over the weights, half the flash
+    re-reads, the int8 pair loop), and on a flash with wait states (`flash`, a
+    passes/staging.py FlashModel) a conv2d_s8 member with its weights staged whole at that call
+    (read from flash once per call instead of once per pixel pair). The peak is at a few calls,
+    not all. The stripe is laid out as `simulate_best` does (`_relayout`); then, member by
+    member (the largest modelled gain first), each alternative is tried greedily over the
+    member's calls (the largest gain first): a call takes it (table e[6] = 1) when the
+    alternative's scratch, one more layout item busy at the member's alternative calls, fits
+    the layout's free bytes at those steps: placed last in the standalone layout (which may
+    grow while the joint one, the pool's, does not) and in the joint layout over the dying
+    input (the same placement order, the item appended) without the stripe's pool bytes
+    (`pool_bytes`) growing; every other item stays where it was. The alternative whose calls
+    gain most (modelled) is kept. Returns whether any call changed."""
     from stm32ai.passes.stripe_overlap import joint_layout
 
+    staged = flash is not None and flash.wait_states > 0
     base = _relayout(g, st)
-    cands = [j for j, m in enumerate(st.members) if m.kind == "window" and m.kernel in WIDEN_KERNELS]
-    if not cands:
-        return False
-    # the base layout's placed spans (standalone), as `_layout_modes` placed them
-    placed: list[tuple[int, int, int, Key]] = []
-    for _, what, r, spans in st.items:
-        off = (st.ring_offset[r] if what == "ring" else st.acc_offset if what == "acc"
-               else st.scratch_offsets[r])
-        keys: list[Key] = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
-        placed.extend((off + lo, off + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
     calls: dict[int, list[int]] = {}
     for s_, step in enumerate(st.table):
         if 0 <= step[0] < len(st.members):
             calls.setdefault(step[0], []).append(s_)
-    changed = False
-    for j in cands:
-        m = st.members[j]
-        size = -(-int(m.op.scratch) // ALIGN) * ALIGN
-        wide: set[int] = set()
-        best: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
-        for k in range(len(calls.get(j, []))):
-            steps = sum(1 << calls[j][c] for c in wide | {k})
-            spans = [(0, size, steps)]
-            off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
-            top = max(st.scratch, off + size)
-            joint = None
-            if st.joint is not None:
-                joint = joint_layout(g, st, [], allow=st.allow,
-                                     order=[*st.joint["order"], (size, "wide", j, spans)])
-                if joint is None:
+    fm = flash
+    if fm is None:
+        from stm32ai.passes.staging import ZERO_WAIT
+
+        fm = ZERO_WAIT
+    work = []  # (member, alternative, per-call gains)
+    for j, m in enumerate(st.members):
+        for alt in _alternatives(g, m, staged):
+            gains = [_call_gain(g, m, st.table[s_], alt, fm) for s_ in calls.get(j, [])]
+            if max(gains, default=0.0) > 0:
+                work.append((j, alt, gains))
+    if not work:
+        return False
+    # the base layout's placed spans (standalone), as `_layout_modes` placed them
+    placed0: list[tuple[int, int, int, Key]] = []
+    for _, what, r, spans in st.items:
+        off = (st.ring_offset[r] if what == "ring" else st.acc_offset if what == "acc"
+               else st.scratch_offsets[r])
+        keys: list[Key] = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+        placed0.extend((off + lo, off + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
+    outside = sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
+    # the joint layout only where the planner is offered it (`_dying_input`); else the
+    # standalone scratch must not grow
+    joinable = st.joint is not None and stripe_op(g, st).overlap is not None
+    limit = base if joinable else st.scratch + outside
+    best_gain: dict[int, float] = {}
+    for j, _, gains in work:
+        best_gain[j] = max(best_gain.get(j, 0.0), sum(x for x in gains if x > 0))
+    Pick = tuple[Any, set[int], int, int]  # (alternative, calls, standalone offset, its size)
+
+    def greedy(joint0: dict[str, Any] | None) -> tuple[float, dict[int, Pick], int, dict[str, Any] | None]:
+        """The alternatives' calls on top of the standalone layout and joint layout joint0."""
+        placed, top0, joint_now = list(placed0), st.scratch, joint0
+        total, picks = 0.0, {}
+        for j in sorted(best_gain, key=lambda j: -best_gain[j]):
+            pick: tuple[float, Any, set[int], int, int, dict[str, Any] | None] | None = None
+            for jj, alt, gains in work:
+                if jj != j:
                     continue
-            alone = top + sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
-            if (min(alone, int(joint["size"])) if joint else alone) <= base:
-                wide.add(k)
-                best = (off, top, joint)
-        if best is None:
-            continue
-        changed = True
-        m.wide = frozenset(wide)
-        st.wide_offsets[j], st.scratch = best[0], best[1]
-        if best[2] is not None:
-            st.joint = best[2]
+                size = -(-alt[2] // ALIGN) * ALIGN
+                wide: set[int] = set()
+                got: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
+                for k in sorted(range(len(gains)), key=lambda k: -gains[k]):
+                    if gains[k] <= 0:
+                        break
+                    spans = [(0, size, sum(1 << calls[j][c] for c in wide | {k}))]
+                    off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
+                    top = max(top0, off + size)
+                    joint = None
+                    if joint_now is not None:
+                        joint = joint_layout(g, st, [], allow=st.allow,
+                                             order=[*joint_now["order"], (size, "wide", j, spans)])
+                        if joint is None:
+                            continue
+                    if (min(top + outside, int(joint["size"])) if joinable and joint else top + outside) <= limit:
+                        wide.add(k)
+                        got = (off, top, joint)
+                gain = sum(gains[k] for k in wide)
+                if got is not None and (pick is None or gain > pick[0]):
+                    pick = (gain, alt, wide, got[0], got[1], got[2])
+            if pick is None:
+                continue
+            gain, alt, wide, off, top0, joint_now = pick
+            total += gain
+            size = -(-alt[2] // ALIGN) * ALIGN
+            picks[j] = (alt, wide, off, size)
+            placed.append((off, off + size, sum(1 << calls[j][c] for c in wide), None))
+        return total, picks, top0, joint_now
+
+    total, picks, top, joint = greedy(st.joint)
+    if not picks:
+        return False
+    st.scratch = top
+    if joint is not None:
+        st.joint = joint
+    for j, (alt, wide, off, _) in picks.items():
+        m = st.members[j]
+        m.alt, m.wide = alt, frozenset(wide)
+        st.wide_offsets[j] = off
         for k in wide:
             st.table[calls[j][k]][6] = 1
-        placed.append((best[0], best[0] + size, sum(1 << calls[j][c] for c in wide), None))
-    return changed
+    return True
 
 
-def widen_stripes(g: Graph) -> None:
+def widen_stripes(g: Graph, flash: Any = None) -> None:
     """`widen` every stripe op of g made by `stripe_op` (the Stripe it stands for kept on it)."""
     for i, op in enumerate(g.ops):
         st = op.__dict__.get("_stripe") if op.kernel == "stripe" else None
-        # (the members' state is the last layout's: the op's snapshot says what this one narrowed)
-        if st is not None and any(m["kernel"] in WIDEN_KERNELS for m in op.attrs["stripe"]["members"]) \
-                and widen(g, st):
+        if st is not None and widen(g, st, flash):
             g.ops[i] = stripe_op(g, st)
 
 
@@ -1033,7 +1120,7 @@ def replay_check(g: Graph, st: Stripe) -> None:
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
             wide = m.widened and step[6] == 1
             o = (st.wide_offsets if wide else st.scratch_offsets)[step[0]]
-            sc[o:o + -(-(int(m.op.scratch) if wide else m.call_scratch) // ALIGN) * ALIGN] = 0
+            sc[o:o + -(-(m.alt_scratch if wide else m.call_scratch) // ALIGN) * ALIGN] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
@@ -1130,9 +1217,10 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             "scratch": m.call_scratch, "scratch_offset": st.scratch_offsets[j], "macc": int(m.op.macc),
             "source_op": m.op.type, "source_index": m.op.index,
         })
-        if m.widened:  # the calls with e[6] = 1 run the op's own kernel in their own region (`widen`)
-            members[-1]["wide"] = {"kernel": str(m.op.kernel), "scratch": int(m.op.scratch),
-                                   "scratch_offset": st.wide_offsets[j], "calls": sorted(m.wide)}
+        if m.widened and m.alt is not None:  # the calls with e[6] = 1 run `alt` in their own region (`widen`)
+            wp = {**params, **m.alt[1]}
+            members[-1]["wide"] = {"kernel": m.alt[0], "scratch": m.alt[2], "scratch_offset": st.wide_offsets[j],
+                                   "calls": sorted(m.wide), **({"params": wp} if wp != params else {})}
     attrs = {"stripe": {
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
