@@ -40,7 +40,7 @@ from stm32ai.passes.staging import (
     unstage,
 )
 from stm32ai.passes.stripe_bands import Option, choose_bands
-from stm32ai.passes.stripes import form_all, form_stripes
+from stm32ai.passes.stripes import form_all, form_stripes, widen_stripes
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,
@@ -146,6 +146,7 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
         if chosen:
             options = choose_bands(g, chosen, lambda g: _evaluate(g, flash, optimization, inputs_in_pool,
                                                                   outputs_in_pool), stripes_max_cost)
+            widen_stripes(g, flash)  # calls of members wide / staged where the layout has room
     plan = plan_memory(g, inputs_in_pool=inputs_in_pool, outputs_in_pool=outputs_in_pool)
     unstaged = plan.pool_size
     if flash is not None:

@@ -303,7 +303,12 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             continue  # dead input rows (poisoned by the executor): nothing to check
         m = st["members"][e[0]]
         if m["scratch"] > 0 and m["kind"] != "reduce":  # written while the call reads its rows
-            owner[base + m_off[e[0]]:base + m_off[e[0]] + m["scratch"]] = GARBAGE
+            if "wide" in m and e[6] == 1:  # a wide call: the op's own kernel in its own region
+                w = m["wide"]
+                o = joint["wide_offsets"][e[0]] if joint else w["scratch_offset"]
+                owner[base + o:base + o + w["scratch"]] = GARBAGE
+            else:
+                owner[base + m_off[e[0]]:base + m_off[e[0]] + m["scratch"]] = GARBAGE
         n_streamed = len(m["in_row_bytes"])
         for q in range(n_streamed):
             ref = m["inputs"][q]

@@ -193,6 +193,10 @@ def test_poisoned_runs_with_stripes(chains, tmp_path):
     cases["kws"] = (kws, compile_model(kws, "kws", optimization="ram"))
     # --input-rows: IC's fed ring is high (a move before each fetch)
     cases["ic_rows"] = (ic, compile_model(ic, "icrows", optimization="ram", input_rows=True))
+    # on a flash with wait states: calls staged and two-column where the layout has room (`widen`)
+    from stm32ai.pipeline import compile_for_board
+
+    cases["ic_l4"] = (ic, compile_for_board(ic, "icl4", "nucleo-l4r5zi", optimization="ram"))
     build = PoisonBuild({k: c for k, (_, c) in cases.items()}, tmp_path)
     for name, (path, c) in cases.items():
         assert _stripes(c)
@@ -275,3 +279,46 @@ def test_inplace_only_where_the_access_order_allows():
     g2, chosen2 = _ram_stripes("pretrainedResnet_quant")
     conv3 = next(m for m in chosen2[0].members if m.op.kernel == "conv2d_s8" and m.k == 3 and m.s == 1)
     assert not sp._inplace_safe(g2, conv3, 3, 0, 0)
+
+
+def test_ic_ram_calls_widened_and_staged_where_room():
+    """`widen` (docs/stripes.md "Calls with room"): on nucleo-l4r5zi (5 wait states) some calls
+    of IC's stripe members run staged (weights copied once per call) and some of the 8x8x64
+    one-column conv's calls run two-column, each in a scratch item of its own placed in the
+    finished layout's free bytes: the pool is the one without (widen off), the table and both
+    layouts replay (replay_check, plan_sim), the host build matches TFLM; a wide item moved
+    onto a ring row is caught."""
+    from stm32ai.pipeline import compile_for_board
+
+    ic = shared_model("mlperf_tiny/pretrainedResnet_quant.tflite")
+    c = compile_for_board(ic, "network", "nucleo-l4r5zi", optimization="ram")
+    (op,) = [o for o in c.graph.ops if o.kernel == "stripe"]
+    members = op.attrs["stripe"]["members"]
+    wide = {j: m["wide"] for j, m in enumerate(members) if "wide" in m}
+    assert any(w["kernel"] == "conv2d_s8" and members[j]["kernel"] == "conv2d_s8_1col" for j, w in wide.items())
+    assert any(w.get("params", {}).get("stage_oc") for w in wide.values())
+    for j, w in wide.items():  # e[6] marks exactly the listed calls
+        mine = [e for e in op.attrs["stripe"]["table"] if e[0] == j]
+        assert [k for k, e in enumerate(mine) if e[6] == 1] == w["calls"]
+    orig = sp.widen_stripes
+    sp_widen_off = lambda g, flash=None: None  # noqa: E731
+    import stm32ai.pipeline as pl
+
+    pl.widen_stripes = sp_widen_off
+    try:
+        plain = compile_for_board(ic, "network", "nucleo-l4r5zi", optimization="ram")
+    finally:
+        pl.widen_stripes = orig
+    assert c.plan.pool_size <= plain.plan.pool_size
+    st = op.__dict__["_stripe"]
+    sp.replay_check(c.graph, st)
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(ic, n=2, compiled=c).outcome == "match"
+    j = next(j for j, m in enumerate(st.members) if m.widened)
+    busy = next(s for s, e in enumerate(st.table) if e[0] == j and e[6] == 1)
+    r = next(r for r, t in enumerate(st.rings) if t in st.members[j].streamed)
+    assert busy >= 0
+    st.wide_offsets[j] = st.ring_offset[r]  # onto the rows the call reads
+    with pytest.raises(AssertionError):
+        sp.replay_check(c.graph, st)

@@ -252,6 +252,9 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             raise Stm32aiError(f"graph.json node {i}: bad member kernel {m['kernel']!r}")
         init = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["params"].items()) + " }"
         decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j} = {init};")
+        if "params" in m.get("wide", {}):  # its calls with e[6] = 1 run with these params (staged weights)
+            winit = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["wide"]["params"].items()) + " }"
+            decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j}w = {winit};")
     rows = ",\n".join("    {" + ", ".join(str(int(v)) for v in step) + "}" for step in st["table"])
     # int8 steps when every row number fits (images < 128 rows): half the flash
     ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
@@ -300,7 +303,10 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                          f"(int8_t *){buf(m['output'])}); }}")
             lines.append("    } break;")
             continue
-        lines.append(f"      ai_{k}_params q = k{i}_m{j};")
+        if "params" in m.get("wide", {}):
+            lines.append(f"      ai_{k}_params q = e[6] != 0 ? k{i}_m{j}w : k{i}_m{j};")
+        else:
+            lines.append(f"      ai_{k}_params q = k{i}_m{j};")
         n_streamed = len(m["in_row_bytes"])
         if m["kind"] == "window":
             pad = "q.pad_h" if "pad_h" in m["params"] else "q.pad[0]"
@@ -314,9 +320,19 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             else:
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
+        wide = m.get("wide")
         if m["scratch"] > 0:
             args.append(f"(void *)(sc + {m_off[j]}u)")
-        lines.append(f"      ai_{k}({', '.join(args)});")
+        if wide is not None:  # e[6] = 1: the op's own kernel in its own region (passes/stripes.py `widen`)
+            wk = str(wide["kernel"])
+            if not C_IDENT.match(wk) or m["kind"] != "window" or n_streamed != 1 or int(m["scratch"]) <= 0:
+                raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")
+            w_off = int(joint["wide_offsets"][j]) if joint else int(wide["scratch_offset"])
+            wargs = args[:-1] + [f"(void *)(sc + {w_off}u)"]
+            lines.append(f"      if (e[6] != 0) {{ ai_{wk}({', '.join(wargs)}); }}")
+            lines.append(f"      else {{ ai_{k}({', '.join(args)}); }}")
+        else:
+            lines.append(f"      ai_{k}({', '.join(args)});")
         lines.append("    } break;")
     for q, src in enumerate(st.get("sources", ())):  # --input-rows: the application's rows
         off, rb = ring_off[int(src["ring"])], int(st["rings"][int(src["ring"])]["row_bytes"])

@@ -79,13 +79,16 @@ def _first(steps: int) -> int:
 
 
 def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]],
-                 tries: int = 0, allow: dict[Any, int] | None = None) -> dict[str, Any] | None:
+                 tries: int = 0, allow: dict[Any, int] | None = None,
+                 order: list[tuple[int, str, int, list[Span]]] | None = None) -> dict[str, Any] | None:
     """The joint layout of stripe `st` over its dying input, or None when it has not exactly one
     whole input and one whole output. items: the pass's (bytes, kind, ring or member, spans)
     list (stripes.py `_layout_modes`: per ring one span per row slot, busy at its own steps).
     First fit in two orders (largest first, latest first use first), then `tries` steps of a
     local search over the order (move one item; keep the order when the top does not grow).
-    allow: the in-place row pairs (stripes.py `_inplace`, `clash`)."""
+    allow: the in-place row pairs (stripes.py `_inplace`, `clash`).
+    order: place exactly these items in this order (no search): a layout's `order` (the items
+    as it placed them) with items appended lands them where that layout had room (`widen`)."""
     if len(st.inputs) != 1 or len(st.outputs) != 1:
         return None
     x, y = st.inputs[0], st.outputs[0]
@@ -135,8 +138,11 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
 
     by_size = sorted(items, key=lambda i: -i[0])
     by_late = sorted(items, key=lambda i: (-first_use(i), -i[0]))
-    top, placed = min(place(by_size), place(by_late), key=lambda tp: tp[0])
-    if tries:  # a local search over the order (one item moved at a time), deterministic
+    if order is not None:
+        top, placed = place(order)
+    else:
+        top, placed = min(place(by_size), place(by_late), key=lambda tp: tp[0])
+    if tries and order is None:  # a local search over the order (one item moved at a time), deterministic
         rng = random.Random(0)
         cur, cur_top = (by_size, top) if place(by_size)[0] == top else (by_late, top)
         for _ in range(tries):
@@ -187,14 +193,20 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     size = _up(max(top, best + ty.nbytes))
     ring_offset = [0] * len(st.rings)
     scratch_offsets = [-1] * len(st.members)
+    wide_offsets = [-1] * len(st.members)
     out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0, "acc_offset": -1}
     for o, what, r, _ in placed:
         if what == "ring":
             ring_offset[r] = o
         elif what == "acc":
             out["acc_offset"] = o
+        elif what == "wide":  # a widened member's wide calls' kernel scratch (stripes.py `widen`)
+            wide_offsets[r] = o
         else:  # a member's kernel scratch
             scratch_offsets[r] = o
     out["ring_offset"] = ring_offset
     out["scratch_offsets"] = scratch_offsets
+    out["order"] = [(spans[-1][1], what, r, spans) for _, what, r, spans in placed]  # not for graph.json
+    if any(o >= 0 for o in wide_offsets):
+        out["wide_offsets"] = wide_offsets
     return out

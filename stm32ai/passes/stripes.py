@@ -77,6 +77,12 @@ class Member:
     params: dict[str, int] | None = None  # reduce: ai_avgpool_rows_s8_params
     kernel: str = ""  # the kernel called in the stripe ("": op.kernel; see `_narrow_scratch`)
     scratch: int = -1  # its scratch bytes (-1: op.scratch)
+    # ordinals of this member's calls that run its alternative `alt` in a scratch region of its
+    # own (`widen`: where the layout has room at that call; table e[6] = 1)
+    wide: frozenset[int] = frozenset()
+    # (kernel, params patched, scratch bytes): a narrowed member's own kernel (`conv2d_s8` for
+    # `conv2d_s8_1col`), or the conv2d_s8 member with its weights staged whole (`stage_oc`)
+    alt: tuple[str, dict[str, Any], int] | None = None
 
     @property
     def call_kernel(self) -> str:
@@ -85,6 +91,15 @@ class Member:
     @property
     def call_scratch(self) -> int:
         return int(self.op.scratch) if self.scratch < 0 else self.scratch
+
+    @property
+    def widened(self) -> bool:
+        """Some calls run `alt` (`widen`)."""
+        return bool(self.wide) and self.alt is not None
+
+    @property
+    def alt_scratch(self) -> int:
+        return self.alt[2] if self.alt is not None else 0
 
     def rows_needed(self, o0: int, o1: int, h_in: int) -> tuple[int, int]:
         """Input rows [r0, r1) output rows [o0, o1) read (clipped to the image)."""
@@ -194,6 +209,8 @@ class Stripe:
     ring_mode: list[int] = field(default_factory=list)  # 0 low, 1 high (see `_physical`)
     member_scratch_offset: int = 0  # the largest member scratch's offset
     scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
+    wide_offsets: list[int] = field(default_factory=list)  # per member, its wide calls' region (-1: none)
+    narrow: bool = True  # `_narrow_scratch`'s flag this stripe was laid out with
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
@@ -453,6 +470,8 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         drops()
         return True
 
+    for m in members:  # `widen` decides wide calls on the chosen stripe's final layout only
+        m.wide, m.alt = frozenset(), None
     seq = list(order or range(len(members)))
     while any(done[j] < goal(j) for j in range(len(members))):
         if drain:  # the most downstream member that can run, one call at a time
@@ -498,7 +517,8 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     buffer; a high ring gets a move step before each append and drops without memmove.
     Returns it, the steps at which each slot of each ring is busy (live, read, written, moved
     or poisoned) and, per member with kernel scratch, the steps of its calls, as bit masks
-    (bit s: step s)."""
+    (bit s: step s); a widened member's wide calls (`Member.wide`: step[6] = 1, the op's own
+    kernel) under key len(members) + j, their own region."""
     n = len(st.rings)
     ring_of = {t: r for r, t in enumerate(st.rings)}
     start, count = [0] * n, [0] * n
@@ -506,6 +526,7 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
     busy: list[list[int]] = [[0] * st.ring_rows[r] for r in range(n)]
     since: list[list[int]] = [[-1] * st.ring_rows[r] for r in range(n)]  # step a live slot was filled
     scratch_steps: dict[int, int] = {}  # member -> steps of its calls (it has kernel scratch)
+    ordinal = [0] * len(st.members)  # calls of each member so far
 
     def fill(r: int, lo: int, hi: int) -> None:  # slots live from this step on
         for i in range(lo, hi):
@@ -557,8 +578,12 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
             phys[4] = step[4] + start[r_out]
             fill(r_out, phys[4], phys[4] + step[1])
             count[r_out] += step[1]
+        key = step[0]
+        if m.widened and ordinal[step[0]] in m.wide:
+            phys[6], key = 1, len(st.members) + step[0]  # a window member: e[6] is free (one input)
+        ordinal[step[0]] += 1
         if m.call_scratch > 0 and m.kind != "reduce":
-            scratch_steps[step[0]] = scratch_steps.get(step[0], 0) | 1 << len(out)
+            scratch_steps[key] = scratch_steps.get(key, 0) | 1 << len(out)
         out.append(phys)
     for r in range(n):  # rows a ring still holds at the end (none: every row is read)
         free(r, 0, st.ring_rows[r])
@@ -696,12 +721,18 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
             busy_acc = everything & ((1 << (calls[-1] + 1)) - (1 << calls[0]))
             items.append((-(-acc_bytes(m) // ALIGN) * ALIGN, "acc", -1,
                           [(0, -(-acc_bytes(m) // ALIGN) * ALIGN, busy_acc)]))
+    n = len(st.members)
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
+        if j >= n:  # its wide calls' region (the op's own kernel scratch)
+            size = -(-st.members[j - n].alt_scratch // ALIGN) * ALIGN
+            items.append((size, "wide", j - n, [(0, size, steps)]))
+            continue
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
         items.append((size, "scratch", j, [(0, size, steps)]))
     allow, keep = _inplace(g, st, table)
     placed: list[tuple[int, int, int, Key]] = []
-    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {}}
+    lay: dict[str, Any] = {"table": table, "ring_offset": [0] * len(st.rings), "acc": -1, "scratch_off": {},
+                           "wide_off": {}}
     lay["items"] = items  # for the joint layout over a dying input (`_place`)
     lay["allow"], lay["keep"] = allow, keep
     top = 0
@@ -715,6 +746,8 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
             lay["ring_offset"][r] = off
         elif what == "acc":
             lay["acc"] = off
+        elif what == "wide":
+            lay["wide_off"][r] = off
         else:
             lay["scratch_off"][r] = off
     return top, lay
@@ -726,6 +759,7 @@ def _place(g: Graph, st: Stripe, narrow: bool | str = True, search: bool = True)
     smallest wins (KWS's chain ends up alternating low / high rings: each pair shares its
     third row). search False: the starting points only (form_stripes' cut-point search)."""
     _narrow_scratch(st.members, narrow)
+    st.narrow = narrow
     st.logical = st.table
     flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
     starts = [[0] * len(st.rings)]
@@ -754,6 +788,7 @@ def _place(g: Graph, st: Stripe, narrow: bool | str = True, search: bool = True)
     st.ring_offset = lay["ring_offset"]
     st.acc_offset = lay["acc"]
     st.scratch_offsets = [lay["scratch_off"].get(j, -1) for j in range(len(st.members))]
+    st.wide_offsets = [lay["wide_off"].get(j, -1) for j in range(len(st.members))]
     big = max(lay["scratch_off"], key=lambda j: st.members[j].call_scratch, default=-1)
     st.member_scratch_offset = lay["scratch_off"][big] if big >= 0 else 0
     st.scratch = scratch
@@ -813,6 +848,180 @@ def _narrow_scratch(members: list[Member], narrow: bool | str = True) -> None:
         one = conv_1col_scratch_size(a)
         if m.op.scratch > rest and one < m.op.scratch:
             m.kernel, m.scratch = "conv2d_s8_1col", one
+
+
+# narrowed kernels (`_narrow_scratch`) whose calls `widen` may run as the op's own kernel: the
+# one-column conv2d_s8 (never in place: k > 1, so the wide kernel's access order never matters)
+WIDEN_KERNELS = ("conv2d_s8_1col",)
+
+
+def _relayout(g: Graph, st: Stripe) -> int:
+    """Lay st out again as `simulate_best` does for its pick (ring modes searched, the joint
+    layout's order search): the pool bytes it needs (`pool_bytes`)."""
+    st.table = st.logical
+    _place(g, st, st.narrow, True)
+    if st.joint is not None:
+        from stm32ai.passes.stripe_overlap import joint_layout
+
+        better = joint_layout(g, st, st.items, tries=JOINT_TRIES, allow=st.allow)
+        if better is not None and better["size"] < st.joint["size"]:
+            st.joint = better
+            mark_keep(g, st)
+    return pool_bytes(g, st)
+
+
+def _alternatives(g: Graph, m: Member, staged: bool) -> list[tuple[str, dict[str, Any], int]]:
+    """What some calls of member m may run instead, each (kernel, params patch, scratch bytes):
+    a narrowed one-column conv its op's own kernel (two columns); a conv2d_s8 with its int8
+    weights in flash (`--optimization ram`'s layout), when `staged` (a flash with wait states),
+    its weights and rq staged whole per call (`stage_oc` = out_c: one block, the unstaged loop
+    order), expanded to int16 or as they are (docs/flash_staging.md)."""
+    if m.kind != "window":
+        return []
+    if m.kernel in WIDEN_KERNELS:
+        return [(str(m.op.kernel), {}, int(m.op.scratch))]
+    a = m.op.attrs
+    if not staged or m.kernel or m.op.kernel != "conv2d_s8" or int(a.get("w16", 0)) or int(a.get("stage_oc", 0)) \
+            or g.tensors[m.op.inputs[1]].dtype != "int8":
+        return []
+    from stm32ai.passes.staging import conv_stage_bytes
+
+    out = []
+    for w16 in (1, 0):
+        patch = {"stage_oc": int(a["out_c"]), "w16": w16}
+        out.append(("conv2d_s8", patch, int(m.op.scratch) + conv_stage_bytes({**a, **patch})))
+    return out
+
+
+def _call_gain(g: Graph, m: Member, step: list[int], alt: tuple[str, dict[str, Any], int], flash: Any) -> float:
+    """Modelled cycles (passes/staging.py `_call_cycles`) call `step` of m saves as `alt`."""
+    from stm32ai.passes.staging import _call_cycles
+
+    a = dict(m.op.attrs)
+    for k in _OFF_ATTRS:
+        if k in a:
+            a[k] = 0
+    a.update(out_h=step[1], in_h=step[3], pad=[step[2], *list(a["pad"])[1:]])
+    now = Op(m.op.type, list(m.op.inputs), [], kernel=m.call_kernel, attrs=a)
+    then = Op(m.op.type, list(m.op.inputs), [], kernel=alt[0], attrs={**a, **alt[1]})
+    return _call_cycles(now, g, flash, None) - _call_cycles(then, g, flash, None)
+
+
+def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
+    """Calls of a member that run an alternative (`_alternatives`) where the layout has room
+    for its scratch: a narrowed member (`_narrow_scratch`: IC's 8x8x64 3x3 conv as
+    `conv2d_s8_1col`, one int16 column, because its two-column scratch sets the peak) as the
+    op's own kernel (`conv2d_s8`: a pixel pair per pass over the weights, half the flash
+    re-reads, the int8 pair loop), and on a flash with wait states (`flash`, a
+    passes/staging.py FlashModel) a conv2d_s8 member with its weights staged whole at that call
+    (read from flash once per call instead of once per pixel pair). The peak is at a few calls,
+    not all. The stripe is laid out as `simulate_best` does (`_relayout`); then, member by
+    member (the largest modelled gain first), each alternative is tried greedily over the
+    member's calls (the largest gain first): a call takes it (table e[6] = 1) when the
+    alternative's scratch, one more layout item busy at the member's alternative calls, fits
+    the layout's free bytes at those steps: placed last in the standalone layout (which may
+    grow while the joint one, the pool's, does not) and in the joint layout over the dying
+    input (the same placement order, the item appended) without the stripe's pool bytes
+    (`pool_bytes`) growing; every other item stays where it was. The alternative whose calls
+    gain most (modelled) is kept. Returns whether any call changed."""
+    from stm32ai.passes.stripe_overlap import joint_layout
+
+    staged = flash is not None and flash.wait_states > 0
+    base = _relayout(g, st)
+    calls: dict[int, list[int]] = {}
+    for s_, step in enumerate(st.table):
+        if 0 <= step[0] < len(st.members):
+            calls.setdefault(step[0], []).append(s_)
+    fm = flash
+    if fm is None:
+        from stm32ai.passes.staging import ZERO_WAIT
+
+        fm = ZERO_WAIT
+    work = []  # (member, alternative, per-call gains)
+    for j, m in enumerate(st.members):
+        for alt in _alternatives(g, m, staged):
+            gains = [_call_gain(g, m, st.table[s_], alt, fm) for s_ in calls.get(j, [])]
+            if max(gains, default=0.0) > 0:
+                work.append((j, alt, gains))
+    if not work:
+        return False
+    # the base layout's placed spans (standalone), as `_layout_modes` placed them
+    placed0: list[tuple[int, int, int, Key]] = []
+    for _, what, r, spans in st.items:
+        off = (st.ring_offset[r] if what == "ring" else st.acc_offset if what == "acc"
+               else st.scratch_offsets[r])
+        keys: list[Key] = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+        placed0.extend((off + lo, off + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
+    outside = sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
+    # the joint layout only where the planner is offered it (`_dying_input`); else the
+    # standalone scratch must not grow
+    joinable = st.joint is not None and stripe_op(g, st).overlap is not None
+    limit = base if joinable else st.scratch + outside
+    best_gain: dict[int, float] = {}
+    for j, _, gains in work:
+        best_gain[j] = max(best_gain.get(j, 0.0), sum(x for x in gains if x > 0))
+    Pick = tuple[Any, set[int], int, int]  # (alternative, calls, standalone offset, its size)
+
+    def greedy(joint0: dict[str, Any] | None) -> tuple[float, dict[int, Pick], int, dict[str, Any] | None]:
+        """The alternatives' calls on top of the standalone layout and joint layout joint0."""
+        placed, top0, joint_now = list(placed0), st.scratch, joint0
+        total, picks = 0.0, {}
+        for j in sorted(best_gain, key=lambda j: -best_gain[j]):
+            pick: tuple[float, Any, set[int], int, int, dict[str, Any] | None] | None = None
+            for jj, alt, gains in work:
+                if jj != j:
+                    continue
+                size = -(-alt[2] // ALIGN) * ALIGN
+                wide: set[int] = set()
+                got: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
+                for k in sorted(range(len(gains)), key=lambda k: -gains[k]):
+                    if gains[k] <= 0:
+                        break
+                    spans = [(0, size, sum(1 << calls[j][c] for c in wide | {k}))]
+                    off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
+                    top = max(top0, off + size)
+                    joint = None
+                    if joint_now is not None:
+                        joint = joint_layout(g, st, [], allow=st.allow,
+                                             order=[*joint_now["order"], (size, "wide", j, spans)])
+                        if joint is None:
+                            continue
+                    if (min(top + outside, int(joint["size"])) if joinable and joint else top + outside) <= limit:
+                        wide.add(k)
+                        got = (off, top, joint)
+                gain = sum(gains[k] for k in wide)
+                if got is not None and (pick is None or gain > pick[0]):
+                    pick = (gain, alt, wide, got[0], got[1], got[2])
+            if pick is None:
+                continue
+            gain, alt, wide, off, top0, joint_now = pick
+            total += gain
+            size = -(-alt[2] // ALIGN) * ALIGN
+            picks[j] = (alt, wide, off, size)
+            placed.append((off, off + size, sum(1 << calls[j][c] for c in wide), None))
+        return total, picks, top0, joint_now
+
+    total, picks, top, joint = greedy(st.joint)
+    if not picks:
+        return False
+    st.scratch = top
+    if joint is not None:
+        st.joint = joint
+    for j, (alt, wide, off, _) in picks.items():
+        m = st.members[j]
+        m.alt, m.wide = alt, frozenset(wide)
+        st.wide_offsets[j] = off
+        for k in wide:
+            st.table[calls[j][k]][6] = 1
+    return True
+
+
+def widen_stripes(g: Graph, flash: Any = None) -> None:
+    """`widen` every stripe op of g made by `stripe_op` (the Stripe it stands for kept on it)."""
+    for i, op in enumerate(g.ops):
+        st = op.__dict__.get("_stripe") if op.kernel == "stripe" else None
+        if st is not None and widen(g, st, flash):
+            g.ops[i] = stripe_op(g, st)
 
 
 def produced_reads(members: list[Member]) -> set[int]:
@@ -919,8 +1128,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
             continue
         m = st.members[step[0]]
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
-            o = st.scratch_offsets[step[0]]
-            sc[o:o + -(-m.call_scratch // ALIGN) * ALIGN] = 0
+            wide = m.widened and step[6] == 1
+            o = (st.wide_offsets if wide else st.scratch_offsets)[step[0]]
+            sc[o:o + -(-(m.alt_scratch if wide else m.call_scratch) // ALIGN) * ALIGN] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
@@ -1017,6 +1227,10 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             "scratch": m.call_scratch, "scratch_offset": st.scratch_offsets[j], "macc": int(m.op.macc),
             "source_op": m.op.type, "source_index": m.op.index,
         })
+        if m.widened and m.alt is not None:  # the calls with e[6] = 1 run `alt` in their own region (`widen`)
+            wp = {**params, **m.alt[1]}
+            members[-1]["wide"] = {"kernel": m.alt[0], "scratch": m.alt[2], "scratch_offset": st.wide_offsets[j],
+                                   "calls": sorted(m.wide), **({"params": wp} if wp != params else {})}
     attrs = {"stripe": {
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
@@ -1031,6 +1245,7 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
     }}
     op = Op("STRIPE", ins, list(st.outputs), kernel="stripe", attrs=attrs,
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
+    op.__dict__["_stripe"] = st  # for `widen_stripes` (members as laid out now: see `widen`)
     _dying_input(g, st, op)
     return op
 
@@ -1062,7 +1277,7 @@ def _dying_input(g: Graph, st: Stripe, op: Op) -> None:
         table += [[code, n, 0, 0, 0, r0, 0] for d, r0, n in deaths if d == s]
     sa["table"] = table
     sa["input_rows_dead"] = {"input": 0, "row_bytes": g.tensors[x].nbytes // h}
-    sa["joint"] = {**st.joint, "input_bytes": g.tensors[x].nbytes}
+    sa["joint"] = {**{k: v for k, v in st.joint.items() if k != "order"}, "input_bytes": g.tensors[x].nbytes}
     op.attrs["scratch_at_input"] = 0
     op.overlap = [(st.joint["y"], st.joint["y"], {"scratch_at_input": 1})]
 
