@@ -37,10 +37,12 @@ RUNTIME = Path(__file__).resolve().parents[1] / "stm32ai" / "runtime"
 rng = np.random.default_rng(2024)
 
 CONV = {"conv2d_s8", "conv2d_s8_1col", "depthwise_conv2d_s8", "depthwise_conv2d_dm_s8", "depthwise_conv2d_3x3_s8",
-        "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8"}
+        "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8",
+        "depthwise_conv2d_3x3_hwc_s8", "depthwise_conv2d_3x3_hwc_sgn_s8"}
+NO_SCRATCH = {"depthwise_conv2d_dm_s8", "depthwise_conv2d_3x3_hwc_s8", "depthwise_conv2d_3x3_hwc_sgn_s8"}
 POOL = {"avgpool_s8", "maxpool_s8"}
 WINDOW = CONV | POOL
-SOURCES = ["ai_conv_s8.c", "ai_conv_dw_s8.c", "ai_pool.c", "ai_binary.c", "ai_activations.c",
+SOURCES = ["ai_conv_s8.c", "ai_conv_dw_s8.c", "ai_conv_dw3_hwc_s8.c", "ai_pool.c", "ai_binary.c", "ai_activations.c",
            "ai_quantize.c", "ai_elementwise.c"]
 
 
@@ -87,7 +89,7 @@ def _c_array(name: str, data: np.ndarray) -> str:
 
 
 def _has_scratch_fn(kernel: str) -> bool:
-    return kernel not in ("depthwise_conv2d_dm_s8",) and kernel not in POOL
+    return kernel not in NO_SCRATCH and kernel not in POOL
 
 
 def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[list[tuple[int, int]]],
@@ -123,7 +125,7 @@ def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[lis
     lines.append(f"static const int32_t first[{len(starts)}] = {{ {', '.join(map(str, starts))} }};")
     lines.append(f"static int8_t scratch[{max(scratch, 8)}] __attribute__((aligned(8), unused));")
     call = "ai_{k}(&{p}, {ins}, (void *){out}{scr});"
-    scr = ", scratch" if op.scratch > 0 or scratch_needed(op) else ""
+    scr = ", scratch" if (op.scratch > 0 and op.kernel not in NO_SCRATCH) or scratch_needed(op) else ""
     lines += ["int main(void) {",
               f"  int8_t *full = calloc({ybytes}, 1);",
               "  " + call.format(k=op.kernel, p="P", ins=", ".join(args_in), out="full", scr=scr),
@@ -193,7 +195,7 @@ def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[lis
 
 
 def scratch_needed(op: Op) -> bool:
-    return op.kernel in CONV and op.kernel != "depthwise_conv2d_dm_s8" or op.kernel == "add_lut_staged_s8"
+    return op.kernel in CONV and op.kernel not in NO_SCRATCH or op.kernel == "add_lut_staged_s8"
 
 
 _CC = shutil.which("cc") or "cc"
@@ -343,6 +345,11 @@ def _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target):
         # the channel-pair variant shares the packed layout (per channel) and the walk
         op.kernel = op.kernel.replace("3x3_", "3x3_g2_")
         one(name + "_g2")
+    if op.kernel.startswith("depthwise_conv2d_3x3_"):
+        # the HWC variant (stripe members with short rows): the same params and packed constants,
+        # no scratch; on the targets its Armv7E-M row assembly
+        op.kernel = op.kernel.replace("3x3_g2_", "3x3_").replace("3x3_", "3x3_hwc_")
+        one(name + "_hwc")
     if op.kernel == "conv2d_s8" and op.attrs["in_c"] % 4 == 0 and not op.attrs.get("pad_copy"):
         # the one-column variant (stripe members of --optimization ram): the same params, weights, bands
         op.kernel = "conv2d_s8_1col"

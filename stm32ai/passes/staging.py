@@ -548,7 +548,7 @@ DW3_G2_BAND_CYCLES = DW3_BAND_CYCLES + 186.0
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
 # depthwise_conv2d_3x3_hwc_* (stripe members, stripes.py `_narrow_scratch`): per batch, output row
 # and channel a set-up (constants, first pair, row end) and each pixel-pair slot of the row
-# (out_w / 2 rounded up); rows the Cortex-M4 assembly does not take (stride 2, the window's
+# (out_w / 2 rounded up); rows the Armv7E-M assembly does not take (stride 2, the window's
 # middle row outside the image, pad_l != 1, out_w != in_w) run gcc's loop, HWC_C_FACTOR times slower.
 # Calibrated on KWS (band 1, 4 members 25x5x64: 8,484,849 est. cycles against 10,287,875 with
 # the _g2_ planar members, nucleo-l4r5zi)

@@ -21,6 +21,9 @@ from stm32ai.passes.stripes import Stripe, StripeError, simulate_best, stripe_op
 
 BANDS = (1, 2, 3, 4, 6, 8)
 MAX_COMBOS = 64  # beyond: each stripe's band chosen with the others at their current one
+# cores whose builds run the HWC depthwise's row assembly (Armv7E-M; None: no board named),
+# the geometry `staging.hwc_cycles` prices; elsewhere its C loop would run, so no ":hwc" option
+HWC_CORES = (None, "cortex-m4", "cortex-m7")
 
 
 @dataclass
@@ -49,7 +52,7 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
     for band in BANDS:
         if band > tallest:
             continue
-        for narrow in (True, False, "hwc"):
+        for narrow in (True, False, "hwc") if getattr(g, "core", None) in HWC_CORES else (True, False):
             key: int | str = band if narrow is True else (f"{band}:dw4" if narrow is False else f"{band}:hwc")
             if key in out:
                 continue

@@ -87,11 +87,19 @@ def dw3x3_scratch_size(plane_w: int, group: int = 4, stage: int = 0) -> int:
     return group * ((plane_w // 2) * DW3_HB + (10 if stage else 0)) * 4
 
 
+# stripe members on the HWC kernel: only rows of at most this many outputs (the planar kernel's
+# per-channel set-up per call is then not amortised; on wider rows its row loop is the faster)
+DW3_HWC_MAX_OUT_W = 8
+
+
 def dw3x3_hwc_ok(a: dict) -> bool:
-    """ai_depthwise_conv2d_3x3_hwc_s8 can run a layer lowered to the planar kernel with these
-    attrs: the row walk (its packed constants not transposed), constants not staged, a left pad
-    of at most 2 (3x3 SAME: 0 or 1)."""
-    return not a.get("transpose") and not a.get("stage") and 0 <= int(a["pad"][1]) <= 2
+    """A stripe member lowered to the planar kernel with these attrs runs
+    ai_depthwise_conv2d_3x3_hwc_s8 (the band option "<band>:hwc"): the row walk (packed constants
+    not transposed), constants not staged, and the geometry of the kernel's Armv7E-M assembly
+    (stride 1, multiplier 1, pad_l 1, out_w == in_w) with short rows (DW3_HWC_MAX_OUT_W)."""
+    return (not a.get("transpose") and not a.get("stage") and int(a["stride"][0]) == 1
+            and int(a["in_c"]) == int(a["out_c"]) and int(a["pad"][1]) == 1
+            and int(a["out_w"]) == int(a["in_w"]) <= DW3_HWC_MAX_OUT_W)
 
 
 def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

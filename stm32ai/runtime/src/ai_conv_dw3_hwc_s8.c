@@ -85,8 +85,8 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
     a1 = smlabt(N, WB, a1);         \
   } while (0)
 
-/* The common one-row case in assembly on the Cortex-M4 (Armv7E-M without AI_CORE_CM7, optimised
- * builds; gcc spills most of the loop state of the C below): stride 1, depth multiplier 1,
+/* The common one-row case in assembly on Armv7E-M (Cortex-M4 and M7, optimised builds; gcc
+ * spills most of the loop state of the C below): stride 1, depth multiplier 1,
  * pad_l 1, out_w == in_w, the window's middle row inside the image. One call runs every
  * channel of one output row. Registers: r0-r2 the three rows at the current channel and column,
  * r3 in_c (the column and output pitch), r4 the output, r5 the frame f (words: 0-5 the channel's
@@ -100,8 +100,8 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
  * packed into B = {x[2j+1], x[2j+2]} and stored back as the next A, the row's weights by LDRD,
  * 4 MACs; the requantisation, two byte stores), then the end of the row: one output (out_w odd,
  * B = {pad, pad}) or a pair whose B = {x[W-1], pad}. Same values as the C loop. */
-#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && !defined(AI_CORE_CM7) && \
-    defined(__GNUC__) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
 #define AI_DWH_ASM 1
 #define DWH_ROW(P, AOFF, WOFF)                  \
   "ldr lr, [r5, #" #AOFF "]\n\t"                \
