@@ -1442,30 +1442,27 @@ static inline __attribute__((always_inline)) void conv_pixel_of(const conv_run_t
  * their own from flash. The odd pixel needs no column: its window is one run of the image
  * (1x1, inside), read where it is unless the three pixels' stores reach it (an output written
  * over its input, the planner's in-place 1x1 layers and a stripe's in-place rows): then it is
- * first copied to AI_CONV_TRIPLE_COPY bytes of stack. Where it does not apply (another window,
- * an odd channel count, in place with in_c > AI_CONV_TRIPLE_COPY) it runs the pair and then
- * conv_pixel (returns 0). */
+ * first copied to AI_CONV_TRIPLE_COPY bytes of stack. Returns 0 when it does not apply
+ * (another window, an odd channel count, in place with in_c > AI_CONV_TRIPLE_COPY). */
 #ifndef AI_CONV_TRIPLE_COPY
 #define AI_CONV_TRIPLE_COPY 64 /* stack bytes for an odd pixel's input written over in place (in_c <= 64) */
 #endif
 static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r, int32_t n, int mode) {
   const int32_t cout = r->p->out_c, groups = r->groups;
   const int8_t *s2 = r->fast && r->kh == 1 && (r->n & 1) == 0 ? conv_fast_src(r, n + 2) : 0;
+  if (!s2) {
+    return 0;
+  }
   int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
   const uintptr_t lo = (uintptr_t)o0, hi = (uintptr_t)(o2 + r->n), xlo = (uintptr_t)s2,
                   xhi = xlo + 4u * (uint32_t)groups;
   uint32_t x[AI_CONV_TRIPLE_COPY / 4];
-  if (s2 && lo < xhi && xlo < hi) { /* written over (in place): its bytes copied to the stack first */
-    if (groups <= AI_CONV_TRIPLE_COPY / 4) {
-      memcpy(x, s2, 4u * (uint32_t)groups);
+  if (lo < xhi && xlo < hi) { /* written over (in place): its bytes copied to the stack first */
+    if (groups > AI_CONV_TRIPLE_COPY / 4) {
+      return 0;
     }
-    s2 = groups <= AI_CONV_TRIPLE_COPY / 4 ? (const int8_t *)x : 0;
-  }
-  if (!s2) { /* does not apply: the pair, then the pixel on its own */
-    conv_columns_slow(r, n, n + 1);
-    conv_channels(r->w, 0, groups, r->q, r->n, r->col, o0, o1, &r->o, mode, 0);
-    conv_pixel_of(r, n + 2, 0, mode);
-    return 0;
+    memcpy(x, s2, 4u * (uint32_t)groups);
+    s2 = (const int8_t *)x;
   }
   const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
   if (s1) {
@@ -1516,10 +1513,9 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
                                                               int quad, int lin) {
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
-  const int32_t step = r.p->reverse ? -2 : 2;
+  const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
 #if defined(AI_CONV_QUAD)
   if (lin) {
-    const int32_t last = (npix - 1) & ~1;
     /* every window inside the image (conv_run_t.lin): no window test but the krow rows' end
      * (the last pixels may read past the tensor), no division for 1x1 stride 1 (lin 1: pixel n
      * at n * in_c); the pair loop stays a few instructions around the unpack and the quads, so
@@ -1570,24 +1566,51 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
   /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
    * are read into scratch before its outputs are stored, so an output may overlap the
    * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
-  int32_t np = npix; /* the pixels the pair loop walks */
 #if defined(AI_CONV_PX1)
-  /* an odd last pixel on its own (conv_pixel), outside the loop: first when walking backwards,
-   * last forwards, where with int8 weights it may share the last pair's weight pass
-   * (conv_triple, which then takes that pair too); the staged quads keep it in the loop */
-  const int32_t odd = !quad && (npix & 1);
-  const int tri = !w16 && mode != 0 && odd && npix >= 3 && step > 0;
-  if (odd) {
-    np = npix - 1 - 2 * tri;
-    if (step < 0) {
+  if (!quad) {
+    /* whole pairs only in the loop; an odd last pixel on its own (conv_pixel): first when walking
+     * backwards, last forwards, where with int8 weights the last pair takes it in its weight pass
+     * (conv_triple) when that applies */
+    const int32_t odd = npix & 1, full = npix - odd;
+    int tri = !w16 && mode != 0 && odd && full >= 2 && step > 0;
+    int32_t k = step > 0 ? 0 : full - 2, stop = step > 0 ? full - 2 * tri : -2;
+    if (odd && step < 0) {
       conv_pixel_of(rp, npix - 1, w16, mode);
     }
+    for (;;) {
+      for (; k != stop; k += step) {
+        const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
+        const int8_t *s1 = s0 ? conv_fast_src(&r, k + 1) : 0;
+        if (s1) {
+          uint32_t *c = r.col;
+          for (int32_t ky = r.kh; ky > 0; --ky, s0 += r.rowst, s1 += r.rowst, c += 4 * r.rowg) {
+            conv_unpack2(c, s0, s1, r.rowg);
+          }
+        } else {
+          conv_columns_slow(rp, k, k + 1);
+        }
+        conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + (k + 1) * cout, &r.o,
+                      mode, quad);
+      }
+      if (!tri) {
+        break;
+      }
+      tri = 0;
+      if ((mode == 1 ? conv_triple_w8_m1 : conv_triple_w8_m2)(rp, k)) {
+        return;
+      }
+      stop = full; /* not applicable: the last pair in the loop, then the pixel */
+    }
+    if (odd && step > 0) {
+      conv_pixel_of(rp, npix - 1, w16, mode);
+    }
+    return;
   }
 #endif
-  for (int32_t k = r.p->reverse ? (np - 1) & ~1 : 0; k >= 0 && k < np; k += step) {
-    /* an odd last pixel left in the loop (the quads' staged layout; every layout without
-     * AI_CONV_PX1) is computed twice (both columns the same pixel), stored twice to the same place */
-    const int32_t k1 = k + 1 < np ? k + 1 : k;
+  for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
+    /* an odd last pixel (the quads' staged layout; without AI_CONV_PX1 every layout) is computed
+     * twice (both columns the same pixel) and stored twice to the same place */
+    const int32_t k1 = k + 1 < npix ? k + 1 : k;
     const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
     const int8_t *s1 = s0 ? conv_fast_src(&r, k1) : 0;
     if (s1) {
@@ -1601,15 +1624,6 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
     conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + k1 * cout, &r.o, mode,
                   quad);
   }
-#if defined(AI_CONV_PX1)
-  if (odd && step > 0) {
-    if (tri) {
-      (mode == 1 ? conv_triple_w8_m1 : conv_triple_w8_m2)(rp, np);
-    } else {
-      conv_pixel_of(rp, npix - 1, w16, mode);
-    }
-  }
-#endif
 }
 
 #define AI_CONV_PAIRS(NAME, W16, MODE, QUAD, LIN) \
