@@ -140,7 +140,8 @@ def _elements(g: Graph, op: Op) -> int:
 def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
     """Bytes the op's kernel loads from its constant inputs per inference, from the C loops:
 
-    * conv2d_s8: the weights and rq table once per batch and output pixel pair; once when staged;
+    * conv2d_s8: the weights and rq table once per batch and output pixel pair (a 1x1 int8 layer's
+      odd last pixel reads the weights once more, `conv_triple`); once when staged;
     * depthwise_conv2d_3x3_hwc_*: per batch, output row and channel, the channel's 10 words;
     * depthwise_conv2d_3x3_*: per batch, channel and band of output rows, the channel's 10 words
       (copied to the assembly's frame on the stack: the MAC loop reads them there);
@@ -160,7 +161,10 @@ def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
     a = op.attrs
     k = op.kernel or ""
     if k == "conv2d_s8":
-        return once if int(a.get("stage_oc", 0)) > 0 else _pairs(a) * once
+        if int(a.get("stage_oc", 0)) > 0:
+            return once
+        # conv_triple reads the rq rows once for the last pair and the odd pixel
+        return _pairs(a) * once - (_pairs(a) - _stall_pairs(a)) * _nbytes(g, op.inputs[2])
     if k == "conv2d_s8_1col":  # unstaged, every weight once per pixel
         return _pairs(_one_col_as_pairs(a)) * once
     if k.startswith("depthwise_conv2d_3x3_hwc"):  # per batch, output row and channel

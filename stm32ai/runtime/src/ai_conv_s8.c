@@ -1556,8 +1556,11 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
      * loops above sums to 192 B, a multiple of the L4R5's 32-byte ART I-cache line (RM0432
      * §3.3.4), so the kernels linked after this file (conv2d_smallk_win_s8, conv2d_wino_s8) keep
      * the line offsets they were measured with: a 184-byte growth put VWW's first layer (smallk
-     * win) at +25 % estimated cycles (docs/kernels_conv.md, "Unpack loops of the lin paths") */
-    __asm__ volatile("nop.w");
+     * win) at +25 % estimated cycles (docs/kernels_conv.md, "Unpack loops of the lin paths");
+     * the second word: the odd-pixel code (conv_pixel, conv_triple) grew the file's linked text
+     * by 7,192 B on VWW's default build, 24 mod 32, which put the first layer at +25 % again;
+     * these 2 x 4 bytes make it 7,200 (docs/kernels_conv.md "The odd last pixel") */
+    __asm__ volatile("nop.w\n\tnop.w");
     return;
   }
 #else
@@ -1566,21 +1569,51 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
   /* Pixel pairs (0,1), (2,3), ... in raster order, or the reverse: each pair's columns
    * are read into scratch before its outputs are stored, so an output may overlap the
    * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
-  for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
-    /* an odd last pixel: on its own (conv_pixel, AI_CONV_PX1), or, with the quads' staged
-     * layout, computed twice (both columns the same pixel) and stored twice to the same place */
-    const int32_t k1 = k + 1 < npix ? k + 1 : k;
 #if defined(AI_CONV_PX1)
-    if (!quad && k1 == k) {
-      conv_pixel_of(rp, k, w16, mode);
-      continue;
+  if (!quad) {
+    /* whole pairs only in the loop; an odd last pixel on its own (conv_pixel): first when walking
+     * backwards, last forwards, where with int8 weights the last pair takes it in its weight pass
+     * (conv_triple) when that applies */
+    const int32_t odd = npix & 1, full = npix - odd;
+    int tri = !w16 && mode != 0 && odd && full >= 2 && step > 0;
+    int32_t k = step > 0 ? 0 : full - 2, stop = step > 0 ? full - 2 * tri : -2;
+    if (odd && step < 0) {
+      conv_pixel_of(rp, npix - 1, w16, mode);
     }
-    /* the last pair and the odd last pixel in one pass over the weights (int8 weights) */
-    if (!quad && !w16 && mode != 0 && k + 3 == npix && step > 0 &&
-        (mode == 1 ? conv_triple_w8_m1 : conv_triple_w8_m2)(rp, k)) {
-      break;
+    for (;;) {
+      for (; k != stop; k += step) {
+        const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
+        const int8_t *s1 = s0 ? conv_fast_src(&r, k + 1) : 0;
+        if (s1) {
+          uint32_t *c = r.col;
+          for (int32_t ky = r.kh; ky > 0; --ky, s0 += r.rowst, s1 += r.rowst, c += 4 * r.rowg) {
+            conv_unpack2(c, s0, s1, r.rowg);
+          }
+        } else {
+          conv_columns_slow(rp, k, k + 1);
+        }
+        conv_channels(r.w, w16, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + (k + 1) * cout, &r.o,
+                      mode, quad);
+      }
+      if (!tri) {
+        break;
+      }
+      tri = 0;
+      if ((mode == 1 ? conv_triple_w8_m1 : conv_triple_w8_m2)(rp, k)) {
+        return;
+      }
+      stop = full; /* not applicable: the last pair in the loop, then the pixel */
     }
+    if (odd && step > 0) {
+      conv_pixel_of(rp, npix - 1, w16, mode);
+    }
+    return;
+  }
 #endif
+  for (int32_t k = r.p->reverse ? last : 0; k >= 0 && k < npix; k += step) {
+    /* an odd last pixel (the quads' staged layout; without AI_CONV_PX1 every layout) is computed
+     * twice (both columns the same pixel) and stored twice to the same place */
+    const int32_t k1 = k + 1 < npix ? k + 1 : k;
     const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
     const int8_t *s1 = s0 ? conv_fast_src(&r, k1) : 0;
     if (s1) {
