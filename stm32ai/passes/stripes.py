@@ -864,9 +864,8 @@ def _alternatives(g: Graph, m: Member, staged: bool) -> list[tuple[str, dict[str
     """What some calls of member m may run instead, each (kernel, params patch, scratch bytes):
     a narrowed one-column conv its op's own kernel (two columns); a conv2d_s8 with its int8
     weights in flash (`--optimization ram`'s layout), when `staged` (a flash with wait states),
-    its weights and rq staged per call (`stage_oc` = out_c: one block, the unstaged loop
-    order; a k > 1 conv also in 2 or 4 blocks: less scratch, the columns rebuilt per block),
-    expanded to int16 or as they are (docs/flash_staging.md)."""
+    its weights and rq staged whole per call (`stage_oc` = out_c: one block, the unstaged loop
+    order), expanded to int16 or as they are (docs/flash_staging.md)."""
     if m.kind != "window":
         return []
     if m.kernel in WIDEN_KERNELS:
@@ -878,15 +877,9 @@ def _alternatives(g: Graph, m: Member, staged: bool) -> list[tuple[str, dict[str
     from stm32ai.passes.staging import conv_stage_bytes
 
     out = []
-    oc = int(a["out_c"])
-    # in blocks of output channels only where the call never writes in place (k > 1: a block
-    # re-reads the whole input after the previous block wrote its channels)
-    blocks = [oc] + ([b for b in (oc // 2, oc // 4) if b >= 2 and b % 2 == 0 and oc % b == 0]
-                     if int(a["k_h"]) * int(a["k_w"]) > 1 else [])
-    for blk in blocks:
-        for w16 in (1, 0):
-            patch = {"stage_oc": blk, "w16": w16}
-            out.append(("conv2d_s8", patch, int(m.op.scratch) + conv_stage_bytes({**a, **patch})))
+    for w16 in (1, 0):
+        patch = {"stage_oc": int(a["out_c"]), "w16": w16}
+        out.append(("conv2d_s8", patch, int(m.op.scratch) + conv_stage_bytes({**a, **patch})))
     return out
 
 
