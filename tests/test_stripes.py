@@ -315,10 +315,8 @@ def test_ic_ram_calls_widened_and_staged_where_room():
     check_plan(c.plan)
     simulate_plan(c.graph, c.plan)
     assert validate_model(ic, n=2, compiled=c).outcome == "match"
-    j = next(j for j, m in enumerate(st.members) if m.widened)
-    busy = next(s for s, e in enumerate(st.table) if e[0] == j and e[6] == 1)
-    r = next(r for r, t in enumerate(st.rings) if t in st.members[j].streamed)
-    assert busy >= 0
-    st.wide_offsets[j] = st.ring_offset[r]  # onto the rows the call reads
+    j, r = next((j, st.rings.index(m.streamed[0])) for j, m in enumerate(st.members)
+                if m.widened and m.streamed[0] in st.rings)
+    st.wide_offsets[j] = st.ring_offset[r]  # onto the rows its calls read
     with pytest.raises(AssertionError):
         sp.replay_check(c.graph, st)

@@ -927,7 +927,12 @@ def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
     from stm32ai.passes.stripe_overlap import joint_layout
 
     staged = flash is not None and flash.wait_states > 0
-    base = _relayout(g, st)
+    # the members as this stripe was laid out (other layouts of the same members, band options,
+    # changed their narrowing since): its table and layouts are still the stripe's own
+    _narrow_scratch(st.members, st.narrow)
+    for m in st.members:
+        m.wide, m.alt = frozenset(), None
+    base = pool_bytes(g, st)
     calls: dict[int, list[int]] = {}
     for s_, step in enumerate(st.table):
         if 0 <= step[0] < len(st.members):
@@ -1020,7 +1025,13 @@ def widen_stripes(g: Graph, flash: Any = None) -> None:
     """`widen` every stripe op of g made by `stripe_op` (the Stripe it stands for kept on it)."""
     for i, op in enumerate(g.ops):
         st = op.__dict__.get("_stripe") if op.kernel == "stripe" else None
-        if st is not None and widen(g, st, flash):
+        if st is None:
+            continue
+        _narrow_scratch(st.members, st.narrow)
+        if any(m.kind != "reduce" and m.call_kernel != d["kernel"]
+               for m, d in zip(st.members, op.attrs["stripe"]["members"], strict=True)):
+            _relayout(g, st)  # not the narrowing the op was made with (not seen): lay it out again
+        if widen(g, st, flash):
             g.ops[i] = stripe_op(g, st)
 
 
