@@ -176,3 +176,25 @@ def test_analyze_lists_the_band_options(tmp_path):
                     "-o", str(tmp_path / "out"))
     assert_one_line_error(r, "--stripes-max-cost")
     assert not (tmp_path / "out").exists()
+
+
+def test_cut_point_bound_keeps_the_exhaustive_choice(tmp_path, monkeypatch):
+    """`form_stripes` skips segments whose `_pool_floor` (a lower bound of the planned pool)
+    cannot beat the best found: the same stripes as trying every segment (a bound of 0)."""
+    from test_stripes import _chain_models
+
+    paths = list(_chain_models(tmp_path).values()) + [_chain(tmp_path)]
+    picked = {}
+    for exhaustive in (False, True):
+        if exhaustive:
+            monkeypatch.setattr(sp, "_pool_floor", lambda g: lambda lo, hi: 0)
+        for p in paths:
+            for rows in (False, True):
+                c = compile_model(p, "network", optimization="ram", input_rows=rows)
+                key = (p.name, rows)
+                got = (c.plan.pool_size, [(op.index, op.attrs["stripe"]["band"], len(op.attrs["stripe"]["members"]))
+                                          for op in c.graph.ops if op.kernel == "stripe"])
+                if exhaustive:
+                    assert got == picked[key], key
+                else:
+                    picked[key] = got
