@@ -40,7 +40,8 @@ from stm32ai.passes.staging import (
     unstage,
 )
 from stm32ai.passes.stripe_bands import Option, choose_bands
-from stm32ai.passes.stripes import form_all, form_stripes, widen_stripes
+from stm32ai.passes.stripe_widen import widen_stripes
+from stm32ai.passes.stripes import form_all, form_stripes
 from stm32ai.passes.verify import (
     verify_accumulators,
     verify_each_pass,

@@ -300,11 +300,10 @@ def test_ic_ram_calls_widened_and_staged_where_room():
     for j, w in wide.items():  # e[6] marks exactly the listed calls
         mine = [e for e in op.attrs["stripe"]["table"] if e[0] == j]
         assert [k for k, e in enumerate(mine) if e[6] == 1] == w["calls"]
-    orig = sp.widen_stripes
-    sp_widen_off = lambda g, flash=None: None  # noqa: E731
     import stm32ai.pipeline as pl
 
-    pl.widen_stripes = sp_widen_off
+    orig = pl.widen_stripes
+    pl.widen_stripes = lambda g, flash=None: None
     try:
         plain = compile_for_board(ic, "network", "nucleo-l4r5zi", optimization="ram")
     finally:

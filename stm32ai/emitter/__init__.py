@@ -323,7 +323,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         wide = m.get("wide")
         if m["scratch"] > 0:
             args.append(f"(void *)(sc + {m_off[j]}u)")
-        if wide is not None:  # e[6] = 1: the op's own kernel in its own region (passes/stripes.py `widen`)
+        if wide is not None:  # e[6] = 1: the op's own kernel in its own region (passes/stripe_widen.py `widen`)
             wk = str(wide["kernel"])
             if not C_IDENT.match(wk) or m["kind"] != "window" or n_streamed != 1 or int(m["scratch"]) <= 0:
                 raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")

@@ -596,7 +596,7 @@ def _member_calls(op: Op) -> list[tuple[int, Op, int | None]]:
         if step[0] < 0 or step[0] >= len(st["members"]):  # a drop, or a row-source fetch (--input-rows)
             continue
         m = st["members"][step[0]]
-        if m["kind"] == "window" and "wide" in m and int(step[6]) == 1:  # its alternative (stripes.py `widen`)
+        if m["kind"] == "window" and "wide" in m and int(step[6]) == 1:  # its alternative (stripe_widen.py `widen`)
             m = {**m, "kernel": m["wide"]["kernel"], "params": m["wide"].get("params", m["params"])}
         if m["kind"] == "window":
             pad = "pad_h" if "pad_h" in m["params"] else "pad"

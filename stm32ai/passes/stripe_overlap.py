@@ -200,7 +200,7 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
             ring_offset[r] = o
         elif what == "acc":
             out["acc_offset"] = o
-        elif what == "wide":  # a widened member's wide calls' kernel scratch (stripes.py `widen`)
+        elif what == "wide":  # a widened member's wide calls' kernel scratch (stripe_widen.py `widen`)
             wide_offsets[r] = o
         else:  # a member's kernel scratch
             scratch_offsets[r] = o
