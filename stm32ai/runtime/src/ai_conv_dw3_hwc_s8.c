@@ -114,6 +114,17 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "smlabt r11, r6, r10, r11\n\t"                \
   "smlad r12, r6, r10, r12\n\t"                 \
   "str r6, [r5, #" #AOFF "]\n\t"
+/* row 0: its carried pair A0 lives in r7 (no frame load / store) */
+#define DWH_ROW0                                \
+  "ldrsb r6, [r0]\n\t"                          \
+  "ldrsb r8, [r0, r3]\n\t"                      \
+  "ldrd r9, r10, [r5]\n\t"                      \
+  "pkhbt r6, r6, r8, lsl #16\n\t"               \
+  "smlad r11, r7, r9, r11\n\t"                  \
+  "smlatb r12, r7, r9, r12\n\t"                 \
+  "smlabt r11, r6, r10, r11\n\t"                \
+  "smlad r12, r6, r10, r12\n\t"                 \
+  "mov r7, r6\n\t"
 /* the row's last pair: B = {x[W-1], pad} (r8 = pad_value) */
 #define DWH_ROW_END2(P, AOFF, WOFF)             \
   "ldr lr, [r5, #" #AOFF "]\n\t"                \
@@ -145,10 +156,17 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "smlal r6, lr, " ACC ", r9\n\t"               \
   "asr lr, lr, r8\n\t"                          \
   "ssat lr, #8, lr\n\t"
+/* klo for the exact form's requantisation (the EOR form has it as an immediate) */
+#define DWH_KLO_EXACT                           \
+  "cmp r10, #0\n\t"                             \
+  "ite eq\n\t"                                  \
+  "moveq r8, #0xC0000000\n\t"                   \
+  "movne r8, #0x40000000\n\t"                   \
+  "str r8, [r5, #60]\n\t"
 #define DWH_LDQ                                 \
   "ldrd r9, r10, [r5, #28]\n\t"                 \
   "ldr r8, [r5, #36]\n\t"
-#define DWH_ROWS_ASM(RQ)                                                      \
+#define DWH_ROWS_ASM(RQ, KLO)                                                    \
   "5:\n\t" /* next channel: constants to the frame */                         \
   "ldr lr, [r5, #52]\n\t"                                                     \
   "ldm lr!, {r6, r8, r9, r10, r11, r12}\n\t"                                  \
@@ -157,11 +175,7 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "str lr, [r5, #52]\n\t"                                                     \
   "add lr, r5, #24\n\t"                                                       \
   "stm lr, {r6, r8, r9, r10}\n\t"                                             \
-  "cmp r10, #0\n\t"                                                           \
-  "ite eq\n\t"                                                                \
-  "moveq r8, #0xC0000000\n\t"                                                 \
-  "movne r8, #0x40000000\n\t"                                                 \
-  "str r8, [r5, #60]\n\t"                                                     \
+  KLO                                                                         \
   "ldr lr, [r5, #92]\n\t" /* a window row outside the image (r6 = bias) */    \
   "cmp lr, #0\n\t"                                                            \
   "beq 7f\n\t"                                                                \
@@ -195,8 +209,8 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "pkhbt r6, r12, r6, lsl #16\n\t"                                            \
   "pkhbt r8, r12, r8, lsl #16\n\t"                                            \
   "pkhbt r9, r12, r9, lsl #16\n\t"                                            \
-  "add lr, r5, #40\n\t"                                                       \
-  "stm lr, {r6, r8, r9}\n\t"                                                  \
+  "mov r7, r6\n\t"                                                            \
+  "strd r8, r9, [r5, #44]\n\t"                                               \
   "add r0, r0, r3\n\t"                                                        \
   "add r1, r1, r3\n\t"                                                        \
   "add r2, r2, r3\n\t"                                                        \
@@ -209,7 +223,7 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "1:\n\t"                                                                    \
   "ldr r11, [r5, #24]\n\t"                                                    \
   "mov r12, r11\n\t"                                                          \
-  DWH_ROW("r0", 40, 0)                                                        \
+  DWH_ROW0                                                                    \
   DWH_ROW("r1", 44, 8)                                                        \
   DWH_ROW("r2", 48, 16)                                                       \
   "add r0, r0, r3, lsl #1\n\t"                                                \
@@ -230,7 +244,9 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "cmp lr, #0\n\t"                                                            \
   "beq 4f\n\t"                                                                \
   "ldr r8, [r5, #68]\n\t"                                                     \
-  DWH_ROW_END1(40, 0)                                                         \
+  "ldrd r9, r10, [r5]\n\t" /* row 0 (A0 in r7) */                             \
+  "smlad r11, r7, r9, r11\n\t"                                                \
+  "smlabt r11, r8, r10, r11\n\t"                                              \
   DWH_ROW_END1(44, 8)                                                         \
   DWH_ROW_END1(48, 16)                                                        \
   DWH_LDQ                                                                     \
@@ -240,7 +256,13 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "4:\n\t"                                                                    \
   "mov r12, r11\n\t"                                                          \
   "ldr r8, [r5, #64]\n\t"                                                     \
-  DWH_ROW_END2("r0", 40, 0)                                                   \
+  "ldrsb r6, [r0]\n\t" /* row 0 (A0 in r7) */                                 \
+  "ldrd r9, r10, [r5]\n\t"                                                    \
+  "pkhbt r6, r6, r8, lsl #16\n\t"                                             \
+  "smlad r11, r7, r9, r11\n\t"                                                \
+  "smlatb r12, r7, r9, r12\n\t"                                               \
+  "smlabt r11, r6, r10, r11\n\t"                                              \
+  "smlad r12, r6, r10, r12\n\t"                                               \
   DWH_ROW_END2("r1", 44, 8)                                                   \
   DWH_ROW_END2("r2", 48, 16)                                                  \
   DWH_LDQ                                                                     \
@@ -280,15 +302,15 @@ static void dwh_row_asm(const int8_t *const *rows, int32_t C, int8_t *out, int32
   register int8_t *r4_ __asm__("r4") = out;
   register int32_t *r5_ __asm__("r5") = f;
   if (exact) {
-    __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EXACT)
+    __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EXACT, DWH_KLO_EXACT)
                      : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
                      : "r"(r3_), "r"(r5_)
-                     : "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+                     : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
   } else {
-    __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EOR)
+    __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EOR, "")
                      : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
                      : "r"(r3_), "r"(r5_)
-                     : "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+                     : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
   }
 }
 #endif
