@@ -113,8 +113,21 @@ M4_CASES = [
     ((1, 1, 8, 9), 9, 1, "SAME"),        # DW3_HWC_MAX_OUT_W
     ((1, 5, 16, 6), 6, 1, "SAME"),       # a wide row
     ((1, 5, 7, 5), 5, 1, "VALID"),       # pad_l 0: gcc's loop
-    ((1, 9, 10, 6), 6, 2, "SAME"),       # stride 2
-    ((1, 9, 11, 5), 5, 2, "SAME"),       # stride 2, odd width (pad_l 1)
+    # stride 2 (SAME: pad_l = W & 1): n pairs in the loop, then 1 output or a pair (W + pad_l
+    # = 4n + 2 or 4n + 4), top row padded (odd H) or bottom row (even H)
+    ((1, 9, 10, 6), 6, 2, "SAME"),       # n 2 + 1
+    ((1, 8, 12, 5), 5, 2, "SAME"),       # n 2 + pair, bottom row outside
+    ((1, 4, 48, 4), 4, 2, "SAME"),       # VWW's widths: 48, 24, 6
+    ((1, 3, 24, 3), 3, 2, "SAME"),
+    ((1, 6, 6, 17), 17, 2, "SAME"),
+    ((1, 2, 2, 4), 4, 2, "SAME"),        # n 0 + 1
+    ((1, 3, 4, 5), 5, 2, "SAME"),        # n 0 + pair
+    ((1, 5, 3, 6), 6, 2, "SAME"),        # odd widths (pad_l 1): 3 = n 0 + pair, 5, 7, 9, 11
+    ((1, 4, 5, 3), 3, 2, "SAME"),
+    ((1, 3, 7, 4), 4, 2, "SAME"),
+    ((1, 2, 9, 2), 2, 2, "SAME"),
+    ((1, 9, 11, 5), 5, 2, "SAME"),
+    ((1, 7, 10, 4), 4, 2, "VALID"),      # VALID: gcc's loop
     ((1, 6, 8, 3), 6, 1, "SAME"),        # depth multiplier 2
 ]
 
