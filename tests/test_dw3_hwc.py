@@ -110,7 +110,7 @@ M4_CASES = [
     ((1, 1, 2, 4), 4, 1, "SAME"),        # one row, both window rows outside, 1 pair
     ((1, 2, 3, 3), 3, 1, "SAME"),        # 1 pair + 1
     ((2, 5, 9, 5), 5, 1, "SAME"),        # batches
-    ((1, 1, 8, 9), 9, 1, "SAME"),        # DW3_HWC_MAX_OUT_W
+    ((1, 1, 8, 9), 9, 1, "SAME"),        # one row of 8
     ((1, 5, 16, 6), 6, 1, "SAME"),       # a wide row
     ((1, 5, 7, 5), 5, 1, "VALID"),       # pad_l 0: gcc's loop
     # stride 2 (SAME: pad_l = W & 1): n pairs in the loop, then 1 output or a pair (W + pad_l
