@@ -85,21 +85,23 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
     a1 = smlabt(N, WB, a1);         \
   } while (0)
 
-/* The common one-row case in assembly on Armv7E-M (Cortex-M4 and M7, optimised builds; gcc
- * spills most of the loop state of the C below): stride 1, depth multiplier 1,
- * pad_l 1, out_w == in_w, the window's middle row inside the image. One call runs every
- * channel of one output row. Registers: r0-r2 the three rows at the current channel and column,
- * r3 in_c (the column and output pitch), r4 the output, r5 the frame f (words: 0-5 the channel's
- * wa0, wb0, wa1, wb1, wa2, wb2; 6 bias; 7 m; 8 khi; 9 rs; 10-12 the carried pairs A0-A2; 13 the
- * packed constants' pointer; 14 the pair loop's end; 15 klo; 16 pad_value; 17 {pad_value,
- * pad_value}; 18 2 * npairs * in_c; 19 (2 * npairs + 1) * in_c - 1; 20 2 * npairs * in_c - 1;
- * 21 out_w odd; 22 channels left; 23 a window row outside the image; 24, 25 window row 0, 2
- * inside). Per channel: its 10 constants copied to the frame (LDM/STM; the weights of a row
- * outside the image zeroed and its pad taps folded into the bias, as the C does),
- * A = {pad, x[0]} per row, then the pairs (per kernel row: A from the frame, the 2 new bytes
- * packed into B = {x[2j+1], x[2j+2]} and stored back as the next A, the row's weights by LDRD,
- * 4 MACs; the requantisation, two byte stores), then the end of the row: one output (out_w odd,
- * B = {pad, pad}) or a pair whose B = {x[W-1], pad}. Same values as the C loop. */
+/* The common one-row cases in assembly on Armv7E-M (Cortex-M4 and M7, optimised builds; gcc
+ * spills most of the loop state of the C below): depth multiplier 1, the window's middle row
+ * inside the image, and stride 1 with pad_l 1, out_w == in_w, or stride 2 with TFLite's SAME
+ * geometry (pad_l = W & 1, out_w = (W + 1) / 2). One call runs every channel of one output row.
+ * Registers: r0-r2 the three rows at the current channel and column, r3 in_c (the column and
+ * output pitch), r4 the output, r5 the frame f (words: 0-5 the channel's wa0, wb0, wa1, wb1,
+ * wa2, wb2; 6 bias; 7 m; 8 khi; 9 rs; 10 pad_l (stride 2); 11, 12 the carried pairs A1, A2
+ * (A0 in r7: no frame pointer in an optimised build); 13 the packed constants' pointer; 14 the
+ * pair loop's end; 15 klo (exact form); 16 pad_value; 17 {pad_value, pad_value}; 18 the pair
+ * loop's row advance; 19, 20 a channel's row / output advance - 1; 21 the row ends in one
+ * output; 22 channels left; 23 a window row outside the image; 24, 25 window row 0, 2 inside).
+ * Per channel: its 10 constants copied to the frame (LDM/STM; the weights of a row outside the
+ * image zeroed and its pad taps folded into the bias, as the C does), the A pairs, then the
+ * pairs (stride 1, per kernel row: A, the 2 new bytes packed into B = {x[2j+1], x[2j+2]}, the
+ * next A, the row's weights by LDRD, 4 MACs; stride 2: 4 new bytes, B and N, N the next A;
+ * the requantisation, two byte stores), then the end of the row: one output or a pair whose
+ * columns past the row read pad_value. Same values as the C loop. */
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && \
     defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
 #define AI_DWH_ASM 1
