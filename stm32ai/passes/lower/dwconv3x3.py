@@ -90,7 +90,7 @@ def dw3x3_scratch_size(plane_w: int, group: int = 4, stage: int = 0) -> int:
 # stripe members on the HWC kernel: only rows of at most this many outputs. Its assembly takes any
 # width, but on wider rows the planar kernel's row loop wins even with its per-call set-up: VWW
 # ram with every stride-1 and stride-2 member on HWC (band 3) 11,570,941 est. cycles against
-# 11,481,574 with the short rows only (session 35, nucleo-l4r5zi); docs/kernels_conv.md
+# 11,369,800 with the short rows only (session 35, nucleo-l4r5zi); docs/stripes.md
 DW3_HWC_MAX_OUT_W = 8
 
 
