@@ -100,3 +100,98 @@ def test_hwc_access_model_matches_its_order():
     assert overlap_ok(steps, -5 * 4)  # the output row just before the window
     assert overlap_ok(steps, 5 * 4)  # over the middle row: each byte read before (or as) written
     assert not overlap_ok(steps, 4 * 4)  # one pixel left: pair 0 writes where pair 1 still reads
+
+
+# Layers run on the emulated Cortex-M4 (the assembly rows, AI_DWH_ASM, where they apply; gcc's
+# loop elsewhere): (x shape, channels out, stride, padding)
+M4_CASES = [
+    ((1, 3, 5, 64), 64, 1, "SAME"),      # KWS's rows: odd width (2 pairs + 1), top / bottom rows padded
+    ((1, 4, 6, 7), 7, 1, "SAME"),        # even width: the last pair's B = {x[W-1], pad}
+    ((1, 1, 2, 4), 4, 1, "SAME"),        # one row, both window rows outside, 1 pair
+    ((1, 2, 3, 3), 3, 1, "SAME"),        # 1 pair + 1
+    ((2, 5, 9, 5), 5, 1, "SAME"),        # batches
+    ((1, 1, 8, 9), 9, 1, "SAME"),        # one row of 8
+    ((1, 5, 16, 6), 6, 1, "SAME"),       # a wide row
+    ((1, 5, 7, 5), 5, 1, "VALID"),       # pad_l 0: gcc's loop
+    # stride 2 (SAME: pad_l = W & 1): n pairs in the loop, then 1 output or a pair (W + pad_l
+    # = 4n + 2 or 4n + 4), top row padded (odd H) or bottom row (even H)
+    ((1, 9, 10, 6), 6, 2, "SAME"),       # n 2 + 1
+    ((1, 8, 12, 5), 5, 2, "SAME"),       # n 2 + pair, bottom row outside
+    ((1, 4, 48, 4), 4, 2, "SAME"),       # VWW's widths: 48, 24, 6
+    ((1, 3, 24, 3), 3, 2, "SAME"),
+    ((1, 6, 6, 17), 17, 2, "SAME"),
+    ((1, 2, 2, 4), 4, 2, "SAME"),        # n 0 + 1
+    ((1, 3, 4, 5), 5, 2, "SAME"),        # n 0 + pair
+    ((1, 5, 3, 6), 6, 2, "SAME"),        # odd widths (pad_l 1): 3 = n 0 + pair, 5, 7, 9, 11
+    ((1, 4, 5, 3), 3, 2, "SAME"),
+    ((1, 3, 7, 4), 4, 2, "SAME"),
+    ((1, 2, 9, 2), 2, 2, "SAME"),
+    ((1, 9, 11, 5), 5, 2, "SAME"),
+    ((1, 7, 10, 4), 4, 2, "VALID"),      # VALID: gcc's loop
+    ((1, 6, 8, 3), 6, 1, "SAME"),        # depth multiplier 2
+]
+
+
+@pytest.mark.slow
+def test_cortex_m4_matches_tflite_reference(tmp_path):
+    """Every M4_CASES layer, both requantisation forms, built for the Cortex-M4 (-O2: the
+    assembly rows) and run on an emulated Cortex-M4 (QEMU mps2-an386): outputs equal TFLite's
+    reference arithmetic (test_lower_conv.reference). Inputs at an odd address, saturated
+    weights in one case."""
+    import shutil
+    import subprocess
+
+    from conftest import M4, MPS2_LD, RUNTIME, STARTUP_C, WARN
+
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    src, calls, want = "", "", []
+    i = 0
+    for xs, oc, s, padding in M4_CASES:
+        for sgn in (False, True):
+            w = _w((1, 3, 3, oc), "int8")
+            if i == 2:
+                w = np.where(rng.integers(0, 2, w.shape) == 1, 127, -127).astype(np.int8)
+            g = make_layer("DEPTHWISE_CONV_2D", xs, w, rng.integers(-5000, 5000, oc),
+                           w_scales=rng.uniform(0.002, 0.02, oc), in_q=(0.05, int(rng.integers(-20, 20))),
+                           out_q=(0.08, int(rng.integers(-30, 30))), stride=(s, s), padding=padding)
+            c = compile_graph(copy.deepcopy(g), optimization="ram", inputs_in_pool=False, core="cortex-m4")
+            op, t = c.graph.ops[0], c.graph.tensors
+            assert op.kernel.startswith("depthwise_conv2d_3x3_") and not op.attrs["transpose"]
+            x = _x(xs, "int8")
+            want.append(reference(g, x).reshape(-1))
+            src += f"static int8_t x{i}_buf[{x.size + 1}] = {{0, " + ", ".join(str(int(v)) for v in x.reshape(-1))
+            src += "};\n"
+            src += f"static const int32_t q{i}[] = {{" + ", ".join(str(int(v)) for v in t[op.inputs[1]].data) + "};\n"
+            src += f"static int8_t y{i}[{want[-1].size}];\n"
+            fields = ", ".join(f".{k} = {{{v[0]}, {v[1]}}}" if isinstance(v, list | tuple) else f".{k} = {v}"
+                               for k, v in op.attrs.items())
+            fn = "ai_depthwise_conv2d_3x3_hwc_sgn_s8" if sgn else "ai_depthwise_conv2d_3x3_hwc_s8"
+            calls += (f"  {{ const ai_depthwise_conv2d_3x3_s8_params p = {{{fields}}};\n"
+                      f"    {fn}(&p, x{i}_buf + 1, q{i}, y{i});\n"
+                      f"    printf(\"case{i}\"); for (unsigned j = 0; j < sizeof y{i}; ++j) printf(\" %d\", y{i}[j]);"
+                      f" printf(\"\\n\"); }}\n")
+            i += 1
+    (tmp_path / "selftest.c").write_text('#include <stdio.h>\n#include "ai_kernels_conv.h"\n' + src
+                                         + "int main(void) {\n" + calls + "  return 0;\n}\n")
+    (tmp_path / "startup.c").write_text(STARTUP_C)
+    (tmp_path / "mps2.ld").write_text(MPS2_LD)
+    kernel = str(RUNTIME / "src" / "ai_conv_dw3_hwc_s8.c")
+    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, f"-I{RUNTIME / 'include'}", "--specs=rdimon.specs",
+                        "-T", "mps2.ld", "selftest.c", "startup.c", kernel, "-o", "fw.elf"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    if r.returncode != 0 and "rdimon" in r.stderr:
+        pytest.skip("newlib's rdimon (semihosting) library is not installed")
+    assert r.returncode == 0, r.stderr
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / "fw.elf")], capture_output=True,
+                         text=True).stdout
+    assert "pkhbt" in dis and "smlal" in dis  # the assembly rows are built
+    out = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", "fw.elf"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
+    lines = [ln.split() for ln in out.replace("\r", "").splitlines() if ln.startswith("case")]
+    assert len(lines) == i
+    for n, ln in enumerate(lines):
+        assert ln[0] == f"case{n}"
+        np.testing.assert_array_equal(np.array([int(v) for v in ln[1:]]), want[n], err_msg=f"case {n}")

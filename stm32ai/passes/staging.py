@@ -551,14 +551,21 @@ DW3_BAND_CYCLES = 270.0    # per channel and row band of a 3x3 depthwise: frame 
 DW3_G2_BAND_CYCLES = DW3_BAND_CYCLES + 186.0
 MAC_CYCLES = 4.2           # per MAC of the kernels whose loops are not modelled (depthwise, pools...)
 # depthwise_conv2d_3x3_hwc_* (stripe members, stripes.py `_narrow_scratch`): per batch, output row
-# and channel a set-up (constants, first pair, row end) and each pixel-pair slot of the row
-# (out_w / 2 rounded up); rows the Armv7E-M assembly does not take (stride 2, the window's
-# middle row outside the image, pad_l != 1, out_w != in_w) run gcc's loop, HWC_C_FACTOR times slower.
-# Calibrated on KWS (band 1, 4 members 25x5x64: 8,484,849 est. cycles against 10,287,875 with
-# the _g2_ planar members, nucleo-l4r5zi)
-HWC_ROW_CYCLES = 90.0
-HWC_PAIR_CYCLES = 61.0
-HWC_C_FACTOR = 2.5
+# and channel a set-up (constants, first pair, row end) and each output pair of the row (stride 1:
+# then the odd width's last output alone; stride 2: every pair slot, out_w / 2 rounded up); rows the
+# Armv7E-M assembly does not take (the window's middle row outside the image, multiplier != 1,
+# stride 1 with pad_l != 1 or out_w != in_w, stride 2 other than SAME: pad_l != in_w & 1 or
+# out_w != (in_w + 1) / 2) run gcc's loop, HWC_C_FACTOR times the stride-1 figure.
+# Calibrated on single layers of the kernel, nucleo-l4r5zi (session 35, docs/kernels_conv.md "3x3
+# depthwise on HWC": stride 1 widths 5, 6, 12, 24, 48 -> 276, 300, 510, 932, 1,783 est. cycles per
+# channel and row; stride 2 widths 12, 24, 48 -> 355, 626, 1,168; gcc's stride-2 loop at width 24:
+# 1,562)
+HWC_ROW_CYCLES = 88.0
+HWC_PAIR_CYCLES = 71.0
+HWC_ODD_CYCLES = 46.0
+HWC_S2_ROW_CYCLES = 84.0
+HWC_S2_PAIR_CYCLES = 90.0
+HWC_C_FACTOR = 3.0
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
 CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
                            # board's I-cache does not hold is re-fetched from flash at every call
@@ -646,14 +653,20 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
 def hwc_cycles(a: dict) -> float:
     """Modelled cycles of one depthwise_conv2d_3x3_hwc_* call (its loops; stalls apart)."""
     s, pt, pl = int(a["stride"][0]), int(a["pad"][0]), int(a["pad"][1])
-    oc, ow = int(a["out_c"]), int(a["out_w"])
-    asm = s == 1 and oc == int(a["in_c"]) and pl == 1 and ow == int(a["in_w"])
-    row = HWC_ROW_CYCLES + HWC_PAIR_CYCLES * ((ow + 1) // 2)
+    oc, ow, iw = int(a["out_c"]), int(a["out_w"]), int(a["in_w"])
+    mult1 = oc == int(a["in_c"])
+    row_c = HWC_C_FACTOR * (HWC_ROW_CYCLES + HWC_PAIR_CYCLES * (ow // 2) + HWC_ODD_CYCLES * (ow & 1))
+    if s == 1 and mult1 and pl == 1 and ow == iw and iw >= 2:
+        row = HWC_ROW_CYCLES + HWC_PAIR_CYCLES * (ow // 2) + HWC_ODD_CYCLES * (ow & 1)
+    elif s == 2 and mult1 and pl == iw % 2 and ow == (iw + 1) // 2 and iw >= 2:
+        row = HWC_S2_ROW_CYCLES + HWC_S2_PAIR_CYCLES * ((ow + 1) // 2)
+    else:
+        row = row_c
     total = 0.0
     for oy in range(int(a["out_h"])):
         iy0 = oy * s - pt
-        fast = asm and 0 <= iy0 + 1 < int(a["in_h"])  # the window's middle row in the image
-        total += oc * row * (1.0 if fast else HWC_C_FACTOR)
+        fast = 0 <= iy0 + 1 < int(a["in_h"])  # the window's middle row in the image
+        total += oc * (row if fast else row_c)
     return int(a["batches"]) * total
 
 

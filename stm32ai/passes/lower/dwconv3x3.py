@@ -87,19 +87,25 @@ def dw3x3_scratch_size(plane_w: int, group: int = 4, stage: int = 0) -> int:
     return group * ((plane_w // 2) * DW3_HB + (10 if stage else 0)) * 4
 
 
-# stripe members on the HWC kernel: only rows of at most this many outputs (the planar kernel's
-# per-channel set-up per call is then not amortised; on wider rows its row loop is the faster)
+# stripe members on the HWC kernel: only rows of at most this many outputs. Its assembly takes any
+# width, but on wider rows the planar kernel's row loop wins even with its per-call set-up: VWW
+# ram with every stride-1 and stride-2 member on HWC (band 3) 11,570,941 est. cycles against
+# 11,369,800 with the short rows only (session 35, nucleo-l4r5zi); docs/stripes.md
 DW3_HWC_MAX_OUT_W = 8
 
 
 def dw3x3_hwc_ok(a: dict) -> bool:
-    """A stripe member lowered to the planar kernel with these attrs runs
+    """A stripe member lowered to the planar kernel with these attrs may run
     ai_depthwise_conv2d_3x3_hwc_s8 (the band option "<band>:hwc"): the row walk (packed constants
-    not transposed), constants not staged, and the geometry of the kernel's Armv7E-M assembly
-    (stride 1, multiplier 1, pad_l 1, out_w == in_w) with short rows (DW3_HWC_MAX_OUT_W)."""
-    return (not a.get("transpose") and not a.get("stage") and int(a["stride"][0]) == 1
-            and int(a["in_c"]) == int(a["out_c"]) and int(a["pad"][1]) == 1
-            and int(a["out_w"]) == int(a["in_w"]) <= DW3_HWC_MAX_OUT_W)
+    not transposed), constants not staged, and a geometry of the kernel's Armv7E-M assembly rows,
+    multiplier 1 and stride 1 (pad_l 1, out_w == in_w) or stride 2 SAME (pad_l = in_w & 1,
+    out_w = ceil(in_w / 2)), with short rows (DW3_HWC_MAX_OUT_W)."""
+    if a.get("transpose") or a.get("stage") or int(a["in_c"]) != int(a["out_c"]) or int(a["in_w"]) < 2:
+        return False
+    s, pl, ow, iw = int(a["stride"][0]), int(a["pad"][1]), int(a["out_w"]), int(a["in_w"])
+    if int(a["stride"][1]) != s or ow > DW3_HWC_MAX_OUT_W:
+        return False
+    return (s == 1 and pl == 1 and ow == iw) or (s == 2 and pl == iw % 2 and ow == (iw + 1) // 2)
 
 
 def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

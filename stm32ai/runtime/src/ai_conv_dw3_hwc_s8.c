@@ -85,21 +85,23 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
     a1 = smlabt(N, WB, a1);         \
   } while (0)
 
-/* The common one-row case in assembly on Armv7E-M (Cortex-M4 and M7, optimised builds; gcc
- * spills most of the loop state of the C below): stride 1, depth multiplier 1,
- * pad_l 1, out_w == in_w, the window's middle row inside the image. One call runs every
- * channel of one output row. Registers: r0-r2 the three rows at the current channel and column,
- * r3 in_c (the column and output pitch), r4 the output, r5 the frame f (words: 0-5 the channel's
- * wa0, wb0, wa1, wb1, wa2, wb2; 6 bias; 7 m; 8 khi; 9 rs; 10-12 the carried pairs A0-A2; 13 the
- * packed constants' pointer; 14 the pair loop's end; 15 klo; 16 pad_value; 17 {pad_value,
- * pad_value}; 18 2 * npairs * in_c; 19 (2 * npairs + 1) * in_c - 1; 20 2 * npairs * in_c - 1;
- * 21 out_w odd; 22 channels left; 23 a window row outside the image; 24, 25 window row 0, 2
- * inside). Per channel: its 10 constants copied to the frame (LDM/STM; the weights of a row
- * outside the image zeroed and its pad taps folded into the bias, as the C does),
- * A = {pad, x[0]} per row, then the pairs (per kernel row: A from the frame, the 2 new bytes
- * packed into B = {x[2j+1], x[2j+2]} and stored back as the next A, the row's weights by LDRD,
- * 4 MACs; the requantisation, two byte stores), then the end of the row: one output (out_w odd,
- * B = {pad, pad}) or a pair whose B = {x[W-1], pad}. Same values as the C loop. */
+/* The common one-row cases in assembly on Armv7E-M (Cortex-M4 and M7, optimised builds; gcc
+ * spills most of the loop state of the C below): depth multiplier 1, the window's middle row
+ * inside the image, and stride 1 with pad_l 1, out_w == in_w, or stride 2 with TFLite's SAME
+ * geometry (pad_l = W & 1, out_w = (W + 1) / 2). One call runs every channel of one output row.
+ * Registers: r0-r2 the three rows at the current channel and column, r3 in_c (the column and
+ * output pitch), r4 the output, r5 the frame f (words: 0-5 the channel's wa0, wb0, wa1, wb1,
+ * wa2, wb2; 6 bias; 7 m; 8 khi; 9 rs; 10 pad_l (stride 2); 11, 12 the carried pairs A1, A2
+ * (A0 in r7: no frame pointer in an optimised build); 13 the packed constants' pointer; 14 the
+ * pair loop's end; 15 klo (exact form); 16 pad_value; 17 {pad_value, pad_value}; 18 the pair
+ * loop's row advance; 19, 20 a channel's row / output advance - 1; 21 the row ends in one
+ * output; 22 channels left; 23 a window row outside the image; 24, 25 window row 0, 2 inside).
+ * Per channel: its 10 constants copied to the frame (LDM/STM; the weights of a row outside the
+ * image zeroed and its pad taps folded into the bias, as the C does), the A pairs, then the
+ * pairs (stride 1, per kernel row: A, the 2 new bytes packed into B = {x[2j+1], x[2j+2]}, the
+ * next A, the row's weights by LDRD, 4 MACs; stride 2: 4 new bytes, B and N, N the next A;
+ * the requantisation, two byte stores), then the end of the row: one output or a pair whose
+ * columns past the row read pad_value. Same values as the C loop. */
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && \
     defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
 #define AI_DWH_ASM 1
@@ -114,6 +116,17 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "smlabt r11, r6, r10, r11\n\t"                \
   "smlad r12, r6, r10, r12\n\t"                 \
   "str r6, [r5, #" #AOFF "]\n\t"
+/* row 0: its carried pair A0 lives in r7 (no frame load / store) */
+#define DWH_ROW0                                \
+  "ldrsb r6, [r0]\n\t"                          \
+  "ldrsb r8, [r0, r3]\n\t"                      \
+  "ldrd r9, r10, [r5]\n\t"                      \
+  "pkhbt r6, r6, r8, lsl #16\n\t"               \
+  "smlad r11, r7, r9, r11\n\t"                  \
+  "smlatb r12, r7, r9, r12\n\t"                 \
+  "smlabt r11, r6, r10, r11\n\t"                \
+  "smlad r12, r6, r10, r12\n\t"                 \
+  "mov r7, r6\n\t"
 /* the row's last pair: B = {x[W-1], pad} (r8 = pad_value) */
 #define DWH_ROW_END2(P, AOFF, WOFF)             \
   "ldr lr, [r5, #" #AOFF "]\n\t"                \
@@ -145,10 +158,18 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "smlal r6, lr, " ACC ", r9\n\t"               \
   "asr lr, lr, r8\n\t"                          \
   "ssat lr, #8, lr\n\t"
+/* klo for the exact form's requantisation (the EOR form has it as an immediate) */
+#define DWH_KLO_EXACT                           \
+  "cmp r10, #0\n\t"                             \
+  "ite eq\n\t"                                  \
+  "moveq r8, #0xC0000000\n\t"                   \
+  "movne r8, #0x40000000\n\t"                   \
+  "str r8, [r5, #60]\n\t"
 #define DWH_LDQ                                 \
   "ldrd r9, r10, [r5, #28]\n\t"                 \
   "ldr r8, [r5, #36]\n\t"
-#define DWH_ROWS_ASM(RQ)                                                      \
+/* per channel: its constants to the frame, a window row outside the image folded (label 7: A's) */
+#define DWH_CH_SETUP(KLO)                                                     \
   "5:\n\t" /* next channel: constants to the frame */                         \
   "ldr lr, [r5, #52]\n\t"                                                     \
   "ldm lr!, {r6, r8, r9, r10, r11, r12}\n\t"                                  \
@@ -157,11 +178,7 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "str lr, [r5, #52]\n\t"                                                     \
   "add lr, r5, #24\n\t"                                                       \
   "stm lr, {r6, r8, r9, r10}\n\t"                                             \
-  "cmp r10, #0\n\t"                                                           \
-  "ite eq\n\t"                                                                \
-  "moveq r8, #0xC0000000\n\t"                                                 \
-  "movne r8, #0x40000000\n\t"                                                 \
-  "str r8, [r5, #60]\n\t"                                                     \
+  KLO                                                                         \
   "ldr lr, [r5, #92]\n\t" /* a window row outside the image (r6 = bias) */    \
   "cmp lr, #0\n\t"                                                            \
   "beq 7f\n\t"                                                                \
@@ -187,7 +204,24 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "strd r8, r9, [r5, #16]\n\t"                                                \
   "9:\n\t"                                                                    \
   "str r6, [r5, #24]\n\t"                                                     \
-  "7:\n\t"                                                                    \
+  "7:\n\t"
+
+/* the channel's end: back to column 0 of the next channel, f[19] / f[20] the advances */
+#define DWH_CH_END                                                            \
+  "6:\n\t" /* back to column 0 of the next channel */                        \
+  "ldrd r6, r8, [r5, #76]\n\t"                                                \
+  "sub r0, r0, r6\n\t"                                                        \
+  "sub r1, r1, r6\n\t"                                                        \
+  "sub r2, r2, r6\n\t"                                                        \
+  "sub r4, r4, r8\n\t"                                                        \
+  "ldr lr, [r5, #88]\n\t"                                                     \
+  "subs lr, lr, #1\n\t"                                                       \
+  "str lr, [r5, #88]\n\t"                                                     \
+  "bne 5b\n\t"
+
+/* stride 1 */
+#define DWH_ROWS_ASM(RQ, KLO)                                                 \
+  DWH_CH_SETUP(KLO)                                                           \
   "ldr r12, [r5, #64]\n\t" /* A = {pad, x[0]} */                             \
   "ldrsb r6, [r0]\n\t"                                                        \
   "ldrsb r8, [r1]\n\t"                                                        \
@@ -195,8 +229,8 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "pkhbt r6, r12, r6, lsl #16\n\t"                                            \
   "pkhbt r8, r12, r8, lsl #16\n\t"                                            \
   "pkhbt r9, r12, r9, lsl #16\n\t"                                            \
-  "add lr, r5, #40\n\t"                                                       \
-  "stm lr, {r6, r8, r9}\n\t"                                                  \
+  "mov r7, r6\n\t"                                                            \
+  "strd r8, r9, [r5, #44]\n\t"                                               \
   "add r0, r0, r3\n\t"                                                        \
   "add r1, r1, r3\n\t"                                                        \
   "add r2, r2, r3\n\t"                                                        \
@@ -209,7 +243,7 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "1:\n\t"                                                                    \
   "ldr r11, [r5, #24]\n\t"                                                    \
   "mov r12, r11\n\t"                                                          \
-  DWH_ROW("r0", 40, 0)                                                        \
+  DWH_ROW0                                                                    \
   DWH_ROW("r1", 44, 8)                                                        \
   DWH_ROW("r2", 48, 16)                                                       \
   "add r0, r0, r3, lsl #1\n\t"                                                \
@@ -230,7 +264,9 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "cmp lr, #0\n\t"                                                            \
   "beq 4f\n\t"                                                                \
   "ldr r8, [r5, #68]\n\t"                                                     \
-  DWH_ROW_END1(40, 0)                                                         \
+  "ldrd r9, r10, [r5]\n\t" /* row 0 (A0 in r7) */                             \
+  "smlad r11, r7, r9, r11\n\t"                                                \
+  "smlabt r11, r8, r10, r11\n\t"                                              \
   DWH_ROW_END1(44, 8)                                                         \
   DWH_ROW_END1(48, 16)                                                        \
   DWH_LDQ                                                                     \
@@ -240,7 +276,13 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "4:\n\t"                                                                    \
   "mov r12, r11\n\t"                                                          \
   "ldr r8, [r5, #64]\n\t"                                                     \
-  DWH_ROW_END2("r0", 40, 0)                                                   \
+  "ldrsb r6, [r0]\n\t" /* row 0 (A0 in r7) */                                 \
+  "ldrd r9, r10, [r5]\n\t"                                                    \
+  "pkhbt r6, r6, r8, lsl #16\n\t"                                             \
+  "smlad r11, r7, r9, r11\n\t"                                                \
+  "smlatb r12, r7, r9, r12\n\t"                                               \
+  "smlabt r11, r6, r10, r11\n\t"                                              \
+  "smlad r12, r6, r10, r12\n\t"                                               \
   DWH_ROW_END2("r1", 44, 8)                                                   \
   DWH_ROW_END2("r2", 48, 16)                                                  \
   DWH_LDQ                                                                     \
@@ -248,47 +290,196 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "strb lr, [r4]\n\t"                                                         \
   RQ("r12")                                                                   \
   "strb lr, [r4, r3]\n\t"                                                     \
-  "6:\n\t" /* back to column 0 of the next channel */                        \
-  "ldrd r6, r8, [r5, #76]\n\t"                                                \
-  "sub r0, r0, r6\n\t"                                                        \
-  "sub r1, r1, r6\n\t"                                                        \
-  "sub r2, r2, r6\n\t"                                                        \
-  "sub r4, r4, r8\n\t"                                                        \
-  "ldr lr, [r5, #88]\n\t"                                                     \
-  "subs lr, lr, #1\n\t"                                                       \
-  "str lr, [r5, #88]\n\t"                                                     \
-  "bne 5b\n\t"
+  DWH_CH_END
+
+/* Stride 2 (TFLite SAME: out_w = ceil(W / 2), pad_l = W & 1): a pair j of a channel reads the
+ * 4 new columns n .. n + 3 of each kernel row (B = {x[n], x[n+1]}, N = {x[n+2], x[n+3]};
+ * out0 = SMLAD(A, wa) + x[n] * w2, out1 = SMLAD(B, wa) + x[n+2] * w2, N the next pair's A).
+ * The row pointer steps 2 columns after each load pair. */
+#define DWH_ROW_S2(P, AOFF, WOFF)               \
+  "ldrsb r6, [" P "]\n\t"                       \
+  "ldrsb r8, [" P ", r3]\n\t"                   \
+  "add " P ", " P ", r3, lsl #1\n\t"            \
+  "ldrsb r9, [" P "]\n\t"                       \
+  "ldrsb r10, [" P ", r3]\n\t"                  \
+  "add " P ", " P ", r3, lsl #1\n\t"            \
+  "pkhbt r6, r6, r8, lsl #16\n\t"               \
+  "pkhbt r9, r9, r10, lsl #16\n\t"              \
+  "ldr lr, [r5, #" #AOFF "]\n\t"                \
+  "str r9, [r5, #" #AOFF "]\n\t"                \
+  "ldrd r8, r10, [r5, #" #WOFF "]\n\t"          \
+  "smlad r11, lr, r8, r11\n\t"                  \
+  "smlabt r11, r6, r10, r11\n\t"                \
+  "smlad r12, r6, r8, r12\n\t"                  \
+  "smlabt r12, r9, r10, r12\n\t"
+#define DWH_ROW0_S2                             \
+  "ldrsb r6, [r0]\n\t"                          \
+  "ldrsb r8, [r0, r3]\n\t"                      \
+  "add r0, r0, r3, lsl #1\n\t"                  \
+  "ldrsb r9, [r0]\n\t"                          \
+  "ldrsb r10, [r0, r3]\n\t"                     \
+  "add r0, r0, r3, lsl #1\n\t"                  \
+  "pkhbt r6, r6, r8, lsl #16\n\t"               \
+  "pkhbt r9, r9, r10, lsl #16\n\t"              \
+  "ldrd r8, r10, [r5]\n\t"                      \
+  "smlad r11, r7, r8, r11\n\t"                  \
+  "smlabt r11, r6, r10, r11\n\t"                \
+  "smlad r12, r6, r8, r12\n\t"                  \
+  "smlabt r12, r9, r10, r12\n\t"                \
+  "mov r7, r9\n\t"
+/* the row's last pair: B = {x[W-2], x[W-1]}, x[W] = pad (r8) */
+#define DWH_ROW_S2_END2(A, P, WOFF)             \
+  "ldrsb r6, [" P "]\n\t"                       \
+  "ldrsb r9, [" P ", r3]\n\t"                   \
+  "pkhbt r6, r6, r9, lsl #16\n\t"               \
+  "ldrd r9, r10, [r5, #" #WOFF "]\n\t"          \
+  "smlad r11, " A ", r9, r11\n\t"               \
+  "smlabt r11, r6, r10, r11\n\t"                \
+  "smlad r12, r6, r9, r12\n\t"                  \
+  "smlabt r12, r8, r10, r12\n\t"
+/* f[10]: pad_l (1: A = {pad, x[0]}, 0: A = {x[0], x[1]}) */
+#define DWH_ROWS_S2_ASM(RQ, KLO)                                              \
+  DWH_CH_SETUP(KLO)                                                           \
+  "ldr lr, [r5, #40]\n\t"                                                     \
+  "cmp lr, #0\n\t"                                                            \
+  "bne 2f\n\t"                                                                \
+  "ldrsb r6, [r0]\n\t" /* pad_l 0: A = {x[0], x[1]} */                        \
+  "ldrsb r8, [r0, r3]\n\t"                                                    \
+  "add r0, r0, r3, lsl #1\n\t"                                                \
+  "pkhbt r7, r6, r8, lsl #16\n\t"                                             \
+  "ldrsb r6, [r1]\n\t"                                                        \
+  "ldrsb r8, [r1, r3]\n\t"                                                    \
+  "add r1, r1, r3, lsl #1\n\t"                                                \
+  "pkhbt r9, r6, r8, lsl #16\n\t"                                             \
+  "ldrsb r6, [r2]\n\t"                                                        \
+  "ldrsb r8, [r2, r3]\n\t"                                                    \
+  "add r2, r2, r3, lsl #1\n\t"                                                \
+  "pkhbt r10, r6, r8, lsl #16\n\t"                                            \
+  "strd r9, r10, [r5, #44]\n\t"                                               \
+  "b 10f\n\t"                                                                 \
+  "2:\n\t" /* pad_l 1: A = {pad, x[0]} */                                     \
+  "ldr r12, [r5, #64]\n\t"                                                    \
+  "ldrsb r6, [r0]\n\t"                                                        \
+  "ldrsb r8, [r1]\n\t"                                                        \
+  "ldrsb r9, [r2]\n\t"                                                        \
+  "pkhbt r7, r12, r6, lsl #16\n\t"                                            \
+  "pkhbt r8, r12, r8, lsl #16\n\t"                                            \
+  "pkhbt r9, r12, r9, lsl #16\n\t"                                            \
+  "strd r8, r9, [r5, #44]\n\t"                                                \
+  "add r0, r0, r3\n\t"                                                        \
+  "add r1, r1, r3\n\t"                                                        \
+  "add r2, r2, r3\n\t"                                                        \
+  "10:\n\t"                                                                   \
+  "ldr lr, [r5, #72]\n\t"                                                     \
+  "cmp lr, #0\n\t"                                                            \
+  "beq 3f\n\t"                                                                \
+  "add lr, r0, lr\n\t"                                                        \
+  "str lr, [r5, #56]\n\t"                                                     \
+  ".p2align 2\n"                                                              \
+  "1:\n\t"                                                                    \
+  "ldr r11, [r5, #24]\n\t"                                                    \
+  "mov r12, r11\n\t"                                                          \
+  DWH_ROW0_S2                                                                 \
+  DWH_ROW_S2("r1", 44, 8)                                                     \
+  DWH_ROW_S2("r2", 48, 16)                                                    \
+  DWH_LDQ                                                                     \
+  RQ("r11")                                                                   \
+  "strb lr, [r4]\n\t"                                                         \
+  RQ("r12")                                                                   \
+  "strb lr, [r4, r3]\n\t"                                                     \
+  "add r4, r4, r3, lsl #1\n\t"                                                \
+  "ldr lr, [r5, #56]\n\t"                                                     \
+  "cmp r0, lr\n\t"                                                            \
+  "bne 1b\n\t"                                                                \
+  "3:\n\t" /* the row's end: one output (x[W] = pad) or a pair */            \
+  "ldr r11, [r5, #24]\n\t"                                                    \
+  "ldr lr, [r5, #84]\n\t"                                                     \
+  "cmp lr, #0\n\t"                                                            \
+  "beq 4f\n\t"                                                                \
+  "ldr r8, [r5, #68]\n\t"                                                     \
+  "ldrd r9, r10, [r5]\n\t"                                                    \
+  "smlad r11, r7, r9, r11\n\t"                                                \
+  "smlabt r11, r8, r10, r11\n\t"                                              \
+  DWH_ROW_END1(44, 8)                                                         \
+  DWH_ROW_END1(48, 16)                                                        \
+  DWH_LDQ                                                                     \
+  RQ("r11")                                                                   \
+  "strb lr, [r4]\n\t"                                                         \
+  "b 6f\n\t"                                                                  \
+  "4:\n\t"                                                                    \
+  "mov r12, r11\n\t"                                                          \
+  "ldr r8, [r5, #64]\n\t"                                                     \
+  DWH_ROW_S2_END2("r7", "r0", 0)                                              \
+  "ldr lr, [r5, #44]\n\t"                                                     \
+  DWH_ROW_S2_END2("lr", "r1", 8)                                              \
+  "ldr lr, [r5, #48]\n\t"                                                     \
+  DWH_ROW_S2_END2("lr", "r2", 16)                                             \
+  DWH_LDQ                                                                     \
+  RQ("r11")                                                                   \
+  "strb lr, [r4]\n\t"                                                         \
+  RQ("r12")                                                                   \
+  "strb lr, [r4, r3]\n\t"                                                     \
+  DWH_CH_END
+
+/* stride 2, SAME (out_w = (W + 1) / 2, pad_l = W & 1): the pairs whose 4 new columns all lie
+ * in the row; the rest of the row is then 1 output (x[W] = pad) or a pair whose N is {pad, -} */
+static inline int32_t dwh_s2_pairs(int32_t W) {
+  return ((W + (W & 1)) % 4 == 0) ? (W + (W & 1) - 4) / 4 : (W + (W & 1) - 2) / 4;
+}
 
 /* every channel of one output row (the conditions above); rows: the window's rows at column 0
  * of channel 0 (a row outside the image: any row inside, its weights then zeroed); f[13] =
  * packed, f[16] = pad_value, f[24] / f[25] = window row 0 / 2 inside the image, set by the
  * caller */
 static void dwh_row_asm(const int8_t *const *rows, int32_t C, int8_t *out, int32_t *f, int32_t W,
-                        int exact) {
+                        int32_t S, int exact) {
   f[23] = !f[24] || !f[25];
-  const int32_t npairs = (W - 1) >> 1; /* pairs that load no padded column */
   f[17] = (int32_t)(((uint32_t)f[16] & 0xFFFFu) | ((uint32_t)f[16] << 16));
-  f[18] = 2 * npairs * C;
-  f[19] = (2 * npairs + 1) * C - 1;
-  f[20] = 2 * npairs * C - 1;
-  f[21] = W & 1;
   f[22] = C;
+  if (S == 1) {
+    const int32_t npairs = (W - 1) >> 1; /* pairs that load no padded column */
+    f[18] = 2 * npairs * C;
+    f[19] = (2 * npairs + 1) * C - 1;
+    f[20] = 2 * npairs * C - 1;
+    f[21] = W & 1;
+  } else { /* dwh_s2_pairs: n pairs, then 1 output (r = 1) or a pair (r = 2) */
+    const int32_t pl = W & 1, n = dwh_s2_pairs(W), r = (W + 1) / 2 - 2 * n;
+    f[10] = pl;
+    f[18] = 4 * n * C;
+    f[19] = (2 - pl + 4 * n) * C - 1;
+    f[20] = 2 * n * C - 1;
+    f[21] = r == 1;
+  }
   register const int8_t *r0_ __asm__("r0") = rows[0];
   register const int8_t *r1_ __asm__("r1") = rows[1];
   register const int8_t *r2_ __asm__("r2") = rows[2];
   register int32_t r3_ __asm__("r3") = C;
   register int8_t *r4_ __asm__("r4") = out;
   register int32_t *r5_ __asm__("r5") = f;
-  if (exact) {
-    __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EXACT)
-                     : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
-                     : "r"(r3_), "r"(r5_)
-                     : "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+  if (S == 1) {
+    if (exact) {
+      __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EXACT, DWH_KLO_EXACT)
+                       : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
+                       : "r"(r3_), "r"(r5_)
+                       : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+    } else {
+      __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EOR, "")
+                       : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
+                       : "r"(r3_), "r"(r5_)
+                       : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+    }
   } else {
-    __asm__ volatile(DWH_ROWS_ASM(DWH_RQ_EOR)
-                     : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
-                     : "r"(r3_), "r"(r5_)
-                     : "r6", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+    if (exact) {
+      __asm__ volatile(DWH_ROWS_S2_ASM(DWH_RQ_EXACT, DWH_KLO_EXACT)
+                       : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
+                       : "r"(r3_), "r"(r5_)
+                       : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+    } else {
+      __asm__ volatile(DWH_ROWS_S2_ASM(DWH_RQ_EOR, "")
+                       : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_)
+                       : "r"(r3_), "r"(r5_)
+                       : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+    }
   }
 }
 #endif
@@ -432,7 +623,8 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
 #if defined(AI_DWH_ASM)
   int32_t f[26];
   f[16] = p->pad_value;
-  const int asm_ok = S == 1 && M == 1 && PL == 1 && OW == W && W >= 2;
+  const int asm_ok = M == 1 && ((S == 1 && PL == 1 && OW == W && W >= 2) ||
+                                 (S == 2 && PL == (W & 1) && OW == (W + 1) / 2 && W >= 2));
 #endif
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *in_b = input + b * H * in_row;
@@ -447,7 +639,7 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
         const int8_t *const mid = in_b + (iy0 + 1) * in_row;
         const int8_t *const rows[3] = {f[24] ? mid - in_row : mid, mid, f[25] ? mid + in_row : mid};
         f[13] = (int32_t)(uintptr_t)packed;
-        dwh_row_asm(rows, C, o, f, W, exact);
+        dwh_row_asm(rows, C, o, f, W, S, exact);
         continue;
       }
 #endif
