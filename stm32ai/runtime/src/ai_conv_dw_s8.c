@@ -1036,12 +1036,23 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
     const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB; /* words per plane */                 \
     uint32_t *pl = (uint32_t *)scratch;                                                           \
     const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;                            \
-    for (int32_t i = 0; i < (G) * plane_w32; ++i) {                                               \
+    /* the fill writes whole words [j0, j_end) of every band row (rows outside the image as     \
+     * pad_value unless pad_clean): only the padding columns outside them are written here, once \
+     * per call (a stripe calls the kernel per band, docs/stripes.md); the gather (a partial    \
+     * group, a multiplier) writes half-words: the whole planes then */                          \
+    const int whole = OC != C || OC % (G) != 0;                                                   \
+    const int32_t jw = (G) * AI_DW3_HB; /* words per column pair */                               \
+    const int32_t f0 = whole ? 0 : (v.pad_l >> 1) * jw;                                           \
+    const int32_t f1 = whole ? 0 : ((v.pad_l + v.w + 1) >> 1) * jw;                               \
+    for (int32_t i = 0; i < f0; ++i) {                                                            \
       pl[i] = pv; /* padding columns are never overwritten */                                     \
     }                                                                                             \
-    /* one band per image (KWS walked transposed, small VWW layers): no band row outside the   \
+    for (int32_t i = f1; i < (G) * plane_w32; ++i) {                                              \
+      pl[i] = pv;                                                                                 \
+    }                                                                                             \
+    /* one band per image and the whole planes written (a gather): no band row outside the     \
      * image ever receives image data, so the pad rows keep the values written just above */  \
-    const int pad_clean = v.oh <= R;                                                              \
+    const int pad_clean = whole && v.oh <= R;                                                     \
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
     int32_t fr[DW3_FRAME_WORDS];                                                                  \
