@@ -1050,9 +1050,23 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
     for (int32_t i = f1; i < (G) * plane_w32; ++i) {                                              \
       pl[i] = pv;                                                                                 \
     }                                                                                             \
-    /* one band per image and the whole planes written (a gather): no band row outside the     \
-     * image ever receives image data, so the pad rows keep the values written just above */  \
-    const int pad_clean = whole && v.oh <= R;                                                     \
+    /* one band per image (KWS walked transposed, small VWW layers, stripe calls): no band row \
+     * outside the image ever receives image data, so the fill skips them and their words get   \
+     * pad_value here, once per call (by the whole-plane fill above for a gather) */            \
+    const int pad_clean = v.oh <= R;                                                              \
+    if (pad_clean && !whole) {                                                                    \
+      const int32_t rows0 = (v.oh - 1) * S + 3;                                                   \
+      for (int32_t r = 0; r < rows0; ++r) {                                                       \
+        if ((uint32_t)(r - v.pad_t) < (uint32_t)v.h) {                                            \
+          continue;                                                                               \
+        }                                                                                         \
+        for (int32_t i = f0 + r * (G); i < f1; i += jw) {                                         \
+          for (int32_t k = 0; k < (G); ++k) {                                                     \
+            pl[i + k] = pv;                                                                       \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
     int32_t fr[DW3_FRAME_WORDS];                                                                  \
