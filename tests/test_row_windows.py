@@ -28,7 +28,7 @@ import pytest
 from conftest import FIXTURES, MPS2_LD, STARTUP_C, shared_model
 from test_lower_conv import LAYERS, make_layer, reference
 
-from stm32ai.emitter import c_value
+from stm32ai.emitter import ROW_WINDOW_KERNELS, c_value
 from stm32ai.frontend.tflite_reader import load_tflite
 from stm32ai.ir import Graph, Op
 from stm32ai.pipeline import compile_graph
@@ -157,8 +157,14 @@ def harness(g: Graph, op: Op, x: np.ndarray | list[np.ndarray], scheds: list[lis
         if _has_scratch_fn(op.kernel):
             lines.append(f"      if (ai_{op.kernel}_scratch_size(&q) > ai_{op.kernel}_scratch_size(&P)) return 3;")
         win_args = ["(const void *)win", *args_in[1:]]
+        # the kernels with a row-window entry run as the stripe executor calls them: the const
+        # params and the window (emitter `_stripe_code`); the others on the patched copy
+        band_call = call.format(k=op.kernel, p="q", ins=", ".join(win_args), out="dst", scr=scr)
+        if op.kernel in ROW_WINDOW_KERNELS:
+            lines.append("      const ai_row_window rw = { q.out_h, q." + pad + ", q.in_h };")
+            band_call = call.format(k=op.kernel + "_rows", p="P, rw", ins=", ".join(win_args), out="dst", scr=scr)
         lines += [f"      int8_t *dst = malloc((size_t)(o1 - o0) * {out_row});",
-                  "      " + call.format(k=op.kernel, p="q", ins=", ".join(win_args), out="dst", scr=scr),
+                  "      " + band_call,
                   f"      memcpy(band + o0 * {out_row}, dst, (size_t)(o1 - o0) * {out_row});",
                   "      free(win); free(dst);"]
     else:  # rows: the band's elements, row-offset pointers

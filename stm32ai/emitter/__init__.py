@@ -241,6 +241,13 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     }
 
 
+# kernels with a row-window entry ai_<kernel>_rows(p, ai_row_window, ...) (runtime/include/ai_row_window.h)
+ROW_WINDOW_KERNELS = frozenset({
+    "conv2d_s8", "conv2d_s8_1col", "depthwise_conv2d_s8", "depthwise_conv2d_3x3_s8",
+    "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8",
+    "avgpool_s8", "maxpool_s8"})
+
+
 def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[str],
                  scratch: str) -> tuple[str, str]:
     """(static declarations, code block) of stripe node i: the member params, the step table
@@ -255,10 +262,18 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         if "params" in m.get("wide", {}):  # its calls with e[6] = 1 run with these params (staged weights)
             winit = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["wide"]["params"].items()) + " }"
             decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j}w = {winit};")
-    rows = ",\n".join("    {" + ", ".join(str(int(v)) for v in step) + "}" for step in st["table"])
     # int8 steps when every row number fits (images < 128 rows): half the flash
     ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
-    decls.append(f"static const {ety} k{i}_steps[{len(st['table'])}][7] = {{\n{rows}\n}};")
+    # the steps that only poison dead rows are in the AI_POISON build's table only: without
+    # them the executor decodes fewer steps (KWS ram: 542 -> 446, docs/stripes.md session 35)
+    work = [step for step in st["table"] if _step_works(st, [int(v) for v in step])]
+    if not work:
+        raise Stm32aiError(f"graph.json node {i}: a stripe step table with no member call")
+    for tag, steps in (("#ifdef AI_POISON", st["table"]), ("#else", work)):
+        rows = ",\n".join("    {" + ", ".join(str(int(v)) for v in step) + "}" for step in steps)
+        decls += [tag, f"static const {ety} k{i}_steps[{len(steps)}][7] = {{\n{rows}\n}};"]
+    decls.append("#endif")
+    n_steps = f"(uint32_t)(sizeof(k{i}_steps) / sizeof(k{i}_steps[0]))"
 
     # joined with its dying input by the planner (passes/stripe_overlap.py): the scratch starts
     # at the input's first byte and the items sit where the joint layout put them
@@ -285,7 +300,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
     else:
         first_poison = f"  AI_POISON_ROWS(sc, {int(a['scratch_bytes'])}u); /* rings start dead */"
     lines = ["{", f"  ai_u8 *const sc = (ai_u8 *){scratch};", first_poison,
-             f"  for (uint32_t s = 0u; s < {len(st['table'])}u; ++s) {{",
+             f"  for (uint32_t s = 0u; s < {n_steps}; ++s) {{",
              f"    const {ety} *e = k{i}_steps[s];",
              "    switch (e[0]) {"]
     for j, m in enumerate(st["members"]):
@@ -303,24 +318,37 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                          f"(int8_t *){buf(m['output'])}); }}")
             lines.append("    } break;")
             continue
-        if "params" in m.get("wide", {}):
+        wide = m.get("wide")
+        # a window member whose kernels have a row-window entry (ai_row_window.h) is called with
+        # its const params and the step's window: no params copy here (docs/stripes.md)
+        rows_entry = m["kind"] == "window" and k in ROW_WINDOW_KERNELS and \
+            (wide is None or str(wide["kernel"]) in ROW_WINDOW_KERNELS)
+        if rows_entry:
+            if "params" in m.get("wide", {}):
+                lines.append(f"      const ai_{k}_params *q = e[6] != 0 ? &k{i}_m{j}w : &k{i}_m{j};")
+            else:
+                lines.append(f"      const ai_{k}_params *q = &k{i}_m{j};")
+            lines.append("      const ai_row_window rw = {e[1], e[2], e[3]};")
+        elif "params" in m.get("wide", {}):
             lines.append(f"      ai_{k}_params q = e[6] != 0 ? k{i}_m{j}w : k{i}_m{j};")
         else:
             lines.append(f"      ai_{k}_params q = k{i}_m{j};")
         n_streamed = len(m["in_row_bytes"])
-        if m["kind"] == "window":
+        if rows_entry:
+            pass
+        elif m["kind"] == "window":
             pad = "q.pad_h" if "pad_h" in m["params"] else "q.pad[0]"
             lines.append(f"      q.out_h = e[1]; {pad} = e[2]; q.in_h = e[3];")
         else:
             lines.append(f"      q.out_shape[AI_MAX_DIMS - 1] = (int32_t)e[1] * {int(m['row_bytes'])};")
-        args = ["&q"]
+        args = ["q", "rw"] if rows_entry else ["&q"]
         for q, r in enumerate(m["inputs"]):
             if q < n_streamed:
                 args.append(f"(const int8_t *)({buf(r)} + (uint32_t)e[{5 + q}] * {int(m['in_row_bytes'][q])}u)")
             else:
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
-        wide = m.get("wide")
+        sfx = "_rows" if rows_entry else ""
         if m["scratch"] > 0:
             args.append(f"(void *)(sc + {m_off[j]}u)")
         if wide is not None:  # e[6] = 1: the op's own kernel in its own region (passes/stripe_widen.py `widen`)
@@ -329,10 +357,10 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                 raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")
             w_off = int(joint["wide_offsets"][j]) if joint else int(wide["scratch_offset"])
             wargs = args[:-1] + [f"(void *)(sc + {w_off}u)"]
-            lines.append(f"      if (e[6] != 0) {{ ai_{wk}({', '.join(wargs)}); }}")
-            lines.append(f"      else {{ ai_{k}({', '.join(args)}); }}")
+            lines.append(f"      if (e[6] != 0) {{ ai_{wk}{sfx}({', '.join(wargs)}); }}")
+            lines.append(f"      else {{ ai_{k}{sfx}({', '.join(args)}); }}")
         else:
-            lines.append(f"      ai_{k}({', '.join(args)});")
+            lines.append(f"      ai_{k}{sfx}({', '.join(args)});")
         lines.append("    } break;")
     for q, src in enumerate(st.get("sources", ())):  # --input-rows: the application's rows
         off, rb = ring_off[int(src["ring"])], int(st["rings"][int(src["ring"])]["row_bytes"])
@@ -373,6 +401,21 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         lines.append("      break;")
     lines += ["    default: break;", "    }", "  }", "}"]
     return "\n".join(decls), "\n  ".join(lines)
+
+
+def _step_works(st: dict[str, Any], e: list[int]) -> bool:
+    """Whether step `e` of a stripe's table does anything in a build without AI_POISON (the
+    executor in `_stripe_code`): member calls and row sources do; input-dead steps, DROP_KEEP
+    (e[3] == 3), drops that move no row only poison."""
+    n_members, n_sources = len(st["members"]), len(st.get("sources", ()))
+    if e[0] >= 0:
+        return e[0] < n_members + n_sources
+    ring = st["rings"][-1 - e[0]]
+    if e[3] == 3:
+        return False
+    if ring.get("mode", "low") == "high":
+        return e[3] == 2 and e[2] > 0   # a move down of e[2] live rows; a drop only poisons
+    return e[2] - e[1] > 0              # the memmove of the rows kept
 
 
 def _state_area(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, int], int]:

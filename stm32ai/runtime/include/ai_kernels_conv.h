@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "ai_row_window.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,6 +70,10 @@ typedef struct {
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch);
+/* Row-window entries (ai_row_window.h): the layer's rows w.out_h from w.in_h input rows with
+ * w.pad_top padding rows above them; the entry above is the full window. */
+void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window w, const int8_t *input,
+                       const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch);
 int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p);
 
 /* The same layer one output pixel at a time (one int16 column: 2 * Kp bytes of scratch instead
@@ -77,6 +83,8 @@ int32_t ai_conv2d_s8_scratch_size(const ai_conv2d_s8_params *p);
 typedef ai_conv2d_s8_params ai_conv2d_s8_1col_params;
 void ai_conv2d_s8_1col(const ai_conv2d_s8_1col_params *p, const int8_t *input, const int8_t *weights,
                        const int32_t *rq, int8_t *output, void *scratch);
+void ai_conv2d_s8_1col_rows(const ai_conv2d_s8_1col_params *p, ai_row_window w, const int8_t *input,
+                            const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch);
 int32_t ai_conv2d_s8_1col_scratch_size(const ai_conv2d_s8_1col_params *p);
 
 /* DEPTHWISE_CONV_2D, depth multiplier 1, at most AI_DW_MAX_TAPS kernel taps.
@@ -92,6 +100,10 @@ typedef struct {
 void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t *input,
                             const int8_t *weights, const int32_t *bias, const int32_t *mult,
                             const int32_t *shift, int8_t *output, void *scratch);
+void ai_depthwise_conv2d_s8_rows(const ai_depthwise_conv2d_s8_params *p, ai_row_window w,
+                                 const int8_t *input, const int8_t *weights, const int32_t *bias,
+                                 const int32_t *mult, const int32_t *shift, int8_t *output,
+                                 void *scratch);
 int32_t ai_depthwise_conv2d_s8_scratch_size(const ai_depthwise_conv2d_s8_params *p);
 
 /* DEPTHWISE_CONV_2D 3x3, any multiplier (out_c = in_c * M), dilation 1, stride 1x1 or 2x2, fused clamp equal to
@@ -121,6 +133,8 @@ typedef struct {
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                 const int32_t *packed, int8_t *output, void *scratch);
+void ai_depthwise_conv2d_3x3_s8_rows(const ai_depthwise_conv2d_3x3_s8_params *p, ai_row_window w,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_3x3_s8_scratch_size(const ai_depthwise_conv2d_3x3_s8_params *p);
 
 /* The same kernel with the requantisation's sign correction computed exactly (2 more
@@ -130,6 +144,8 @@ typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_sgn_s8_params;
 void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params *p,
                                     const int8_t *input, const int32_t *packed, int8_t *output,
                                     void *scratch);
+void ai_depthwise_conv2d_3x3_sgn_s8_rows(const ai_depthwise_conv2d_3x3_sgn_s8_params *p, ai_row_window w,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_3x3_sgn_s8_scratch_size(const ai_depthwise_conv2d_3x3_sgn_s8_params *p);
 
 /* The same two kernels with channel groups of 2 instead of 4: half the scratch
@@ -140,10 +156,14 @@ typedef ai_depthwise_conv2d_3x3_s8_params ai_depthwise_conv2d_3x3_g2_sgn_s8_para
 void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,
                                    const int8_t *input, const int32_t *packed, int8_t *output,
                                    void *scratch);
+void ai_depthwise_conv2d_3x3_g2_s8_rows(const ai_depthwise_conv2d_3x3_g2_s8_params *p, ai_row_window w,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_3x3_g2_s8_scratch_size(const ai_depthwise_conv2d_3x3_g2_s8_params *p);
 void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p,
                                        const int8_t *input, const int32_t *packed, int8_t *output,
                                        void *scratch);
+void ai_depthwise_conv2d_3x3_g2_sgn_s8_rows(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p, ai_row_window w,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch);
 int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
     const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p);
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ai_row_window.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,9 @@ typedef ai_pool_f32_params ai_avgpool_f32_params;
 typedef ai_pool_f32_params ai_maxpool_f32_params;
 void ai_avgpool_s8(const ai_avgpool_s8_params *p, const int8_t *input, int8_t *output);
 void ai_maxpool_s8(const ai_maxpool_s8_params *p, const int8_t *input, int8_t *output);
+/* row-window entries (ai_row_window.h; pad_top is pad_h's window): the entries above are the full window */
+void ai_avgpool_s8_rows(const ai_avgpool_s8_params *p, ai_row_window w, const int8_t *input, int8_t *output);
+void ai_maxpool_s8_rows(const ai_maxpool_s8_params *p, ai_row_window w, const int8_t *input, int8_t *output);
 void ai_avgpool_f32(const ai_avgpool_f32_params *p, const float *input, float *output);
 void ai_maxpool_f32(const ai_maxpool_f32_params *p, const float *input, float *output);
 

@@ -12,9 +12,14 @@ int32_t ai_depthwise_conv2d_s8_scratch_size(const ai_depthwise_conv2d_s8_params 
 
 /* Weights: for each group of 4 channels, for each tap t (ky-major), the 4 bytes
  * w[t][c..c+3]; then, for each remaining channel c (in_c % 4 of them), its taps. */
-void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t *input,
-                            const int8_t *weights, const int32_t *bias, const int32_t *mult,
-                            const int32_t *shift, int8_t *output, void *scratch) {
+/* win NULL (constant-folded): the full geometry, the usual entry's code unchanged */
+#define DW_IN_H (win != 0 ? win->in_h : p->in_h)
+#define DW_OUT_H (win != 0 ? win->out_h : p->out_h)
+#define DW_PAD_T (win != 0 ? win->pad_top : p->pad[0])
+static inline __attribute__((always_inline)) void dw_s8_run(
+    const ai_depthwise_conv2d_s8_params *p, const ai_row_window *win, const int8_t *input,
+    const int8_t *weights, const int32_t *bias, const int32_t *mult, const int32_t *shift,
+    int8_t *output, void *scratch) {
   const int32_t C = p->in_c;
   const int32_t C4 = C & ~3;
   const int32_t ntaps = p->k_h * p->k_w;
@@ -28,16 +33,16 @@ void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t
   const int fast = all_fast(shift, C);
 
   for (int32_t b = 0; b < p->batches; ++b) {
-    const int8_t *in = input + (int32_t)b * p->in_h * p->in_w * C;
-    int8_t *out = output + (int32_t)b * p->out_h * p->out_w * C;
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-      const int32_t iy0 = oy * p->stride[0] - p->pad[0];
+    const int8_t *in = input + (int32_t)b * DW_IN_H * p->in_w * C;
+    int8_t *out = output + (int32_t)b * DW_OUT_H * p->out_w * C;
+    for (int32_t oy = 0; oy < DW_OUT_H; ++oy) {
+      const int32_t iy0 = oy * p->stride[0] - DW_PAD_T;
       for (int32_t ox = 0; ox < p->out_w; ++ox, out += C) {
         const int32_t ix0 = ox * p->stride[1] - p->pad[1];
         int32_t t = 0;
         for (int32_t ky = 0; ky < p->k_h; ++ky) {
           const int32_t iy = iy0 + ky * p->dilation[0];
-          const int row_in = iy >= 0 && iy < p->in_h;
+          const int row_in = iy >= 0 && iy < DW_IN_H;
           for (int32_t kx = 0; kx < p->k_w; ++kx, ++t) {
             const int32_t ix = ix0 + kx * p->dilation[1];
             tap[t] = (row_in && ix >= 0 && ix < p->in_w) ? in + (iy * p->in_w + ix) * C : padpix;
@@ -101,6 +106,22 @@ void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t
     }
   }
 }
+
+void ai_depthwise_conv2d_s8(const ai_depthwise_conv2d_s8_params *p, const int8_t *input,
+                            const int8_t *weights, const int32_t *bias, const int32_t *mult,
+                            const int32_t *shift, int8_t *output, void *scratch) {
+  dw_s8_run(p, 0, input, weights, bias, mult, shift, output, scratch);
+}
+
+void ai_depthwise_conv2d_s8_rows(const ai_depthwise_conv2d_s8_params *p, ai_row_window win,
+                                 const int8_t *input, const int8_t *weights, const int32_t *bias,
+                                 const int32_t *mult, const int32_t *shift, int8_t *output,
+                                 void *scratch) {
+  dw_s8_run(p, &win, input, weights, bias, mult, shift, output, scratch);
+}
+#undef DW_IN_H
+#undef DW_OUT_H
+#undef DW_PAD_T
 
 /* ------------------------------------------- DEPTHWISE_CONV_2D, any multiplier */
 
@@ -1006,11 +1027,17 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
 #endif
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
-      const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input, const int32_t *packed,     \
-      int8_t *output, void *scratch, const int sgn) {                                             \
+      const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win, const int8_t *input, \
+      const int32_t *packed, int8_t *output, void *scratch, const int sgn) {                      \
     /* the parameters on the stack: the byte stores may alias them, and reloads from a const   \
-     * struct in flash would cost wait states (docs/flash_staging.md) */                         \
-    const ai_depthwise_conv2d_3x3_s8_params local_ = *p;                                          \
+     * struct in flash would cost wait states (docs/flash_staging.md); with the row window     \
+     * (win NULL, constant-folded: the usual entry's code unchanged, no placement move) */      \
+    ai_depthwise_conv2d_3x3_s8_params local_ = *p;                                                \
+    if (win != 0) {                                                                               \
+      local_.out_h = win->out_h;                                                                  \
+      local_.pad[0] = win->pad_top;                                                               \
+      local_.in_h = win->in_h;                                                                    \
+    }                                                                                             \
     p = &local_;                                                                                  \
     const int32_t C = p->in_c, OC = p->out_c, S = p->stride[0];                                   \
     dw3_view v = {p->in_h, p->in_w, p->pad[0], p->pad[1], p->in_w * C, C,                         \
@@ -1024,12 +1051,37 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
     const int32_t plane_w32 = (p->plane_w / 2) * AI_DW3_HB; /* words per plane */                 \
     uint32_t *pl = (uint32_t *)scratch;                                                           \
     const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;                            \
-    for (int32_t i = 0; i < (G) * plane_w32; ++i) {                                               \
+    /* the fill writes whole words [j0, j_end) of every band row (rows outside the image as     \
+     * pad_value unless pad_clean): only the padding columns outside them are written here, once \
+     * per call (a stripe calls the kernel per band, docs/stripes.md); the gather (a partial    \
+     * group, a multiplier) writes half-words: the whole planes then */                          \
+    const int whole = win == 0 || OC != C || OC % (G) != 0;                                       \
+    const int32_t jw = (G) * AI_DW3_HB; /* words per column pair */                               \
+    const int32_t f0 = whole ? 0 : (v.pad_l >> 1) * jw;                                           \
+    const int32_t f1 = whole ? 0 : ((v.pad_l + v.w + 1) >> 1) * jw;                               \
+    for (int32_t i = 0; i < f0; ++i) {                                                            \
       pl[i] = pv; /* padding columns are never overwritten */                                     \
     }                                                                                             \
-    /* one band per image (KWS walked transposed, small VWW layers): no band row outside the   \
-     * image ever receives image data, so the pad rows keep the values written just above */  \
+    for (int32_t i = f1; i < (G) * plane_w32; ++i) {                                              \
+      pl[i] = pv;                                                                                 \
+    }                                                                                             \
+    /* one band per image (KWS walked transposed, small VWW layers, stripe calls): no band row \
+     * outside the image ever receives image data, so the fill skips them and their words get   \
+     * pad_value here, once per call (by the whole-plane fill above for a gather) */            \
     const int pad_clean = v.oh <= R;                                                              \
+    if (pad_clean && !whole) {                                                                    \
+      const int32_t rows0 = (v.oh - 1) * S + 3;                                                   \
+      for (int32_t r = 0; r < rows0; ++r) {                                                       \
+        if ((uint32_t)(r - v.pad_t) < (uint32_t)v.h) {                                            \
+          continue;                                                                               \
+        }                                                                                         \
+        for (int32_t i = f0 + r * (G); i < f1; i += jw) {                                         \
+          for (int32_t k = 0; k < (G); ++k) {                                                     \
+            pl[i + k] = pv;                                                                       \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
     int32_t fr[DW3_FRAME_WORDS];                                                                  \
@@ -1070,8 +1122,8 @@ DW3_RUN_FN(dw3_run_g2, 2, dw3_fill2, dw3_fill_gather2, dw3_rows_g2_s1, dw3_rows_
 #undef DW3_RUN_FN
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
-                                const int32_t *packed, int8_t *output, void *scratch) {
-  dw3_run(p, input, packed, output, scratch, 0);
+    const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run(p, 0, input, packed, output, scratch, 0);
   DW3_PAD_G4();
 #if defined(__ARM_ARCH_6M__) && defined(__OPTIMIZE__)
   /* Code placement only (issue 25): the portable driver shrank by 36 bytes on Armv6-M, which
@@ -1085,17 +1137,15 @@ int32_t ai_depthwise_conv2d_3x3_sgn_s8_scratch_size(const ai_depthwise_conv2d_3x
   return ai_depthwise_conv2d_3x3_s8_scratch_size(p);
 }
 
-void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params *p,
-                                    const int8_t *input, const int32_t *packed, int8_t *output,
-                                    void *scratch) {
-  dw3_run(p, input, packed, output, scratch, 1);
+void ai_depthwise_conv2d_3x3_sgn_s8(const ai_depthwise_conv2d_3x3_sgn_s8_params *p, const int8_t *input,
+    const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run(p, 0, input, packed, output, scratch, 1);
   DW3_PAD_G4();
 }
 
-void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p,
-                                   const int8_t *input, const int32_t *packed, int8_t *output,
-                                   void *scratch) {
-  dw3_run_g2(p, input, packed, output, scratch, 0);
+void ai_depthwise_conv2d_3x3_g2_s8(const ai_depthwise_conv2d_3x3_g2_s8_params *p, const int8_t *input,
+    const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, 0, input, packed, output, scratch, 0);
   DW3_PAD_G2();
 }
 
@@ -1104,9 +1154,30 @@ int32_t ai_depthwise_conv2d_3x3_g2_sgn_s8_scratch_size(
   return ai_depthwise_conv2d_3x3_g2_s8_scratch_size(p);
 }
 
-void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p,
-                                       const int8_t *input, const int32_t *packed, int8_t *output,
-                                       void *scratch) {
-  dw3_run_g2(p, input, packed, output, scratch, 1);
+void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p, const int8_t *input,
+    const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, 0, input, packed, output, scratch, 1);
   DW3_PAD_G2();
+}
+
+/* row-window entries (ai_row_window.h), after the usual ones: unused, they are dropped from a
+ * firmware without stripes (--gc-sections) and move none of its code */
+void ai_depthwise_conv2d_3x3_s8_rows(const ai_depthwise_conv2d_3x3_s8_params *p, ai_row_window win,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run(p, &win, input, packed, output, scratch, 0);
+}
+
+void ai_depthwise_conv2d_3x3_sgn_s8_rows(const ai_depthwise_conv2d_3x3_sgn_s8_params *p, ai_row_window win,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run(p, &win, input, packed, output, scratch, 1);
+}
+
+void ai_depthwise_conv2d_3x3_g2_s8_rows(const ai_depthwise_conv2d_3x3_g2_s8_params *p, ai_row_window win,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, &win, input, packed, output, scratch, 0);
+}
+
+void ai_depthwise_conv2d_3x3_g2_sgn_s8_rows(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p, ai_row_window win,
+    const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, &win, input, packed, output, scratch, 1);
 }

@@ -116,7 +116,7 @@ static inline uint32_t sadd16_self(uint32_t v) {
 }
 #endif
 
-static void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
+static inline __attribute__((always_inline)) void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
                        int w16, int quad, uint32_t *dst) {
   memcpy(dst, rq + 4 * c0, (size_t)n * 16u);
   uint32_t *d = dst + 4 * n;
@@ -1649,11 +1649,21 @@ AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin2, 1, 1, 3, 2)
 /* the general requantisation (rare) shares one loop for both layouts */
 static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0); }
 
-void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
-                  const int32_t *rq, int8_t *output, void *scratch) {
+/* The kernel: `win` NULL (constant-folded) runs the full geometry, the code of the usual entry
+ * unchanged (no code-placement move in the default firmware); else the call's row window. */
+static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_s8_params *p,
+                                                                const ai_row_window *win, const int8_t *input,
+                                                                const int8_t *weights, const int32_t *rq,
+                                                                int8_t *output, void *scratch) {
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
-   * stores may alias them), and a const struct in flash would cost wait states each time */
+   * stores may alias them), and a const struct in flash would cost wait states each time;
+   * the one copy of a call, with its row window (a stripe's executor copies nothing) */
   ai_conv2d_s8_params local = *p;
+  if (win != 0) {
+    local.out_h = win->out_h;
+    local.pad[0] = win->pad_top;
+    local.in_h = win->in_h;
+  }
   p = &local;
   const int32_t in_batch = p->in_h * p->in_w * p->in_c;
   conv_copy_t cg;
@@ -1756,6 +1766,23 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
       }
     }
   }
+}
+
+void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
+                  const int32_t *rq, int8_t *output, void *scratch) {
+  conv2d_s8_run(p, 0, input, weights, rq, output, scratch);
+#if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__)
+  /* Code placement only: with the row-window entry beside it gcc allocates this entry's
+   * registers differently (52 bytes more); the nops here make it 64 longer than before, so
+   * every later function keeps its address modulo 64 (ART lines, the default firmware's
+   * estimated cycles; docs/stripes.md session 35) */
+  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop");
+#endif
+}
+
+void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const int8_t *input,
+                       const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
+  conv2d_s8_run(p, &win, input, weights, rq, output, scratch);
 }
 
 /* ---- one column (ai_conv2d_s8_1col, docs/kernels_conv.md "One column") ----
@@ -1872,14 +1899,18 @@ AI_CONV_1COL(conv_1col_w8_m0, 0, 0)
 AI_CONV_1COL(conv_1col_w8_m1, 0, 1)
 AI_CONV_1COL(conv_1col_w8_m2, 0, 2)
 
-void ai_conv2d_s8_1col(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
-                       const int32_t *rq, int8_t *output, void *scratch) {
+void ai_conv2d_s8_1col_rows(const ai_conv2d_s8_params *p, ai_row_window win, const int8_t *input,
+                            const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
   if (!conv_1col_ok(p)) {
-    ai_conv2d_s8(p, input, weights, rq, output, scratch);
+    ai_conv2d_s8_rows(p, win, input, weights, rq, output, scratch);
     return;
   }
-  /* the parameters on the stack (byte stores may alias them; flash reads cost wait states) */
-  const ai_conv2d_s8_params local = *p;
+  /* the parameters on the stack (byte stores may alias them; flash reads cost wait states),
+   * with the call's row window */
+  ai_conv2d_s8_params local = *p;
+  local.out_h = win.out_h;
+  local.pad[0] = win.pad_top;
+  local.in_h = win.in_h;
   uint32_t *col = (uint32_t *)scratch;
   if (conv_pads(&local)) {
     memset(col + (conv_kp(&local) >> 1), (int8_t)local.pad_value, (size_t)local.in_c);
@@ -1892,4 +1923,10 @@ void ai_conv2d_s8_1col(const ai_conv2d_s8_params *p, const int8_t *input, const 
     (mode == 0 ? conv_1col_w8_m0 : mode == 1 ? conv_1col_w8_m1 : conv_1col_w8_m2)(&local, input, weights, rq,
                                                                                    output, col);
   }
+}
+
+void ai_conv2d_s8_1col(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
+                       const int32_t *rq, int8_t *output, void *scratch) {
+  const ai_row_window full = {p->out_h, p->pad[0], p->in_h};
+  ai_conv2d_s8_1col_rows(p, full, input, weights, rq, output, scratch);
 }
