@@ -22,7 +22,7 @@ from typing import Any
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.conv import conv_1col_ok, conv_1col_scratch_size
-from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_ok, dw3x3_scratch_size
+from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_any, dw3x3_hwc_ok, dw3x3_scratch_size
 from stm32ai.passes.stripe_overlap import clash
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
@@ -210,7 +210,7 @@ class Stripe:
     member_scratch_offset: int = 0  # the largest member scratch's offset
     scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
     wide_offsets: list[int] = field(default_factory=list)  # per member, its wide calls' region (-1: none)
-    narrow: bool = True  # `_narrow_scratch`'s flag this stripe was laid out with
+    narrow: bool | str = True  # `_narrow_scratch`'s flag this stripe was laid out with
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
@@ -819,16 +819,19 @@ def _narrow_scratch(members: list[Member], narrow: bool | str = True) -> None:
     (its one-column variant, below); narrow False: never (the band rule weighs both); "hwc":
     first every 3x3 depthwise member that can runs as its HWC variant (`_hwc_`: the same params
     and packed constants, no scratch, no per-call frame: the fastest on short calls, KWS's
-    one-row bands; the band rule weighs it against the planar kernels, docs/stripes.md). The op
+    one-row bands; the band rule weighs it against the planar kernels, docs/stripes.md);
+    "hwc-all": every 3x3 depthwise member the HWC kernel takes at all (`dw3x3_hwc_any`: stride 2,
+    wide rows through its C loop), so no member has planes (VWW `--input-rows`). The op
     itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
     for m in members:
         m.kernel, m.scratch = "", -1
     if not narrow:
         return
     g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
-    if narrow == "hwc":
+    if narrow in ("hwc", "hwc-all"):
+        ok = dw3x3_hwc_ok if narrow == "hwc" else dw3x3_hwc_any
         for m in members:
-            if m.op.kernel in g4 and dw3x3_hwc_ok(m.op.attrs):
+            if m.op.kernel in g4 and ok(m.op.attrs):
                 m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_hwc_"), 0
     others = max((m.call_scratch for m in members if m.kind != "reduce" and m.call_kernel not in g4), default=0)
     for m in members:
