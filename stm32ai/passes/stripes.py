@@ -1076,7 +1076,27 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
     op.__dict__["_stripe"] = st  # for `widen_stripes` (members as laid out now: see `widen`)
     _dying_input(g, st, op)
+    _fed_output(g, st, op)
     return op
+
+
+SCRATCH_WITH_OUTPUT = "scratch_with_output"  # planner/liveness.py reads the same key
+
+
+def _fed_output(g: Graph, st: Stripe, op: Op) -> None:
+    """A stripe whose input comes in rows (--input-rows: no whole input) and that writes one
+    whole tensor Y: the joint layout (passes/stripe_overlap.py) put Y's rows on scratch bytes
+    dead from the step writing each on; the planner places Y's buffer at `joint.y` bytes into
+    the stripe's scratch (attr `scratch_with_output`: it sets 1 when it does, else 0), so only
+    the tensor outlives the stripe."""
+    if st.joint is None or not st.fed or st.inputs or len(st.outputs) != 1:
+        return
+    y = st.outputs[0]
+    if y in g.outputs or st.joint["size"] >= -(-st.scratch // 8) * 8 + g.tensors[y].nbytes:
+        return  # no byte saved: the planner keeps them apart
+    sa = op.attrs["stripe"]
+    sa["joint"] = {**{k: v for k, v in st.joint.items() if k != "order"}, "input_bytes": 0}
+    op.attrs[SCRATCH_WITH_OUTPUT] = 0
 
 
 def _dying_input(g: Graph, st: Stripe, op: Op) -> None:
