@@ -28,9 +28,9 @@ from stm32ai.passes.stripe_overlap import clash
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
 # a stripe fed in rows whose output joins the scratch (`_fed_modes`): order-search steps per
 # ring-mode vector tried, rounds of ring flips, and the winner's order-search steps
-FED_MODE_TRIES = 40
-FED_MODE_ROUNDS = 2
-FED_TRIES = 600
+FED_MODE_TRIES = 10
+FED_MODE_ROUNDS = 1
+FED_TRIES = 200
 JOINT_TRIES = 60  # local-search steps of the joint layout over a dying input (`_place`, search on)
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
 INT16_MAX = 32767
