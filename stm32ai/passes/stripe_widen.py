@@ -129,7 +129,8 @@ def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
     outside = sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
     # the joint layout only where the planner is offered it (`_dying_input`); else the
     # standalone scratch must not grow
-    joinable = st.joint is not None and stripe_op(g, st).overlap is not None
+    op0 = stripe_op(g, st)  # (fed in rows: the output inside the scratch, `_fed_output`)
+    joinable = st.joint is not None and (op0.overlap is not None or "scratch_with_output" in op0.attrs)
     limit = base if joinable else st.scratch + outside
     best_gain: dict[int, float] = {}
     for j, _, gains in work:
