@@ -53,8 +53,12 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
     for band in BANDS:
         if band > tallest:
             continue
-        narrows: tuple[bool | str, ...] = (True, False, "hwc", "hwc-all") \
-            if getattr(g, "core", None) in HWC_CORES else (True, False, "hwc-all")
+        # "hwc-all" only for a stripe fed in rows (--input-rows), where the planes set the pool
+        # (VWW); elsewhere it ties the pool and its C rows' price (HWC_C_FACTOR) is not checked
+        # against the estimator (VWW ram would take 3:hwc-all on the model's word)
+        extra: tuple[str, ...] = ("hwc-all",) if st.fed else ()
+        narrows: tuple[bool | str, ...] = ((True, False, "hwc") if getattr(g, "core", None) in HWC_CORES
+                                           else (True, False)) + extra
         for narrow in narrows:
             key: int | str = band if narrow is True else (f"{band}:dw4" if narrow is False else f"{band}:{narrow}")
             if key in out:
