@@ -255,12 +255,19 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
     op = g.ops[op_idx]
     st = op.attrs["stripe"]
     joint = st.get("joint") if op.attrs.get("scratch_at_input") == 1 else None
+    with_out = st.get("joint") if op.attrs.get("scratch_with_output") == 1 else None
+    joint = joint or with_out
     ring_off = joint["ring_offset"] if joint else [r["offset"] for r in st["rings"]]
     m_off = joint["scratch_offsets"] if joint else \
         [m.get("scratch_offset", st["member_scratch_offset"]) for m in st["members"]]
     acc = joint["acc_offset"] if joint else st.get("acc_offset", -1)
     base = plan.scratch_offset(op_idx) if op_idx in plan.scratch_buffer else None
-    if joint:
+    if with_out:  # the output's buffer inside the scratch: the bytes around it are the stripe's
+        assert base is not None and base + with_out["y"] == plan.tensor_offset(op.outputs[0]), \
+            "the output is not where the joint layout put it"
+        assert base + with_out["size"] <= plan.pool_size
+        owner[base:base + with_out["size"]] = GARBAGE
+    elif joint:
         assert base == plan.tensor_offset(op.inputs[0]), "joined scratch not at the input's start"
     else:
         assert base is None or base + op.scratch <= plan.pool_size

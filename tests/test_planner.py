@@ -120,3 +120,25 @@ def test_random_dags_never_overlap(seed):
     plan = plan_memory(g)
     _independent_overlap_check(g, plan)
     assert plan.pool_size >= 0
+
+
+def test_tied_buffers_keep_their_distance():
+    """Buffer.tie (a stripe's scratch around its output, planner/liveness.py `_tie_output`): every
+    greedy order places a tied group at one anchor offset, so the distances hold; the pieces
+    never meet other buffers alive with them; the pool is no larger than the sum at the step."""
+    from stm32ai.planner.allocate import GREEDY, allocate, ties_hold
+    from stm32ai.planner.liveness import Buffer
+
+    bufs = [Buffer(64, 0, 0), Buffer(32, 0, 3), Buffer(40, 0, 0), Buffer(96, 1, 2), Buffer(48, 2, 3)]
+    bufs[1].tie = (0, 64)  # the output 64 B above the scratch piece below it
+    bufs[2].tie = (0, 96)  # the scratch piece above it
+    for name, f in GREEDY.items():
+        off, size = f(bufs, 8)
+        assert ties_hold(bufs, off), name
+        assert off[1] == off[0] + 64 and off[2] == off[0] + 96
+        for i, a in enumerate(bufs):
+            for k, b in enumerate(bufs):
+                if i < k and a.first <= b.last and b.first <= a.last:
+                    assert off[i] + a.size <= off[k] or off[k] + b.size <= off[i], (name, i, k)
+    a = allocate(bufs, 8)
+    assert ties_hold(bufs, a.offsets) and a.size == 176  # 136 B at step 0; steps 1-3: 32 + 96 + 48

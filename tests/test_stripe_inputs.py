@@ -211,3 +211,57 @@ def test_drained_schedule():
     assert sp.pool_bytes(g, drained) < sp.pool_bytes(g, rounds)
     c = compile_model(p, "network", optimization="ram")
     assert c.plan.pool_size < 13136
+
+
+def test_rows_fed_depthwise_all_on_hwc_is_chosen_and_matches(tmp_path):
+    """A VWW-like chain fed in rows (3x3 s2 conv, then depthwise 3x3 s1 / s2 unclamped with 1x1
+    convs between, 48-pixel input rows): the band option "<band>:hwc-all" runs every 3x3 depthwise
+    member on the scratch-less HWC kernel, the stride-2 ones included (`dw3x3_hwc_any`; the
+    assembly's `dw3x3_hwc_ok` takes none of them), so the planar kernel's planes leave the
+    stripe: ram's rule picks it for the smallest pool. Fed in rows, the stripe's whole output
+    lies inside its scratch (`scratch_with_output`, the planner's tied buffers); the plan
+    replays byte by byte, and the output is TFLite Micro's, also under the poison runner."""
+    from test_stripes import Chain
+
+    from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_ok
+    from stm32ai.validate.poison import PoisonBuild
+
+    b = Chain((1, 20, 48, 3), 5)
+    a = b.conv(b.x, 8, 3, s=2)
+    a = b.conv(a, 8, 3, dw=True, act="NONE")
+    a = b.conv(a, 12, 1)
+    a = b.conv(a, 12, 3, s=2, dw=True, act="NONE")
+    a = b.conv(a, 16, 1)
+    a = b.conv(a, 16, 3, s=2, dw=True, act="NONE")
+    p = b.save(a, tmp_path / "rows_dw.tflite")
+    c = compile_model(p, "network", optimization="ram", input_rows=True)
+    by = {o.bands[0]: o for o in c.stripe_options}
+    pick = next(o for o in c.stripe_options if o.chosen)
+    assert str(pick.bands[0]).endswith(":hwc-all") and pick.pool == c.plan.pool_size
+    band = int(str(pick.bands[0]).split(":")[0])
+    assert pick.pool < by[band].pool  # the planes (2-channel) of the plain band were at its peak
+    st = next(op for op in _stripes(c))
+    kernels = [m["kernel"] for m in st.attrs["stripe"]["members"]]
+    assert "depthwise_conv2d_3x3_hwc_s8" in kernels and not any(
+        k.startswith("depthwise_conv2d_3x3") and "_hwc_" not in k for k in kernels)
+    lowered = compile_model(p, "network", optimization="ram", stripes=False)
+    s2 = [op for op in lowered.graph.ops if (op.kernel or "").startswith("depthwise_conv2d_3x3")
+          and int(op.attrs["stride"][0]) == 2]
+    assert s2 and not any(dw3x3_hwc_ok(op.attrs) for op in s2)  # only the new option runs them on HWC
+    # its whole output joins the scratch (no whole input): Y's buffer tied inside the stripe's
+    # scratch, the pool smaller than the scratch beside Y
+    assert st.attrs.get("scratch_with_output") == 1
+    y = st.outputs[0]
+    assert c.plan.tensor_offset(y) == c.plan.scratch_offset(c.graph.ops.index(st)) + st.attrs["stripe"]["joint"]["y"]
+    assert c.plan.pool_size < st.scratch + c.graph.tensors[y].nbytes
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(p, n=2, compiled=c).outcome == "match"
+    j = st.attrs["stripe"]["joint"]
+    j["y"] += 8  # the executor would write Y elsewhere than the plan's buffer: the replay says so
+    with pytest.raises(AssertionError):
+        simulate_plan(c.graph, c.plan)
+    j["y"] -= 8
+    build = PoisonBuild({"h": c}, tmp_path / "poison")
+    res = validate_model(p, n=1, seed=7, compiled=c, runner=lambda cc, s: build.run(cc, s, "h"))
+    assert res.outcome == "match"

@@ -277,7 +277,10 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
 
     # joined with its dying input by the planner (passes/stripe_overlap.py): the scratch starts
     # at the input's first byte and the items sit where the joint layout put them
-    joint = st.get("joint") if int(a["params"].get("scratch_at_input", 0)) == 1 else None
+    # or holding its output (a stripe fed in rows, `scratch_with_output`: the output's rows
+    # inside the scratch, `joint.y` bytes in, the items where the joint layout put them)
+    joint = st.get("joint") if int(a["params"].get("scratch_at_input", 0)) == 1 \
+        or int(a["params"].get("scratch_with_output", 0)) == 1 else None
     ring_off = [int(v) for v in joint["ring_offset"]] if joint else [int(r["offset"]) for r in st["rings"]]
     # each member's kernel scratch region (older tables: one shared region)
     m_off = [int(v) for v in joint["scratch_offsets"]] if joint else \

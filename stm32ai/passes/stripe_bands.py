@@ -30,7 +30,8 @@ HWC_CORES = (None, "cortex-m4", "cortex-m7")
 class Option:
     # per stripe (in op order): band height, None = layer by layer, "<band>:dw4" = that band
     # with its 3x3 depthwise members kept 4-channel, "<band>:hwc" = with them on the HWC kernel
-    # where it applies (stripes.py `_narrow_scratch`)
+    # where its assembly applies, "<band>:hwc-all" = every one the HWC kernel takes (no planes
+    # at all; stripes.py `_narrow_scratch`)
     bands: tuple[int | str | None, ...]
     pool: int
     cycles: float
@@ -52,8 +53,14 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
     for band in BANDS:
         if band > tallest:
             continue
-        for narrow in (True, False, "hwc") if getattr(g, "core", None) in HWC_CORES else (True, False):
-            key: int | str = band if narrow is True else (f"{band}:dw4" if narrow is False else f"{band}:hwc")
+        # "hwc-all" only for a stripe fed in rows (--input-rows), where the planes set the pool
+        # (VWW); elsewhere it ties the pool and its C rows' price (HWC_C_FACTOR) is not checked
+        # against the estimator (VWW ram would take 3:hwc-all on the model's word)
+        extra: tuple[str, ...] = ("hwc-all",) if st.fed else ()
+        narrows: tuple[bool | str, ...] = ((True, False, "hwc") if getattr(g, "core", None) in HWC_CORES
+                                           else (True, False)) + extra
+        for narrow in narrows:
+            key: int | str = band if narrow is True else (f"{band}:dw4" if narrow is False else f"{band}:{narrow}")
             if key in out:
                 continue
             try:
@@ -61,9 +68,10 @@ def _variants(g: Graph, op: Op, st: Stripe) -> dict[int | str | None, list[Op]]:
                                                     row_fed=set(st.fed)))
             except StripeError:
                 continue
-            if narrow is not True and band in out and [m["kernel"] for m in sto.attrs["stripe"]["members"]] == \
-                    [m["kernel"] for m in out[band][0].attrs["stripe"]["members"]]:
-                continue  # no member narrowed (dw4) or none runs HWC: the same stripe
+            kernels = [m["kernel"] for m in sto.attrs["stripe"]["members"]]
+            if any(k in out and [m["kernel"] for m in out[k][0].attrs["stripe"]["members"]] == kernels
+                   for k in out if k is not None and (k == band or str(k).startswith(f"{band}:"))):
+                continue  # no member changes kernel from an option already listed: the same stripe
             out[key] = [sto]
     return out
 

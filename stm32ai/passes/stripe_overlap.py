@@ -24,6 +24,7 @@ from typing import Any
 from stm32ai.ir import Graph
 
 ALIGN = 4
+Y_ALIGN = 8  # the planner's buffer alignment (planner ALIGN): Y tied inside the scratch starts on it
 
 
 def _up(n: int) -> int:
@@ -44,6 +45,22 @@ def x_last_reads(st: Any, x: int, h: int) -> list[int]:
             for r in range(step[5 + q], step[5 + q] + n):
                 last[r] = s
     return last
+
+
+def y_write_steps(st: Any, y: int, hy: int) -> list[int]:
+    """Per row of the stripe's whole output y, the table step that writes it."""
+    yw = [0] * hy
+    ym = next(j for j, m in enumerate(st.members) if m.out == y)
+    for s, step in enumerate(st.table):
+        if step[0] != ym:
+            continue
+        if st.members[ym].kind == "reduce":  # its one output row: written by the call that finishes
+            if step[2] & 1:  # stripes.REDUCE_LAST
+                yw[0] = s
+            continue
+        for k in range(step[4], step[4] + step[1]):
+            yw[k] = s
+    return yw
 
 
 def death_steps(st: Any, last: list[int], first_step: int) -> list[tuple[int, int, int]]:
@@ -89,14 +106,26 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     allow: the in-place row pairs (stripes.py `_inplace`, `clash`).
     order: place exactly these items in this order (no search): a layout's `order` (the items
     as it placed them) with items appended lands them where that layout had room (`widen`)."""
-    if len(st.inputs) != 1 or len(st.outputs) != 1:
+    fed = not st.inputs and bool(st.fed)  # the input in rows (--input-rows): Y joins the scratch alone
+    if len(st.outputs) != 1 or (len(st.inputs) != 1 and not fed):
         return None
-    x, y = st.inputs[0], st.outputs[0]
-    tx, ty = g.tensors[x], g.tensors[y]
-    hx, rbx = int(tx.shape[1]), int(tx.nbytes // tx.shape[1])
+    y = st.outputs[0]
+    ty = g.tensors[y]
     hy, rby = int(ty.shape[1]), int(ty.nbytes // ty.shape[1])
-    last = x_last_reads(st, x, hx)
-    nx = tx.nbytes
+    if fed:
+        rbx, last, nx = 1, [], 0
+    else:
+        tx = g.tensors[st.inputs[0]]
+        rbx = int(tx.nbytes // tx.shape[1])
+        last = x_last_reads(st, st.inputs[0], int(tx.shape[1]))
+        nx = tx.nbytes
+    yw = y_write_steps(st, y, hy)
+    if fed and order is None:
+        # Y as one more item, its row k busy from the step writing it to the stripe's end (and
+        # after: the planner ties Y's buffer to the scratch, planner/liveness.py `scratch_with_output`)
+        full = (1 << len(st.table)) - 1
+        items = [*items, (ty.nbytes, "y", -1, [(k * rby, (k + 1) * rby, full & ~((1 << yw[k]) - 1))
+                                                for k in range(hy)])]
 
     prefmax = list(itertools.accumulate(last, max))  # non-decreasing
 
@@ -124,10 +153,11 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         top = nx
         for _, what, r, spans in order:
             keys = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+            al = Y_ALIGN if what == "y" else ALIGN  # Y's buffer starts on the planner's alignment
             cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _, _ in placed for lo, _, _ in spans)}
-                           if c >= 0 and c % ALIGN == 0)
-            at = next((p for p in cands if fits(p, spans, keys, placed)),
-                      max([_up(nx), *(e for _, e, _, _ in placed)]))  # past every span and X
+                           if c >= 0 and c % al == 0)
+            past = max([_up(nx), *(e for _, e, _, _ in placed)])  # past every span and X
+            at = next((p for p in cands if fits(p, spans, keys, placed)), -(-past // al) * al)
             placed.extend((at + lo, at + hi, b, k) for (lo, hi, b), k in zip(spans, keys, strict=True))
             where.append((at, what, r, spans))
             top = max(top, at + spans[-1][1])
@@ -154,19 +184,6 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
                 if got[0] < top:
                     top, placed = got
 
-    # rows of Y: the step that writes each
-    yw = [0] * hy
-    ym = next(j for j, m in enumerate(st.members) if m.out == y)
-    for s, step in enumerate(st.table):
-        if step[0] != ym:
-            continue
-        if st.members[ym].kind == "reduce":  # its one output row: written by the call that finishes
-            if step[2] & 1:  # stripes.REDUCE_LAST
-                yw[0] = s
-            continue
-        for k in range(step[4], step[4] + step[1]):
-            yw[k] = s
-
     room_y = [dead_prefix(w) for w in yw]
     used_until = [(at + lo, at + hi, b.bit_length() - 1) for at, _, _, spans in placed for lo, hi, b in spans if b]
 
@@ -189,7 +206,9 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
                 return d
             d = max(jump, d + ALIGN)
 
-    best = y_at()
+    best = next((o for o, what, _, _ in placed if what == "y"), -1)
+    if best < 0:
+        best = y_at()
     size = _up(max(top, best + ty.nbytes))
     ring_offset = [0] * len(st.rings)
     scratch_offsets = [-1] * len(st.members)
@@ -200,6 +219,8 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
             ring_offset[r] = o
         elif what == "acc":
             out["acc_offset"] = o
+        elif what == "y":
+            continue
         elif what == "wide":  # a widened member's wide calls' kernel scratch (stripe_widen.py `widen`)
             wide_offsets[r] = o
         else:  # a member's kernel scratch

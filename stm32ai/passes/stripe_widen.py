@@ -18,6 +18,7 @@ from stm32ai.passes.stripes import (
     Key,
     Member,
     Stripe,
+    _fed_modes,
     _fit,
     _narrow_scratch,
     _place,
@@ -36,7 +37,9 @@ def _relayout(g: Graph, st: Stripe) -> int:
     layout's order search): the pool bytes it needs (`pool_bytes`)."""
     st.table = st.logical
     _place(g, st, st.narrow, True)
-    if st.joint is not None:
+    if st.joint is not None and st.fed and not st.inputs:  # its output joins the scratch (rows35)
+        _fed_modes(g, st)
+    elif st.joint is not None:
         better = joint_layout(g, st, st.items, tries=JOINT_TRIES, allow=st.allow)
         if better is not None and better["size"] < st.joint["size"]:
             st.joint = better
@@ -126,7 +129,8 @@ def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
     outside = sum(g.tensors[t].nbytes for t in [*st.inputs, *st.outputs])
     # the joint layout only where the planner is offered it (`_dying_input`); else the
     # standalone scratch must not grow
-    joinable = st.joint is not None and stripe_op(g, st).overlap is not None
+    op0 = stripe_op(g, st)  # (fed in rows: the output inside the scratch, `_fed_output`)
+    joinable = st.joint is not None and (op0.overlap is not None or "scratch_with_output" in op0.attrs)
     limit = base if joinable else st.scratch + outside
     best_gain: dict[int, float] = {}
     for j, _, gains in work:

@@ -22,10 +22,15 @@ from typing import Any
 
 from stm32ai.ir import Graph, Op
 from stm32ai.passes.lower.conv import conv_1col_ok, conv_1col_scratch_size
-from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_ok, dw3x3_scratch_size
+from stm32ai.passes.lower.dwconv3x3 import dw3x3_hwc_any, dw3x3_hwc_ok, dw3x3_scratch_size
 from stm32ai.passes.stripe_overlap import clash
 
 ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
+# a stripe fed in rows whose output joins the scratch (`_fed_modes`): order-search steps per
+# ring-mode vector tried, rounds of ring flips, and the winner's order-search steps
+FED_MODE_TRIES = 10
+FED_MODE_ROUNDS = 1
+FED_TRIES = 200
 JOINT_TRIES = 60  # local-search steps of the joint layout over a dying input (`_place`, search on)
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
 INT16_MAX = 32767
@@ -210,7 +215,7 @@ class Stripe:
     member_scratch_offset: int = 0  # the largest member scratch's offset
     scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
     wide_offsets: list[int] = field(default_factory=list)  # per member, its wide calls' region (-1: none)
-    narrow: bool = True  # `_narrow_scratch`'s flag this stripe was laid out with
+    narrow: bool | str = True  # `_narrow_scratch`'s flag this stripe was laid out with
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
     # steps, STEP_WIDTH int16 each:
@@ -272,7 +277,9 @@ def simulate_best(g: Graph, members: list[Member], band: int, outside_reads: set
                 if not lazy and order is None:
                     raise
     best = min(found, key=lambda st: (pool_bytes(g, st), st.scratch, len(st.table)))
-    if search and best.joint is not None:  # the winner's joint layout searched further
+    if search and best.joint is not None and best.fed and not best.inputs:  # its output joins the scratch
+        _fed_modes(g, best)
+    elif search and best.joint is not None:  # the winner's joint layout searched further
         from stm32ai.passes.stripe_overlap import joint_layout
 
         better = joint_layout(g, best, best.items, tries=JOINT_TRIES, allow=best.allow)
@@ -782,7 +789,11 @@ def _place(g: Graph, st: Stripe, narrow: bool | str = True, search: bool = True)
                     best, modes, improved = got, trial, True
         found.append((best[0], modes, best))
     _, modes, best = min(found, key=lambda x: x[0])
-    scratch, lay = best
+    _apply_layout(g, st, modes, *best)
+
+
+def _apply_layout(g: Graph, st: Stripe, modes: list[int], scratch: int, lay: dict[str, Any],
+                  joint: dict[str, Any] | None = None) -> None:
     st.ring_mode = modes
     st.table = lay["table"]
     st.ring_offset = lay["ring_offset"]
@@ -795,8 +806,43 @@ def _place(g: Graph, st: Stripe, narrow: bool | str = True, search: bool = True)
     from stm32ai.passes.stripe_overlap import joint_layout
 
     st.items, st.allow, st.keep = lay["items"], lay["allow"], lay["keep"]
-    st.joint = joint_layout(g, st, lay["items"], allow=st.allow)
+    st.joint = joint if joint is not None else joint_layout(g, st, lay["items"], allow=st.allow)
     mark_keep(g, st)
+
+
+def _fed_modes(g: Graph, st: Stripe) -> None:
+    """A stripe fed in rows with one whole output, which joins the scratch (`_fed_output`): the
+    ring modes `_place` chose for the standalone scratch, flipped one ring at a time while the
+    joint layout (its order searched FED_MODE_TRIES steps) shrinks; then the winner's order
+    searched FED_TRIES steps. VWW --input-rows: 12,912 -> 12,720 B (docs/stripes.md)."""
+    from stm32ai.passes.stripe_overlap import joint_layout
+
+    def trial(modes: list[int], tries: int) -> tuple[int, int, dict[str, Any], dict[str, Any] | None]:
+        top, lay = _layout_modes(g, st, modes)
+        keep, st.table = st.table, lay["table"]
+        try:
+            j = joint_layout(g, st, lay["items"], tries=tries, allow=lay["allow"])
+        finally:
+            st.table = keep
+        return (int(j["size"]) if j is not None else 1 << 30), top, lay, j
+
+    modes = list(st.ring_mode)
+    best = trial(modes, FED_MODE_TRIES)
+    flippable = [r for r in range(len(st.rings)) if st.ring_rows[r] > 1]
+    for _ in range(FED_MODE_ROUNDS):
+        improved = False
+        for r in flippable:
+            m = list(modes)
+            m[r] ^= 1
+            got = trial(m, FED_MODE_TRIES)
+            if got[0] < best[0]:
+                best, modes, improved = got, m, True
+        if not improved:
+            break
+    final = trial(modes, FED_TRIES)
+    if final[3] is None or (st.joint is not None and final[0] >= int(st.joint["size"])):
+        return
+    _apply_layout(g, st, modes, final[1], final[2], final[3])
 
 
 def mark_keep(g: Graph, st: Stripe) -> None:
@@ -819,16 +865,19 @@ def _narrow_scratch(members: list[Member], narrow: bool | str = True) -> None:
     (its one-column variant, below); narrow False: never (the band rule weighs both); "hwc":
     first every 3x3 depthwise member that can runs as its HWC variant (`_hwc_`: the same params
     and packed constants, no scratch, no per-call frame: the fastest on short calls, KWS's
-    one-row bands; the band rule weighs it against the planar kernels, docs/stripes.md). The op
+    one-row bands; the band rule weighs it against the planar kernels, docs/stripes.md);
+    "hwc-all": every 3x3 depthwise member the HWC kernel takes at all (`dw3x3_hwc_any`: stride 2,
+    wide rows through its C loop), so no member has planes (VWW `--input-rows`). The op
     itself is unchanged (the layer-by-layer alternative keeps its kernel)."""
     for m in members:
         m.kernel, m.scratch = "", -1
     if not narrow:
         return
     g4 = ("depthwise_conv2d_3x3_s8", "depthwise_conv2d_3x3_sgn_s8")
-    if narrow == "hwc":
+    if narrow in ("hwc", "hwc-all"):
+        ok = dw3x3_hwc_ok if narrow == "hwc" else dw3x3_hwc_any
         for m in members:
-            if m.op.kernel in g4 and dw3x3_hwc_ok(m.op.attrs):
+            if m.op.kernel in g4 and ok(m.op.attrs):
                 m.kernel, m.scratch = str(m.op.kernel).replace("3x3_", "3x3_hwc_"), 0
     others = max((m.call_scratch for m in members if m.kind != "reduce" and m.call_kernel not in g4), default=0)
     for m in members:
@@ -1073,7 +1122,27 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             index=st.members[0].op.index, macc=sum(m.op.macc for m in st.members), scratch=st.scratch)
     op.__dict__["_stripe"] = st  # for `widen_stripes` (members as laid out now: see `widen`)
     _dying_input(g, st, op)
+    _fed_output(g, st, op)
     return op
+
+
+SCRATCH_WITH_OUTPUT = "scratch_with_output"  # planner/liveness.py reads the same key
+
+
+def _fed_output(g: Graph, st: Stripe, op: Op) -> None:
+    """A stripe whose input comes in rows (--input-rows: no whole input) and that writes one
+    whole tensor Y: the joint layout (passes/stripe_overlap.py) put Y's rows on scratch bytes
+    dead from the step writing each on; the planner places Y's buffer at `joint.y` bytes into
+    the stripe's scratch (attr `scratch_with_output`: it sets 1 when it does, else 0), so only
+    the tensor outlives the stripe."""
+    if st.joint is None or not st.fed or st.inputs or len(st.outputs) != 1:
+        return
+    y = st.outputs[0]
+    if y in g.outputs or st.joint["size"] >= -(-st.scratch // 8) * 8 + g.tensors[y].nbytes:
+        return  # no byte saved: the planner keeps them apart
+    sa = op.attrs["stripe"]
+    sa["joint"] = {**{k: v for k, v in st.joint.items() if k != "order"}, "input_bytes": 0}
+    op.attrs[SCRATCH_WITH_OUTPUT] = 0
 
 
 def _dying_input(g: Graph, st: Stripe, op: Op) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from stm32ai.ir import Graph
 from stm32ai.planner.allocate import ALLOCATORS, allocate
-from stm32ai.planner.liveness import SCRATCH_AT_INPUT, Buffer, build_buffers, lower_bound
+from stm32ai.planner.liveness import SCRATCH_AT_INPUT, SCRATCH_WITH_OUTPUT, Buffer, build_buffers, lower_bound
 from stm32ai.planner.ordering import memory_aware_order
 
 ALIGN = 8  # every buffer starts on an 8-byte boundary (AI_BUFFER_ALIGN in ai_platform.h)
@@ -111,6 +111,8 @@ def plan_memory(g: Graph, *, inputs_in_pool: bool = True, outputs_in_pool: bool 
     for op in g.ops:  # a joint stripe layout is used only where this plan joined it
         if op.overlap and any(v.get(SCRATCH_AT_INPUT) for _, _, v in op.overlap):
             op.attrs[SCRATCH_AT_INPUT] = 0
+        if SCRATCH_WITH_OUTPUT in op.attrs:
+            op.attrs[SCRATCH_WITH_OUTPUT] = 0
     for b in buffers:
         for op_idx, attrs in b.orders.items():  # the access order an overlap relies on
             g.ops[op_idx].attrs.update(attrs)

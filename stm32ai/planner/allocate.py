@@ -40,12 +40,48 @@ class Allocation:
     optimal: bool  # size is proven minimal (== bound, or the solver exhausted its search)
 
 
+def tie_groups(buffers: list[Buffer]) -> dict[int, list[tuple[int, int]]]:
+    """Per buffer of a tied group (`Buffer.tie`), the group: (buffer, bytes above the anchor)."""
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for i, b in enumerate(buffers):
+        if b.tie is not None:
+            groups.setdefault(b.tie[0], [(b.tie[0], 0)]).append((i, b.tie[1]))
+    return {i: grp for grp in groups.values() for i, _ in grp}
+
+
+def ties_hold(buffers: list[Buffer], offsets: list[int]) -> bool:
+    return all(b.tie is None or offsets[i] == offsets[b.tie[0]] + b.tie[1] for i, b in enumerate(buffers))
+
+
+def _place_group(buffers: list[Buffer], group: list[tuple[int, int]], placed: list[int], offsets: list[int],
+                 align: int) -> None:
+    """The lowest anchor offset at which every buffer of a tied group fits (first fit)."""
+    busy = [[(offsets[j], offsets[j] + buffers[j].size) for j in placed
+             if buffers[j].first <= buffers[k].last and buffers[k].first <= buffers[j].last] for k, _ in group]
+    top = max((e for bs in busy for _, e in bs), default=0)  # everything above: always fits
+    cands = sorted({0, -(-top // align) * align} | {-(-(e - d) // align) * align
+                                                   for (_, d), bs in zip(group, busy, strict=True)
+                                                   for _, e in bs if e - d > 0})
+    for p in cands:
+        if all(not (s < p + d + buffers[k].size and p + d < e) for (k, d), bs in zip(group, busy, strict=True)
+               for s, e in bs):
+            break
+    for k, d in group:
+        offsets[k] = p + d
+        placed.append(k)
+
+
 def _place_in_order(buffers: list[Buffer], order: list[int], align: int) -> tuple[list[int], int]:
     offsets = [0] * len(buffers)
     placed: list[int] = []
+    groups = tie_groups(buffers)
     for i in order:
         b = buffers[i]
         if not b.in_pool:
+            continue
+        if i in groups:
+            if i not in placed:
+                _place_group(buffers, groups[i], placed, offsets, align)
             continue
         busy = sorted(
             (offsets[j], offsets[j] + buffers[j].size)
@@ -297,7 +333,7 @@ def allocate(buffers: list[Buffer], align: int, budget: int | None = None) -> Al
         if size <= bound:
             return Allocation(offsets, size, bound, name, True)
     solved = solve(buffers, align, (offsets, size), budget)
-    if solved.size < size:
+    if solved.size < size and ties_hold(buffers, solved.offsets):  # the search knows no ties
         return solved
     return Allocation(offsets, size, bound, name, solved.optimal)
 

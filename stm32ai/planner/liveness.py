@@ -33,6 +33,10 @@ class Buffer:
     scratch_inner: dict[int, int] = field(default_factory=dict)
     # op index -> kernel attrs (access order) the inner offsets assume; plan_memory applies them
     orders: dict[int, dict[str, int]] = field(default_factory=dict)
+    # (anchor buffer index, bytes): this buffer starts that far above the anchor (the pieces of
+    # a stripe's scratch around the output it holds: SCRATCH_WITH_OUTPUT); the allocator places
+    # a tied group as one
+    tie: tuple[int, int] | None = None
 
     @property
     def in_pool(self) -> bool:
@@ -43,6 +47,45 @@ class Buffer:
 # bytes) lies in the joined buffer at input 0's first byte (a stripe over its dying input,
 # passes/stripe_overlap.py proved every byte safe from the stripe's schedule).
 SCRATCH_AT_INPUT = "scratch_at_input"
+
+
+# An op attr: its scratch holds its output (a stripe fed in rows whose joint layout put the
+# output's rows on scratch bytes dead once each is written, passes/stripe_overlap.py): the
+# output's buffer goes `attrs[stripe][joint][y]` bytes into the scratch, the scratch bytes below
+# and above it are buffers of the op's step tied to it; the planner sets the attr to 1 then.
+SCRATCH_WITH_OUTPUT = "scratch_with_output"
+
+
+def _tie_output(g: Graph, op: Op, op_idx: int, step: int, buffers: list[Buffer], tensor_buffer: dict[int, int],
+                scratch_buffer: dict[int, int], align: int) -> bool:
+    """Lay op's scratch around its output's buffer (SCRATCH_WITH_OUTPUT); False: not possible
+    here. The output's buffer may be an overlap chain (the next op writing over the output):
+    its other tensors are born later, so its bytes beside the output are free at this step."""
+    joint = op.attrs["stripe"]["joint"]
+    y = op.outputs[0]
+    bi = tensor_buffer.get(y, -1)
+    if bi < 0:
+        return False
+    by = buffers[bi]
+    inner_y = by.inner.get(y, 0)
+    lo = int(joint["y"]) - inner_y  # the buffer's start relative to the scratch's
+    size = _align(int(joint["size"]), align)
+    if by.first != step or by.tie is not None or not by.in_pool or by.scratch_inner or lo % align \
+            or size < lo + _align(g.tensors[y].nbytes, align):
+        return False
+    if lo > 0:  # the scratch bytes below it
+        anchor, at = len(buffers), 0
+        buffers.append(Buffer(lo, step, step, scratch_of=op_idx))
+        by.tie = (anchor, lo)
+    else:
+        anchor, at = bi, lo
+        by.scratch_inner[op_idx] = -lo
+    above = lo + by.size
+    if size > above:  # and above it
+        buffers.append(Buffer(size - above, step, step, scratch_of=op_idx, tie=(anchor, above - at)))
+    scratch_buffer[op_idx] = anchor
+    buffers[anchor].orders[op_idx] = {SCRATCH_WITH_OUTPUT: 1}
+    return True
 
 
 def joint_scratch(op: Op) -> int:
@@ -270,6 +313,9 @@ def build_buffers(g: Graph, order: list[int], app_owned: set[int], align: int,
             b.scratch_inner[op_idx] = inner[x]
             b.size = max(b.size, _align(inner[x] + joint_scratch(op), align))
             scratch_buffer[op_idx] = index_of_root[joined[op_idx]]
+            continue
+        if overlap and op.scratch > 0 and SCRATCH_WITH_OUTPUT in op.attrs \
+                and _tie_output(g, op, op_idx, step_of[op_idx], buffers, tensor_buffer, scratch_buffer, align):
             continue
         if op.scratch > 0:
             s = step_of[op_idx]

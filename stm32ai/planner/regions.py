@@ -92,6 +92,8 @@ def _assign(buffers: list[Buffer], order: list[int], budgets: list[RegionBudget]
 def _repack(buffers: list[Buffer], members: list[int], offsets: list[int]) -> int:
     """Re-pack one region with the planner's allocator if that is smaller; returns its size."""
     own = max((offsets[i] + buffers[i].size for i in members), default=0)
+    if any(buffers[i].tie is not None for i in members):  # tie indices are the whole plan's
+        return own
     sub = [buffers[i] for i in members]
     new_offsets, size = ALLOCATORS["best_of"](sub, ALIGN)
     if size < own:
@@ -130,6 +132,10 @@ def split_across_regions(g: Graph, plan: Plan, budgets: list[RegionBudget]) -> P
         for i in members:
             pool_of[i] = k
         pools.append((budgets[r].name, _repack(bufs, members, offsets)))
+    if any(b.tie is not None and (pool_of[i] != pool_of[b.tie[0]] or offsets[i] != offsets[b.tie[0]] + b.tie[1])
+           for i, b in enumerate(bufs) if b.in_pool):
+        raise RegionOverflow("a stripe's scratch tied to its output (scratch_with_output, --input-rows) cannot be "
+                             "split across RAM regions: generate without --input-rows or choose a board with more RAM")
     return replace(plan, offsets=offsets, pool_of=pool_of, pools=pools,
                    pool_size=sum(size for _, size in pools))
 

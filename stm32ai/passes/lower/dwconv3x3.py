@@ -108,6 +108,16 @@ def dw3x3_hwc_ok(a: dict) -> bool:
     return (s == 1 and pl == 1 and ow == iw) or (s == 2 and pl == iw % 2 and ow == (iw + 1) // 2)
 
 
+def dw3x3_hwc_any(a: dict) -> bool:
+    """A stripe member lowered to the planar kernel with these attrs can run
+    ai_depthwise_conv2d_3x3_hwc_s8 at all (the band option "<band>:hwc-all"): the same params
+    and packed constants (not transposed, not staged); its portable path takes any stride, pad,
+    row width and multiplier (tests/test_dw3_hwc.py). No scratch: the planar kernel's planes
+    (1,600 B on VWW's 48-pixel rows, 2-channel) leave the stripe's peak, at the C loop's speed
+    on rows the assembly does not take (`staging.hwc_cycles`)."""
+    return not a.get("transpose") and not a.get("stage")
+
+
 def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """int16 pairs {a low, b high} as int32."""
     u = (a.astype(np.int64) & 0xFFFF) | ((b.astype(np.int64) & 0xFFFF) << 16)
