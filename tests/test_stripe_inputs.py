@@ -217,7 +217,7 @@ def test_rows_fed_depthwise_all_on_hwc_is_chosen_and_matches(tmp_path):
     """A VWW-like chain fed in rows (3x3 s2 conv, then depthwise 3x3 s1 / s2 unclamped with 1x1
     convs between, 48-pixel input rows): the band option "<band>:hwc-all" runs every 3x3 depthwise
     member on the scratch-less HWC kernel, the stride-2 ones included (`dw3x3_hwc_any`; the
-    assembly's `dw3x3_hwc_ok` takes none of them), so the planar kernel's planes leave the
+    assembly's `dw3x3_hwc_ok` takes only the short rows), so the planar kernel's planes leave the
     stripe: ram's rule picks it for the smallest pool. Fed in rows, the stripe's whole output
     lies inside its scratch (`scratch_with_output`, the planner's tied buffers); the plan
     replays byte by byte, and the output is TFLite Micro's, also under the poison runner."""
@@ -247,7 +247,8 @@ def test_rows_fed_depthwise_all_on_hwc_is_chosen_and_matches(tmp_path):
     lowered = compile_model(p, "network", optimization="ram", stripes=False)
     s2 = [op for op in lowered.graph.ops if (op.kernel or "").startswith("depthwise_conv2d_3x3")
           and int(op.attrs["stride"][0]) == 2]
-    assert s2 and not any(dw3x3_hwc_ok(op.attrs) for op in s2)  # only the new option runs them on HWC
+    # the 48- and 24-pixel stride-2 rows are beyond the assembly (`dw3x3_hwc_ok`): only the new option takes them
+    assert s2 and not all(dw3x3_hwc_ok(op.attrs) for op in s2)
     # its whole output joins the scratch (no whole input): Y's buffer tied inside the stripe's
     # scratch, the pool smaller than the scratch beside Y
     assert st.attrs.get("scratch_with_output") == 1
