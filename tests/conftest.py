@@ -151,3 +151,26 @@ SECTIONS {
   __stack = __stack_top;
 }
 """
+
+
+def run_m4_selftest(tmp_path: Path, source: str, kernels: list[str]) -> tuple[str, list[list[str]]]:
+    """Build a C self-test (`source`, with main()) and the runtime files `kernels` (names under
+    runtime/src) for the Cortex-M4 at -O2 with -Werror, run it on QEMU mps2-an386 with semihosting
+    stdio, and return the firmware's disassembly and its stdout lines starting with "case", split
+    into words. Skips when newlib's rdimon library is not installed."""
+    (tmp_path / "selftest.c").write_text(source)
+    (tmp_path / "startup.c").write_text(STARTUP_C)
+    (tmp_path / "mps2.ld").write_text(MPS2_LD)
+    srcs = [str(RUNTIME / "src" / k) for k in kernels]
+    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, f"-I{RUNTIME / 'include'}", "--specs=rdimon.specs",
+                        "-T", "mps2.ld", "selftest.c", "startup.c", *srcs, "-o", "fw.elf"], cwd=tmp_path,
+                       capture_output=True, text=True)
+    if r.returncode != 0 and "rdimon" in r.stderr:
+        pytest.skip("newlib's rdimon (semihosting) library is not installed")
+    assert r.returncode == 0, r.stderr
+    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / "fw.elf")], capture_output=True,
+                         text=True).stdout
+    out = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
+                          "-semihosting-config", "enable=on,target=native", "-kernel", "fw.elf"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
+    return dis, [ln.split() for ln in out.replace("\r", "").splitlines() if ln.startswith("case")]

@@ -139,9 +139,8 @@ def test_cortex_m4_matches_tflite_reference(tmp_path):
     reference arithmetic (test_lower_conv.reference). Inputs at an odd address, saturated
     weights in one case."""
     import shutil
-    import subprocess
 
-    from conftest import M4, MPS2_LD, RUNTIME, STARTUP_C, WARN
+    from conftest import run_m4_selftest
 
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
         if shutil.which(tool) is None:
@@ -173,24 +172,9 @@ def test_cortex_m4_matches_tflite_reference(tmp_path):
                       f"    printf(\"case{i}\"); for (unsigned j = 0; j < sizeof y{i}; ++j) printf(\" %d\", y{i}[j]);"
                       f" printf(\"\\n\"); }}\n")
             i += 1
-    (tmp_path / "selftest.c").write_text('#include <stdio.h>\n#include "ai_kernels_conv.h"\n' + src
-                                         + "int main(void) {\n" + calls + "  return 0;\n}\n")
-    (tmp_path / "startup.c").write_text(STARTUP_C)
-    (tmp_path / "mps2.ld").write_text(MPS2_LD)
-    kernel = str(RUNTIME / "src" / "ai_conv_dw3_hwc_s8.c")
-    r = subprocess.run(["arm-none-eabi-gcc", *WARN, *M4, f"-I{RUNTIME / 'include'}", "--specs=rdimon.specs",
-                        "-T", "mps2.ld", "selftest.c", "startup.c", kernel, "-o", "fw.elf"], cwd=tmp_path,
-                       capture_output=True, text=True)
-    if r.returncode != 0 and "rdimon" in r.stderr:
-        pytest.skip("newlib's rdimon (semihosting) library is not installed")
-    assert r.returncode == 0, r.stderr
-    dis = subprocess.run(["arm-none-eabi-objdump", "-d", str(tmp_path / "fw.elf")], capture_output=True,
-                         text=True).stdout
+    dis, lines = run_m4_selftest(tmp_path, '#include <stdio.h>\n#include "ai_kernels_conv.h"\n' + src
+                                 + "int main(void) {\n" + calls + "  return 0;\n}\n", ["ai_conv_dw3_hwc_s8.c"])
     assert "pkhbt" in dis and "smlal" in dis  # the assembly rows are built
-    out = subprocess.run(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
-                          "-semihosting-config", "enable=on,target=native", "-kernel", "fw.elf"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout
-    lines = [ln.split() for ln in out.replace("\r", "").splitlines() if ln.startswith("case")]
     assert len(lines) == i
     for n, ln in enumerate(lines):
         assert ln[0] == f"case{n}"
