@@ -642,3 +642,52 @@ def test_transposed_depthwise_is_never_a_stripe_member():
         op = c.graph.ops[0]
         assert op.kernel.startswith("depthwise_conv2d_3x3") and bool(op.attrs["transpose"]) != member
         assert (as_member(op, c.graph) is not None) == member, opt
+
+
+# int16 running sums on the Cortex-M4 (SADD16 path, channels % 4 == 0): KWS's 25x5x64 pool,
+# bands of one row, rows at an odd address; the sums and the pooled bytes against numpy's exact
+# per-channel sums and TFLite Micro's pooled output
+M4_GPOOLS = [((1, 25, 5, 64), "random", -2, "NONE"), ((1, 15, 17, 4), "negative", -100, "NONE"),
+             ((1, 3, 3, 12), "random", 5, "RELU6"), ((1, 4, 6, 9), "ties", 0, "NONE")]
+
+
+def test_avgpool_rows_accumulate16_on_m4(tmp_path):
+    import shutil
+
+    from conftest import run_m4_selftest
+
+    from stm32ai.passes.lower.pool import avgpool_rows_attrs
+    from stm32ai.validate.reference import run_tflm
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    src, calls, want_sum, want_out = "", "", [], []
+    for i, (shape, kind, zp, act) in enumerate(M4_GPOOLS):
+        model = _pool_model(tmp_path, shape, zp, act)
+        x = _avg_inputs(shape, kind)
+        want_out.append(np.asarray(run_tflm(model, [x])[0]).reshape(-1))
+        want_sum.append(x.reshape(-1, shape[3]).astype(np.int64).sum(axis=0))
+        c = compile_graph(load_tflite(model))
+        attrs = avgpool_rows_attrs(next(o for o in c.graph.ops if o.kernel == "avgpool_s8").attrs)
+        assert attrs is not None and attrs["count"] <= 255
+        init = ", ".join(f".{k} = {c_value(v)}" for k, v in attrs.items())
+        row, ch = shape[2] * shape[3], shape[3]
+        src += (f"static int8_t x{i}[{x.size + 1}] = {{0, " + ", ".join(str(int(v)) for v in x.reshape(-1))
+                + "};\n")
+        calls += (f"  {{ const ai_avgpool_rows_s8_params p = {{ {init} }};\n"
+                  f"    static int16_t acc[{ch}]; static int8_t out[{ch}];\n"
+                  f"    for (int r = 0; r < {shape[1]}; ++r) {{\n"
+                  f"      ai_avgpool_rows_s8_accumulate16(&p, x{i} + 1 + r * {row}, 1, acc);\n    }}\n"
+                  f"    printf(\"case{i}\");\n    for (int j = 0; j < {ch}; ++j) {{ printf(\" %d\", acc[j]); }}\n"
+                  f"    ai_avgpool_rows_s8_finish16(&p, acc, out);\n"
+                  f"    for (int j = 0; j < {ch}; ++j) {{ printf(\" %d\", out[j]); }}\n    printf(\"\\n\"); }}\n")
+    dis, lines = run_m4_selftest(tmp_path, '#include <stdio.h>\n#include "ai_kernels_pool.h"\n' + src
+                                 + "int main(void) {\n" + calls + "  return 0;\n}\n", ["ai_pool.c"])
+    assert "sadd16" in dis  # the SIMD path is built
+    assert len(lines) == len(M4_GPOOLS)
+    for n, ln in enumerate(lines):
+        ch = M4_GPOOLS[n][0][3]
+        got = np.array([int(v) for v in ln[1:]])
+        assert ln[0] == f"case{n}" and got.size == 2 * ch
+        np.testing.assert_array_equal(got[:ch], want_sum[n], err_msg=f"case {n} sums")
+        np.testing.assert_array_equal(got[ch:], want_out[n], err_msg=f"case {n} output")

@@ -169,6 +169,27 @@ void ai_avgpool_rows_s8_accumulate16(const ai_avgpool_rows_s8_params *p, const i
                                      int32_t n_rows, int16_t *acc) {
   const int32_t c_n = p->channels;
   const int32_t pixels = n_rows * p->in_w; /* the band's rows are contiguous */
+#if defined(__ARM_FEATURE_DSP)
+  if ((c_n & 3) == 0) {
+    /* 4 channels at a time, their 4 sums in two registers over every pixel: per pixel one LDR,
+     * 2 SXTB16, PKHBT / PKHTB to {x0, x1} {x2, x3}, 2 SADD16 (modulo 2^16 per half, as the int16
+     * adds below; exact: count <= 255). KWS's stripe: 1,960 -> ~950 instructions per call. */
+    for (int32_t c = 0; c < c_n; c += 4) {
+      uint32_t s01, s23;
+      memcpy(&s01, acc + c, sizeof s01);
+      memcpy(&s23, acc + c + 2, sizeof s23);
+      const int8_t *r = rows + c;
+      for (int32_t i = pixels; i > 0; --i, r += c_n) {
+        const uint32_t v = rd32(r), x02 = sxtb16(v), x13 = sxtb16_r8(v);
+        s01 = (uint32_t)__sadd16((int16x2_t)s01, (int16x2_t)pk_lo(x02, x13));
+        s23 = (uint32_t)__sadd16((int16x2_t)s23, (int16x2_t)pk_hi(x02, x13));
+      }
+      memcpy(acc + c, &s01, sizeof s01);
+      memcpy(acc + c + 2, &s23, sizeof s23);
+    }
+    return;
+  }
+#endif
   for (int32_t i = 0; i < pixels; i++, rows += c_n) {
     for (int32_t c = 0; c < c_n; c++) {
       acc[c] = (int16_t)(acc[c] + rows[c]);
