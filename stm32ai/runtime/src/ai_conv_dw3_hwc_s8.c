@@ -600,6 +600,37 @@ static inline __attribute__((always_inline)) void dwh_row_c(
   }
 }
 
+#if defined(AI_DWH_ASM)
+/* Every output row in assembly (dwh_row_asm's conditions, and every window's middle row inside
+ * the image): the whole call, before dwh_run's C-path set-up, out of line (a stripe member's
+ * one-row call runs only this). Returns 0 when some row needs the C loop. */
+static __attribute__((noinline)) int dwh_run_asm(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
+                                                 const int32_t *packed, int8_t *output, const int exact) {
+  const int32_t H = p->in_h, W = p->in_w, C = p->in_c, OC = p->out_c;
+  const int32_t OH = p->out_h, OW = p->out_w, S = p->stride[0], PT = p->pad[0], PL = p->pad[1];
+  if (OC != C || C <= 0 || OH <= 0 || W < 2 || 1 - PT < 0 || (OH - 1) * S - PT + 1 >= H ||
+      !((S == 1 && PL == 1 && OW == W) || (S == 2 && PL == (W & 1) && OW == (W + 1) / 2))) {
+    return 0;
+  }
+  const int32_t in_row = W * C;
+  int32_t f[26];
+  f[16] = p->pad_value;
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in_b = input + b * H * in_row;
+    int8_t *o = output + b * OH * OW * OC;
+    for (int32_t oy = 0, iy0 = -PT; oy < OH; ++oy, iy0 += S, o += OW * OC) {
+      f[24] = iy0 >= 0;
+      f[25] = iy0 + 2 < H;
+      const int8_t *const mid = in_b + (iy0 + 1) * in_row;
+      const int8_t *const rows[3] = {f[24] ? mid - in_row : mid, mid, f[25] ? mid + in_row : mid};
+      f[13] = (int32_t)(uintptr_t)packed;
+      dwh_row_asm(rows, C, o, f, W, S, exact);
+    }
+  }
+  return 1;
+}
+#endif
+
 static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_conv2d_3x3_s8_params *p,
                                                           const int8_t *input, const int32_t *packed,
                                                           int8_t *output, const int exact) {
@@ -610,6 +641,11 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
   if (H <= 0 || W <= 0 || M <= 0 || (S != 1 && S != 2)) {
     return; /* the lowering never selects this kernel for such layers */
   }
+#if defined(AI_DWH_ASM)
+  if (dwh_run_asm(p, input, packed, output, exact)) {
+    return;
+  }
+#endif
   /* pairs whose new loads all lie inside the row: [jlo, jhi) (columns 2jS - PL + 2 ..
    * 2jS - PL + 1 + 2S); the others take the bounds-checked path */
   int32_t jlo = 0;
