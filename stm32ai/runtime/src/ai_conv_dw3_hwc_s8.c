@@ -641,11 +641,6 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
   if (H <= 0 || W <= 0 || M <= 0 || (S != 1 && S != 2)) {
     return; /* the lowering never selects this kernel for such layers */
   }
-#if defined(AI_DWH_ASM)
-  if (dwh_run_asm(p, input, packed, output, exact)) {
-    return;
-  }
-#endif
   /* pairs whose new loads all lie inside the row: [jlo, jhi) (columns 2jS - PL + 2 ..
    * 2jS - PL + 1 + 2S); the others take the bounds-checked path */
   int32_t jlo = 0;
@@ -687,12 +682,32 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
   }
 }
 
+/* the C path out of line: the entries' assembly calls save no registers for it */
+static __attribute__((noinline)) void dwh_run_e0(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
+                                                 const int32_t *packed, int8_t *output) {
+  dwh_run(p, input, packed, output, 0);
+}
+static __attribute__((noinline)) void dwh_run_e1(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
+                                                 const int32_t *packed, int8_t *output) {
+  dwh_run(p, input, packed, output, 1);
+}
+
 void ai_depthwise_conv2d_3x3_hwc_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params *p, const int8_t *input,
                                     const int32_t *packed, int8_t *output) {
-  dwh_run(p, input, packed, output, 0);
+#if defined(AI_DWH_ASM)
+  if (dwh_run_asm(p, input, packed, output, 0)) {
+    return;
+  }
+#endif
+  dwh_run_e0(p, input, packed, output);
 }
 
 void ai_depthwise_conv2d_3x3_hwc_sgn_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8_params *p,
                                         const int8_t *input, const int32_t *packed, int8_t *output) {
-  dwh_run(p, input, packed, output, 1);
+#if defined(AI_DWH_ASM)
+  if (dwh_run_asm(p, input, packed, output, 1)) {
+    return;
+  }
+#endif
+  dwh_run_e1(p, input, packed, output);
 }
