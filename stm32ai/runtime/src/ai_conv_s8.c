@@ -1780,8 +1780,65 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
 #endif
 }
 
+#if defined(AI_CONV_PX1)
+/* A stripe's 1x1 stride-1 member call with its int8 weights unstaged (KWS's pointwise layers
+ * in --optimization ram: rows of 5 pixels, a pair then conv_triple): conv2d_s8_run's set-up for
+ * exactly that case (one block, one batch, no padded copy, no pad pixel, folded
+ * requantisation), the same conv_run_t, the same pair loop; short and out of line, so a call
+ * skips the general entry's staging / block / batch logic and its cold code. */
+static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params *p, const ai_row_window *win,
+                                                       const int8_t *input, const int8_t *weights,
+                                                       const int32_t *rq, int8_t *output, void *scratch,
+                                                       int mode) {
+  ai_conv2d_s8_params local = *p;
+  local.out_h = win->out_h;
+  local.pad[0] = win->pad_top;
+  local.in_h = win->in_h;
+  conv_run_t r;
+  const int32_t kp = conv_kp(&local);
+  r.p = &local;
+#if defined(AI_CONV_QUAD)
+  r.quad = 0;
+  r.lin = 0;
+#endif
+  r.in = input;
+  r.out = output;
+  r.w = weights;
+  r.q = rq;
+  r.n = local.out_c;
+  r.groups = kp >> 2;
+  r.col = (uint32_t *)scratch;
+  r.extra = (int8_t *)r.col + 4 * kp;
+  r.o.lo = local.act_min, r.o.hi = local.act_max, r.o.off = local.out_offset;
+  r.fast = local.dilation[1] == 1;
+  r.rowg = conv_runp(&local) >> 2;
+  r.row_bytes = local.in_w * local.in_c;
+  r.pix_bytes = local.in_c;
+  r.rowst = local.dilation[0] * r.row_bytes;
+  r.kh = 1;
+  r.out_w = local.out_w, r.sy = 1, r.sx = 1, r.py = local.pad[0], r.px = local.pad[1];
+  r.ymax = local.in_h - 1;
+  r.xmax = local.in_w - 1;
+  r.max_off = local.in_h * r.row_bytes - 4 * r.rowg;
+  if (r.ymax < 0 || r.xmax < 0 || r.max_off < 0) {
+    r.fast = 0;
+  }
+  (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
+}
+#endif
+
 void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const int8_t *input,
                        const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
+#if defined(AI_CONV_PX1)
+  if (p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 && (p->in_c & 3) == 0 &&
+      !p->w16 && p->stage_oc <= 0 && !p->pad_copy && p->rq_fold && p->batches == 1 && p->pad[1] == 0 &&
+      win.pad_top == 0 && win.out_h <= win.in_h && p->out_w <= p->in_w) {
+    /* no window leaves the image (conv_pads 0): no pad pixel to write */
+    conv_rows_1x1_w8(p, &win, input, weights, rq, output, scratch,
+                     (p->act_min > -128 || p->act_max < 127) ? 2 : 1);
+    return;
+  }
+#endif
   conv2d_s8_run(p, &win, input, weights, rq, output, scratch);
 }
 
