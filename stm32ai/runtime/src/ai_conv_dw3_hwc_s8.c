@@ -608,24 +608,20 @@ static __attribute__((noinline)) int dwh_run_asm(const ai_depthwise_conv2d_3x3_s
                                                  const int32_t *packed, int8_t *output, const int exact) {
   const int32_t H = p->in_h, W = p->in_w, C = p->in_c, OC = p->out_c;
   const int32_t OH = p->out_h, OW = p->out_w, S = p->stride[0], PT = p->pad[0], PL = p->pad[1];
-  if (OC != C || C <= 0 || OH <= 0 || W < 2 || 1 - PT < 0 || (OH - 1) * S - PT + 1 >= H ||
+  if (p->batches != 1 || OC != C || C <= 0 || OH <= 0 || W < 2 || 1 - PT < 0 || (OH - 1) * S - PT + 1 >= H ||
       !((S == 1 && PL == 1 && OW == W) || (S == 2 && PL == (W & 1) && OW == (W + 1) / 2))) {
-    return 0;
+    return 0; /* several batches: the C path's loop (its rows still in assembly) */
   }
   const int32_t in_row = W * C;
   int32_t f[26];
   f[16] = p->pad_value;
-  for (int32_t b = 0; b < p->batches; ++b) {
-    const int8_t *in_b = input + b * H * in_row;
-    int8_t *o = output + b * OH * OW * OC;
-    for (int32_t oy = 0, iy0 = -PT; oy < OH; ++oy, iy0 += S, o += OW * OC) {
-      f[24] = iy0 >= 0;
-      f[25] = iy0 + 2 < H;
-      const int8_t *const mid = in_b + (iy0 + 1) * in_row;
-      const int8_t *const rows[3] = {f[24] ? mid - in_row : mid, mid, f[25] ? mid + in_row : mid};
-      f[13] = (int32_t)(uintptr_t)packed;
-      dwh_row_asm(rows, C, o, f, W, S, exact);
-    }
+  const int8_t *mid = input + (1 - PT) * in_row; /* the first window's middle row */
+  for (int32_t iy0 = -PT, oy = OH; oy > 0; --oy, iy0 += S, mid += S * in_row, output += OW * OC) {
+    f[24] = iy0 >= 0;
+    f[25] = iy0 + 2 < H;
+    const int8_t *const rows[3] = {f[24] ? mid - in_row : mid, mid, f[25] ? mid + in_row : mid};
+    f[13] = (int32_t)(uintptr_t)packed;
+    dwh_row_asm(rows, C, output, f, W, S, exact);
   }
   return 1;
 }
