@@ -329,7 +329,10 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         rows_entry = m["kind"] == "window" and k in ROW_WINDOW_KERNELS and \
             (wide is None or str(wide["kernel"]) in ROW_WINDOW_KERNELS)
         # a row member with a row entry: the const params and the call's element count
-        row_entry = m["kind"] == "rows" and k in ROW_ENTRY_KERNELS and wide is None and int(m["scratch"]) == 0
+        # (the stripe pass admits only same-shape members walked flat: unit strides, no broadcast)
+        unit = [0] * (len(m["params"].get("out_shape", [])) - 1) + [1]
+        row_entry = m["kind"] == "rows" and k in ROW_ENTRY_KERNELS and wide is None and int(m["scratch"]) == 0 \
+            and m["params"].get("in1_strides") == unit and m["params"].get("in2_strides") == unit
         if row_entry:
             pass
         elif rows_entry:
