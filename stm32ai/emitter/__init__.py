@@ -246,6 +246,8 @@ ROW_WINDOW_KERNELS = frozenset({
     "conv2d_s8", "conv2d_s8_1col", "depthwise_conv2d_s8", "depthwise_conv2d_3x3_s8",
     "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8",
     "avgpool_s8", "maxpool_s8"})
+# row members with a row entry ai_<kernel>_rows(p, n, ...) (ai_kernels_binary.h): n flat elements
+ROW_ENTRY_KERNELS = frozenset({"add_lut_s8", "add_s8", "sub_s8", "mul_s8", "maximum_s8", "minimum_s8"})
 
 
 def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[str],
@@ -326,7 +328,14 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         # its const params and the step's window: no params copy here (docs/stripes.md)
         rows_entry = m["kind"] == "window" and k in ROW_WINDOW_KERNELS and \
             (wide is None or str(wide["kernel"]) in ROW_WINDOW_KERNELS)
-        if rows_entry:
+        # a row member with a row entry: the const params and the call's element count
+        # (the stripe pass admits only same-shape members walked flat: unit strides, no broadcast)
+        unit = [0] * (len(m["params"].get("out_shape", [])) - 1) + [1]
+        row_entry = m["kind"] == "rows" and k in ROW_ENTRY_KERNELS and wide is None and int(m["scratch"]) == 0 \
+            and m["params"].get("in1_strides") == unit and m["params"].get("in2_strides") == unit
+        if row_entry:
+            pass
+        elif rows_entry:
             if "params" in m.get("wide", {}):
                 lines.append(f"      const ai_{k}_params *q = e[6] != 0 ? &k{i}_m{j}w : &k{i}_m{j};")
             else:
@@ -337,21 +346,22 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         else:
             lines.append(f"      ai_{k}_params q = k{i}_m{j};")
         n_streamed = len(m["in_row_bytes"])
-        if rows_entry:
+        if rows_entry or row_entry:
             pass
         elif m["kind"] == "window":
             pad = "q.pad_h" if "pad_h" in m["params"] else "q.pad[0]"
             lines.append(f"      q.out_h = e[1]; {pad} = e[2]; q.in_h = e[3];")
         else:
             lines.append(f"      q.out_shape[AI_MAX_DIMS - 1] = (int32_t)e[1] * {int(m['row_bytes'])};")
-        args = ["q", "rw"] if rows_entry else ["&q"]
+        args = ["q", "rw"] if rows_entry else \
+            [f"&k{i}_m{j}", f"(int32_t)e[1] * {int(m['row_bytes'])}"] if row_entry else ["&q"]
         for q, r in enumerate(m["inputs"]):
             if q < n_streamed:
                 args.append(f"(const int8_t *)({buf(r)} + (uint32_t)e[{5 + q}] * {int(m['in_row_bytes'][q])}u)")
             else:
                 args.append(buf(r))
         args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
-        sfx = "_rows" if rows_entry else ""
+        sfx = "_rows" if rows_entry or row_entry else ""
         if m["scratch"] > 0:
             args.append(f"(void *)(sc + {m_off[j]}u)")
         if wide is not None:  # e[6] = 1: the op's own kernel in its own region (passes/stripe_widen.py `widen`)
@@ -387,8 +397,8 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
                          "the e[2] live rows from slot e[5] down to e[4] */")
             lines.append("      if (e[3] == 3) { break; } /* DROP_KEEP: a row written in place is there */")
             lines.append("      if (e[3] == 2) {")
-            lines.append(f"        memmove(sc + {off}u + (uint32_t)e[4] * {rb}u, sc + {off}u + (uint32_t)e[5] * {rb}u, "
-                         f"(uint32_t)e[2] * {rb}u);")
+            lines.append(f"        ai_rows_move(sc + {off}u + (uint32_t)e[4] * {rb}u, "
+                         f"sc + {off}u + (uint32_t)e[5] * {rb}u, (uint32_t)e[2] * {rb}u);")
             lines.append(f"        AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[4] + e[2]) * {rb}u, "
                          f"(uint32_t)e[1] * {rb}u);")
             lines.append("      } else {")
@@ -398,7 +408,8 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             continue
         lines.append(f"    case {-1 - r}: /* drop e[1] of the e[2] live rows of ring {r} */")
         lines.append("      if (e[3] == 3) { break; } /* DROP_KEEP (every live row: nothing moves) */")
-        lines.append(f"      memmove(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
+        # ai_rows_move: word copies (newlib-nano's memmove copies bytes; docs/stripes.md, fill36)
+        lines.append(f"      ai_rows_move(sc + {off}u, sc + {off}u + (uint32_t)e[1] * {rb}u, "
                      f"(uint32_t)(e[2] - e[1]) * {rb}u);")
         lines.append(f"      AI_POISON_ROWS(sc + {off}u + (uint32_t)(e[2] - e[1]) * {rb}u, (uint32_t)e[1] * {rb}u);")
         lines.append("      break;")

@@ -189,6 +189,25 @@ void ai_maximum_s64(const ai_maximum_s64_params *p, const int64_t *input1,
 void ai_minimum_s64(const ai_minimum_s64_params *p, const int64_t *input1,
                     const int64_t *input2, int64_t *output);
 
+/* ---- row entries of a stripe's row members (docs/stripes.md, "The executor") ------------ */
+
+/* The int8 kernels a stripe runs a few rows at a time (passes/stripes.py ROWS_KERNELS): the
+ * member's inputs and output have one shape, walked flat (out_shape {1, .., 1, size}, unit
+ * strides), so a call is `n` elements from each pointer, with the layer's const params (never
+ * copied or patched). Same row loops as the usual entries. */
+void ai_add_s8_rows(const ai_add_s8_params *p, int32_t n, const int8_t *input1, const int8_t *input2,
+                    int8_t *output);
+void ai_sub_s8_rows(const ai_sub_s8_params *p, int32_t n, const int8_t *input1, const int8_t *input2,
+                    int8_t *output);
+void ai_mul_s8_rows(const ai_mul_s8_params *p, int32_t n, const int8_t *input1, const int8_t *input2,
+                    int8_t *output);
+void ai_maximum_s8_rows(const ai_maximum_s8_params *p, int32_t n, const int8_t *input1,
+                        const int8_t *input2, int8_t *output);
+void ai_minimum_s8_rows(const ai_minimum_s8_params *p, int32_t n, const int8_t *input1,
+                        const int8_t *input2, int8_t *output);
+void ai_add_lut_s8_rows(const ai_add_lut_s8_params *p, int32_t n, const int8_t *input1,
+                        const int8_t *input2, const void *table1, const void *table2, int8_t *output);
+
 #ifdef __cplusplus
 }
 #endif

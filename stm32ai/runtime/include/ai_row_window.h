@@ -15,4 +15,9 @@ typedef struct {
   int32_t out_h, pad_top, in_h;
 } ai_row_window;
 
+/* A stripe's ring drop (the executor, docs/stripes.md): n bytes of whole rows moved from src
+ * down to dst (dst <= src, the ranges may overlap), as memmove but word by word: newlib-nano's
+ * memmove copies bytes (ai_runtime.c). */
+void ai_rows_move(uint8_t *dst, const uint8_t *src, uint32_t n);
+
 #endif

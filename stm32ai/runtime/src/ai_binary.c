@@ -301,3 +301,26 @@ BINARY_OP(maximum_s16, int16_t, , x > z ? x : z)
 BINARY_OP(minimum_s16, int16_t, , x < z ? x : z)
 BINARY_OP(maximum_s64, int64_t, , x > z ? x : z)
 BINARY_OP(minimum_s64, int64_t, , x < z ? x : z)
+
+/* ---- row entries (ai_kernels_binary.h): a stripe's row members, after every usual entry so
+ * that a firmware without stripes drops them (--gc-sections) and keeps its code placement ---- */
+#define BINARY_ROWS(OP)                                                                       \
+  void ai_##OP##_rows(const ai_##OP##_params *p, int32_t n, const int8_t *input1,            \
+                      const int8_t *input2, int8_t *output) {                                \
+    OP##_row(p, input1, input2, output, n, 1, 1);                                            \
+  }
+BINARY_ROWS(add_s8)
+BINARY_ROWS(sub_s8)
+BINARY_ROWS(mul_s8)
+BINARY_ROWS(maximum_s8)
+BINARY_ROWS(minimum_s8)
+#undef BINARY_ROWS
+
+void ai_add_lut_s8_rows(const ai_add_lut_s8_params *p, int32_t n, const int8_t *input1,
+                        const int8_t *input2, const void *table1, const void *table2, int8_t *output) {
+  lut_ctx c;
+  c.p = p;
+  c.t1 = table1;
+  c.t2 = table2;
+  (p->mode != 0 ? lut_rq_row : p->wide ? lut32_row : lut16_row)(&c, input1, input2, output, n, 1, 1);
+}
