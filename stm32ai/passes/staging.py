@@ -681,9 +681,10 @@ def _mac_cycles(op: Op) -> float:
 
 
 # conv2d_s8_1col with int8 weights (ai_conv_s8.c conv_1col8_channels): a pixel pair per pass over
-# the weights, its two int8 columns sign-extended in the loop: ~24 instructions per group of 4
-# K-elements, channel pair and pixel pair against the int16-column pair loop's 16
-ONE_COL8_INSTR = 8
+# the weights, its two int8 columns sign-extended in the loop (AI_W8_X8_GROUP on Armv7E-M): 20
+# instructions per group of 4 K-elements, channel pair and pixel pair against the int16-column
+# pair loop's 16
+ONE_COL8_INSTR = 4
 
 
 def _one_col_as_pairs(a: dict) -> dict:

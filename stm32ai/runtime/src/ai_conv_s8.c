@@ -1881,32 +1881,71 @@ static void conv_col8(const ai_conv2d_s8_params *p, const int8_t *in, int32_t n,
     for (int32_t kx = 0; kx < p->k_w; ++kx) {
       const int32_t ix = x0 + kx * p->dilation[1];
       const int8_t *s = iy >= 0 && iy < ih && ix >= 0 && ix < iw ? in + (iy * iw + ix) * cin : pad;
-      for (int32_t g = cin >> 2; g > 0; --g, s += 4) {
-        *d++ = rd32(s);
+      for (int32_t g = cin >> 2; g > 0; --g, s += 4, d += 2) {
+        *d = rd32(s);
       }
     }
   }
 }
 
+#if defined(__ARM_FEATURE_DSP)
+/* One group of 4 K-elements of a channel pair against the pixel pair's interleaved int8 column
+ * words (pixel 0, pixel 1): 20 instructions, 13 registers. */
+#define AI_W8_X8_GROUP                                \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[x], [%[c]], #8\n\t"                          \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[xl], %[x]\n\t"                            \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  "smlad %[a00], %[l0], %[xl], %[a00]\n\t"            \
+  "smlad %[a00], %[wa], %[x], %[a00]\n\t"             \
+  "smlad %[a10], %[l1], %[xl], %[a10]\n\t"            \
+  "smlad %[a10], %[wb], %[x], %[a10]\n\t"             \
+  "ldr %[x], [%[c], #-4]\n\t"                         \
+  "sxtb16 %[xl], %[x]\n\t"                            \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[a01], %[l0], %[xl], %[a01]\n\t"            \
+  "smlad %[a01], %[wa], %[x], %[a01]\n\t"             \
+  "smlad %[a11], %[l1], %[xl], %[a11]\n\t"            \
+  "smlad %[a11], %[wb], %[x], %[a11]\n\t"
+#endif
+
 static inline __attribute__((always_inline)) void conv_1col8_channels(const uint32_t *wp, int32_t groups,
                                                                        const int32_t *q, int32_t cout,
-                                                                       const uint32_t *c0, const uint32_t *c1,
+                                                                       const uint32_t *col,
                                                                        int8_t *o0, int8_t *o1,
                                                                        const conv_out_t *oo, int mode) {
   for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8, o0 += 2, o1 += 2) {
     int32_t a00 = q[0], a01 = q[0], a10 = q[4], a11 = q[4];
+#if defined(__ARM_FEATURE_DSP)
+    const uint32_t *w = wp, *c = col;
+    int32_t g = groups;
+    uint32_t wa, wb, l0, l1, x, xl;
+    __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W8_X8_GROUP)
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
+                       [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [l0] "=&r"(l0),
+                       [l1] "=&r"(l1), [x] "=&r"(x), [xl] "=&r"(xl)
+                     :
+                     : "cc", "memory");
+    wp = w;
+#else
     for (int32_t g = 0; g < groups; ++g, wp += 2) {
       const uint32_t u = wp[0], v = wp[1];
       const uint32_t ul = sxtb16(u), uh = sxtb16_r8(u), vl = sxtb16(v), vh = sxtb16_r8(v);
-      uint32_t x = c0[g];
+      uint32_t x = col[2 * g];
       uint32_t xl = sxtb16(x), xh = sxtb16_r8(x);
       a00 = smlad(uh, xh, smlad(ul, xl, a00));
       a10 = smlad(vh, xh, smlad(vl, xl, a10));
-      x = c1[g];
+      x = col[2 * g + 1];
       xl = sxtb16(x), xh = sxtb16_r8(x);
       a01 = smlad(uh, xh, smlad(ul, xl, a01));
       a11 = smlad(vh, xh, smlad(vl, xl, a11));
     }
+#endif
     const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
     const int8_t y00 = conv_out(q, m0, rs0, kf0, a00, oo, mode);
     const int8_t y01 = conv_out(q, m0, rs0, kf0, a01, oo, mode);
@@ -1919,8 +1958,9 @@ static inline __attribute__((always_inline)) void conv_1col8_channels(const uint
     int32_t a0 = q[0], a1 = q[0];
     for (int32_t g = 0; g < groups; ++g, ++wp) {
       const uint32_t lo = sxtb16(wp[0]), hi = sxtb16_r8(wp[0]);
-      a0 = smlad(hi, sxtb16_r8(c0[g]), smlad(lo, sxtb16(c0[g]), a0));
-      a1 = smlad(hi, sxtb16_r8(c1[g]), smlad(lo, sxtb16(c1[g]), a1));
+      const uint32_t x0 = col[2 * g], x1 = col[2 * g + 1];
+      a0 = smlad(hi, sxtb16_r8(x0), smlad(lo, sxtb16(x0), a0));
+      a1 = smlad(hi, sxtb16_r8(x1), smlad(lo, sxtb16(x1), a1));
     }
     const int8_t y0 = conv_out(q, q[1], q[2], q[3], a0, oo, mode);
     const int8_t y1 = conv_out(q, q[1], q[2], q[3], a1, oo, mode);
@@ -1929,8 +1969,9 @@ static inline __attribute__((always_inline)) void conv_1col8_channels(const uint
   }
 }
 
-/* The pixel-pair loop (int8 weights): both columns are built before the pair's outputs are
- * stored; an odd last pixel is a pair of itself (one column, stored once). */
+/* The pixel-pair loop (int8 weights): both columns, interleaved per group of 4 K-elements (pixel
+ * 0's word, pixel 1's), are built before the pair's outputs are stored; an odd last pixel is a
+ * pair of itself (stored twice to the same bytes). */
 static inline __attribute__((always_inline)) void conv_1col8_pixels(const ai_conv2d_s8_params *p,
                                                                      const int8_t *input,
                                                                      const int8_t *weights,
@@ -1939,18 +1980,15 @@ static inline __attribute__((always_inline)) void conv_1col8_pixels(const ai_con
   const int32_t kp = conv_kp(p), npix = p->out_h * p->out_w, cout = p->out_c;
   const int32_t in_batch = p->in_h * p->in_w * p->in_c;
   const int8_t *pad = (const int8_t *)(col + (kp >> 1));
-  uint32_t *const c1 = col + (kp >> 2);
   const conv_out_t oo = {p->act_min, p->act_max, p->out_offset};
   for (int32_t b = 0; b < p->batches; ++b) {
     const int8_t *in = input + b * in_batch;
     int8_t *out = output + b * npix * cout;
     for (int32_t n = 0; n < npix; n += 2) {
-      conv_col8(p, in, n, col, pad);
       const int two = n + 1 < npix;
-      if (two) {
-        conv_col8(p, in, n + 1, c1, pad);
-      }
-      conv_1col8_channels((const uint32_t *)(const void *)weights, kp >> 2, rq, cout, col, two ? c1 : col,
+      conv_col8(p, in, n, col, pad);
+      conv_col8(p, in, n + two, col + 1, pad);
+      conv_1col8_channels((const uint32_t *)(const void *)weights, kp >> 2, rq, cout, col,
                           out + n * cout, out + (n + two) * cout, &oo, mode);
     }
   }
