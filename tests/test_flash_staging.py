@@ -85,6 +85,20 @@ def test_conv_flash_reads_hand_computed():
     assert op.scratch == c.graph.ops[0].scratch + 7 * (16 + 72)
 
 
+def test_one_column_flash_reads_hand_computed():
+    """conv2d_s8_1col (a stripe member's narrowed kernel) on 3x3x4 -> 7 over 5x5 (25 pixels):
+    int16 weights (504 B + rq 112 B) once per pixel; int8 weights (252 B + 112 B) once per pixel
+    pair (the int8 columns of a pair, ai_conv_s8.c conv_1col8_channels): 13 passes."""
+    g = _layer((1, 5, 5, 4), (7, 3, 3, 4), {})
+    for mode, w16, per, passes in (("time", 1, 504 + 112, 25), ("ram", 0, 252 + 112, 13)):
+        c = compile_graph(copy.deepcopy(g), optimization=mode)
+        op = c.graph.ops[0]
+        assert op.kernel == "conv2d_s8" and op.attrs["w16"] == w16 and not op.attrs["stage_oc"]
+        assert flash_reads(op, c.graph) == 13 * per
+        op.kernel = "conv2d_s8_1col"
+        assert flash_reads(op, c.graph) == passes * per
+
+
 def test_no_staging_where_weights_cost_no_wait_states():
     assert flash_model_for(None) is None
     assert flash_model_for("qemu-netduinoplus2") is None  # QEMU: no flash timing

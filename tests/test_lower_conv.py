@@ -309,13 +309,16 @@ ONE_COL_LAYERS = [
     ("valid_2x3_d2_c12", (1, 9, 8, 12), (5, 2, 3, 12), dict(padding="VALID", dilation=(2, 2), act="RELU6")),
     ("same_5x1_s1x2_c4_one_oc", (1, 6, 7, 4), (1, 5, 1, 4), dict(stride=(1, 2))),
     ("same_3x3_c64_like_ic", (1, 4, 4, 64), (8, 3, 3, 64), {}),
+    # int8: pixel pairs with int8 columns; an odd pixel count (the last a pair of itself), odd oc
+    ("same_3x3_c16_oc3_15px", (1, 3, 5, 16), (3, 3, 3, 16), dict(act="RELU")),
 ]
 
 
 @pytest.mark.parametrize("layout", ["int8", "int16"])
 @pytest.mark.parametrize("name,xs,ws,opts", ONE_COL_LAYERS, ids=[c[0] for c in ONE_COL_LAYERS])
 def test_one_column_matches_tflite_reference(name, xs, ws, opts, layout):
-    """conv2d_s8_1col (one int16 column, pixels one at a time) on the lowered layer's params and
+    """conv2d_s8_1col (int16 weights: one int16 column, pixels one at a time; int8: pixel pairs,
+    two int8 columns in the same bytes) on the lowered layer's params and
     weights: the outputs of TFLite's reference arithmetic, with 2 * Kp (+ the pad pixel) bytes of
     scratch where the pair kernel takes 4 * Kp."""
     from stm32ai.passes.lower.conv import conv_1col_scratch_size

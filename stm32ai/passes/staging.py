@@ -165,7 +165,7 @@ def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
             return once
         # conv_triple reads the rq rows once for the last pair and the odd pixel
         return _pairs(a) * once - (_pairs(a) - _stall_pairs(a)) * _nbytes(g, op.inputs[2])
-    if k == "conv2d_s8_1col":  # unstaged, every weight once per pixel
+    if k == "conv2d_s8_1col":  # unstaged: every weight once per pixel (int16), per pixel pair (int8)
         return _pairs(_one_col_as_pairs(a)) * once
     if k.startswith("depthwise_conv2d_3x3_hwc"):  # per batch, output row and channel
         return int(a["batches"]) * int(a["out_h"]) * int(a["out_c"]) * 40
@@ -628,8 +628,12 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
     (stalls). Constants that fit the flash data cache stall once per call (a stripe's members
     evict each other between calls). MAC_CYCLES and call_cycles are added by the caller."""
     a = mop.attrs
+    extra = 0.0
     if mop.kernel == "conv2d_s8_1col":
         a = _one_col_as_pairs(a)
+        if not int(a.get("w16", 0)):  # int8 columns: the int8 pair loop's passes, ONE_COL8_INSTR more per group
+            extra = _pairs(a) * ((int(a["out_c"]) + 1) // 2) * (_kp(a) // 4) * ONE_COL8_INSTR
+            a = {**a, "reverse": 1}  # (no conv_triple: an odd last pixel is a pair of itself)
     if mop.kernel in ("conv2d_s8", "conv2d_s8_1col"):
         w, rq = _nbytes(g, mop.inputs[1]), _nbytes(g, mop.inputs[2])
         s = int(a.get("stage_oc", 0))
@@ -637,7 +641,7 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
         reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _stall_pairs(a) * (w + rq)
         instr = (c.cycles - flash.stalls(c.reads if s > 0 or w + rq <= flash.cache_bytes
                                          else _stall_pairs(a) * (w + rq)) + _pairs(a) * _col_cycles(a)
-                 + _pair_units(a, ODD_REQ_SHARE) * CONV_REQ_INSTR * int(a["out_c"]))
+                 + _pair_units(a, ODD_REQ_SHARE) * CONV_REQ_INSTR * int(a["out_c"]) + extra)
         return CPI * instr + flash.stalls(reads)
     reads = flash_reads(mop, g, elements)
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))
@@ -676,12 +680,20 @@ def _mac_cycles(op: Op) -> float:
     return MAC_CYCLES * op.macc
 
 
+# conv2d_s8_1col with int8 weights (ai_conv_s8.c conv_1col8_channels): a pixel pair per pass over
+# the weights, its two int8 columns sign-extended in the loop (AI_W8_X8_GROUP on Armv7E-M): 20
+# instructions per group of 4 K-elements, channel pair and pixel pair against the int16-column
+# pair loop's 16
+ONE_COL8_INSTR = 4
+
+
 def _one_col_as_pairs(a: dict) -> dict:
-    """conv2d_s8_1col (a stripe member, passes/stripes.py `_narrow_scratch`) priced as conv2d_s8
-    with each pixel costing a pixel pair (twice the columns, weight reads and MAC-loop passes,
-    each a channel pair against one column): out_w doubled. A coarse bound of the model; the
-    estimator's figures are in docs/kernels_conv.md "One column"."""
-    return {**a, "out_w": 2 * int(a["out_w"])}
+    """conv2d_s8_1col (a stripe member, passes/stripes.py `_narrow_scratch`) priced as conv2d_s8:
+    int16 weights with each pixel costing a pixel pair (twice the columns, weight reads and
+    MAC-loop passes, each a channel pair against one column): out_w doubled; int8 weights as its
+    pixel pairs (one pass over the weights per pair; `_call_cycles` adds ONE_COL8_INSTR). A coarse
+    bound of the model; the estimator's figures are in docs/kernels_conv.md "One column"."""
+    return a if not int(a.get("w16", 0)) else {**a, "out_w": 2 * int(a["out_w"])}
 
 
 def call_cycles(flash: FlashModel) -> float:

@@ -1922,6 +1922,145 @@ static inline __attribute__((always_inline)) void conv_1col_channels(const uint3
   }
 }
 
+/* int8 weights (w16 = 0): output pixels n and n + 1 per pass over the weights, their columns
+ * kept as int8 (Kp bytes each: both fit the one int16 column's 2 * Kp bytes) and sign-extended
+ * in the MAC loop like the weights, so each weight word feeds both pixels: half the flash reads
+ * of one pixel per pass, and fewer instructions per MAC (two SXTB16 per column word instead of
+ * two per weight word and pixel). Same exact sums and requantisation, so the same outputs
+ * (docs/kernels_conv.md "One column: pixel pairs with int8 columns"). */
+static void conv_col8(const ai_conv2d_s8_params *p, const int8_t *in, int32_t n, uint32_t *d,
+                      const int8_t *pad) {
+  const int32_t oy = n / p->out_w, ox = n - oy * p->out_w;
+  const int32_t y0 = oy * p->stride[0] - p->pad[0], x0 = ox * p->stride[1] - p->pad[1];
+  const int32_t cin = p->in_c, ih = p->in_h, iw = p->in_w;
+  for (int32_t ky = 0; ky < p->k_h; ++ky) {
+    const int32_t iy = y0 + ky * p->dilation[0];
+    for (int32_t kx = 0; kx < p->k_w; ++kx) {
+      const int32_t ix = x0 + kx * p->dilation[1];
+      const int8_t *s = iy >= 0 && iy < ih && ix >= 0 && ix < iw ? in + (iy * iw + ix) * cin : pad;
+      for (int32_t g = cin >> 2; g > 0; --g, s += 4, d += 2) {
+        *d = rd32(s);
+      }
+    }
+  }
+}
+
+#if defined(__ARM_FEATURE_DSP)
+/* One group of 4 K-elements of a channel pair against the pixel pair's interleaved int8 column
+ * words (pixel 0, pixel 1): 20 instructions, 13 registers. */
+#define AI_W8_X8_GROUP                                \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[x], [%[c]], #8\n\t"                          \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[xl], %[x]\n\t"                            \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  "smlad %[a00], %[l0], %[xl], %[a00]\n\t"            \
+  "smlad %[a00], %[wa], %[x], %[a00]\n\t"             \
+  "smlad %[a10], %[l1], %[xl], %[a10]\n\t"            \
+  "smlad %[a10], %[wb], %[x], %[a10]\n\t"             \
+  "ldr %[x], [%[c], #-4]\n\t"                         \
+  "sxtb16 %[xl], %[x]\n\t"                            \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[a01], %[l0], %[xl], %[a01]\n\t"            \
+  "smlad %[a01], %[wa], %[x], %[a01]\n\t"             \
+  "smlad %[a11], %[l1], %[xl], %[a11]\n\t"            \
+  "smlad %[a11], %[wb], %[x], %[a11]\n\t"
+#endif
+
+static inline __attribute__((always_inline)) void conv_1col8_channels(const uint32_t *wp, int32_t groups,
+                                                                       const int32_t *q, int32_t cout,
+                                                                       const uint32_t *col,
+                                                                       int8_t *o0, int8_t *o1,
+                                                                       const conv_out_t *oo, int mode) {
+  for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8, o0 += 2, o1 += 2) {
+    int32_t a00 = q[0], a01 = q[0], a10 = q[4], a11 = q[4];
+#if defined(__ARM_FEATURE_DSP)
+    const uint32_t *w = wp, *c = col;
+    int32_t g = groups;
+    uint32_t wa, wb, l0, l1, x, xl;
+    __asm__ volatile(AI_FOUR_GROUP_LOOP(AI_W8_X8_GROUP)
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), [w] "+r"(w),
+                       [c] "+r"(c), [g] "+r"(g), [wa] "=&r"(wa), [wb] "=&r"(wb), [l0] "=&r"(l0),
+                       [l1] "=&r"(l1), [x] "=&r"(x), [xl] "=&r"(xl)
+                     :
+                     : "cc", "memory");
+    wp = w;
+#else
+    for (int32_t g = 0; g < groups; ++g, wp += 2) {
+      const uint32_t u = wp[0], v = wp[1];
+      const uint32_t ul = sxtb16(u), uh = sxtb16_r8(u), vl = sxtb16(v), vh = sxtb16_r8(v);
+      uint32_t x = col[2 * g];
+      uint32_t xl = sxtb16(x), xh = sxtb16_r8(x);
+      a00 = smlad(uh, xh, smlad(ul, xl, a00));
+      a10 = smlad(vh, xh, smlad(vl, xl, a10));
+      x = col[2 * g + 1];
+      xl = sxtb16(x), xh = sxtb16_r8(x);
+      a01 = smlad(uh, xh, smlad(ul, xl, a01));
+      a11 = smlad(vh, xh, smlad(vl, xl, a11));
+    }
+#endif
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y00 = conv_out(q, m0, rs0, kf0, a00, oo, mode);
+    const int8_t y01 = conv_out(q, m0, rs0, kf0, a01, oo, mode);
+    const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, a10, oo, mode);
+    const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, a11, oo, mode);
+    o0[0] = y00, o0[1] = y10;
+    o1[0] = y01, o1[1] = y11;
+  }
+  if (cout & 1) { /* the odd last channel's row: one word per group */
+    int32_t a0 = q[0], a1 = q[0];
+    for (int32_t g = 0; g < groups; ++g, ++wp) {
+      const uint32_t lo = sxtb16(wp[0]), hi = sxtb16_r8(wp[0]);
+      const uint32_t x0 = col[2 * g], x1 = col[2 * g + 1];
+      a0 = smlad(hi, sxtb16_r8(x0), smlad(lo, sxtb16(x0), a0));
+      a1 = smlad(hi, sxtb16_r8(x1), smlad(lo, sxtb16(x1), a1));
+    }
+    const int8_t y0 = conv_out(q, q[1], q[2], q[3], a0, oo, mode);
+    const int8_t y1 = conv_out(q, q[1], q[2], q[3], a1, oo, mode);
+    o0[0] = y0;
+    o1[0] = y1;
+  }
+}
+
+/* The pixel-pair loop (int8 weights): both columns, interleaved per group of 4 K-elements (pixel
+ * 0's word, pixel 1's), are built before the pair's outputs are stored; an odd last pixel is a
+ * pair of itself (stored twice to the same bytes). */
+static inline __attribute__((always_inline)) void conv_1col8_pixels(const ai_conv2d_s8_params *p,
+                                                                     const int8_t *input,
+                                                                     const int8_t *weights,
+                                                                     const int32_t *rq, int8_t *output,
+                                                                     uint32_t *col, int mode) {
+  const int32_t kp = conv_kp(p), npix = p->out_h * p->out_w, cout = p->out_c;
+  const int32_t in_batch = p->in_h * p->in_w * p->in_c;
+  const int8_t *pad = (const int8_t *)(col + (kp >> 1));
+  const conv_out_t oo = {p->act_min, p->act_max, p->out_offset};
+  for (int32_t b = 0; b < p->batches; ++b) {
+    const int8_t *in = input + b * in_batch;
+    int8_t *out = output + b * npix * cout;
+    for (int32_t n = 0; n < npix; n += 2) {
+      const int two = n + 1 < npix;
+      conv_col8(p, in, n, col, pad);
+      conv_col8(p, in, n + two, col + 1, pad);
+      conv_1col8_channels((const uint32_t *)(const void *)weights, kp >> 2, rq, cout, col,
+                          out + n * cout, out + (n + two) * cout, &oo, mode);
+    }
+  }
+}
+
+#define AI_CONV_1COL8(NAME, MODE)                                                                    \
+  static __attribute__((noinline)) void NAME(const ai_conv2d_s8_params *p, const int8_t *in,         \
+                                             const int8_t *w, const int32_t *rq, int8_t *out,         \
+                                             uint32_t *col) {                                         \
+    conv_1col8_pixels(p, in, w, rq, out, col, MODE);                                                  \
+  }
+AI_CONV_1COL8(conv_1col8_m0, 0)
+AI_CONV_1COL8(conv_1col8_m1, 1)
+AI_CONV_1COL8(conv_1col8_m2, 2)
+
 /* The pixel loop: each pixel's column is built before its outputs are stored. */
 static inline __attribute__((always_inline)) void conv_1col_pixels(const ai_conv2d_s8_params *p,
                                                                     const int8_t *input,
@@ -1952,9 +2091,6 @@ static inline __attribute__((always_inline)) void conv_1col_pixels(const ai_conv
 AI_CONV_1COL(conv_1col_w16_m0, 1, 0)
 AI_CONV_1COL(conv_1col_w16_m1, 1, 1)
 AI_CONV_1COL(conv_1col_w16_m2, 1, 2)
-AI_CONV_1COL(conv_1col_w8_m0, 0, 0)
-AI_CONV_1COL(conv_1col_w8_m1, 0, 1)
-AI_CONV_1COL(conv_1col_w8_m2, 0, 2)
 
 void ai_conv2d_s8_1col_rows(const ai_conv2d_s8_params *p, ai_row_window win, const int8_t *input,
                             const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
@@ -1977,8 +2113,8 @@ void ai_conv2d_s8_1col_rows(const ai_conv2d_s8_params *p, ai_row_window win, con
     (mode == 0 ? conv_1col_w16_m0 : mode == 1 ? conv_1col_w16_m1 : conv_1col_w16_m2)(&local, input, weights,
                                                                                        rq, output, col);
   } else {
-    (mode == 0 ? conv_1col_w8_m0 : mode == 1 ? conv_1col_w8_m1 : conv_1col_w8_m2)(&local, input, weights, rq,
-                                                                                   output, col);
+    (mode == 0 ? conv_1col8_m0 : mode == 1 ? conv_1col8_m1 : conv_1col8_m2)(&local, input, weights, rq, output,
+                                                                             col);
   }
 }
 
