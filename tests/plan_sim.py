@@ -278,8 +278,12 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
     def rows(rb: int, r0: int, n: int) -> np.ndarray:
         return np.arange(r0 * rb, (r0 + n) * rb)
 
-    def ring_bytes(r: int, r0: int, n: int) -> slice:
+    slots = (joint or {}).get("slots") or [None] * len(st["rings"])
+
+    def ring_bytes(r: int, r0: int, n: int) -> slice | np.ndarray:
         rb = st["rings"][r]["row_bytes"]
+        if slots[r] is not None:  # a split ring: each row slot at its own offset (joint["slots"])
+            return np.concatenate([np.arange(base + slots[r][x], base + slots[r][x] + rb) for x in range(r0, r0 + n)])
         return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
 
     for e in st["table"]:
