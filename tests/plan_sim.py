@@ -283,7 +283,8 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
     def ring_bytes(r: int, r0: int, n: int) -> slice | np.ndarray:
         rb = st["rings"][r]["row_bytes"]
         if slots[r] is not None:  # a split ring: each row slot at its own offset (joint["slots"])
-            return np.concatenate([np.arange(base + slots[r][x], base + slots[r][x] + rb) for x in range(r0, r0 + n)])
+            return np.concatenate([np.arange(base + slots[r][x], base + slots[r][x] + rb) for x in range(r0, r0 + n)]
+                                  or [np.zeros(0, dtype=np.int64)])
         return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
 
     for e in st["table"]:
