@@ -96,7 +96,8 @@ def test_input_rows_with_no_stripes_is_one_line(chains):
 @pytest.mark.slow
 def test_vww_ram_pools_and_rows_on_the_emulated_board(tmp_path, capsys):
     """VWW, `--optimization ram`: the input resident and dying row by row fits issue 24's
-    29,696 B (plan replayed byte by byte); with --input-rows the demo feeds the rows from its
+    29,696 B (plan replayed byte by byte), with --input-rows 12,288 B (split rings: replayed
+    too); with --input-rows the demo feeds the rows from its
     test vector on the emulated board and the output matches TFLite Micro."""
     import shutil
 
@@ -108,6 +109,12 @@ def test_vww_ram_pools_and_rows_on_the_emulated_board(tmp_path, capsys):
     c = compile_model(m, "network", optimization="ram")
     assert c.plan.pool_size <= 29_696 and any(op.attrs.get("scratch_at_input") == 1 for op in _stripes(c))
     simulate_plan(c.graph, c.plan)
+    # with --input-rows: issue 24's 12,288 B, reached with split rings (docs/stripes.md "Split rings")
+    fed = compile_model(m, "network", optimization="ram", input_rows=True)
+    assert fed.plan.pool_size <= 12_288
+    assert any(s is not None for op in _stripes(fed) for s in op.attrs["stripe"].get("joint", {}).get("slots") or [])
+    check_plan(fed.plan)
+    simulate_plan(fed.graph, fed.plan)
     if not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
     out = tmp_path / "proj"
