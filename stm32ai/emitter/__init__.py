@@ -329,7 +329,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         if m["kind"] == "reduce":  # running sums per band, the rounded mean after the last
             sfx, aty = ("16", "int16_t") if st.get("acc_int16") else ("", "int32_t")  # passes/stripes.py acc16
             acc = f"({aty} *)(void *)(sc + {acc_off}u)"
-            src = f"(const int8_t *)({buf(m['inputs'][0])} + (uint32_t)e[5] * {int(m['in_row_bytes'][0])}u)"
+            src = f"(const int8_t *){row(m['inputs'][0], 'e[5]', int(m['in_row_bytes'][0]))}"
             # e[2]: 2 on the first band (zero the sums: busy from here, passes/stripes.py
             # REDUCE_FIRST), 1 on the last (REDUCE_LAST)
             lines.append(f"      if ((e[2] & 2) != 0) {{ memset(sc + {acc_off}u, 0, {int(st['acc_bytes'])}u); }}")
