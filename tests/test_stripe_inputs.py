@@ -318,7 +318,15 @@ def test_split_rings_fed_chain_replays_and_matches(tmp_path, monkeypatch):
     build = PoisonBuild({"s": c}, tmp_path / "poison")
     res = validate_model(p, n=1, seed=7, compiled=c, runner=lambda cc, s: build.run(cc, s, "s"))
     assert res.outcome == "match"
-    # the split ring's slots all on the input ring's rows (live throughout): the replay sees it
-    j["slots"][split[0]] = [j["ring_offset"][0]] * len(j["slots"][split[0]])
+    good = list(j["slots"][split[0]])
+    # two slots of the split ring (live together in a 3-row window) on the same bytes: the
+    # replay (one label per row written) sees it
+    j["slots"][split[0]] = [good[0], good[0], *good[2:]]
     with pytest.raises(AssertionError):
         simulate_plan(c.graph, c.plan)
+    # its slots all on the input ring's rows (live throughout)
+    j["slots"][split[0]] = [j["ring_offset"][0]] * len(good)
+    with pytest.raises(AssertionError):
+        simulate_plan(c.graph, c.plan)
+    j["slots"][split[0]] = good
+    simulate_plan(c.graph, c.plan)
