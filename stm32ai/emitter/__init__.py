@@ -241,11 +241,11 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     }
 
 
-# kernels with a row-window entry ai_<kernel>_rows(p, ai_row_window, ...) (runtime/include/ai_row_window.h)
 # kernels with an entry taking one pointer per input row (ai_kernels_conv.h `_rowp`): how a
 # member reads a split ring's window (passes/stripes.py ROWP_KERNELS, `splittable`)
 ROWP_KERNELS = {"depthwise_conv2d_3x3_hwc_s8": "depthwise_conv2d_3x3_hwc_rowp_s8",
                 "depthwise_conv2d_3x3_hwc_sgn_s8": "depthwise_conv2d_3x3_hwc_sgn_rowp_s8"}
+# kernels with a row-window entry ai_<kernel>_rows(p, ai_row_window, ...) (runtime/include/ai_row_window.h)
 ROW_WINDOW_KERNELS = frozenset({
     "conv2d_s8", "conv2d_s8_1col", "depthwise_conv2d_s8", "depthwise_conv2d_3x3_s8",
     "depthwise_conv2d_3x3_sgn_s8", "depthwise_conv2d_3x3_g2_s8", "depthwise_conv2d_3x3_g2_sgn_s8",

@@ -843,7 +843,7 @@ def _fed_modes(g: Graph, st: Stripe) -> None:
             break
     final = trial(modes, FED_TRIES)
     # split rings (docs/stripes.md "Split rings"): greedily, the ring whose slots laid out one by
-    # one shrink the joint layout most, while it shrinks (VWW --input-rows: 12,768 -> see the doc)
+    # one shrink the joint layout most, while it shrinks (VWW --input-rows: 12,768 -> 11,424 B)
     split: set[int] = set()
     cands = [r for r in range(len(st.rings)) if splittable(st, r)]
     while cands and final[3] is not None:
@@ -860,14 +860,9 @@ def _fed_modes(g: Graph, st: Stripe) -> None:
     _apply_layout(g, st, modes, final[1], final[2], final[3])
 
 
-# kernels that take one pointer per input row (their `_rowp` entry, ai_kernels_conv.h): the
-# multi-row readers a split ring may have
+# kernels that take one pointer per input row (their `_rowp` entry, ai_kernels_conv.h; the
+# emitter's ROWP_KERNELS maps them): the multi-row readers a split ring may have
 ROWP_KERNELS = ("depthwise_conv2d_3x3_hwc_s8", "depthwise_conv2d_3x3_hwc_sgn_s8")
-
-
-def rowp_kernel(kernel: str) -> str:
-    """The entry of `kernel` (in ROWP_KERNELS) taking one pointer per input row."""
-    return kernel[:-len("_s8")] + "_rowp_s8"
 
 
 def splittable(st: Stripe, r: int) -> bool:
