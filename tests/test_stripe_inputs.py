@@ -308,6 +308,8 @@ def test_split_rings_fed_chain_replays_and_matches(tmp_path, monkeypatch):
     node = next(n for n in c.doc["nodes"] if n.get("attrs", {}).get("func_name") == "stripe")
     decls, code = _stripe_code(0, node["attrs"], ["in"] * len(node["inputs"]), ["out"], "pool")
     assert "_rowp_s8(" in code and "_slots[" in decls
+    from stm32ai.emitter import ROWP_KERNELS
+    assert set(ROWP_KERNELS) == set(sp.ROWP_KERNELS)  # the pass's readers are the ones the executor calls
     with monkeypatch.context() as mp:  # the same pass with contiguous rings only
         mp.setattr(sp, "SPLIT_MIN_GAIN", 1 << 30)
         plain = compile_model(p, "network", optimization="ram", input_rows=True)
