@@ -243,6 +243,7 @@ def simulate_plan(g: Graph, plan: Plan) -> None:
 
 
 RING = -100  # ring r's rows hold RING - r
+SPLIT = -10_000  # a split ring's k-th row written holds SPLIT - k
 
 
 def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, stamp, what: str) -> None:
@@ -278,12 +279,60 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
     def rows(rb: int, r0: int, n: int) -> np.ndarray:
         return np.arange(r0 * rb, (r0 + n) * rb)
 
-    def ring_bytes(r: int, r0: int, n: int) -> slice:
+    slots = (joint or {}).get("slots") or [None] * len(st["rings"])
+
+    def ring_bytes(r: int, r0: int, n: int) -> slice | np.ndarray:
         rb = st["rings"][r]["row_bytes"]
+        if slots[r] is not None:  # a split ring: each row slot at its own offset (joint["slots"])
+            return np.concatenate([np.arange(base + slots[r][x], base + slots[r][x] + rb) for x in range(r0, r0 + n)]
+                                  or [np.zeros(0, dtype=np.int64)])
         return slice(base + ring_off[r] + r0 * rb, base + ring_off[r] + (r0 + n) * rb)
+
+    # a split ring's rows: each written row its own label (SPLIT - k), each slot the label it
+    # should hold, moved row by row as the executor's per-row copies (emitter `_split_drop`), so
+    # two slots of one ring on the same bytes show too
+    expect: dict[tuple[int, int], int] = {}
+    made = [0]
+
+    def slot_bytes(r: int, x: int) -> np.ndarray:
+        rb = st["rings"][r]["row_bytes"]
+        return np.arange(base + slots[r][x], base + slots[r][x] + rb)
+
+    def ring_write(r: int, r0: int, n: int) -> None:
+        if slots[r] is None:
+            owner[ring_bytes(r, r0, n)] = RING - r
+            return
+        for x in range(r0, r0 + n):
+            made[0] += 1
+            expect[(r, x)] = SPLIT - made[0]
+            owner[slot_bytes(r, x)] = expect[(r, x)]
+
+    def ring_holds(r: int, r0: int, n: int) -> bool:
+        if slots[r] is None:
+            return bool((owner[ring_bytes(r, r0, n)] == RING - r).all())
+        return all((owner[slot_bytes(r, x)] == expect.get((r, x), GARBAGE)).all() for x in range(r0, r0 + n))
+
+    def split_move(r: int, k: int, dst: int, n: int, dead: range) -> None:
+        """n rows from slot dst + k down to dst, one by one in increasing order, then `dead` garbage."""
+        for x in range(dst, dst + n):
+            assert ring_holds(r, x + k, 1), f"{what}: ring {r} lost a live row before a move"
+            owner[slot_bytes(r, x)] = owner[slot_bytes(r, x + k)]
+            expect[(r, x)] = expect[(r, x + k)]
+        for x in dead:
+            owner[slot_bytes(r, x)] = GARBAGE
+            expect.pop((r, x), None)
 
     for e in st["table"]:
         if e[0] < 0 and e[3] == 3:  # DROP_KEEP: the rows hold a row written in place (stamped then)
+            continue
+        if e[0] < 0 and slots[-1 - e[0]] is not None:  # a split ring's drop or move
+            r = -1 - e[0]
+            if e[3] == 1:
+                split_move(r, 0, 0, 0, range(e[4], e[4] + e[1]))
+            elif e[3] == 2:
+                split_move(r, e[1], e[4], e[2], range(e[4] + e[2], e[5] + e[2]))
+            else:
+                split_move(r, e[1], 0, e[2] - e[1], range(e[2] - e[1], e[2]))
             continue
         if e[0] < 0 and e[3] == 1:  # a high ring's drop: the rows at slot e[4] die in place
             owner[ring_bytes(-1 - e[0], e[4], e[1])] = GARBAGE
@@ -305,8 +354,7 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
         if e[0] >= n_mem:
             q = e[0] - n_mem
             if q < len(st.get("sources", ())):  # rows from the row source into a ring
-                r = st["sources"][q]["ring"]
-                owner[ring_bytes(r, e[4], e[1])] = RING - r
+                ring_write(st["sources"][q]["ring"], e[4], e[1])
             continue  # dead input rows (poisoned by the executor): nothing to check
         m = st["members"][e[0]]
         if m["scratch"] > 0 and m["kind"] != "reduce":  # written while the call reads its rows
@@ -321,8 +369,7 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             ref = m["inputs"][q]
             n = e[3] if (m["kind"] == "window" and q == 0) else e[1]
             if "ring" in ref:
-                got = owner[ring_bytes(ref["ring"], e[5 + q], n)]
-                assert (got == RING - ref["ring"]).all(), f"{what}: member {e[0]}: ring {ref['ring']} overwritten"
+                assert ring_holds(ref["ring"], e[5 + q], n), f"{what}: member {e[0]}: ring {ref['ring']} overwritten"
             else:
                 check(op.inputs[ref["in"]], rows(m["in_row_bytes"][q], e[5 + q], n), f"{what} member {e[0]}")
         if m["kind"] == "reduce":
@@ -334,7 +381,7 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             continue
         out = m["output"]
         if "ring" in out:
-            owner[ring_bytes(out["ring"], e[4], e[1])] = RING - out["ring"]
+            ring_write(out["ring"], e[4], e[1])
         else:
             stamp(op.outputs[out["out"]], rows(m["row_bytes"], e[4], e[1]))
 

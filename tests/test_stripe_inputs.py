@@ -96,7 +96,8 @@ def test_input_rows_with_no_stripes_is_one_line(chains):
 @pytest.mark.slow
 def test_vww_ram_pools_and_rows_on_the_emulated_board(tmp_path, capsys):
     """VWW, `--optimization ram`: the input resident and dying row by row fits issue 24's
-    29,696 B (plan replayed byte by byte); with --input-rows the demo feeds the rows from its
+    29,696 B (plan replayed byte by byte), with --input-rows 12,288 B (split rings: replayed
+    too); with --input-rows the demo feeds the rows from its
     test vector on the emulated board and the output matches TFLite Micro."""
     import shutil
 
@@ -108,6 +109,12 @@ def test_vww_ram_pools_and_rows_on_the_emulated_board(tmp_path, capsys):
     c = compile_model(m, "network", optimization="ram")
     assert c.plan.pool_size <= 29_696 and any(op.attrs.get("scratch_at_input") == 1 for op in _stripes(c))
     simulate_plan(c.graph, c.plan)
+    # with --input-rows: issue 24's 12,288 B, reached with split rings (docs/stripes.md "Split rings")
+    fed = compile_model(m, "network", optimization="ram", input_rows=True)
+    assert fed.plan.pool_size <= 12_288
+    assert any(s is not None for op in _stripes(fed) for s in op.attrs["stripe"].get("joint", {}).get("slots") or [])
+    check_plan(fed.plan)
+    simulate_plan(fed.graph, fed.plan)
     if not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
     out = tmp_path / "proj"
@@ -266,3 +273,62 @@ def test_rows_fed_depthwise_all_on_hwc_is_chosen_and_matches(tmp_path):
     build = PoisonBuild({"h": c}, tmp_path / "poison")
     res = validate_model(p, n=1, seed=7, compiled=c, runner=lambda cc, s: build.run(cc, s, "h"))
     assert res.outcome == "match"
+
+
+def test_split_rings_fed_chain_replays_and_matches(tmp_path, monkeypatch):
+    """A VWW-like chain fed in rows whose joint layout (output inside the scratch) packs tighter
+    with rings split (passes/stripes.py `splittable`, docs/stripes.md "Split rings"): each row
+    slot of a ring read by the HWC depthwise kernel lies anywhere; the executor addresses it
+    through a slot table and calls the kernel's `_rowp` entry with one pointer per window row.
+    The pool is below the contiguous rings' (same pass, splitting off); the plan replays byte by
+    byte (and fails once two live slots share bytes); the output is TFLite Micro's, also under
+    the poison runner (rows poisoned at their drop, slot by slot)."""
+    from test_stripes import Chain
+
+    import stm32ai.passes.stripes as sp
+    from stm32ai.emitter import _stripe_code
+    from stm32ai.validate.poison import PoisonBuild
+
+    b = Chain((1, 20, 48, 3), 5)
+    a = b.conv(b.x, 8, 3, s=2)
+    a = b.conv(a, 8, 3, dw=True, act="NONE")
+    a = b.conv(a, 12, 1)
+    a = b.conv(a, 12, 3, s=2, dw=True, act="NONE")
+    a = b.conv(a, 16, 1)
+    a = b.conv(a, 16, 3, s=1, dw=True, act="NONE")
+    a = b.conv(a, 16, 1)
+    a = b.conv(a, 16, 3, s=2, dw=True, act="NONE")
+    p = b.save(a, tmp_path / "split.tflite")
+    c = compile_model(p, "network", optimization="ram", input_rows=True)
+    st = next(op for op in _stripes(c) if op.attrs["stripe"]["sources"])
+    assert st.attrs.get("scratch_with_output") == 1
+    j = st.attrs["stripe"]["joint"]
+    split = [r for r, s in enumerate(j.get("slots") or []) if s is not None]
+    assert split, "no ring was split"
+    node = next(n for n in c.doc["nodes"] if n.get("attrs", {}).get("func_name") == "stripe")
+    decls, code = _stripe_code(0, node["attrs"], ["in"] * len(node["inputs"]), ["out"], "pool")
+    assert "_rowp_s8(" in code and "_slots[" in decls
+    from stm32ai.emitter import ROWP_KERNELS
+    assert set(ROWP_KERNELS) == set(sp.ROWP_KERNELS)  # the pass's readers are the ones the executor calls
+    with monkeypatch.context() as mp:  # the same pass with contiguous rings only
+        mp.setattr(sp, "SPLIT_MIN_GAIN", 1 << 30)
+        plain = compile_model(p, "network", optimization="ram", input_rows=True)
+    assert c.plan.pool_size < plain.plan.pool_size
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(p, n=2, compiled=c).outcome == "match"
+    build = PoisonBuild({"s": c}, tmp_path / "poison")
+    res = validate_model(p, n=1, seed=7, compiled=c, runner=lambda cc, s: build.run(cc, s, "s"))
+    assert res.outcome == "match"
+    good = list(j["slots"][split[0]])
+    # two slots of the split ring (live together in a 3-row window) on the same bytes: the
+    # replay (one label per row written) sees it
+    j["slots"][split[0]] = [good[0], good[0], *good[2:]]
+    with pytest.raises(AssertionError):
+        simulate_plan(c.graph, c.plan)
+    # its slots all on the input ring's rows (live throughout)
+    j["slots"][split[0]] = [j["ring_offset"][0]] * len(good)
+    with pytest.raises(AssertionError):
+        simulate_plan(c.graph, c.plan)
+    j["slots"][split[0]] = good
+    simulate_plan(c.graph, c.plan)

@@ -241,6 +241,10 @@ def build_context(doc: dict[str, Any], params: dict[str, np.ndarray], name: str)
     }
 
 
+# kernels with an entry taking one pointer per input row (ai_kernels_conv.h `_rowp`): how a
+# member reads a split ring's window (passes/stripes.py ROWP_KERNELS, `splittable`)
+ROWP_KERNELS = {"depthwise_conv2d_3x3_hwc_s8": "depthwise_conv2d_3x3_hwc_rowp_s8",
+                "depthwise_conv2d_3x3_hwc_sgn_s8": "depthwise_conv2d_3x3_hwc_sgn_rowp_s8"}
 # kernels with a row-window entry ai_<kernel>_rows(p, ai_row_window, ...) (runtime/include/ai_row_window.h)
 ROW_WINDOW_KERNELS = frozenset({
     "conv2d_s8", "conv2d_s8_1col", "depthwise_conv2d_s8", "depthwise_conv2d_3x3_s8",
@@ -288,6 +292,19 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
     m_off = [int(v) for v in joint["scratch_offsets"]] if joint else \
         [int(m.get("scratch_offset", st["member_scratch_offset"])) for m in st["members"]]
     acc_off = int(joint["acc_offset"] if joint else st.get("acc_offset", -1))
+    # split rings (passes/stripes.py `splittable`, docs/stripes.md "Split rings"): each row slot
+    # where the joint layout put it, its offset from the ring's slot table
+    slots = (joint or {}).get("slots") or [None] * len(st["rings"])
+    for r, sl in enumerate(slots):
+        if sl is not None:
+            ty = "uint16_t" if max(int(v) for v in sl) < 65536 else "uint32_t"
+            decls.append(f"static const {ty} k{i}_r{r}_slots[{len(sl)}] = {{{', '.join(str(int(v)) for v in sl)}}};")
+
+    def row(ref: dict[str, int] | None, idx: str, rb: int) -> str:
+        """The address of row `idx` of operand `ref` (a ring's slot, or a whole tensor's row)."""
+        if ref is not None and "ring" in ref and slots[int(ref["ring"])] is not None:
+            return f"(sc + k{i}_r{int(ref['ring'])}_slots[{idx}])"
+        return f"({buf(ref)} + (uint32_t){idx} * {rb}u)"
 
     def buf(r: dict[str, int] | None) -> str:
         if r is None:
@@ -314,7 +331,7 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         if m["kind"] == "reduce":  # running sums per band, the rounded mean after the last
             sfx, aty = ("16", "int16_t") if st.get("acc_int16") else ("", "int32_t")  # passes/stripes.py acc16
             acc = f"({aty} *)(void *)(sc + {acc_off}u)"
-            src = f"(const int8_t *)({buf(m['inputs'][0])} + (uint32_t)e[5] * {int(m['in_row_bytes'][0])}u)"
+            src = f"(const int8_t *){row(m['inputs'][0], 'e[5]', int(m['in_row_bytes'][0]))}"
             # e[2]: 2 on the first band (zero the sums: busy from here, passes/stripes.py
             # REDUCE_FIRST), 1 on the last (REDUCE_LAST)
             lines.append(f"      if ((e[2] & 2) != 0) {{ memset(sc + {acc_off}u, 0, {int(st['acc_bytes'])}u); }}")
@@ -356,11 +373,21 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         args = ["q", "rw"] if rows_entry else \
             [f"&k{i}_m{j}", f"(int32_t)e[1] * {int(m['row_bytes'])}"] if row_entry else ["&q"]
         for q, r in enumerate(m["inputs"]):
-            if q < n_streamed:
-                args.append(f"(const int8_t *)({buf(r)} + (uint32_t)e[{5 + q}] * {int(m['in_row_bytes'][q])}u)")
+            split = q == 0 and r is not None and "ring" in r and slots[int(r["ring"])] is not None
+            if split and m["kind"] == "window" and k in ROWP_KERNELS:  # a window of a split ring
+                n_rows = max(int(e[3]) for e in st["table"] if int(e[0]) == j)
+                lines.append(f"      const int8_t *rp[{n_rows}];")
+                at = row(r, "e[5] + t", 0)
+                lines.append(f"      for (int32_t t = 0; t < (int32_t)e[3]; ++t) {{ rp[t] = (const int8_t *){at}; }}")
+                args.append("rp")
+                k = ROWP_KERNELS[k]
+            elif split and m["kind"] == "window" and any(int(e[0]) == j and int(e[3]) != 1 for e in st["table"]):
+                raise Stm32aiError(f"graph.json node {i}: member {j} reads a split ring's rows as one image")
+            elif q < n_streamed:
+                args.append(f"(const int8_t *){row(r, f'e[{5 + q}]', int(m['in_row_bytes'][q]))}")
             else:
                 args.append(buf(r))
-        args.append(f"(int8_t *)({buf(m['output'])} + (uint32_t)e[4] * {int(m['row_bytes'])}u)")
+        args.append(f"(int8_t *){row(m['output'], 'e[4]', int(m['row_bytes']))}")
         sfx = "_rows" if rows_entry or row_entry else ""
         if m["scratch"] > 0:
             args.append(f"(void *)(sc + {m_off[j]}u)")
@@ -392,6 +419,9 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         lines.append("      break;")
     for r, ring in enumerate(st["rings"]):
         off, rb = ring_off[r], int(ring["row_bytes"])
+        if slots[r] is not None:  # a split ring: the same steps, row by row through its slot table
+            lines += _split_drop(i, r, rb, ring.get("mode", "low") == "high")
+            continue
         if ring.get("mode", "low") == "high":  # passes/stripes.py `_physical`: e[3] 1 drop, 2 move down
             lines.append(f"    case {-1 - r}: /* ring {r} (high): drop e[1] rows at slot e[4], or move "
                          "the e[2] live rows from slot e[5] down to e[4] */")
@@ -415,6 +445,29 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         lines.append("      break;")
     lines += ["    default: break;", "    }", "  }", "}"]
     return "\n".join(decls), "\n  ".join(lines)
+
+
+def _split_drop(i: int, r: int, rb: int, high: bool) -> list[str]:
+    """A split ring's drop / move step (`_stripe_code`): the contiguous ring's memmove and poison
+    row by row, slot `x` at `sc + k<i>_r<r>_slots[x]`. The rows moved go to lower slots in
+    increasing order (a slot is read before it is written), and the slots busy at one step never
+    share bytes (passes/stripes.py `_physical`), so memcpy per row is the memmove."""
+    s = f"k{i}_r{r}_slots"
+    cp = f"memcpy(sc + {s}[t], sc + {s}[t + e[1]], {rb}u);"
+    pz = f"AI_POISON_ROWS(sc + {s}[t], {rb}u);"
+    out = [f"    case {-1 - r}: /* ring {r} (split, {'high' if high else 'low'}) */",
+           "      if (e[3] == 3) { break; } /* DROP_KEEP: a row written in place is there */"]
+    if high:
+        out += ["      if (e[3] == 2) { /* the e[2] live rows from slot e[5] down to e[4] = e[5] - e[1] */",
+                f"        for (int32_t t = e[4]; t < e[4] + e[2]; ++t) {{ {cp} }}",
+                f"        for (int32_t t = e[4] + e[2]; t < e[5] + e[2]; ++t) {{ {pz} }}",
+                "      } else { /* drop e[1] rows at slot e[4] */",
+                f"        for (int32_t t = e[4]; t < e[4] + e[1]; ++t) {{ {pz} }}",
+                "      }"]
+    else:
+        out += [f"      for (int32_t t = 0; t < e[2] - e[1]; ++t) {{ {cp} }}",
+                f"      for (int32_t t = e[2] - e[1]; t < e[2]; ++t) {{ {pz} }}"]
+    return out + ["      break;"]
 
 
 def _step_works(st: dict[str, Any], e: list[int]) -> bool:

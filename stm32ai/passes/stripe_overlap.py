@@ -152,7 +152,8 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         where: list[tuple[int, str, int, list[Span]]] = []
         top = nx
         for _, what, r, spans in order:
-            keys = [(r, i) for i in range(len(spans))] if what == "ring" else [None] * len(spans)
+            keys = [(r, i) for i in range(len(spans))] if what == "ring" else \
+                [r] if what == "slot" else [None] * len(spans)  # a split ring's slot: r = (ring, slot)
             al = Y_ALIGN if what == "y" else ALIGN  # Y's buffer starts on the planner's alignment
             cands = sorted(c for c in {0, _up(nx), *(e - lo for _, e, _, _ in placed for lo, _, _ in spans)}
                            if c >= 0 and c % al == 0)
@@ -214,7 +215,17 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     scratch_offsets = [-1] * len(st.members)
     wide_offsets = [-1] * len(st.members)
     out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0, "acc_offset": -1}
+    slots: list[list[int] | None] = [None] * len(st.rings)  # split rings (stripes.py `split_items`)
     for o, what, r, _ in placed:
+        if what == "slot":
+            ring, i = r
+            if slots[ring] is None:
+                slots[ring] = [0] * (i + 1)
+            got = slots[ring]
+            assert got is not None
+            got.extend([0] * (i + 1 - len(got)))
+            got[i] = o
+            continue
         if what == "ring":
             ring_offset[r] = o
         elif what == "acc":
@@ -225,6 +236,10 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
             wide_offsets[r] = o
         else:  # a member's kernel scratch
             scratch_offsets[r] = o
+    for ring, got in enumerate(slots):
+        if got is not None:  # a split ring: its row slots anywhere (the executor's slot table)
+            out.setdefault("slots", [None] * len(st.rings))[ring] = got
+            ring_offset[ring] = got[0]
     out["ring_offset"] = ring_offset
     out["scratch_offsets"] = scratch_offsets
     out["order"] = [(spans[-1][1], what, r, spans) for _, what, r, spans in placed]  # not for graph.json

@@ -31,6 +31,7 @@ ALIGN = 4  # ring and member-scratch offsets inside the stripe scratch
 FED_MODE_TRIES = 10
 FED_MODE_ROUNDS = 1
 FED_TRIES = 200
+SPLIT_MIN_GAIN = 8  # bytes a further split ring must save (the planner's alignment)
 JOINT_TRIES = 60  # local-search steps of the joint layout over a dying input (`_place`, search on)
 STEP_WIDTH = 7  # int16 per table step: see `Stripe.table`
 INT16_MAX = 32767
@@ -817,11 +818,12 @@ def _fed_modes(g: Graph, st: Stripe) -> None:
     searched FED_TRIES steps. VWW --input-rows: 12,912 -> 12,720 B (docs/stripes.md)."""
     from stm32ai.passes.stripe_overlap import joint_layout
 
-    def trial(modes: list[int], tries: int) -> tuple[int, int, dict[str, Any], dict[str, Any] | None]:
+    def trial(modes: list[int], tries: int, split: set[int] | None = None
+              ) -> tuple[int, int, dict[str, Any], dict[str, Any] | None]:
         top, lay = _layout_modes(g, st, modes)
         keep, st.table = st.table, lay["table"]
         try:
-            j = joint_layout(g, st, lay["items"], tries=tries, allow=lay["allow"])
+            j = joint_layout(g, st, split_items(lay["items"], split or set()), tries=tries, allow=lay["allow"])
         finally:
             st.table = keep
         return (int(j["size"]) if j is not None else 1 << 30), top, lay, j
@@ -840,18 +842,80 @@ def _fed_modes(g: Graph, st: Stripe) -> None:
         if not improved:
             break
     final = trial(modes, FED_TRIES)
+    # split rings (docs/stripes.md "Split rings"): greedily, the ring whose slots laid out one by
+    # one shrink the joint layout most, while it shrinks (VWW --input-rows: 12,768 -> 11,424 B)
+    split: set[int] = set()
+    cands = [r for r in range(len(st.rings)) if splittable(st, r)]
+    while cands and final[3] is not None:
+        tried = [(trial(modes, FED_MODE_TRIES, split | {r}), r) for r in cands if r not in split]
+        if not tried:
+            break
+        got, r = min(tried, key=lambda x: x[0][0])
+        if got[0] > final[0] - SPLIT_MIN_GAIN:
+            break
+        split.add(r)
+        final = min(got, trial(modes, FED_TRIES, split), key=lambda x: x[0])
     if final[3] is None or (st.joint is not None and final[0] >= int(st.joint["size"])):
         return
     _apply_layout(g, st, modes, final[1], final[2], final[3])
 
 
+# kernels that take one pointer per input row (their `_rowp` entry, ai_kernels_conv.h; the
+# emitter's ROWP_KERNELS maps them): the multi-row readers a split ring may have
+ROWP_KERNELS = ("depthwise_conv2d_3x3_hwc_s8", "depthwise_conv2d_3x3_hwc_sgn_s8")
+
+
+def splittable(st: Stripe, r: int) -> bool:
+    """Whether ring r may be split (its row slots anywhere in the scratch, addressed through the
+    executor's slot table: docs/stripes.md "Split rings"): not fed from the row source, every
+    write one row (a producer's call), and every read either one row or a window of a kernel
+    taking row pointers (ROWP_KERNELS, batch 1)."""
+    t = st.rings[r]
+    if t in st.fed or st.ring_rows[r] < 2:
+        return False
+    n = len(st.members)
+    for step in st.logical:
+        if not 0 <= step[0] < n:
+            continue
+        m = st.members[step[0]]
+        if m.out == t and step[1] != 1:
+            return False
+        for q, x in enumerate(m.streamed):
+            if x != t:
+                continue
+            rows = step[3] if m.kind == "window" and q == 0 else step[1]
+            if rows > 1 and not (m.kind == "window" and q == 0 and m.call_kernel in ROWP_KERNELS
+                                 and int(m.op.attrs.get("batches", 1)) == 1):
+                return False
+    return True
+
+
+def split_items(items: list[Any], split: set[int] | frozenset[int]) -> list[Any]:
+    """The layout items with each ring of `split` as one item per row slot ("slot", (ring, slot))."""
+    out = []
+    for size, what, r, spans in items:
+        if what == "ring" and r in split:
+            out += [(-(-(hi - lo) // ALIGN) * ALIGN, "slot", (r, i), [(0, -(-(hi - lo) // ALIGN) * ALIGN, b)])
+                    for i, (lo, hi, b) in enumerate(spans)]
+        else:
+            out.append((size, what, r, spans))
+    return out
+
+
+def slot_offset(g: Graph, st: Stripe, lay: dict[str, Any], r: int, slot: int) -> int:
+    """Where slot `slot` of ring r starts in layout `lay` (a joint layout may split rings)."""
+    slots = lay.get("slots")
+    if slots and slots[r] is not None:
+        return int(slots[r][slot])
+    return int(lay["ring_offset"][r]) + slot * _geom(g, st.rings[r])[1]  # type: ignore[index]
+
+
 def mark_keep(g: Graph, st: Stripe) -> None:
     """The drops after a call whose output row the standalone or the joint layout put on the
     input row it frees (`_inplace`) become DROP_KEEP: poisoning them would destroy that row."""
-    rb = [_geom(g, t)[1] for t in st.rings]  # type: ignore[index]
-    layouts = [st.ring_offset] + ([st.joint["ring_offset"]] if st.joint else [])
+    layouts = [{"ring_offset": st.ring_offset}] + ([st.joint] if st.joint else [])
     for ((ra, sa), (rb_, sb)), steps in st.keep.items():
-        if any(off[ra] + sa * rb[ra] == off[rb_] + sb * rb[rb_] for off in layouts):
+        if any(slot_offset(g, st, lay, ra, sa) == slot_offset(g, st, lay, rb_, sb) for lay in layouts):
             for d in steps:
                 st.table[d][3] = DROP_KEEP
 

@@ -180,6 +180,12 @@ void ai_depthwise_conv2d_3x3_hwc_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params 
                                     const int32_t *packed, int8_t *output);
 void ai_depthwise_conv2d_3x3_hwc_sgn_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8_params *p,
                                         const int8_t *input, const int32_t *packed, int8_t *output);
+/* The same on an input whose rows are not one image: rows[i] is input row i (i < in_h; batches
+ * 1): a stripe's split ring (docs/stripes.md "Split rings"). */
+void ai_depthwise_conv2d_3x3_hwc_rowp_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params *p,
+                                         const int8_t *const *rows, const int32_t *packed, int8_t *output);
+void ai_depthwise_conv2d_3x3_hwc_sgn_rowp_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8_params *p,
+                                             const int8_t *const *rows, const int32_t *packed, int8_t *output);
 
 /* DEPTHWISE_CONV_2D, any depth multiplier and kernel size; TFLite's 1HW(C*M) weights
  * as they are. out channel oc = ic * depth_mult + m. No scratch. */

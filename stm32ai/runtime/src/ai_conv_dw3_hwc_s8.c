@@ -486,8 +486,8 @@ static void dwh_row_asm(const int8_t *const *rows, int32_t C, int8_t *out, int32
 
 /* One output row of one channel (any case the lowering allows). */
 static inline __attribute__((always_inline)) void dwh_row_c(
-    const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *src, const int32_t *k, int8_t *o,
-    int32_t iy0, int32_t jlo, int32_t jhi, const int exact) {
+    const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *src, const int8_t *const *rowp, int32_t cofs,
+    const int32_t *k, int8_t *o, int32_t iy0, int32_t jlo, int32_t jhi, const int exact) {
   const int32_t H = p->in_h, W = p->in_w, C = p->in_c, OC = p->out_c;
   const int32_t OW = p->out_w, S = p->stride[0], PL = p->pad[1], pv = p->pad_value;
   const int32_t in_row = W * C, npairs = OW >> 1, step = 2 * S * C;
@@ -509,7 +509,8 @@ static inline __attribute__((always_inline)) void dwh_row_c(
       wa[ky] = 0u;
       wb[ky] = 0u;
     }
-    r[ky] = src + (iy < 0 ? 0 : (iy >= H ? H - 1 : iy)) * in_row;
+    const int32_t cy = iy < 0 ? 0 : (iy >= H ? H - 1 : iy);
+    r[ky] = rowp != NULL ? rowp[cy] + cofs : src + cy * in_row; /* rowp: one pointer per input row */
   }
   const uint32_t wa0 = wa[0], wb0 = wb[0], wa1 = wa[1], wb1 = wb[1], wa2 = wa[2], wb2 = wb[2];
   const int8_t *r0 = r[0], *r1 = r[1], *r2 = r[2];
@@ -627,9 +628,12 @@ static __attribute__((noinline)) int dwh_run_asm(const ai_depthwise_conv2d_3x3_s
 }
 #endif
 
+/* rowp NULL: the input is one image at `input`; else rowp[i] is input row i (batch 1: a stripe's
+ * ring whose rows are not one image, docs/stripes.md "Split rings"). */
 static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_conv2d_3x3_s8_params *p,
-                                                          const int8_t *input, const int32_t *packed,
-                                                          int8_t *output, const int exact) {
+                                                          const int8_t *input, const int8_t *const *rowp,
+                                                          const int32_t *packed, int8_t *output,
+                                                          const int exact) {
   const int32_t H = p->in_h, W = p->in_w, C = p->in_c, OC = p->out_c;
   const int32_t OH = p->out_h, OW = p->out_w, S = p->stride[0], PT = p->pad[0], PL = p->pad[1];
   const int32_t M = C > 0 ? OC / C : 0;
@@ -663,8 +667,9 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
       if (asm_ok && iy0 + 1 >= 0 && iy0 + 1 < H) {
         f[24] = iy0 >= 0;
         f[25] = iy0 + 2 < H;
-        const int8_t *const mid = in_b + (iy0 + 1) * in_row;
-        const int8_t *const rows[3] = {f[24] ? mid - in_row : mid, mid, f[25] ? mid + in_row : mid};
+        const int8_t *const mid = rowp != NULL ? rowp[iy0 + 1] : in_b + (iy0 + 1) * in_row;
+        const int8_t *const rows[3] = {f[24] ? (rowp != NULL ? rowp[iy0] : mid - in_row) : mid, mid,
+                                       f[25] ? (rowp != NULL ? rowp[iy0 + 2] : mid + in_row) : mid};
         f[13] = (int32_t)(uintptr_t)packed;
         dwh_row_asm(rows, C, o, f, W, S, exact);
         continue;
@@ -672,7 +677,7 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
 #endif
       const int32_t *k = packed;
       for (int32_t c = 0; c < OC; ++c, k += 10) {
-        dwh_row_c(p, in_b + c / M, k, o + c, iy0, jlo, jhi, exact);
+        dwh_row_c(p, in_b + c / M, rowp, c / M, k, o + c, iy0, jlo, jhi, exact);
       }
     }
   }
@@ -681,11 +686,11 @@ static inline __attribute__((always_inline)) void dwh_run(const ai_depthwise_con
 /* the C path out of line: the entries' assembly calls save no registers for it */
 static __attribute__((noinline)) void dwh_run_e0(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                                  const int32_t *packed, int8_t *output) {
-  dwh_run(p, input, packed, output, 0);
+  dwh_run(p, input, NULL, packed, output, 0);
 }
 static __attribute__((noinline)) void dwh_run_e1(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,
                                                  const int32_t *packed, int8_t *output) {
-  dwh_run(p, input, packed, output, 1);
+  dwh_run(p, input, NULL, packed, output, 1);
 }
 
 void ai_depthwise_conv2d_3x3_hwc_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params *p, const int8_t *input,
@@ -706,4 +711,14 @@ void ai_depthwise_conv2d_3x3_hwc_sgn_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8
   }
 #endif
   dwh_run_e1(p, input, packed, output);
+}
+
+void ai_depthwise_conv2d_3x3_hwc_rowp_s8(const ai_depthwise_conv2d_3x3_hwc_s8_params *p,
+                                         const int8_t *const *rows, const int32_t *packed, int8_t *output) {
+  dwh_run(p, rows[0], rows, packed, output, 0);
+}
+
+void ai_depthwise_conv2d_3x3_hwc_sgn_rowp_s8(const ai_depthwise_conv2d_3x3_hwc_sgn_s8_params *p,
+                                             const int8_t *const *rows, const int32_t *packed, int8_t *output) {
+  dwh_run(p, rows[0], rows, packed, output, 1);
 }
