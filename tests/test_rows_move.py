@@ -1,4 +1,4 @@
-"""ai_rows_move (runtime/src/ai_runtime.c): a stripe's ring drop moves whole rows down, word by
+"""ai_rows_move (runtime/src/ai_runtime_rows.c): a stripe's ring drop moves whole rows down, word by
 word. Checked against the C library's memmove on the same bytes, at every alignment of both ends,
 every overlap distance up to 40 bytes and lengths around the 16- and 4-byte loop boundaries, on
 the host and on the Cortex-M4 (QEMU, where the unaligned word path runs)."""
@@ -56,7 +56,7 @@ def test_rows_move_host(tmp_path: Path) -> None:
     (tmp_path / "t.c").write_text(SELFTEST)
     exe = tmp_path / "t"
     subprocess.run(["cc", *WARN, "-Wconversion", f"-I{RUNTIME / 'include'}", str(tmp_path / "t.c"),
-                    str(RUNTIME / "src" / "ai_runtime.c"), "-o", str(exe)], check=True)
+                    str(RUNTIME / "src" / "ai_runtime_rows.c"), "-o", str(exe)], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     _check([ln.split() for ln in out.splitlines() if ln.startswith("case")])
 
@@ -65,6 +65,6 @@ def test_rows_move_host(tmp_path: Path) -> None:
 def test_rows_move_cortex_m4(tmp_path: Path) -> None:
     from conftest import run_m4_selftest
 
-    dis, lines = run_m4_selftest(tmp_path, SELFTEST, ["ai_runtime.c"])
+    dis, lines = run_m4_selftest(tmp_path, SELFTEST, ["ai_runtime_rows.c"])
     assert "<ai_rows_move>:" in dis
     _check(lines)

@@ -1,8 +1,5 @@
 /* stm32ai runtime: model instances over generated model descriptors (docs/architecture.md).
  * A static table holds up to AI_MAX_INSTANCES instances; no malloc. */
-#include <string.h>
-
-#include "ai_row_window.h"
 #include "ai_runtime.h"
 
 typedef struct {
@@ -355,62 +352,4 @@ const char *ai_get_error(ai_handle h) {
   }
   ai_instance *inst = instance_of(h);
   return inst != NULL ? inst->error : status_text(AI_ERR_BAD_HANDLE);
-}
-
-/* ai_rows_move (ai_row_window.h): a forward copy, 16 bytes per iteration loaded before they are
- * stored, so that a move down (dst < src) never overwrites a byte it has still to read. Words
- * at any alignment where the core loads unaligned words (Armv7-M), else when both ends are
- * word-aligned; bytes for the rest. A move up (never emitted) goes to memmove. */
-static inline __attribute__((always_inline)) void rows_move_words(uint8_t *dst, const uint8_t *src,
-                                                                  uint32_t n) {
-  for (; n >= 16u; n -= 16u, dst += 16, src += 16) {
-    uint32_t a, b, c, d;
-    memcpy(&a, src, 4);
-    memcpy(&b, src + 4, 4);
-    memcpy(&c, src + 8, 4);
-    memcpy(&d, src + 12, 4);
-    memcpy(dst, &a, 4);
-    memcpy(dst + 4, &b, 4);
-    memcpy(dst + 8, &c, 4);
-    memcpy(dst + 12, &d, 4);
-  }
-  for (; n >= 4u; n -= 4u, dst += 4, src += 4) {
-    uint32_t a;
-    memcpy(&a, src, 4);
-    memcpy(dst, &a, 4);
-  }
-}
-
-void ai_rows_move(uint8_t *dst, const uint8_t *src, uint32_t n) {
-  if (dst > src) {
-    memmove(dst, src, n);
-    return;
-  }
-  uint32_t done = n & ~3u; /* bytes the word loops copy */
-  const int aligned = (((uintptr_t)dst | (uintptr_t)src) & 3u) == 0u;
-  if (aligned && (uint32_t)(src - dst) >= 32u) {
-    /* whole rows of a word-aligned ring, 32 bytes apart at least: block copies of 32 bytes
-     * with no overlap inside a block (LDM/STM of 8 words on Arm) */
-    uint8_t *d = (uint8_t *)__builtin_assume_aligned(dst, 4);
-    const uint8_t *s = (const uint8_t *)__builtin_assume_aligned(src, 4);
-    uint32_t i = 0;
-    for (; i + 32u <= done; i += 32u) {
-      memcpy(d + i, s + i, 32);
-    }
-    rows_move_words(d + i, s + i, done - i);
-  } else {
-#if defined(__ARM_FEATURE_UNALIGNED)
-    rows_move_words(dst, src, done);
-#else
-    if (aligned) {
-      rows_move_words((uint8_t *)__builtin_assume_aligned(dst, 4),
-                      (const uint8_t *)__builtin_assume_aligned(src, 4), done);
-    } else {
-      done = 0u;
-    }
-#endif
-  }
-  for (uint32_t i = done; i < n; ++i) {
-    dst[i] = src[i];
-  }
 }
