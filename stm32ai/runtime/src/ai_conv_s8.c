@@ -1646,6 +1646,190 @@ AI_CONV_PAIRS(conv_pairs_w16_m1qz, 1, 1, 3, 0)
 AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin1, 1, 1, 3, 1)
 AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin2, 1, 1, 3, 2)
 #endif
+/* ---- pixel quads with int8 weights read in place (stripe calls; docs/kernels_conv.md "Pixel
+ * quads, int8 columns") ----
+ * A stripe member whose int8 weights stay in flash re-reads them once per pixel pair; here four
+ * output pixels share one pass over the weights. Their columns are int8, in the 4 * Kp bytes that
+ * hold a pixel pair's two int16 columns (no more scratch), interleaved per group of 4 K-elements
+ * as four words: E_AB = {A0,B0,A2,B2}, E_CD = {C0,D0,C2,D2}, O_AB = {A1,B1,A3,B3}, O_CD (pixels
+ * A..D). SXTB16 of E_AB gives pixel A's {x0,x2}, SXTB16 ROR 8 pixel B's: both pair with the
+ * weights' {w0,w2} (SXTB16 of the weight word), so a group needs only the even weight halves,
+ * then only the odd ones (the weight words loaded again: the same 8-byte flash read, a data
+ * cache hit). Needs AI_CONV_QUAD's register set (14, optimised Armv7E-M builds); the C path (host
+ * builds, for the tests) is the same computation. */
+#if defined(AI_CONV_QUAD) || !defined(__arm__)
+#define AI_CONV_PXQ 1
+#define AI_PXQ_M 0x00FF00FFu
+
+/* groups of four pixels' int8 K-elements (one word each per group) into the interleaved words */
+static inline __attribute__((always_inline)) void pxq_interleave(uint32_t *d, const int8_t *s0, const int8_t *s1,
+                                                                 const int8_t *s2, const int8_t *s3, int32_t groups) {
+  for (; groups > 0; --groups, d += 4, s0 += 4, s1 += 4, s2 += 4, s3 += 4) {
+    const uint32_t a = rd32(s0), b = rd32(s1), c = rd32(s2), e = rd32(s3);
+    d[0] = (a & AI_PXQ_M) | ((b & AI_PXQ_M) << 8);
+    d[1] = (c & AI_PXQ_M) | ((e & AI_PXQ_M) << 8);
+    d[2] = ((a >> 8) & AI_PXQ_M) | (b & ~AI_PXQ_M);
+    d[3] = ((c >> 8) & AI_PXQ_M) | (e & ~AI_PXQ_M);
+  }
+}
+
+/* The quad's columns when a window leaves the image (or the layer has no fast path): per tap
+ * each pixel's input channels from the image or the pad pixel (in_c % 4 == 0), out of line. */
+static __attribute__((noinline)) void pxq_columns_slow(const conv_run_t *r, int32_t n) {
+  const ai_conv2d_s8_params *p = r->p;
+  const int32_t cin = p->in_c, groups = cin >> 2, ih = p->in_h, iw = p->in_w;
+  int32_t y[4], x[4];
+  for (int32_t i = 0; i < 4; ++i) {
+    const int32_t oy = (n + i) / p->out_w;
+    y[i] = oy * p->stride[0] - p->pad[0];
+    x[i] = (n + i - oy * p->out_w) * p->stride[1] - p->pad[1];
+  }
+  uint32_t *d = r->col;
+  for (int32_t ky = 0; ky < p->k_h; ++ky) {
+    for (int32_t kx = 0; kx < p->k_w; ++kx, d += 4 * groups) {
+      const int8_t *s[4];
+      for (int32_t i = 0; i < 4; ++i) {
+        const int32_t iy = y[i] + ky * p->dilation[0], ix = x[i] + kx * p->dilation[1];
+        s[i] = iy >= 0 && iy < ih && ix >= 0 && ix < iw ? r->in + (iy * iw + ix) * cin : r->extra;
+      }
+      pxq_interleave(d, s[0], s[1], s[2], s[3], groups);
+    }
+  }
+}
+
+#if defined(AI_CONV_QUAD)
+/* One group of 4 K-elements: output channels (oc, oc+1) x pixels A..D. Estimated Cortex-M4
+ * cycles (TRM DDI 0439B §3.3.2): loads 2+1+1, 2, 2+1+1, 2; 12 SXTB16, 16 SMLAD: 40 per 32 MACs
+ * (two int8-weight pixel pairs, AI_W8_GROUP: 40 too) and one 8-byte flash read instead of two. */
+#define AI_PXQ_GROUP                                  \
+  "ldr %[l0], [%[w]], #8\n\t"                         \
+  "ldr %[x], [%[c]], #16\n\t"                         \
+  "ldr %[l1], [%[w], #-4]\n\t"                        \
+  "sxtb16 %[l0], %[l0]\n\t"                           \
+  "sxtb16 %[l1], %[l1]\n\t"                           \
+  "sxtb16 %[y], %[x]\n\t"                             \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[a0], %[l0], %[y], %[a0]\n\t"               \
+  "smlad %[b0], %[l1], %[y], %[b0]\n\t"               \
+  "smlad %[a1], %[l0], %[x], %[a1]\n\t"               \
+  "smlad %[b1], %[l1], %[x], %[b1]\n\t"               \
+  "ldr %[x], [%[c], #-12]\n\t"                        \
+  "sxtb16 %[y], %[x]\n\t"                             \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[a2], %[l0], %[y], %[a2]\n\t"               \
+  "smlad %[b2], %[l1], %[y], %[b2]\n\t"               \
+  "smlad %[a3], %[l0], %[x], %[a3]\n\t"               \
+  "smlad %[b3], %[l1], %[x], %[b3]\n\t"               \
+  "ldr %[l0], [%[w], #-8]\n\t"                        \
+  "ldr %[l1], [%[w], #-4]\n\t"                        \
+  "ldr %[x], [%[c], #-8]\n\t"                         \
+  "sxtb16 %[l0], %[l0], ror #8\n\t"                   \
+  "sxtb16 %[l1], %[l1], ror #8\n\t"                   \
+  "sxtb16 %[y], %[x]\n\t"                             \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[a0], %[l0], %[y], %[a0]\n\t"               \
+  "smlad %[b0], %[l1], %[y], %[b0]\n\t"               \
+  "smlad %[a1], %[l0], %[x], %[a1]\n\t"               \
+  "smlad %[b1], %[l1], %[x], %[b1]\n\t"               \
+  "ldr %[x], [%[c], #-4]\n\t"                         \
+  "sxtb16 %[y], %[x]\n\t"                             \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[a2], %[l0], %[y], %[a2]\n\t"               \
+  "smlad %[b2], %[l1], %[y], %[b2]\n\t"               \
+  "smlad %[a3], %[l0], %[x], %[a3]\n\t"               \
+  "smlad %[b3], %[l1], %[x], %[b3]\n\t"
+#endif
+
+/* acc = {a0..a3: oc x pixels A..D, b0..b3: oc+1}; groups a multiple of 4 (>= 4). */
+static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, const uint32_t *c, int32_t groups,
+                                                          int32_t *acc) {
+  const uint32_t *w = *wp;
+  int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+  int32_t b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];
+#if defined(AI_CONV_QUAD)
+  /* all 14 registers (y is LR); the end of the columns lives on the stack */
+  uint32_t x = (uint32_t)(c + 4 * groups), l0, l1;
+  register uint32_t y __asm__("lr");
+  __asm__ volatile("str %[x], [sp, #-8]!\n\t"
+                   ".balign 4\n"
+                   "1:\n\t"
+                   AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP
+                   "ldr %[x], [sp]\n\t"
+                   "cmp %[c], %[x]\n\t"
+                   "bne 1b\n\t"
+                   "add sp, sp, #8\n\t"
+                   : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
+                     [b2] "+r"(b2), [b3] "+r"(b3), [w] "+r"(w), [c] "+r"(c), [x] "+r"(x), [l0] "=&r"(l0),
+                     [l1] "=&r"(l1), [y] "=&r"(y)
+                   :
+                   : "cc", "memory");
+#else
+  for (; groups > 0; --groups, w += 2, c += 4) {
+    const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]), l1 = sxtb16(w[1]), h1 = sxtb16_r8(w[1]);
+    const uint32_t ea = sxtb16(c[0]), eb = sxtb16_r8(c[0]), ec = sxtb16(c[1]), ed = sxtb16_r8(c[1]);
+    const uint32_t oa = sxtb16(c[2]), ob = sxtb16_r8(c[2]), oc = sxtb16(c[3]), od = sxtb16_r8(c[3]);
+    a0 = smlad(h0, oa, smlad(l0, ea, a0));
+    a1 = smlad(h0, ob, smlad(l0, eb, a1));
+    a2 = smlad(h0, oc, smlad(l0, ec, a2));
+    a3 = smlad(h0, od, smlad(l0, ed, a3));
+    b0 = smlad(h1, oa, smlad(l1, ea, b0));
+    b1 = smlad(h1, ob, smlad(l1, eb, b1));
+    b2 = smlad(h1, oc, smlad(l1, ec, b2));
+    b3 = smlad(h1, od, smlad(l1, ed, b3));
+  }
+#endif
+  acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+  acc[4] = b0, acc[5] = b1, acc[6] = b2, acc[7] = b3;
+  *wp = w;
+}
+
+/* Every pixel quad of a call (npix % 4 == 0, raster order, out_c even, Kp % 16 == 0, int8
+ * weights unstaged, in_c % 4 == 0: conv2d_s8_run's pxq test): columns, then per channel pair
+ * the 8 sums, requantised and stored (after the columns are read: in place as the pairs). */
+static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp, int mode) {
+  const conv_run_t r = *rp;
+  const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
+  for (int32_t k = 0; k < npix; k += 4) {
+    const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
+    const int8_t *s1 = s0 ? conv_fast_src(&r, k + 1) : 0;
+    const int8_t *s2 = s1 ? conv_fast_src(&r, k + 2) : 0;
+    const int8_t *s3 = s2 ? conv_fast_src(&r, k + 3) : 0;
+    if (s3) {
+      uint32_t *c = r.col;
+      for (int32_t ky = r.kh; ky > 0; --ky, c += 4 * r.rowg) {
+        pxq_interleave(c, s0, s1, s2, s3, r.rowg);
+        s0 += r.rowst, s1 += r.rowst, s2 += r.rowst, s3 += r.rowst;
+      }
+    } else {
+      pxq_columns_slow(rp, k);
+    }
+    const uint32_t *wp = (const uint32_t *)(const void *)r.w;
+    const int32_t *q = r.q;
+    int8_t *o = r.out + k * cout;
+    for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8, o += 2) {
+      int32_t acc[8] = {q[0], q[0], q[0], q[0], q[4], q[4], q[4], q[4]};
+      pxq_mac(&wp, r.col, r.groups, acc);
+      const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+      const int8_t y0 = conv_out(q, m0, rs0, kf0, acc[0], &r.o, mode);
+      const int8_t y1 = conv_out(q, m0, rs0, kf0, acc[1], &r.o, mode);
+      const int8_t y2 = conv_out(q, m0, rs0, kf0, acc[2], &r.o, mode);
+      const int8_t y3 = conv_out(q, m0, rs0, kf0, acc[3], &r.o, mode);
+      const int8_t z0 = conv_out(q + 4, m1, rs1, kf1, acc[4], &r.o, mode);
+      const int8_t z1 = conv_out(q + 4, m1, rs1, kf1, acc[5], &r.o, mode);
+      const int8_t z2 = conv_out(q + 4, m1, rs1, kf1, acc[6], &r.o, mode);
+      const int8_t z3 = conv_out(q + 4, m1, rs1, kf1, acc[7], &r.o, mode);
+      o[0] = y0, o[1] = z0;
+      o[cout] = y1, o[cout + 1] = z1;
+      o[2 * cout] = y2, o[2 * cout + 1] = z2;
+      o[3 * cout] = y3, o[3 * cout + 1] = z3;
+    }
+  }
+}
+
+static __attribute__((noinline)) void conv_pxq_m1(const conv_run_t *r) { conv_pxq(r, 1); }
+static __attribute__((noinline)) void conv_pxq_m2(const conv_run_t *r) { conv_pxq(r, 2); }
+#endif
+
 /* the general requantisation (rare) shares one loop for both layouts */
 static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0); }
 
@@ -1722,6 +1906,12 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
     r.xstep = p->stride[1] * r.pix_bytes;
   }
 #endif
+#if defined(AI_CONV_PXQ)
+  /* pixel quads (stripe calls only: win is NULL, constant-folded, in the layer-by-layer entry,
+   * whose code stays as it was): int8 weights read in place, whole quads, raster order */
+  const int pxq = win != 0 && !w16 && !staged && !conv_gathers(p) && (cout & 1) == 0 && (kp & 15) == 0 &&
+                  (npix & 3) == 0 && npix > 0 && !p->reverse;
+#endif
   /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
    * staged once, then every batch and pixel pair computes the block's channels. */
   for (int32_t c0 = 0; c0 < cout; c0 += blk) {
@@ -1762,6 +1952,12 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
 #endif
         (mode == 1 ? conv_pairs_w16_m1 : conv_pairs_w16_m2)(&r);
       } else {
+#if defined(AI_CONV_PXQ)
+        if (pxq) {
+          (mode == 1 ? conv_pxq_m1 : conv_pxq_m2)(&r);
+          continue;
+        }
+#endif
         (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
       }
     }
