@@ -284,6 +284,8 @@ def flash_model_for(board_id: str | None, weights_pool: list[str] | None = None,
         core = {"miss_cycles": (ws + 1) * ratio + M7_AXI_ROUND_TRIP, "loop_cpi": M7_LOOP_CPI,
                 "column_cpi": M7_COLUMN_CPI, "loop8_cpi": M7_LOOP8_CPI}
         line = int(l1["line_bytes"]) if b.cache and l1 else line
+    if b.core == "cortex-m4":  # conv2d_s8's pixel quads in stripe calls (AI_CONV_QUAD builds)
+        core = {"pxq": True}
     return FlashModel(b.id, ws, line, cache, budgets[0][1] if budgets else 0, icache_bytes=icache, **core)
 
 

@@ -84,6 +84,8 @@ class FlashModel:
     loop8_cpi: float = 1.0    # ... per modelled int8 MAC-loop instruction (M7_LOOP8_CPI)
     icache_bytes: int = 0  # instruction cache in front of the flash (ART I-cache, M7 L1 I-cache,
                            # the U5's ICACHE): the stripe cost model's code re-fetch per call
+    pxq: bool = False      # Cortex-M4 (AI_CONV_QUAD builds): a stripe's conv2d_s8 calls with int8
+                           # weights unstaged run pixel quads (`pxq_applies`)
 
     def stalls(self, nbytes: float) -> float:
         """Estimated stall cycles of reading nbytes sequentially from flash."""
@@ -621,12 +623,25 @@ def _col_cycles(a: dict) -> int:
     return (kp // 4) * 10 + 30 + (3 * kp if int(a["in_c"]) % 4 else 0)
 
 
-def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> float:
+def pxq_applies(a: dict) -> bool:
+    """A stripe call of conv2d_s8 that runs pixel quads on a Cortex-M4 (ai_conv_s8.c conv_pxq, the
+    `pxq` test of conv2d_s8_run): int8 weights read in place, in_c % 4 == 0, out_c even, Kp a
+    multiple of 16, whole quads (out_h * out_w % 4 == 0), raster order. One pass over the weights
+    per 4 pixels; the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
+    channel pair and 4 pixels, AI_PXQ_GROUP against 2 x AI_W8_GROUP)."""
+    npix = int(a["out_h"]) * int(a["out_w"])
+    return (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and int(a["in_c"]) % 4 == 0
+            and int(a["out_c"]) % 2 == 0 and _kp(a) % 16 == 0 and npix > 0 and npix % 4 == 0
+            and not a.get("reverse"))
+
+
+def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None, rows: bool = False) -> float:
     """Modelled cycles of one kernel call that depend on its geometry: conv2d_s8's MAC loop,
     columns, requantisation and weight stalls (its staging choice included); the 3x3
     depthwise's per-channel band set-up and frame reads; every other kernel's constant reads
     (stalls). Constants that fit the flash data cache stall once per call (a stripe's members
-    evict each other between calls). MAC_CYCLES and call_cycles are added by the caller."""
+    evict each other between calls). MAC_CYCLES and call_cycles are added by the caller. rows: a
+    stripe's call (its conv2d_s8 may run pixel quads, `pxq_applies`, where `flash.pxq`)."""
     a = mop.attrs
     extra = 0.0
     if mop.kernel == "conv2d_s8_1col":
@@ -639,9 +654,10 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None) -> 
         s = int(a.get("stage_oc", 0))
         c = _conv_cycles(a, flash, int(a.get("w16", 0)), _block(a, s), s > 0, w, rq)
         reads = c.reads if s > 0 or w + rq <= flash.cache_bytes else _stall_pairs(a) * (w + rq)
-        instr = (c.cycles - flash.stalls(c.reads if s > 0 or w + rq <= flash.cache_bytes
-                                         else _stall_pairs(a) * (w + rq)) + _pairs(a) * _col_cycles(a)
+        instr = (c.cycles - flash.stalls(reads) + _pairs(a) * _col_cycles(a)
                  + _pair_units(a, ODD_REQ_SHARE) * CONV_REQ_INSTR * int(a["out_c"]) + extra)
+        if rows and flash.pxq and mop.kernel == "conv2d_s8" and pxq_applies(a) and reads > w + rq:
+            reads = int(a["batches"]) * int(a["out_h"]) * int(a["out_w"]) // 4 * (w + rq)
         return CPI * instr + flash.stalls(reads)
     reads = flash_reads(mop, g, elements)
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))
@@ -707,7 +723,7 @@ def stripe_cycles(op: Op, g: Graph, flash: FlashModel | None) -> float:
     call, the members' MACs once, and the ring drops' memmove."""
     fm = flash or ZERO_WAIT
     calls = stripe_calls(op, g)
-    total = sum(_call_cycles(m, g, fm, el) + call_cycles(fm) for m, el in calls)
+    total = sum(_call_cycles(m, g, fm, el, rows=True) + call_cycles(fm) for m, el in calls)
     total += sum(_mac_cycles(m) for m, _ in stripe_calls(op, g, full=True))
     st = op.attrs["stripe"]
     moved = sum(moved_rows(s) * int(st["rings"][-1 - s[0]]["row_bytes"]) for s in st["table"] if s[0] < 0)

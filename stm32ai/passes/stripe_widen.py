@@ -77,7 +77,7 @@ def _call_gain(g: Graph, m: Member, step: list[int], alt: tuple[str, dict[str, A
     a.update(out_h=step[1], in_h=step[3], pad=[step[2], *list(a["pad"])[1:]])
     now = Op(m.op.type, list(m.op.inputs), [], kernel=m.call_kernel, attrs=a)
     then = Op(m.op.type, list(m.op.inputs), [], kernel=alt[0], attrs={**a, **alt[1]})
-    return _call_cycles(now, g, flash, None) - _call_cycles(then, g, flash, None)
+    return _call_cycles(now, g, flash, None, rows=True) - _call_cycles(then, g, flash, None, rows=True)
 
 
 def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
