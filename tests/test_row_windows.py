@@ -374,6 +374,50 @@ def _conv_layer(tmp_path, name, kind, xs, ws, opts, optimization, target):
         one(name + "_stage")
 
 
+# ---- pixel quads (ai_conv_s8.c conv_pxq: a stripe call with int8 weights in place) ------------
+
+# shapes whose band calls run pixel quads (staging.pxq_applies: in_c % 4 == 0, out_c even,
+# Kp % 16 == 0, out_h * out_w % 4 == 0 for the band): padded borders (the slow columns), VALID
+# stride 2, a 1x1 stride-2 layer, dilation (no fast path), a relu clamp (mode 2), 8-pixel rows
+PXQ_LAYERS = [
+    ("pxq_same_3x3_c16_oc4_w4", (1, 5, 4, 16), (4, 3, 3, 16), dict(act="RELU")),
+    ("pxq_valid_3x3_s2_c16_oc10", (1, 9, 9, 16), (10, 3, 3, 16), dict(padding="VALID", stride=(2, 2))),
+    ("pxq_1x1_s2_c32_oc8", (1, 8, 8, 32), (8, 1, 1, 32), dict(stride=(2, 2))),
+    ("pxq_same_3x3_d2_c16_oc6_w12", (1, 7, 12, 16), (6, 3, 3, 16), dict(dilation=(2, 2), act="RELU6")),
+    ("pxq_same_3x3_c32_oc2_w8", (1, 4, 8, 32), (2, 3, 3, 32), {}),
+]
+
+
+@pytest.mark.parametrize("target", [None, pytest.param("m4", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name,xs,ws,opts", PXQ_LAYERS, ids=[c[0] for c in PXQ_LAYERS])
+def test_pixel_quads_row_windows(tmp_path, name, xs, ws, opts, target):
+    """conv2d_s8's band calls with int8 weights in place run pixel quads (host: the C loop; m4:
+    AI_PXQ_GROUP on the emulated Cortex-M4): every band schedule identical to the whole-image
+    call (pixel pairs), and that identical to TFLite's reference convolution. Some band of each
+    layer must qualify (staging.pxq_applies, the runtime's test mirrored)."""
+    if target:
+        for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+            if shutil.which(tool) is None:
+                pytest.skip(f"{tool} not installed")
+    from stm32ai.passes.staging import pxq_applies
+    opts = dict(opts)
+    w = rng.integers(-127, 128, ws).astype(np.int8)
+    g = make_layer("CONV_2D", xs, w, rng.integers(-5000, 5000, ws[0]), w_scales=rng.uniform(0.002, 0.02, ws[0]),
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+    x = rng.integers(-128, 128, xs).astype(np.int8)
+    c = compile_graph(copy.deepcopy(g), optimization="ram")
+    op = c.graph.ops[0]
+    assert op.kernel == "conv2d_s8"
+    op.attrs = {**op.attrs, "w16": 0, "stage_oc": 0, "reverse": 0}
+    a = op.attrs
+    bands = {o1 - o0 for s in schedules(a["out_h"]) for o0, o1 in s}
+    assert any(pxq_applies({**a, "out_h": b}) for b in bands), (name, a)
+    full, _ = run_bands(c.graph, op, x, tmp_path, name)
+    if target:
+        run_bands_target(c.graph, op, x, tmp_path, name, target, full)
+    np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
+
+
 # ---- real layers: every window and rows op of the MLPerf Tiny models --------------------------
 
 def _single(g: Graph, op: Op) -> Graph:
