@@ -385,6 +385,8 @@ PXQ_LAYERS = [
     ("pxq_1x1_s2_c32_oc8", (1, 8, 8, 32), (8, 1, 1, 32), dict(stride=(2, 2))),
     ("pxq_same_3x3_d2_c16_oc6_w12", (1, 7, 12, 16), (6, 3, 3, 16), dict(dilation=(2, 2), act="RELU6")),
     ("pxq_same_3x3_c32_oc2_w8", (1, 4, 8, 32), (2, 3, 3, 32), {}),
+    # 6-pixel rows: bands of 2 rows hold 3 quads, the middle one across the two rows (slow columns)
+    ("pxq_same_3x3_c16_oc4_w6", (1, 6, 6, 16), (4, 3, 3, 16), {}),
 ]
 
 

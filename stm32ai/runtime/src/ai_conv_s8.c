@@ -1790,11 +1790,13 @@ static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp,
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   for (int32_t k = 0; k < npix; k += 4) {
+    /* fast: the quad in one output row, its first and last windows inside the image (so the
+     * two between: sx * in_c bytes apart); else the slow columns (out of line: short hot code) */
     const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
-    const int8_t *s1 = s0 ? conv_fast_src(&r, k + 1) : 0;
-    const int8_t *s2 = s1 ? conv_fast_src(&r, k + 2) : 0;
-    const int8_t *s3 = s2 ? conv_fast_src(&r, k + 3) : 0;
+    const int8_t *s3 = s0 && k % r.out_w <= r.out_w - 4 ? conv_fast_src(&r, k + 3) : 0;
     if (s3) {
+      const int32_t xs = r.sx * r.pix_bytes;
+      const int8_t *s1 = s0 + xs, *s2 = s1 + xs;
       uint32_t *c = r.col;
       for (int32_t ky = r.kh; ky > 0; --ky, c += 4 * r.rowg) {
         pxq_interleave(c, s0, s1, s2, s3, r.rowg);
