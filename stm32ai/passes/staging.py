@@ -630,6 +630,8 @@ def pxq_applies(a: dict) -> bool:
     per 4 pixels; the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
     channel pair and 4 pixels, AI_PXQ_GROUP against 2 x AI_W8_GROUP)."""
     npix = int(a["out_h"]) * int(a["out_w"])
+    if int(a["k_h"]) == 1 and int(a["k_w"]) == 1 and list(a["stride"])[:2] == [1, 1]:
+        return False  # ai_conv2d_s8_rows sends these to conv_rows_1x1_w8 (pairs, conv_triple)
     return (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and int(a["in_c"]) % 4 == 0
             and int(a["out_c"]) % 2 == 0 and _kp(a) % 16 == 0 and npix > 0 and npix % 4 == 0
             and not a.get("reverse"))
