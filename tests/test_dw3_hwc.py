@@ -111,6 +111,9 @@ M4_CASES = [
     ((1, 2, 3, 3), 3, 1, "SAME"),        # 1 pair + 1
     ((2, 5, 9, 5), 5, 1, "SAME"),        # batches
     ((1, 1, 8, 9), 9, 1, "SAME"),        # one row of 8
+    ((1, 4, 5, 7), 7, 1, "SAME"),        # rows of 5 (dwh_row5_asm for the inner rows), odd C
+    ((1, 3, 5, 64), 64, 1, "SAME"),      # KWS's rows: 5 x 64
+    ((2, 3, 5, 3), 3, 1, "SAME"),        # rows of 5, batches
     ((1, 5, 16, 6), 6, 1, "SAME"),       # a wide row
     ((1, 5, 7, 5), 5, 1, "VALID"),       # pad_l 0: gcc's loop
     # stride 2 (SAME: pad_l = W & 1): n pairs in the loop, then 1 output or a pair (W + pad_l
