@@ -429,9 +429,11 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
  *   pass 2, per row: P12 = {x1, x2}, P34 = {x3, x4}; o2 += SMLAD(P12, wa) + x3 * w2;
  *                    o3 += x2 * w0 + SMLAD(P34, wb); o4 += SMLAD(P34, wa) + pad * w2
  * (wa = {w0, w1}, wb = {w1, w2}: the same products as the pair loop, so the same sums). Registers:
- * r0-r2 the rows at column 0 of the channel, r3 C, r4 the output, r5 the constants; 16 bytes below
- * sp: pad_value, channels left, 2C - 1 (from column 2 of a channel to column 0 of the next), klo
- * (exact form). About 130 instructions per channel and row against 172 for dwh_row_asm's. */
+ * r0-r2 the rows at column 0 of the channel, r3 C, r4 the output, r5 the constants; 24 bytes below
+ * sp: pad_value, outputs 0 and 1 (bytes 4, 5), channels left, 2C - 1 (from column 2 of a channel to
+ * column 0 of the next), klo (exact form). Every output of a channel is stored after its last
+ * input read (pass 2 re-reads x1, x2), so the output may be written over its input row (a stripe's
+ * in-place rows) as with dwh_row_asm. About 135 instructions per channel and row against 172. */
 #define DWH5_P1(P, WOFF)                        \
   "ldrd r8, r9, [r5, #" #WOFF "]\n\t"           \
   "ldrsb r10, [" P "]\n\t"                      \
@@ -459,7 +461,7 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "ldr lr, [sp]\n\t"                            \
   "smlabt r8, lr, r10, r8\n\t"
 /* requantisation of ACC into T1 (T0, T1 temporaries; M, KHI, RS the constants), as DWH_RQ_EOR /
- * DWH_RQ_EXACT (klo at [sp, #12]) */
+ * DWH_RQ_EXACT (klo at [sp, #16]) */
 #define DWH5_RQ_EOR(ACC, M, KHI, RS, T0, T1)    \
   "asr " T0 ", " ACC ", #31\n\t"                \
   "add " T1 ", " KHI ", " T0 "\n\t"             \
@@ -469,7 +471,7 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "ssat " T1 ", #8, " T1 "\n\t"
 #define DWH5_RQ_EXACT(ACC, M, KHI, RS, T0, T1)  \
   "asr " T1 ", " ACC ", #31\n\t"                \
-  "ldr " T0 ", [sp, #12]\n\t"                   \
+  "ldr " T0 ", [sp, #16]\n\t"                   \
   "adds " T0 ", " T0 ", " T1 ", lsl #31\n\t"    \
   "adc " T1 ", " KHI ", " T1 "\n\t"             \
   "smlal " T0 ", " T1 ", " ACC ", " M "\n\t"    \
@@ -480,13 +482,13 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "ite eq\n\t"                                  \
   "moveq r11, #0xC0000000\n\t"                  \
   "movne r11, #0x40000000\n\t"                  \
-  "str r11, [sp, #12]\n\t"
+  "str r11, [sp, #16]\n\t"
 #define DWH5_ASM(RQ, KLO)                                                     \
-  "sub sp, sp, #16\n\t" /* r6: {pad_value, C, 2C - 1} */                      \
+  "sub sp, sp, #24\n\t" /* r6: {pad_value, C, 2C - 1} */                      \
   "ldm r6, {r7, r8, r9}\n\t"                                                   \
   "str r7, [sp]\n\t"                                                          \
-  "str r8, [sp, #4]\n\t"                                                      \
-  "str r9, [sp, #8]\n\t"                                                      \
+  "str r8, [sp, #8]\n\t"                                                      \
+  "str r9, [sp, #12]\n\t"                                                     \
   ".p2align 2\n"                                                              \
   "1:\n\t"                                                                    \
   "ldr r12, [sp]\n\t"                                                         \
@@ -499,9 +501,9 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "ldr r10, [r5, #36]\n\t"                                                    \
   KLO                                                                         \
   RQ("r6", "r8", "r9", "r10", "r11", "r12")                                   \
-  "strb r12, [r4]\n\t"                                                        \
+  "strb r12, [sp, #4]\n\t" /* outputs 0, 1 stored after pass 2 reads x1, x2 */ \
   RQ("r7", "r8", "r9", "r10", "r11", "r12")                                   \
-  "strb r12, [r4, r3]\n\t"                                                    \
+  "strb r12, [sp, #5]\n\t"                                                     \
   "ldr r6, [r5, #24]\n\t"                                                     \
   "mov r7, r6\n\t"                                                            \
   "mov r8, r6\n\t"                                                            \
@@ -517,17 +519,22 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "strb lr, [r4, r3]\n\t"                                                     \
   RQ("r8", "r9", "r10", "r11", "r12", "lr")                                   \
   "strb lr, [r4, r3, lsl #1]\n\t"                                             \
-  "ldr r6, [sp, #8]\n\t" /* column 2 of this channel -> column 0 of the next */ \
+  "ldrb r9, [sp, #4]\n\t"                                                      \
+  "ldrb r10, [sp, #5]\n\t"                                                     \
+  "sub r11, r4, r3, lsl #1\n\t"                                                \
+  "strb r9, [r11]\n\t"                                                         \
+  "strb r10, [r11, r3]\n\t"                                                    \
+  "ldr r6, [sp, #12]\n\t" /* column 2 of this channel -> column 0 of the next */ \
   "sub r0, r0, r6\n\t"                                                        \
   "sub r1, r1, r6\n\t"                                                        \
   "sub r2, r2, r6\n\t"                                                        \
   "sub r4, r4, r6\n\t"                                                        \
   "add r5, r5, #40\n\t"                                                       \
-  "ldr r7, [sp, #4]\n\t"                                                      \
+  "ldr r7, [sp, #8]\n\t"                                                      \
   "subs r7, r7, #1\n\t"                                                       \
-  "str r7, [sp, #4]\n\t"                                                      \
+  "str r7, [sp, #8]\n\t"                                                      \
   "bne 1b\n\t"                                                                \
-  "add sp, sp, #16\n\t"
+  "add sp, sp, #24\n\t"
 
 /* every channel of one output row of 5 (the conditions above; rows at column 0 of channel 0) */
 static void dwh_row5_asm(const int8_t *const *rows, int32_t C, int8_t *out, const int32_t *packed, int32_t pv,
