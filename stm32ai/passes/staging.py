@@ -566,6 +566,12 @@ HWC_ODD_CYCLES = 46.0
 HWC_S2_ROW_CYCLES = 84.0
 HWC_S2_PAIR_CYCLES = 90.0
 HWC_C_FACTOR = 3.0
+# rows of 5 (stride 1, pad_l 1, out_w == in_w == 5) whose three window rows lie in the image:
+# dwh_row5_asm (constants read in place, two passes, no frame copy), per channel and row.
+# Estimator, nucleo-l4r5zi, KWS `--optimization ram` (session 37): dwh_row_asm 1,779,776 ->
+# 1,366,904 est. cycles over 6,400 channel-rows, 512 of them (the first and last rows) still the
+# pair loop's 278: (1,366,904 - 512 * 278) / 5,888 = 208
+HWC_ROW5_CYCLES = 208.0
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
 CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
                            # board's I-cache does not hold is re-fetched from flash at every call
@@ -666,11 +672,13 @@ def hwc_cycles(a: dict) -> float:
         row = HWC_S2_ROW_CYCLES + HWC_S2_PAIR_CYCLES * ((ow + 1) // 2)
     else:
         row = row_c
+    row5 = HWC_ROW5_CYCLES if s == 1 and mult1 and pl == 1 and ow == iw == 5 else row
     total = 0.0
     for oy in range(int(a["out_h"])):
         iy0 = oy * s - pt
         fast = 0 <= iy0 + 1 < int(a["in_h"])  # the window's middle row in the image
-        total += oc * (row if fast else row_c)
+        inside = 0 <= iy0 and iy0 + 2 < int(a["in_h"])  # all three window rows (dwh_row5_asm)
+        total += oc * ((row5 if inside else row) if fast else row_c)
     return int(a["batches"]) * total
 
 

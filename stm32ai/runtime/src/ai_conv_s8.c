@@ -1538,41 +1538,6 @@ static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r
     return 0;
   }
   int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
-  const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
-  if (s1 && r->rowg == groups) {
-    /* the three pixels' bytes interleaved by group in the scratch (3 Kp of its 4 Kp bytes), read
-     * before any output is stored (in place or not): one pass of mac2x3_w8_x per channel pair */
-    uint32_t *x3 = r->col;
-    for (int32_t k = 0; k < groups; ++k, x3 += 3) {
-      x3[0] = rd32(s0 + 4 * k);
-      x3[1] = rd32(s1 + 4 * k);
-      x3[2] = rd32(s2 + 4 * k);
-    }
-    const uint32_t *wp = (const uint32_t *)(const void *)r->w;
-    const int32_t *q = r->q;
-    const conv_out_t o = r->o;
-    for (int32_t pairs = r->n >> 1; pairs > 0; --pairs, q += 8) {
-      int32_t acc[6] = {q[0], q[0], q[0], q[4], q[4], q[4]};
-      mac2x3_w8_x(&wp, r->col, groups, acc);
-      const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
-      const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], &o, mode);
-      const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], &o, mode);
-      const int8_t y02 = conv_out(q, m0, rs0, kf0, acc[2], &o, mode);
-      const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[3], &o, mode);
-      const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[4], &o, mode);
-      const int8_t y12 = conv_out(q + 4, m1, rs1, kf1, acc[5], &o, mode);
-      o0[0] = y00;
-      o0[1] = y10;
-      o0 += 2;
-      o1[0] = y01;
-      o1[1] = y11;
-      o1 += 2;
-      o2[0] = y02;
-      o2[1] = y12;
-      o2 += 2;
-    }
-    return 1;
-  }
   const uintptr_t lo = (uintptr_t)o0, hi = (uintptr_t)(o2 + r->n), xlo = (uintptr_t)s2,
                   xhi = xlo + 4u * (uint32_t)groups;
   uint32_t x[AI_CONV_TRIPLE_COPY / 4];
@@ -1583,6 +1548,7 @@ static inline __attribute__((always_inline)) int conv_triple(const conv_run_t *r
     memcpy(x, s2, 4u * (uint32_t)groups);
     s2 = (const int8_t *)x;
   }
+  const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
   if (s1) {
     conv_unpack2(r->col, s0, s1, r->rowg);
   } else {
@@ -1899,6 +1865,64 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
 }
 
 #if defined(AI_CONV_PX1)
+/* The last three pixels of a one-row 1x1 call (n, n + 1, n + 2; conv_rows_1x1_w8, a stripe's
+ * pointwise member on an odd width): their int8 bytes interleaved by group in the scratch (3 Kp of
+ * its 4 Kp bytes), read before any output is stored (in place or not), then one pass of
+ * mac2x3_w8_x per channel pair: each weight word pair loaded and unpacked once for the 24 MACs of
+ * three pixels (conv_triple: a pair pass, then the odd pixel's over the same weights, 34 estimated
+ * Cortex-M4 cycles per group against ~30). Stripe-only code (the layer-by-layer firmware keeps
+ * conv_triple: no code-placement move there). Returns 0 when it does not apply. */
+static inline __attribute__((always_inline)) int conv_triple_x3(const conv_run_t *r, int32_t n, int mode) {
+  const int32_t cout = r->p->out_c, groups = r->groups;
+  const int8_t *s2 = r->fast && r->kh == 1 && (r->n & 1) == 0 ? conv_fast_src(r, n + 2) : 0;
+  if (!s2) {
+    return 0;
+  }
+  int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
+  const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
+  if (s1 && r->rowg == groups) {
+    /* the three pixels' bytes interleaved by group in the scratch (3 Kp of its 4 Kp bytes), read
+     * before any output is stored (in place or not): one pass of mac2x3_w8_x per channel pair */
+    uint32_t *x3 = r->col;
+    for (int32_t k = 0; k < groups; ++k, x3 += 3) {
+      x3[0] = rd32(s0 + 4 * k);
+      x3[1] = rd32(s1 + 4 * k);
+      x3[2] = rd32(s2 + 4 * k);
+    }
+    const uint32_t *wp = (const uint32_t *)(const void *)r->w;
+    const int32_t *q = r->q;
+    const conv_out_t o = r->o;
+    for (int32_t pairs = r->n >> 1; pairs > 0; --pairs, q += 8) {
+      int32_t acc[6] = {q[0], q[0], q[0], q[4], q[4], q[4]};
+      mac2x3_w8_x(&wp, r->col, groups, acc);
+      const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+      const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], &o, mode);
+      const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], &o, mode);
+      const int8_t y02 = conv_out(q, m0, rs0, kf0, acc[2], &o, mode);
+      const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[3], &o, mode);
+      const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[4], &o, mode);
+      const int8_t y12 = conv_out(q + 4, m1, rs1, kf1, acc[5], &o, mode);
+      o0[0] = y00;
+      o0[1] = y10;
+      o0 += 2;
+      o1[0] = y01;
+      o1[1] = y11;
+      o1 += 2;
+      o2[0] = y02;
+      o2[1] = y12;
+      o2 += 2;
+    }
+    return 1;
+  }
+  return 0;
+}
+static __attribute__((noinline)) int conv_triple_x3_m1(const conv_run_t *r, int32_t n) {
+  return conv_triple_x3(r, n, 1);
+}
+static __attribute__((noinline)) int conv_triple_x3_m2(const conv_run_t *r, int32_t n) {
+  return conv_triple_x3(r, n, 2);
+}
+
 /* A stripe's 1x1 stride-1 member call with its int8 weights unstaged (KWS's pointwise layers
  * in --optimization ram: rows of 5 pixels, a pair then conv_triple): conv2d_s8_run's set-up for
  * exactly that case (one block, one batch, no padded copy, no pad pixel, folded
@@ -1940,6 +1964,20 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
   r.max_off = local.in_h * r.row_bytes - 4 * r.rowg;
   if (r.ymax < 0 || r.xmax < 0 || r.max_off < 0) {
     r.fast = 0;
+  }
+  /* one row on an odd width (KWS's 5-pixel rows, forward): its pairs but the last three pixels,
+   * then those three in one weight pass (conv_triple_x3); else conv_pairs (conv_triple) */
+  const int32_t npix = local.out_h * local.out_w;
+  if (local.out_h == 1 && (npix & 1) && npix >= 3 && !local.reverse && (r.n & 1) == 0 && r.fast &&
+      r.rowg == r.groups && conv_fast_src(&r, npix - 3) && conv_fast_src(&r, npix - 2) &&
+      conv_fast_src(&r, npix - 1)) {
+    if (npix > 3) {
+      r.out_w = npix - 3; /* out_h 1: pixel n of the row stays at column n */
+      (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
+      r.out_w = npix;
+    }
+    (void)(mode == 1 ? conv_triple_x3_m1 : conv_triple_x3_m2)(&r, npix - 3); /* applies: tested above */
+    return;
   }
   (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
 }
