@@ -1871,16 +1871,15 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
  * mac2x3_w8_x per channel pair: each weight word pair loaded and unpacked once for the 24 MACs of
  * three pixels (conv_triple: a pair pass, then the odd pixel's over the same weights, 34 estimated
  * Cortex-M4 cycles per group against ~30). Stripe-only code (the layer-by-layer firmware keeps
- * conv_triple: no code-placement move there). Returns 0 when it does not apply. */
-static inline __attribute__((always_inline)) int conv_triple_x3(const conv_run_t *r, int32_t n, int mode) {
-  const int32_t cout = r->p->out_c, groups = r->groups;
-  const int8_t *s2 = r->fast && r->kh == 1 && (r->n & 1) == 0 ? conv_fast_src(r, n + 2) : 0;
-  if (!s2) {
-    return 0;
-  }
+ * conv_triple: no code-placement move there). Its caller has checked that it applies: the
+ * pixels' windows are the runs s0, s0 + in_c, s0 + 2 in_c (one row, no padding, in_c % 4 == 0,
+ * int8 weights in place, an even out_c). */
+static inline __attribute__((always_inline)) void conv_triple_x3(const conv_run_t *r, int32_t n, const int8_t *s0,
+                                                                 int mode) {
+  const int32_t cout = r->p->out_c, groups = r->groups, in_c = r->pix_bytes;
   int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
-  const int8_t *s0 = conv_fast_src(r, n), *s1 = s0 ? conv_fast_src(r, n + 1) : 0;
-  if (s1 && r->rowg == groups) {
+  const int8_t *s1 = s0 + in_c, *s2 = s1 + in_c;
+  {
     /* the three pixels' bytes interleaved by group in the scratch (3 Kp of its 4 Kp bytes), read
      * before any output is stored (in place or not): one pass of mac2x3_w8_x per channel pair */
     uint32_t *x3 = r->col;
@@ -1912,15 +1911,13 @@ static inline __attribute__((always_inline)) int conv_triple_x3(const conv_run_t
       o2[1] = y12;
       o2 += 2;
     }
-    return 1;
   }
-  return 0;
 }
-static __attribute__((noinline)) int conv_triple_x3_m1(const conv_run_t *r, int32_t n) {
-  return conv_triple_x3(r, n, 1);
+static __attribute__((noinline)) void conv_triple_x3_m1(const conv_run_t *r, int32_t n, const int8_t *s0) {
+  conv_triple_x3(r, n, s0, 1);
 }
-static __attribute__((noinline)) int conv_triple_x3_m2(const conv_run_t *r, int32_t n) {
-  return conv_triple_x3(r, n, 2);
+static __attribute__((noinline)) void conv_triple_x3_m2(const conv_run_t *r, int32_t n, const int8_t *s0) {
+  conv_triple_x3(r, n, s0, 2);
 }
 
 /* A stripe's 1x1 stride-1 member call with its int8 weights unstaged (KWS's pointwise layers
@@ -1969,14 +1966,15 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
    * then those three in one weight pass (conv_triple_x3); else conv_pairs (conv_triple) */
   const int32_t npix = local.out_h * local.out_w;
   if (local.out_h == 1 && (npix & 1) && npix >= 3 && !local.reverse && (r.n & 1) == 0 && r.fast &&
-      r.rowg == r.groups && conv_fast_src(&r, npix - 3) && conv_fast_src(&r, npix - 2) &&
-      conv_fast_src(&r, npix - 1)) {
+      r.rowg == r.groups) {
+    /* out_h 1, no padding, out_w <= in_w (ai_conv2d_s8_rows): pixel n's window is the run at
+     * input + n * in_c, inside the image */
     if (npix > 3) {
       r.out_w = npix - 3; /* out_h 1: pixel n of the row stays at column n */
       (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
       r.out_w = npix;
     }
-    (void)(mode == 1 ? conv_triple_x3_m1 : conv_triple_x3_m2)(&r, npix - 3); /* applies: tested above */
+    (mode == 1 ? conv_triple_x3_m1 : conv_triple_x3_m2)(&r, npix - 3, input + (npix - 3) * local.in_c);
     return;
   }
   (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
