@@ -1506,11 +1506,52 @@ AI_CONV_TRIPLE(conv_triple_w8_m1, 1)
 AI_CONV_TRIPLE(conv_triple_w8_m2, 2)
 #endif
 
+#if defined(AI_CONV_PX1)
+/* conv_channels' generic int8 loop (even cout), its channel pairs from the first to the last or
+ * (back) from the last to the first: the snake order of conv_pairs' `snake` instances (below).
+ * Same sums, requantisation and stores per channel pair; only the order of the pairs differs.
+ * One loop for both directions (strides in registers): the pair loop keeps one channel loop's
+ * code in the ART I-cache. */
+static inline __attribute__((always_inline)) void conv_channels_w8_dir(const int8_t *w, int32_t groups,
+                                                                       const int32_t *q, int32_t cout,
+                                                                       const uint32_t *col, int8_t *o0,
+                                                                       int8_t *o1, const conv_out_t *o,
+                                                                       int mode, int back) {
+  const int32_t last = back ? (cout >> 1) - 1 : 0, d = back ? -1 : 1;
+  const uint32_t *wp = (const uint32_t *)(const void *)w + last * 2 * groups;
+  const int32_t wadj = back ? -4 * groups : 0;
+  q += 8 * last;
+  o0 += 2 * last;
+  o1 += 2 * last;
+  for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8 * d, wp += wadj) {
+    int32_t acc[4] = {q[0], q[0], q[4], q[4]};
+    mac2x2_w8(&wp, col, groups, acc);
+    const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+    const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], o, mode);
+    const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], o, mode);
+    const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[2], o, mode);
+    const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[3], o, mode);
+    o0[0] = y00;
+    o0[1] = y10;
+    o0 += 2 * d;
+    o1[0] = y01;
+    o1[1] = y11;
+    o1 += 2 * d;
+  }
+}
+#endif
+
 /* The pixel-pair loop of one block, for one (w16, mode) pair: each instance is its own
  * compact function (pair loop + fast columns + channel loop). `r` is copied to a local: the
- * byte stores may alias anything reached through a pointer, the local's fields they cannot. */
+ * byte stores may alias anything reached through a pointer, the local's fields they cannot.
+ * snake (int8 weights read in place, even channel count, AI_CONV_PX1): the channel pairs run
+ * forwards at one pixel pair and backwards at the next, so a pass starts on the weight and rq
+ * lines the previous pass read last. A flash data cache with LRU replacement smaller than a
+ * pass's bytes (the L4R5's ART: 256 B against VWW's first layer's 416 B) then keeps those
+ * lines (a forward-only order misses every line of every pass; docs/stripes.md session 37). */
 static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *rp, int w16, int mode,
-                                                              int quad, int lin) {
+                                                              int quad, int lin, int snake) {
+  (void)snake; /* used with AI_CONV_PX1 only */
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   const int32_t last = (npix - 1) & ~1, step = r.p->reverse ? -2 : 2;
@@ -1570,6 +1611,32 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
    * are read into scratch before its outputs are stored, so an output may overlap the
    * input where the planner proved no later pair reads it (docs/kernels_conv.md). */
 #if defined(AI_CONV_PX1)
+  if (snake) {
+    /* whole pairs, the channel order alternating; an odd last pixel on its own */
+    const int32_t odd = npix & 1, full = npix - odd;
+    int back = 0;
+    if (odd && step < 0) {
+      conv_pixel_of(rp, npix - 1, 0, mode);
+    }
+    for (int32_t k = step > 0 ? 0 : full - 2, stop = step > 0 ? full : -2; k != stop; k += step, back ^= 1) {
+      const int8_t *s0 = r.fast ? conv_fast_src(&r, k) : 0;
+      const int8_t *s1 = s0 ? conv_fast_src(&r, k + 1) : 0;
+      if (s1) {
+        uint32_t *c = r.col;
+        for (int32_t ky = r.kh; ky > 0; --ky, s0 += r.rowst, s1 += r.rowst, c += 4 * r.rowg) {
+          conv_unpack2(c, s0, s1, r.rowg);
+        }
+      } else {
+        conv_columns_slow(rp, k, k + 1);
+      }
+      conv_channels_w8_dir(r.w, r.groups, r.q, r.n, r.col, r.out + k * cout, r.out + (k + 1) * cout, &r.o, mode,
+                           back);
+    }
+    if (odd && step > 0) {
+      conv_pixel_of(rp, npix - 1, 0, mode);
+    }
+    return;
+  }
   if (!quad) {
     /* whole pairs only in the loop; an odd last pixel on its own (conv_pixel): first when walking
      * backwards, last forwards, where with int8 weights the last pair takes it in its weight pass
@@ -1630,7 +1697,7 @@ static inline __attribute__((always_inline)) void conv_pairs(const conv_run_t *r
 }
 
 #define AI_CONV_PAIRS(NAME, W16, MODE, QUAD, LIN) \
-  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE, QUAD, LIN); }
+  static __attribute__((noinline)) void NAME(const conv_run_t *r) { conv_pairs(r, W16, MODE, QUAD, LIN, 0); }
 AI_CONV_PAIRS(conv_pairs_w16_m1, 1, 1, 0, 0)
 AI_CONV_PAIRS(conv_pairs_w16_m2, 1, 2, 0, 0)
 AI_CONV_PAIRS(conv_pairs_w8_m1, 0, 1, 0, 0)
@@ -1647,7 +1714,16 @@ AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin1, 1, 1, 3, 1)
 AI_CONV_PAIRS(conv_pairs_w16_m1qz_lin2, 1, 1, 3, 2)
 #endif
 /* the general requantisation (rare) shares one loop for both layouts */
-static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0); }
+static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0, 0); }
+#if defined(AI_CONV_PX1)
+/* the snake order (conv_pairs): int8 weights read in place, whose pass over the channels reads
+ * more than AI_CONV_SNAKE_MIN bytes (weights + rq; the L4R5's ART data cache: 256 B) */
+#ifndef AI_CONV_SNAKE_MIN
+#define AI_CONV_SNAKE_MIN 256
+#endif
+static __attribute__((noinline)) void conv_pairs_w8_m1s(const conv_run_t *r) { conv_pairs(r, 0, 1, 0, 0, 1); }
+static __attribute__((noinline)) void conv_pairs_w8_m2s(const conv_run_t *r) { conv_pairs(r, 0, 2, 0, 0, 1); }
+#endif
 
 /* The kernel: `win` NULL (constant-folded) runs the full geometry, the code of the usual entry
  * unchanged (no code-placement move in the default firmware); else the call's row window. */
@@ -1722,6 +1798,11 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
     r.xstep = p->stride[1] * r.pix_bytes;
   }
 #endif
+#if defined(AI_CONV_PX1)
+  /* unstaged int8 weights whose pass over the channels outgrows the flash data cache: the snake
+   * order (conv_pairs) */
+  const int snake = !staged && (cout & 1) == 0 && cout * (kp + 16) > AI_CONV_SNAKE_MIN;
+#endif
   /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
    * staged once, then every batch and pixel pair computes the block's channels. */
   for (int32_t c0 = 0; c0 < cout; c0 += blk) {
@@ -1762,6 +1843,12 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
 #endif
         (mode == 1 ? conv_pairs_w16_m1 : conv_pairs_w16_m2)(&r);
       } else {
+#if defined(AI_CONV_PX1)
+        if (snake) {
+          (mode == 1 ? conv_pairs_w8_m1s : conv_pairs_w8_m2s)(&r);
+          continue;
+        }
+#endif
         (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
       }
     }
