@@ -1721,8 +1721,25 @@ static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16
 #ifndef AI_CONV_SNAKE_MIN
 #define AI_CONV_SNAKE_MIN 256
 #endif
-static __attribute__((noinline)) void conv_pairs_w8_m1s(const conv_run_t *r) { conv_pairs(r, 0, 1, 0, 0, 1); }
-static __attribute__((noinline)) void conv_pairs_w8_m2s(const conv_run_t *r) { conv_pairs(r, 0, 2, 0, 0, 1); }
+/* code placement (once per call): each instance padded to a multiple of 64 bytes (1,216 and
+ * 1,344 B on the Cortex-M4 build), so the functions linked after them keep their address modulo
+ * 64 (the default firmware's estimated cycles: its conv2d_smallk_win_s8 lost 0.3 M to a shift;
+ * docs/stripes.md session 37) */
+#if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
+#define AI_SNAKE_PAD1 __asm__ volatile(".rept 3\n\tnop.w\n\t.endr")
+#define AI_SNAKE_PAD2 __asm__ volatile(".rept 16\n\tnop.w\n\t.endr")
+#else
+#define AI_SNAKE_PAD1 (void)0
+#define AI_SNAKE_PAD2 (void)0
+#endif
+static __attribute__((noinline)) void conv_pairs_w8_m1s(const conv_run_t *r) {
+  conv_pairs(r, 0, 1, 0, 0, 1);
+  AI_SNAKE_PAD1;
+}
+static __attribute__((noinline)) void conv_pairs_w8_m2s(const conv_run_t *r) {
+  conv_pairs(r, 0, 2, 0, 0, 1);
+  AI_SNAKE_PAD2;
+}
 #endif
 
 /* The kernel: `win` NULL (constant-folded) runs the full geometry, the code of the usual entry
@@ -1730,7 +1747,7 @@ static __attribute__((noinline)) void conv_pairs_w8_m2s(const conv_run_t *r) { c
 static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_s8_params *p,
                                                                 const ai_row_window *win, const int8_t *input,
                                                                 const int8_t *weights, const int32_t *rq,
-                                                                int8_t *output, void *scratch) {
+                                                                int8_t *output, void *scratch, void *stage_at) {
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
    * stores may alias them), and a const struct in flash would cost wait states each time;
    * the one copy of a call, with its row window (a stripe's executor copies nothing) */
@@ -1749,7 +1766,8 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   const int32_t npix = p->out_h * p->out_w;
   const int w16 = p->w16 != 0, staged = p->stage_oc > 0;
   const int mode = !p->rq_fold ? 0 : (p->act_min > -128 || p->act_max < 127) ? 2 : 1;
-  uint32_t *stage = (uint32_t *)scratch;
+  /* stage_at (conv2d_s8_gap): the staging area elsewhere, the columns at the scratch's start */
+  uint32_t *stage = stage_at != 0 ? (uint32_t *)stage_at : (uint32_t *)scratch;
   /* channel quads (AI_CONV_QUAD): staged int16 weights, rq_fold + SSAT. Any channel count: a
    * block's first n & ~3 channels run as quads, the rest as pairs (and an odd last channel);
    * a quad's 4 outputs are one word store, unaligned when out_c or c0 is not a multiple of 4
@@ -1764,7 +1782,7 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   r.quad = 0; /* not staged: the flash layout, pairs */
 #endif
   r.groups = kp >> 2;
-  r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(p));
+  r.col = (uint32_t *)((int8_t *)scratch + (stage_at != 0 ? 0 : conv_stage_bytes(p)));
   r.extra = (int8_t *)r.col + 4 * kp;
   r.o.lo = p->act_min, r.o.hi = p->act_max, r.o.off = p->out_offset;
   r.fast = p->dilation[1] == 1 && (!conv_gathers(p) || p->krow);
@@ -1855,15 +1873,71 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   }
 }
 
+/* stage_gap (passes/gap_stage.py: this call is its input's only reader, int8 weights unstaged,
+ * one batch, raster order, no padded copy): the output in chunks of rows; a chunk whose weights
+ * and rq (out_c * (16 + Kp) bytes) fit in the input rows no later window reads, below the first
+ * byte the chunk reads and above every output byte written up to the chunk's end, stages them
+ * there (the usual staged loops, the columns in the scratch); a row with no such room runs
+ * unstaged. The room grows as the input dies (VWW's first layer: stride 2, its output placed
+ * just below its input), so the chunks grow. The same sums and requantisation, so the same bytes;
+ * no byte beyond the tensors and the scratch is written. */
+static __attribute__((noinline)) void conv2d_s8_run_at(const ai_conv2d_s8_params *p, const ai_row_window *win,
+                                                       const int8_t *input, const int8_t *weights,
+                                                       const int32_t *rq, int8_t *output, void *scratch,
+                                                       void *stage_at) {
+  conv2d_s8_run(p, win, input, weights, rq, output, scratch, stage_at);
+#if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
+  /* code placement: 2,048 B on the Cortex-M4 build, a multiple of 64 (see conv_pairs_w8_m1s) */
+  __asm__ volatile(".rept 6\n\tnop.w\n\t.endr");
+#endif
+}
+
+static __attribute__((noinline)) void conv2d_s8_gap(const ai_conv2d_s8_params *p, const int8_t *input,
+                                                    const int8_t *weights, const int32_t *rq, int8_t *output,
+                                                    void *scratch) {
+  ai_conv2d_s8_params q = *p;
+  const int32_t out_h = q.out_h, sy = q.stride[0], py = q.pad[0], oc = q.out_c;
+  const uintptr_t sbytes = (uintptr_t)oc * (uintptr_t)(16 + conv_kp(&q));
+  const int32_t ob = q.out_w * oc, ib = q.in_w * q.in_c;
+  const uintptr_t in0 = (uintptr_t)input, out0 = (uintptr_t)output;
+  for (int32_t r0 = 0, r1; r0 < out_h; r0 = r1) {
+    const int32_t iy = r0 * sy - py, first = iy > 0 ? iy : 0; /* rows >= r0 read input rows >= first */
+    const uintptr_t live = in0 + (uintptr_t)first * (uintptr_t)ib;
+    const uintptr_t st = (live - sbytes) & ~(uintptr_t)3;
+    r1 = r0;
+    if (live >= in0 + sbytes + 3u) { /* st >= in0: on dead input bytes */
+      if (out0 >= st + sbytes) {
+        r1 = out_h; /* the output lies above the stage */
+      } else if (out0 <= st) {
+        const uintptr_t rows = (st - out0) / (uintptr_t)ob; /* output rows ending at or below st */
+        r1 = rows < (uintptr_t)out_h ? (int32_t)rows : out_h;
+      }
+    }
+    const int staged = r1 > r0;
+    if (!staged) {
+      r1 = r0 + 1;
+    }
+    const ai_row_window w = {r1 - r0, iy < 0 ? -iy : 0, q.in_h - first};
+    q.stage_oc = staged ? oc : 0;
+    conv2d_s8_run_at(&q, &w, input + first * ib, weights, rq, output + r0 * ob, scratch,
+                     staged ? (void *)st : 0);
+  }
+}
+
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
-  conv2d_s8_run(p, 0, input, weights, rq, output, scratch);
+  if (p->stage_gap && p->stage_oc <= 0 && !p->w16 && p->batches == 1 && !p->pad_copy && !p->reverse) {
+    conv2d_s8_gap(p, input, weights, rq, output, scratch);
+    return;
+  }
+  conv2d_s8_run(p, 0, input, weights, rq, output, scratch, 0);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__)
   /* Code placement only: with the row-window entry beside it gcc allocates this entry's
    * registers differently (52 bytes more); the nops here make it 64 longer than before, so
    * every later function keeps its address modulo 64 (ART lines, the default firmware's
-   * estimated cycles; docs/stripes.md session 35) */
-  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop");
+   * estimated cycles; docs/stripes.md session 35); and 44 bytes more for the snake dispatch
+   * (session 37: +84 B, so +128 in all) */
+  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\t.rept 11\n\tnop.w\n\t.endr");
 #endif
 }
 
@@ -1926,7 +2000,12 @@ void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const in
     return;
   }
 #endif
-  conv2d_s8_run(p, &win, input, weights, rq, output, scratch);
+  conv2d_s8_run(p, &win, input, weights, rq, output, scratch, 0);
+#if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
+  /* code placement: the snake dispatch grew this entry by 124 B; 4 more keep the functions
+   * linked after it at their address modulo 64 (session 37) */
+  __asm__ volatile("nop.w");
+#endif
 }
 
 /* ---- one column (ai_conv2d_s8_1col, docs/kernels_conv.md "One column") ----
