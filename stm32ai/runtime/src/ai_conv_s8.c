@@ -1892,26 +1892,42 @@ static __attribute__((noinline)) void conv2d_s8_run_at(const ai_conv2d_s8_params
 #endif
 }
 
+/* Output rows [r0, r1) whose staging area of `sbytes` fits below the first input byte they read
+ * (`live`, dead input below it) and above every output byte written up to r1: r1 (r0 if none). */
+static inline int32_t conv_gap_rows(uintptr_t in0, uintptr_t live, uintptr_t out0, uintptr_t sbytes, int32_t ob,
+                                    int32_t r0, int32_t out_h, uintptr_t *st) {
+  *st = (live - sbytes) & ~(uintptr_t)3;
+  if (live < in0 + sbytes + 3u) { /* st < in0: not on dead input bytes */
+    return r0;
+  }
+  if (out0 >= *st + sbytes) {
+    return out_h; /* the output lies above the stage */
+  }
+  if (out0 > *st) {
+    return r0;
+  }
+  const uintptr_t rows = (*st - out0) / (uintptr_t)ob; /* output rows ending at or below st */
+  return rows < (uintptr_t)out_h ? (int32_t)rows : out_h;
+}
+
 static __attribute__((noinline)) void conv2d_s8_gap(const ai_conv2d_s8_params *p, const int8_t *input,
                                                     const int8_t *weights, const int32_t *rq, int8_t *output,
                                                     void *scratch) {
   ai_conv2d_s8_params q = *p;
-  const int32_t out_h = q.out_h, sy = q.stride[0], py = q.pad[0], oc = q.out_c;
-  const uintptr_t sbytes = (uintptr_t)oc * (uintptr_t)(16 + conv_kp(&q));
+  const int32_t out_h = q.out_h, sy = q.stride[0], py = q.pad[0], oc = q.out_c, kp = conv_kp(&q);
+  /* int16 staged (the pair loops' int16 path, fewer instructions) where it fits, else int8 */
+  const uintptr_t s16 = (uintptr_t)oc * (uintptr_t)(16 + 2 * kp), s8 = (uintptr_t)oc * (uintptr_t)(16 + kp);
   const int32_t ob = q.out_w * oc, ib = q.in_w * q.in_c;
   const uintptr_t in0 = (uintptr_t)input, out0 = (uintptr_t)output;
   for (int32_t r0 = 0, r1; r0 < out_h; r0 = r1) {
     const int32_t iy = r0 * sy - py, first = iy > 0 ? iy : 0; /* rows >= r0 read input rows >= first */
     const uintptr_t live = in0 + (uintptr_t)first * (uintptr_t)ib;
-    const uintptr_t st = (live - sbytes) & ~(uintptr_t)3;
-    r1 = r0;
-    if (live >= in0 + sbytes + 3u) { /* st >= in0: on dead input bytes */
-      if (out0 >= st + sbytes) {
-        r1 = out_h; /* the output lies above the stage */
-      } else if (out0 <= st) {
-        const uintptr_t rows = (st - out0) / (uintptr_t)ob; /* output rows ending at or below st */
-        r1 = rows < (uintptr_t)out_h ? (int32_t)rows : out_h;
-      }
+    uintptr_t st;
+    int32_t w16 = 1;
+    r1 = conv_gap_rows(in0, live, out0, s16, ob, r0, out_h, &st);
+    if (r1 <= r0) {
+      w16 = 0;
+      r1 = conv_gap_rows(in0, live, out0, s8, ob, r0, out_h, &st);
     }
     const int staged = r1 > r0;
     if (!staged) {
@@ -1919,9 +1935,14 @@ static __attribute__((noinline)) void conv2d_s8_gap(const ai_conv2d_s8_params *p
     }
     const ai_row_window w = {r1 - r0, iy < 0 ? -iy : 0, q.in_h - first};
     q.stage_oc = staged ? oc : 0;
+    q.w16 = staged ? w16 : 0;
     conv2d_s8_run_at(&q, &w, input + first * ib, weights, rq, output + r0 * ob, scratch,
                      staged ? (void *)st : 0);
   }
+#if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
+  /* code placement: 448 B on the Cortex-M4 build, a multiple of 64 (see conv_pairs_w8_m1s) */
+  __asm__ volatile(".rept 7\n\tnop.w\n\t.endr");
+#endif
 }
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
