@@ -56,12 +56,23 @@ def kernel_profile(elf: Path, skip: str = "ai_run") -> Profile:
     starts = [o[0] for o in objs]
     funcs = _functions(elf)
 
+    def obj(addr: int) -> tuple[str, int] | None:
+        i = bisect.bisect_right(starts, addr) - 1
+        return (objs[i][2], addr - objs[i][0]) if i >= 0 and addr < objs[i][0] + objs[i][1] else None
+
     def context(fname: str) -> Callable[[Uc], str | None]:
         def name(uc: Uc) -> str | None:
-            r0 = int(uc.reg_read(C.UC_ARM_REG_R0))
-            i = bisect.bisect_right(starts, r0) - 1
-            if i >= 0 and r0 < objs[i][0] + objs[i][1]:
-                return objs[i][2]
+            o = obj(int(uc.reg_read(C.UC_ARM_REG_R0)))
+            if o is not None:
+                return o[0]
+            # params copied to the stack (a stripe's HWC members): named by the first of r1-r3
+            # that points into a constant object in flash (the member's weights: its offset in
+            # the blob; activations move from call to call)
+            for reg in (C.UC_ARM_REG_R1, C.UC_ARM_REG_R2, C.UC_ARM_REG_R3):
+                a = int(uc.reg_read(reg))
+                o = obj(a) if a < 0x20000000 else None
+                if o is not None:
+                    return f"{fname}({o[0]}+{o[1]})"
             return fname
         return name
 
