@@ -1818,8 +1818,10 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
 #endif
 #if defined(AI_CONV_PX1)
   /* unstaged int8 weights whose pass over the channels outgrows the flash data cache: the snake
-   * order (conv_pairs) */
-  const int snake = !staged && (cout & 1) == 0 && cout * (kp + 16) > AI_CONV_SNAKE_MIN;
+   * order (conv_pairs); only where the compiler found a flash with wait states and a data cache
+   * (stage_gap: conv2d_s8_gap's rows with no room). Elsewhere its ~35 more instructions per
+   * pixel pair (VWW's first layer) buy nothing: QEMU's instruction count, KWS's and IC's stripes */
+  const int snake = !staged && p->stage_gap && (cout & 1) == 0 && cout * (kp + 16) > AI_CONV_SNAKE_MIN;
 #endif
   /* Blocks of output channels (one unless staged in blocks): the block's weights and rq are
    * staged once, then every batch and pixel pair computes the block's channels. */
@@ -1888,7 +1890,7 @@ static __attribute__((noinline)) void conv2d_s8_run_at(const ai_conv2d_s8_params
   conv2d_s8_run(p, win, input, weights, rq, output, scratch, stage_at);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
   /* code placement: 2,048 B on the Cortex-M4 build, a multiple of 64 (see conv_pairs_w8_m1s) */
-  __asm__ volatile(".rept 6\n\tnop.w\n\t.endr");
+  __asm__ volatile(".rept 3\n\tnop.w\n\t.endr");
 #endif
 }
 
@@ -1956,9 +1958,9 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
   /* Code placement only: with the row-window entry beside it gcc allocates this entry's
    * registers differently (52 bytes more); the nops here make it 64 longer than before, so
    * every later function keeps its address modulo 64 (ART lines, the default firmware's
-   * estimated cycles; docs/stripes.md session 35); and 44 bytes more for the snake dispatch
-   * (session 37: +84 B, so +128 in all) */
-  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\t.rept 11\n\tnop.w\n\t.endr");
+   * estimated cycles; docs/stripes.md session 35); and 32 bytes more for the dispatch below
+   * (session 37: the snake and stage_gap dispatch, +192 in all) */
+  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\t.rept 8\n\tnop.w\n\t.endr");
 #endif
 }
 
@@ -2023,9 +2025,10 @@ void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const in
 #endif
   conv2d_s8_run(p, &win, input, weights, rq, output, scratch, 0);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
-  /* code placement: the snake dispatch grew this entry by 124 B; 4 more keep the functions
-   * linked after it at their address modulo 64 (session 37) */
-  __asm__ volatile("nop.w");
+  /* code placement: the snake and stage_gap dispatch grew this entry by 132 B, these nops make it
+   * 188 (4 more put a short branch out of range): stripe builds only, they were measured with it
+   * (session 37) */
+  __asm__ volatile(".rept 14\n\tnop.w\n\t.endr");
 #endif
 }
 
