@@ -1,6 +1,6 @@
-"""ai_conv2d_s8's snake order (int8 weights read in place, even out_c, a pass over the channels
-longer than AI_CONV_SNAKE_MIN = 256 B: the channel pairs alternate direction per pixel pair) against
-the TFLite interpreter, and the estimator's per-context attribution (estimate/profile.py)."""
+"""ai_conv2d_s8 with int8 weights read in place, and `stage_gap` (passes/gap_stage.py: weights staged
+chunk by chunk in the input's dead rows; its unstaged rows run the snake order, the channel pairs
+alternating direction per pixel pair) against the TFLite interpreter."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from stm32ai.passes.gap_stage import mark_gap_staging
 from stm32ai.pipeline import compile_graph
 from stm32ai.validate.host import run_compiled
 
-# (x shape, filter shape, options): each runs the snake (out_c even, out_c * (Kp + 16) > 256 B)
+# (x shape, filter shape, options): out_c * (Kp + 16) > 256 B, fewer than 16 outputs per row (no
+# stage_gap: the plain unstaged loops)
 SNAKE = [
     ((1, 13, 12, 3), (8, 3, 3, 3), dict(stride=(2, 2), act="RELU6")),   # VWW's first layer: krow, Kp 36, 416 B
     ((1, 9, 9, 3), (8, 3, 3, 3), dict(stride=(2, 2))),                  # 5x5 outputs: an odd last pixel
@@ -40,10 +41,10 @@ def test_snake_order_matches_tflite_reference(monkeypatch, xs, ws, opts):
 
 # stage_gap (passes/gap_stage.py): the only reader of its input, unstaged int8 weights
 GAP = [
-    ((1, 26, 24, 3), (8, 3, 3, 3), dict(stride=(2, 2), act="RELU6")),   # VWW's first layer, smaller
-    ((1, 12, 10, 3), (8, 3, 3, 3), dict(act="RELU")),                   # stride 1, SAME: a padded top row
-    ((1, 9, 7, 8), (6, 3, 3, 8), dict(padding="VALID", stride=(2, 1))),  # no padding, odd width
-    ((1, 10, 6, 4), (7, 1, 1, 4), dict()),                              # odd out_c: no snake, staged chunks
+    ((1, 26, 34, 3), (8, 3, 3, 3), dict(stride=(2, 2), act="RELU6")),   # VWW's first layer, smaller, odd width
+    ((1, 12, 16, 3), (8, 3, 3, 3), dict(act="RELU")),                   # stride 1, SAME: a padded top row
+    ((1, 9, 18, 8), (6, 3, 3, 8), dict(padding="VALID", stride=(2, 1))),  # no padding
+    ((1, 10, 16, 4), (7, 1, 1, 4), dict()),                             # odd out_c: no snake, staged chunks
 ]
 
 
@@ -95,8 +96,9 @@ def test_gap_staging_stages_most_rows_of_an_in_place_first_layer(monkeypatch):
 
 
 def test_gap_staging_needs_the_only_reader(monkeypatch):
-    """Not in balanced; and with a second reader of the input (its rows are not dead) none."""
-    g = _layer((1, 10, 8, 3), (8, 3, 3, 3), dict(stride=(2, 2)))
+    """Not in balanced; and with a second reader of the input (its rows are not dead) none; nor
+    on a row of fewer than 8 pixel pairs (MIN_OUT_W)."""
+    g = _layer((1, 10, 32, 3), (8, 3, 3, 3), dict(stride=(2, 2)))
     _forced(monkeypatch, 0, 0)
     c = compile_graph(copy.deepcopy(g), optimization="balanced", flash=SLOW_FLASH)
     assert all("stage_gap" not in op.attrs for op in c.graph.ops)
@@ -106,3 +108,6 @@ def test_gap_staging_needs_the_only_reader(monkeypatch):
     c.graph.ops.append(copy.deepcopy(op))     # a second reader of the same input
     del op.attrs["stage_gap"]
     assert mark_gap_staging(c.graph, c.plan, SLOW_FLASH) == []
+    narrow = compile_graph(_layer((1, 10, 30, 3), (8, 3, 3, 3), dict(stride=(2, 2))), optimization="ram",
+                           flash=SLOW_FLASH)   # 15 outputs per row
+    assert "stage_gap" not in narrow.graph.ops[0].attrs
