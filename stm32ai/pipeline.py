@@ -18,6 +18,7 @@ from stm32ai.passes.check_support import check_supported
 from stm32ai.passes.dead_channels import PruneSummary, prune_dead_channels
 from stm32ai.passes.dilated_conv import fuse_dilated_convs
 from stm32ai.passes.fold_constants import fold_constants
+from stm32ai.passes.gap_stage import mark_gap_staging
 from stm32ai.passes.legacy_u8 import shift_uint8
 from stm32ai.passes.lower import lower_graph, registry
 from stm32ai.passes.lower.conv import choose_conv_layouts
@@ -153,6 +154,8 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     if flash is not None:
         plan, _ = _plan_staged(g, plan, flash, optimization, inputs_in_pool, outputs_in_pool)
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
+    if optimization == "ram":  # unstaged convs stage in their input's dead rows (passes/gap_stage.py)
+        mark_gap_staging(g, plan, flash)
     doc, params = to_graph_json(g, plan, name)
     staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
                  for op in g.ops)

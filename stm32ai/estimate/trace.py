@@ -103,6 +103,21 @@ class Buckets:
     switch: dict[int, int]
 
 
+@dataclass
+class Profile:
+    """Optional attribution finer than `Buckets` (estimate/profile.py): every traced instruction's
+    cycles, count and stalls go to (context, function). `functions`: sorted (start address, name)
+    of the ELF's functions. `entries`: function entry address -> a callable naming the context
+    from the core's registers at the entry (e.g. the kernel's params struct in r0), or None to
+    keep the current one; a context named there holds until that call returns (its LR), nested
+    entries inside it keep it. `table`: (context, function) -> [cycles, instructions, fetch
+    stall cycles, data stall cycles], filled by `Trace.measure`."""
+
+    functions: Sequence[tuple[int, str]]
+    entries: dict[int, Callable[[Uc], str | None]]
+    table: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+
+
 class Trace:
     """One firmware image in one emulated core. `run_to` advances fast (no hooks); `measure`
     traces a region through a core model and a memory system."""
@@ -228,10 +243,18 @@ class Trace:
                              f"{budget} instructions (stopped at 0x{self.pc:08x})")
 
     def measure(self, core: CoreModel, mem: Any, stop: int | None = None, buckets: Buckets | None = None,
-                budget: int = DEFAULT_BUDGET, progress: Callable[[int], None] | None = None) -> TraceResult:
+                budget: int = DEFAULT_BUDGET, progress: Callable[[int], None] | None = None,
+                profile: Profile | None = None) -> TraceResult:
         """Trace from the current PC until the instruction at `stop` is about to execute
         (default: the return address in LR, i.e. the current function's return)."""
         uc = self.uc
+        import bisect
+
+        p_starts = [a for a, _ in profile.functions] if profile else []
+        p_names = [n for _, n in profile.functions] if profile else []
+        p_entries = profile.entries if profile else {}
+        p_table = profile.table if profile else {}
+        p_ctx: list[tuple[str, int]] = [("-", -1)]     # (context, return address) stack
         if stop is None:
             stop = int(uc.reg_read(C.UC_ARM_REG_LR)) & ~1
         core.reset()
@@ -276,7 +299,11 @@ class Trace:
                     block.append(a)
                     in_it[a] = True
                     a += nxt.size
-            rec = [insn, Step(insn), addr + insn.size, kind, None, switch.get(addr), vals, block]
+            fname = "?"
+            if profile is not None:
+                i = bisect.bisect_right(p_starts, addr) - 1
+                fname = p_names[i] if i >= 0 else "?"
+            rec = [insn, Step(insn), addr + insn.size, kind, None, switch.get(addr), vals, block, fname]
             recs[addr] = rec
             return rec
 
@@ -305,6 +332,15 @@ class Trace:
             c = core_cycles(step)
             st["cycles"] += c
             st["n"] += 1
+            if profile is not None:
+                key = (p_ctx[-1][0], cur[8])
+                row = p_table.get(key)
+                if row is None:
+                    row = p_table[key] = [0, 0, 0, 0]
+                row[0] += c
+                row[1] += 1
+                row[2] += step.fetch_stall
+                row[3] += sum(a.stall for a in step.accesses)
 
         in_block = self._it_block_addresses()
 
@@ -354,6 +390,13 @@ class Trace:
                 finish(cur, addr)
             if rec[5] is not None:
                 close_bucket(rec[5])
+            if profile is not None:
+                if addr == p_ctx[-1][1]:
+                    p_ctx.pop()
+                if len(p_ctx) == 1 and addr in p_entries:
+                    name = p_entries[addr](uc)
+                    if name is not None:
+                        p_ctx.append((name, int(reg_read(C.UC_ARM_REG_LR)) & ~1))
             step: Step = rec[1]
             step.accesses = []
             mem.now = st["cycles"]

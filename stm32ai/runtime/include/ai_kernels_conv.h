@@ -66,6 +66,9 @@ typedef struct {
                          first copied into scratch with their padding written out (pad_value), so every
                          window lies inside that copy and takes the fast column path; chosen by the
                          lowering for small padded first layers (docs/kernels_conv.md "Padded input copy") */
+  int32_t stage_gap;  /* 1 (ai_conv2d_s8, unstaged int8, one batch, raster order, the input's only reader):
+                         stage the weights and rq, chunk of output rows by chunk, in the input rows no
+                         later window reads (passes/gap_stage.py; docs/stripes.md session 37) */
 } ai_conv2d_s8_params;
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
