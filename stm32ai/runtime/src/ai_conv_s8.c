@@ -1985,6 +1985,11 @@ static __attribute__((noinline)) void conv_pxq_m2(const conv_run_t *r) { conv_px
 
 /* the general requantisation (rare) shares one loop for both layouts */
 static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16) { conv_pairs(r, w16, 0, 0, 0, 0); }
+/* code-placement padding: nops written out one per line (not .rept), so that gcc's length
+ * estimate of the asm statement is right and its short branches (CBZ) across it stay in range */
+#define AI_NOPW2 "nop.w\n\tnop.w\n\t"
+#define AI_NOPW4 AI_NOPW2 AI_NOPW2
+#define AI_NOPW8 AI_NOPW4 AI_NOPW4
 #if defined(AI_CONV_PX1)
 /* the snake order (conv_pairs): int8 weights read in place, whose pass over the channels reads
  * more than AI_CONV_SNAKE_MIN bytes (weights + rq; the L4R5's ART data cache: 256 B) */
@@ -1996,8 +2001,8 @@ static __attribute__((noinline)) void conv_pairs_m0(const conv_run_t *r, int w16
  * 64 (the default firmware's estimated cycles: its conv2d_smallk_win_s8 lost 0.3 M to a shift;
  * docs/stripes.md session 37) */
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
-#define AI_SNAKE_PAD1 __asm__ volatile(".rept 3\n\tnop.w\n\t.endr")
-#define AI_SNAKE_PAD2 __asm__ volatile(".rept 16\n\tnop.w\n\t.endr")
+#define AI_SNAKE_PAD1 __asm__ volatile(AI_NOPW2 "nop.w")
+#define AI_SNAKE_PAD2 __asm__ volatile(AI_NOPW8 AI_NOPW8)
 #else
 #define AI_SNAKE_PAD1 (void)0
 #define AI_SNAKE_PAD2 (void)0
@@ -2172,7 +2177,7 @@ static __attribute__((noinline)) void conv2d_s8_run_at(const ai_conv2d_s8_params
   conv2d_s8_run(p, win, input, weights, rq, output, scratch, stage_at);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
   /* code placement: 2,048 B on the Cortex-M4 build, a multiple of 64 (see conv_pairs_w8_m1s) */
-  __asm__ volatile(".rept 3\n\tnop.w\n\t.endr");
+  __asm__ volatile(AI_NOPW2 "nop.w");
 #endif
 }
 
@@ -2225,7 +2230,7 @@ static __attribute__((noinline)) void conv2d_s8_gap(const ai_conv2d_s8_params *p
   }
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
   /* code placement: 448 B on the Cortex-M4 build, a multiple of 64 (see conv_pairs_w8_m1s) */
-  __asm__ volatile(".rept 7\n\tnop.w\n\t.endr");
+  __asm__ volatile(AI_NOPW4 AI_NOPW2 "nop.w");
 #endif
 }
 
@@ -2242,7 +2247,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
    * every later function keeps its address modulo 64 (ART lines, the default firmware's
    * estimated cycles; docs/stripes.md session 35); and 32 bytes more for the dispatch below
    * (session 37: the snake and stage_gap dispatch, +192 in all) */
-  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\t.rept 8\n\tnop.w\n\t.endr");
+  __asm__ volatile("nop\n\tnop\n\tnop\n\tnop\n\tnop\n\t" AI_NOPW8);
 #endif
 }
 
@@ -2376,12 +2381,6 @@ void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const in
   }
 #endif
   conv2d_s8_run(p, &win, input, weights, rq, output, scratch, 0);
-#if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
-  /* code placement: the snake and stage_gap dispatch grew this entry by 132 B, these nops make it
-   * 188 (4 more put a short branch out of range): stripe builds only, they were measured with it
-   * (session 37) */
-  __asm__ volatile(".rept 14\n\tnop.w\n\t.endr");
-#endif
 }
 
 /* ---- one column (ai_conv2d_s8_1col, docs/kernels_conv.md "One column") ----
