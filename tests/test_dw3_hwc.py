@@ -111,6 +111,9 @@ M4_CASES = [
     ((1, 2, 3, 3), 3, 1, "SAME"),        # 1 pair + 1
     ((2, 5, 9, 5), 5, 1, "SAME"),        # batches
     ((1, 1, 8, 9), 9, 1, "SAME"),        # one row of 8
+    ((1, 4, 5, 7), 7, 1, "SAME"),        # rows of 5 (dwh_row5_asm for the inner rows), odd C
+    ((1, 3, 5, 64), 64, 1, "SAME"),      # KWS's rows: 5 x 64
+    ((2, 3, 5, 3), 3, 1, "SAME"),        # rows of 5, batches
     ((1, 5, 16, 6), 6, 1, "SAME"),       # a wide row
     ((1, 5, 7, 5), 5, 1, "VALID"),       # pad_l 0: gcc's loop
     # stride 2 (SAME: pad_l = W & 1): n pairs in the loop, then 1 output or a pair (W + pad_l
@@ -172,7 +175,21 @@ def test_cortex_m4_matches_tflite_reference(tmp_path):
                       f"    printf(\"case{i}\"); for (unsigned j = 0; j < sizeof y{i}; ++j) printf(\" %d\", y{i}[j]);"
                       f" printf(\"\\n\"); }}\n")
             i += 1
-    dis, lines = run_m4_selftest(tmp_path, '#include <stdio.h>\n#include "ai_kernels_conv.h"\n' + src
+            if xs[0] == 1 and xs[1] == 3 and xs[2] == 5 and s == 1 and padding == "SAME":
+                # a stripe's in-place row: output row 1 (window rows 0-2, pad top 0) written over
+                # input row 1 (dwh_row5_asm stores each channel's outputs after its last read)
+                want.append(want[-1].reshape(xs[1], xs[2], oc)[1].reshape(-1))
+                row = xs[2] * xs[3]
+                calls += (f"  {{ ai_depthwise_conv2d_3x3_s8_params p = {{{fields}}};\n"
+                          f"    p.in_h = 3; p.out_h = 1; p.pad[0] = 0;\n"
+                          f"    static int8_t z[{x.size + 1}]; memcpy(z, x{i - 1}_buf, sizeof z);\n"
+                          f"    {fn}(&p, z + 1, q{i - 1}, z + 1 + {row});\n"
+                          f"    printf(\"case{i}\");"
+                          f" for (unsigned j = 0; j < {row}; ++j) printf(\" %d\", z[1 + {row} + j]);"
+                          f" printf(\"\\n\"); }}\n")
+                i += 1
+    dis, lines = run_m4_selftest(tmp_path, '#include <stdio.h>\n#include <string.h>\n'
+                                 '#include "ai_kernels_conv.h"\n' + src
                                  + "int main(void) {\n" + calls + "  return 0;\n}\n", ["ai_conv_dw3_hwc_s8.c"])
     assert "pkhbt" in dis and "smlal" in dis  # the assembly rows are built
     assert len(lines) == i

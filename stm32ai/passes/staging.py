@@ -126,6 +126,28 @@ def _stall_pairs(a: dict) -> int:
     return _pairs(a) - (int(a["batches"]) if triple else 0)
 
 
+def _x3_row(a: dict) -> bool:
+    """A stripe's one-row conv2d_s8 call (`_member_calls`' row_call) that ai_conv2d_s8_rows runs as
+    its pairs then its last three pixels in one weight pass (conv_rows_1x1_w8, conv_triple_x3)."""
+    npix = int(a["out_h"]) * int(a["out_w"])
+    return bool(a.get("row_call")) and (
+        int(a["k_h"]) == 1 and int(a["k_w"]) == 1 and list(a["stride"])[:2] == [1, 1] and int(a["in_c"]) % 4 == 0
+        and not a.get("w16") and int(a.get("stage_oc", 0)) <= 0 and not a.get("pad_copy") and a.get("rq_fold")
+        and int(a["batches"]) == 1 and int(a["pad"][0]) == 0 and int(a["pad"][1]) == 0
+        and int(a["out_h"]) == 1 and npix % 2 == 1 and npix >= 3 and int(a["out_c"]) % 2 == 0
+        and not a.get("reverse") and int(a.get("dilation", [1, 1])[1]) == 1)
+
+
+def _hwc_row5_rows(a: dict) -> int:
+    """Output rows of a depthwise_conv2d_3x3_hwc_* call that dwh_row5_asm runs (rows of 5, every
+    window row in the image): its two passes read the channel's constants twice."""
+    if not (int(a["stride"][0]) == 1 and int(a["out_c"]) == int(a["in_c"]) and int(a["pad"][1]) == 1
+            and int(a["out_w"]) == int(a["in_w"]) == 5):
+        return 0
+    pt, ih = int(a["pad"][0]), int(a["in_h"])
+    return sum(1 for oy in range(int(a["out_h"])) if 0 <= oy - pt and oy - pt + 2 < ih)
+
+
 def _pair_units(a: dict, share: float) -> float:
     """Pixel pairs of a conv2d_s8 call with the odd last pixel counted as `share` of a pair
     (conv_pixel; the staged quad layout still runs it as a pair of itself: share 1 there)."""
@@ -165,12 +187,14 @@ def flash_reads(op: Op, g: Graph, elements: int | None = None) -> int:
     if k == "conv2d_s8":
         if int(a.get("stage_oc", 0)) > 0:
             return once
+        if _x3_row(a):  # a one-row call's last three pixels in one pass (conv_triple_x3)
+            return (_pairs(a) - 1) * once
         # conv_triple reads the rq rows once for the last pair and the odd pixel
         return _pairs(a) * once - (_pairs(a) - _stall_pairs(a)) * _nbytes(g, op.inputs[2])
     if k == "conv2d_s8_1col":  # unstaged: every weight once per pixel (int16), per pixel pair (int8)
         return _pairs(_one_col_as_pairs(a)) * once
     if k.startswith("depthwise_conv2d_3x3_hwc"):  # per batch, output row and channel
-        return int(a["batches"]) * int(a["out_h"]) * int(a["out_c"]) * 40
+        return int(a["batches"]) * int(a["out_c"]) * 40 * (int(a["out_h"]) + _hwc_row5_rows(a))
     if k.startswith("depthwise_conv2d_3x3"):
         if a.get("stage"):
             return int(a["batches"]) * once
@@ -568,6 +592,12 @@ HWC_ODD_CYCLES = 46.0
 HWC_S2_ROW_CYCLES = 84.0
 HWC_S2_PAIR_CYCLES = 90.0
 HWC_C_FACTOR = 3.0
+# rows of 5 (stride 1, pad_l 1, out_w == in_w == 5) whose three window rows lie in the image:
+# dwh_row5_asm (constants read in place, two passes, no frame copy), per channel and row.
+# Estimator, nucleo-l4r5zi, KWS `--optimization ram` (session 37): dwh_row_asm 1,779,776 ->
+# 1,366,904 est. cycles over 6,400 channel-rows, 512 of them (the first and last rows) still the
+# pair loop's 278: (1,366,904 - 512 * 278) / 5,888 = 208
+HWC_ROW5_CYCLES = 208.0
 CALL_INSTR = 150           # per kernel call: the step loop, the params copy, the kernel's prologue
 CALL_CODE_BYTES = 5120     # per kernel call: the code the calls alternate between; what the
                            # board's I-cache does not hold is re-fetched from flash at every call
@@ -610,8 +640,8 @@ def _member_calls(op: Op) -> list[tuple[int, Op, int | None]]:
         if m["kind"] == "window":
             pad = "pad_h" if "pad_h" in m["params"] else "pad"
             pv = [int(step[2]), *list(m["params"][pad])[1:]] if pad == "pad" else int(step[2])
-            out.append((int(step[0]), _member_op(op, m, {"out_h": int(step[1]), "in_h": int(step[3]), pad: pv}),
-                        None))
+            out.append((int(step[0]), _member_op(op, m, {"out_h": int(step[1]), "in_h": int(step[3]), pad: pv,
+                                                         "row_call": 1}), None))
         else:
             out.append((int(step[0]), _member_op(op, m, {}), int(step[1]) * int(m["row_bytes"])))
     return out
@@ -684,11 +714,13 @@ def hwc_cycles(a: dict) -> float:
         row = HWC_S2_ROW_CYCLES + HWC_S2_PAIR_CYCLES * ((ow + 1) // 2)
     else:
         row = row_c
+    row5 = HWC_ROW5_CYCLES if s == 1 and mult1 and pl == 1 and ow == iw == 5 else row
     total = 0.0
     for oy in range(int(a["out_h"])):
         iy0 = oy * s - pt
         fast = 0 <= iy0 + 1 < int(a["in_h"])  # the window's middle row in the image
-        total += oc * (row if fast else row_c)
+        inside = 0 <= iy0 and iy0 + 2 < int(a["in_h"])  # all three window rows (dwh_row5_asm)
+        total += oc * ((row5 if inside else row) if fast else row_c)
     return int(a["batches"]) * total
 
 

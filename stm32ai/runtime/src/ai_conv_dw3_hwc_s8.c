@@ -421,6 +421,145 @@ static inline int32_t dwh_px(const int8_t *row, int32_t ix, int32_t w, int32_t c
   "strb lr, [r4, r3]\n\t"                                                     \
   DWH_CH_END
 
+/* Rows of 5 (stride 1, pad_l 1, out_w == in_w == 5: KWS's stripe members), every window row inside
+ * the image: per channel no frame copy, its constants read where they are (r5 walks them, 40 bytes
+ * per channel) in two passes over the three kernel rows, outputs 0-1 then 2-4, each input byte
+ * loaded by LDRSB at [row, C] / [row, C, LSL #1] (the row pointer stepped 2 columns in pass 2):
+ *   pass 1, per row: P01 = {x0, x1}; o0 += SMLAD(P01, wb) + pad * w0; o1 += SMLAD(P01, wa) + x2 * w2
+ *   pass 2, per row: P12 = {x1, x2}, P34 = {x3, x4}; o2 += SMLAD(P12, wa) + x3 * w2;
+ *                    o3 += x2 * w0 + SMLAD(P34, wb); o4 += SMLAD(P34, wa) + pad * w2
+ * (wa = {w0, w1}, wb = {w1, w2}: the same products as the pair loop, so the same sums). Registers:
+ * r0-r2 the rows at column 0 of the channel, r3 C, r4 the output, r5 the constants; 24 bytes below
+ * sp: pad_value, outputs 0 and 1 (bytes 4, 5), channels left, 2C - 1 (from column 2 of a channel to
+ * column 0 of the next), klo (exact form). Every output of a channel is stored after its last
+ * input read (pass 2 re-reads x1, x2), so the output may be written over its input row (a stripe's
+ * in-place rows) as with dwh_row_asm. About 135 instructions per channel and row against 172. */
+#define DWH5_P1(P, WOFF)                        \
+  "ldrd r8, r9, [r5, #" #WOFF "]\n\t"           \
+  "ldrsb r10, [" P "]\n\t"                      \
+  "ldrsb r11, [" P ", r3]\n\t"                  \
+  "pkhbt r10, r10, r11, lsl #16\n\t"            \
+  "ldrsb r11, [" P ", r3, lsl #1]\n\t"          \
+  "smlad r6, r10, r9, r6\n\t"                   \
+  "smlabb r6, r12, r8, r6\n\t"                  \
+  "smlad r7, r10, r8, r7\n\t"                   \
+  "smlabt r7, r11, r9, r7\n\t"
+#define DWH5_P2(P, WOFF)                        \
+  "ldrd r9, r10, [r5, #" #WOFF "]\n\t"          \
+  "ldrsb r11, [" P ", r3]\n\t"                  \
+  "ldrsb lr, [" P ", r3, lsl #1]\n\t"           \
+  "add " P ", " P ", r3, lsl #1\n\t"            \
+  "pkhbt r11, r11, lr, lsl #16\n\t"             \
+  "ldrsb r12, [" P ", r3]\n\t"                  \
+  "ldrsb lr, [" P ", r3, lsl #1]\n\t"           \
+  "smlad r6, r11, r9, r6\n\t"                   \
+  "smlatb r7, r11, r9, r7\n\t"                  \
+  "pkhbt r12, r12, lr, lsl #16\n\t"             \
+  "smlabt r6, r12, r10, r6\n\t"                 \
+  "smlad r7, r12, r10, r7\n\t"                  \
+  "smlad r8, r12, r9, r8\n\t"                   \
+  "ldr lr, [sp]\n\t"                            \
+  "smlabt r8, lr, r10, r8\n\t"
+/* requantisation of ACC into T1 (T0, T1 temporaries; M, KHI, RS the constants), as DWH_RQ_EOR /
+ * DWH_RQ_EXACT (klo at [sp, #16]) */
+#define DWH5_RQ_EOR(ACC, M, KHI, RS, T0, T1)    \
+  "asr " T0 ", " ACC ", #31\n\t"                \
+  "add " T1 ", " KHI ", " T0 "\n\t"             \
+  "eor " T0 ", " T0 ", #0x40000000\n\t"         \
+  "smlal " T0 ", " T1 ", " ACC ", " M "\n\t"    \
+  "asr " T1 ", " T1 ", " RS "\n\t"              \
+  "ssat " T1 ", #8, " T1 "\n\t"
+#define DWH5_RQ_EXACT(ACC, M, KHI, RS, T0, T1)  \
+  "asr " T1 ", " ACC ", #31\n\t"                \
+  "ldr " T0 ", [sp, #16]\n\t"                   \
+  "adds " T0 ", " T0 ", " T1 ", lsl #31\n\t"    \
+  "adc " T1 ", " KHI ", " T1 "\n\t"             \
+  "smlal " T0 ", " T1 ", " ACC ", " M "\n\t"    \
+  "asr " T1 ", " T1 ", " RS "\n\t"              \
+  "ssat " T1 ", #8, " T1 "\n\t"
+#define DWH5_KLO_EXACT                          \
+  "cmp r10, #0\n\t"                             \
+  "ite eq\n\t"                                  \
+  "moveq r11, #0xC0000000\n\t"                  \
+  "movne r11, #0x40000000\n\t"                  \
+  "str r11, [sp, #16]\n\t"
+#define DWH5_ASM(RQ, KLO)                                                     \
+  "sub sp, sp, #24\n\t" /* r6: {pad_value, C, 2C - 1} */                      \
+  "ldm r6, {r7, r8, r9}\n\t"                                                   \
+  "str r7, [sp]\n\t"                                                          \
+  "str r8, [sp, #8]\n\t"                                                      \
+  "str r9, [sp, #12]\n\t"                                                     \
+  ".p2align 2\n"                                                              \
+  "1:\n\t"                                                                    \
+  "ldr r12, [sp]\n\t"                                                         \
+  "ldr r6, [r5, #24]\n\t"                                                     \
+  "mov r7, r6\n\t"                                                            \
+  DWH5_P1("r0", 0)                                                            \
+  DWH5_P1("r1", 8)                                                            \
+  DWH5_P1("r2", 16)                                                           \
+  "ldrd r8, r9, [r5, #28]\n\t"                                                \
+  "ldr r10, [r5, #36]\n\t"                                                    \
+  KLO                                                                         \
+  RQ("r6", "r8", "r9", "r10", "r11", "r12")                                   \
+  "strb r12, [sp, #4]\n\t" /* outputs 0, 1 stored after pass 2 reads x1, x2 */ \
+  RQ("r7", "r8", "r9", "r10", "r11", "r12")                                   \
+  "strb r12, [sp, #5]\n\t"                                                     \
+  "ldr r6, [r5, #24]\n\t"                                                     \
+  "mov r7, r6\n\t"                                                            \
+  "mov r8, r6\n\t"                                                            \
+  DWH5_P2("r0", 0)                                                            \
+  DWH5_P2("r1", 8)                                                            \
+  DWH5_P2("r2", 16)                                                           \
+  "ldrd r9, r10, [r5, #28]\n\t"                                               \
+  "ldr r11, [r5, #36]\n\t"                                                    \
+  RQ("r6", "r9", "r10", "r11", "r12", "lr")                                   \
+  "strb lr, [r4, r3, lsl #1]\n\t"                                             \
+  "add r4, r4, r3, lsl #1\n\t"                                                \
+  RQ("r7", "r9", "r10", "r11", "r12", "lr")                                   \
+  "strb lr, [r4, r3]\n\t"                                                     \
+  RQ("r8", "r9", "r10", "r11", "r12", "lr")                                   \
+  "strb lr, [r4, r3, lsl #1]\n\t"                                             \
+  "ldrb r9, [sp, #4]\n\t"                                                      \
+  "ldrb r10, [sp, #5]\n\t"                                                     \
+  "sub r11, r4, r3, lsl #1\n\t"                                                \
+  "strb r9, [r11]\n\t"                                                         \
+  "strb r10, [r11, r3]\n\t"                                                    \
+  "ldr r6, [sp, #12]\n\t" /* column 2 of this channel -> column 0 of the next */ \
+  "sub r0, r0, r6\n\t"                                                        \
+  "sub r1, r1, r6\n\t"                                                        \
+  "sub r2, r2, r6\n\t"                                                        \
+  "sub r4, r4, r6\n\t"                                                        \
+  "add r5, r5, #40\n\t"                                                       \
+  "ldr r7, [sp, #8]\n\t"                                                      \
+  "subs r7, r7, #1\n\t"                                                       \
+  "str r7, [sp, #8]\n\t"                                                      \
+  "bne 1b\n\t"                                                                \
+  "add sp, sp, #24\n\t"
+
+/* every channel of one output row of 5 (the conditions above; rows at column 0 of channel 0) */
+static void dwh_row5_asm(const int8_t *const *rows, int32_t C, int8_t *out, const int32_t *packed, int32_t pv,
+                         int exact) {
+  const int32_t fr[3] = {pv, C, 2 * C - 1};
+  register const int8_t *r0_ __asm__("r0") = rows[0];
+  register const int8_t *r1_ __asm__("r1") = rows[1];
+  register const int8_t *r2_ __asm__("r2") = rows[2];
+  register int32_t r3_ __asm__("r3") = C;
+  register int8_t *r4_ __asm__("r4") = out;
+  register const int32_t *r5_ __asm__("r5") = packed;
+  register const int32_t *r6_ __asm__("r6") = fr;
+  if (exact) {
+    __asm__ volatile(DWH5_ASM(DWH5_RQ_EXACT, DWH5_KLO_EXACT)
+                     : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_), "+r"(r5_), "+r"(r6_)
+                     : "r"(r3_)
+                     : "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+  } else {
+    __asm__ volatile(DWH5_ASM(DWH5_RQ_EOR, "")
+                     : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r4_), "+r"(r5_), "+r"(r6_)
+                     : "r"(r3_)
+                     : "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc", "memory");
+  }
+}
+
 /* stride 2, SAME (out_w = (W + 1) / 2, pad_l = W & 1): the pairs whose 4 new columns all lie
  * in the row; the rest of the row is then 1 output (x[W] = pad) or a pair whose N is {pad, -} */
 static inline int32_t dwh_s2_pairs(int32_t W) {
@@ -434,6 +573,10 @@ static inline int32_t dwh_s2_pairs(int32_t W) {
 static void dwh_row_asm(const int8_t *const *rows, int32_t C, int8_t *out, int32_t *f, int32_t W,
                         int32_t S, int exact) {
   f[23] = !f[24] || !f[25];
+  if (S == 1 && W == 5 && !f[23]) {
+    dwh_row5_asm(rows, C, out, (const int32_t *)(uintptr_t)f[13], f[16], exact);
+    return;
+  }
   f[17] = (int32_t)(((uint32_t)f[16] & 0xFFFFu) | ((uint32_t)f[16] << 16));
   f[22] = C;
   if (S == 1) {

@@ -934,6 +934,90 @@ static inline __attribute__((always_inline)) void mac1px_w8_in(const uint32_t *w
 }
 #endif
 
+#if defined(AI_CONV_PX1)
+/* A channel pair against three pixels whose int8 inputs are interleaved by group in scratch
+ * (12 bytes per group: 4 of pixel 0, 1, 2; conv_triple): each weight word pair loaded and
+ * unpacked once for 24 MACs, each input word unpacked in the loop (3 LDR + 4 + 6 SXTB16 + 12
+ * SMLAD per group, ~30 estimated Cortex-M4 cycles, against 34 for mac2x2_w8 + mac1px_w8_in
+ * over the same weights). 14 registers; the loop's two ends live in 8 bytes below sp. */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__OPTIMIZE__) && !defined(AI_NO_ASM)
+#define AI_W8_X3_PX(OFF, A0, A1)                      \
+  "sxtb16 %[y], %[x]\n\t"                             \
+  "sxtb16 %[x], %[x], ror #8\n\t"                     \
+  "smlad %[" A0 "], %[l0], %[y], %[" A0 "]\n\t"       \
+  "smlad %[" A1 "], %[l1], %[y], %[" A1 "]\n\t"       \
+  "smlad %[" A0 "], %[wa], %[x], %[" A0 "]\n\t"       \
+  "smlad %[" A1 "], %[wb], %[x], %[" A1 "]\n\t"
+#define AI_W8_GROUP3X                                 \
+  "ldr %[wa], [%[w]], #8\n\t"                         \
+  "ldr %[wb], [%[w], #-4]\n\t"                        \
+  "ldr %[x], [%[c]], #12\n\t"                         \
+  "sxtb16 %[l0], %[wa]\n\t"                           \
+  "sxtb16 %[wa], %[wa], ror #8\n\t"                   \
+  "sxtb16 %[l1], %[wb]\n\t"                           \
+  "sxtb16 %[wb], %[wb], ror #8\n\t"                   \
+  AI_W8_X3_PX(0, "a00", "a10")                        \
+  "ldr %[x], [%[c], #-8]\n\t"                         \
+  AI_W8_X3_PX(4, "a01", "a11")                        \
+  "ldr %[x], [%[c], #-4]\n\t"                         \
+  AI_W8_X3_PX(8, "a02", "a12")
+#define AI_CONV_X3_ASM 1
+#endif
+
+static inline __attribute__((always_inline)) void mac2x3_w8_x(const uint32_t **wp, const uint32_t *c, int32_t g,
+                                                              int32_t *acc) {
+  const uint32_t *w = *wp;
+  int32_t a00 = acc[0], a01 = acc[1], a02 = acc[2], a10 = acc[3], a11 = acc[4], a12 = acc[5];
+#if defined(AI_CONV_X3_ASM)
+  uint32_t x = (uint32_t)(c + 3 * (g & 3)), y = (uint32_t)(c + 3 * g), wa, wb, l0, l1;
+  __asm__ volatile("sub sp, sp, #8\n\t"
+                   "str %[y], [sp]\n\t"
+                   "str %[x], [sp, #4]\n\t"
+                   "cmp %[c], %[x]\n\t"
+                   "beq 2f\n"
+                   "1:\n\t"
+                   AI_W8_GROUP3X
+                   "ldr %[y], [sp, #4]\n\t"
+                   "cmp %[c], %[y]\n\t"
+                   "bne 1b\n"
+                   "2:\n\t"
+                   "ldr %[y], [sp]\n\t"
+                   "cmp %[c], %[y]\n\t"
+                   "beq 4f\n\t"
+                   ".balign 4\n"
+                   "3:\n\t"
+                   AI_W8_GROUP3X
+                   AI_W8_GROUP3X
+                   AI_W8_GROUP3X
+                   AI_W8_GROUP3X
+                   "ldr %[y], [sp]\n\t"
+                   "cmp %[c], %[y]\n\t"
+                   "bne 3b\n"
+                   "4:\n\t"
+                   "add sp, sp, #8\n\t"
+                   : [a00] "+r"(a00), [a01] "+r"(a01), [a02] "+r"(a02), [a10] "+r"(a10), [a11] "+r"(a11),
+                     [a12] "+r"(a12), [w] "+r"(w), [c] "+r"(c), [x] "+r"(x), [y] "+r"(y), [wa] "=&r"(wa),
+                     [wb] "=&r"(wb), [l0] "=&r"(l0), [l1] "=&r"(l1)
+                   :
+                   : "cc", "memory");
+#else
+  for (; g > 0; --g, c += 3, w += 2) {
+    const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]), l1 = sxtb16(w[1]), h1 = sxtb16_r8(w[1]);
+    const uint32_t p0 = sxtb16(c[0]), q0 = sxtb16_r8(c[0]), p1 = sxtb16(c[1]), q1 = sxtb16_r8(c[1]);
+    const uint32_t p2 = sxtb16(c[2]), q2 = sxtb16_r8(c[2]);
+    a00 = smlad(h0, q0, smlad(l0, p0, a00));
+    a10 = smlad(h1, q0, smlad(l1, p0, a10));
+    a01 = smlad(h0, q1, smlad(l0, p1, a01));
+    a11 = smlad(h1, q1, smlad(l1, p1, a11));
+    a02 = smlad(h0, q2, smlad(l0, p2, a02));
+    a12 = smlad(h1, q2, smlad(l1, p2, a12));
+  }
+#endif
+  acc[0] = a00, acc[1] = a01, acc[2] = a02, acc[3] = a10, acc[4] = a11, acc[5] = a12;
+  *wp = w;
+}
+#endif
+
 /* ---- requantisation + store. rq: 4 int32 per output channel, {bias, multiplier, rs,
  * kf} when p->rq_fold (rq_fold's constants, out_zp folded in; proven exact by the
  * lowering), else {bias, multiplier, shift, 0} (ai_requant, any shift). */
@@ -1979,6 +2063,61 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
 }
 
 #if defined(AI_CONV_PX1)
+/* The last three pixels of a one-row 1x1 call (n, n + 1, n + 2; conv_rows_1x1_w8, a stripe's
+ * pointwise member on an odd width): their int8 bytes interleaved by group in the scratch (3 Kp of
+ * its 4 Kp bytes), read before any output is stored (in place or not), then one pass of
+ * mac2x3_w8_x per channel pair: each weight word pair loaded and unpacked once for the 24 MACs of
+ * three pixels (conv_triple: a pair pass, then the odd pixel's over the same weights, 34 estimated
+ * Cortex-M4 cycles per group against ~30). Stripe-only code (the layer-by-layer firmware keeps
+ * conv_triple: no code-placement move there). Its caller has checked that it applies: the
+ * pixels' windows are the runs s0, s0 + in_c, s0 + 2 in_c (one row, no padding, in_c % 4 == 0,
+ * int8 weights in place, an even out_c). */
+static inline __attribute__((always_inline)) void conv_triple_x3(const conv_run_t *r, int32_t n, const int8_t *s0,
+                                                                 int mode) {
+  const int32_t cout = r->p->out_c, groups = r->groups, in_c = r->pix_bytes;
+  int8_t *o0 = r->out + n * cout, *o1 = o0 + cout, *o2 = o1 + cout;
+  const int8_t *s1 = s0 + in_c, *s2 = s1 + in_c;
+  {
+    /* the three pixels' bytes interleaved by group in the scratch (3 Kp of its 4 Kp bytes), read
+     * before any output is stored (in place or not): one pass of mac2x3_w8_x per channel pair */
+    uint32_t *x3 = r->col;
+    for (int32_t k = 0; k < groups; ++k, x3 += 3) {
+      x3[0] = rd32(s0 + 4 * k);
+      x3[1] = rd32(s1 + 4 * k);
+      x3[2] = rd32(s2 + 4 * k);
+    }
+    const uint32_t *wp = (const uint32_t *)(const void *)r->w;
+    const int32_t *q = r->q;
+    const conv_out_t o = r->o;
+    for (int32_t pairs = r->n >> 1; pairs > 0; --pairs, q += 8) {
+      int32_t acc[6] = {q[0], q[0], q[0], q[4], q[4], q[4]};
+      mac2x3_w8_x(&wp, r->col, groups, acc);
+      const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+      const int8_t y00 = conv_out(q, m0, rs0, kf0, acc[0], &o, mode);
+      const int8_t y01 = conv_out(q, m0, rs0, kf0, acc[1], &o, mode);
+      const int8_t y02 = conv_out(q, m0, rs0, kf0, acc[2], &o, mode);
+      const int8_t y10 = conv_out(q + 4, m1, rs1, kf1, acc[3], &o, mode);
+      const int8_t y11 = conv_out(q + 4, m1, rs1, kf1, acc[4], &o, mode);
+      const int8_t y12 = conv_out(q + 4, m1, rs1, kf1, acc[5], &o, mode);
+      o0[0] = y00;
+      o0[1] = y10;
+      o0 += 2;
+      o1[0] = y01;
+      o1[1] = y11;
+      o1 += 2;
+      o2[0] = y02;
+      o2[1] = y12;
+      o2 += 2;
+    }
+  }
+}
+static __attribute__((noinline)) void conv_triple_x3_m1(const conv_run_t *r, int32_t n, const int8_t *s0) {
+  conv_triple_x3(r, n, s0, 1);
+}
+static __attribute__((noinline)) void conv_triple_x3_m2(const conv_run_t *r, int32_t n, const int8_t *s0) {
+  conv_triple_x3(r, n, s0, 2);
+}
+
 /* A stripe's 1x1 stride-1 member call with its int8 weights unstaged (KWS's pointwise layers
  * in --optimization ram: rows of 5 pixels, a pair then conv_triple): conv2d_s8_run's set-up for
  * exactly that case (one block, one batch, no padded copy, no pad pixel, folded
@@ -2020,6 +2159,21 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
   r.max_off = local.in_h * r.row_bytes - 4 * r.rowg;
   if (r.ymax < 0 || r.xmax < 0 || r.max_off < 0) {
     r.fast = 0;
+  }
+  /* one row on an odd width (KWS's 5-pixel rows, forward): its pairs but the last three pixels,
+   * then those three in one weight pass (conv_triple_x3); else conv_pairs (conv_triple) */
+  const int32_t npix = local.out_h * local.out_w;
+  if (local.out_h == 1 && (npix & 1) && npix >= 3 && !local.reverse && (r.n & 1) == 0 && r.fast &&
+      r.rowg == r.groups) {
+    /* out_h 1, no padding, out_w <= in_w (ai_conv2d_s8_rows): pixel n's window is the run at
+     * input + n * in_c, inside the image */
+    if (npix > 3) {
+      r.out_w = npix - 3; /* out_h 1: pixel n of the row stays at column n */
+      (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
+      r.out_w = npix;
+    }
+    (mode == 1 ? conv_triple_x3_m1 : conv_triple_x3_m2)(&r, npix - 3, input + (npix - 3) * local.in_c);
+    return;
   }
   (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
 }
