@@ -387,6 +387,14 @@ PXQ_LAYERS = [
     ("pxq_same_3x3_c32_oc2_w8", (1, 4, 8, 32), (2, 3, 3, 32), {}),
     # 6-pixel rows: bands of 2 rows hold 3 quads, the middle one across the two rows (slow columns)
     ("pxq_same_3x3_c16_oc4_w6", (1, 6, 6, 16), (4, 3, 3, 16), {}),
+    # 1x1 stride 1 (conv_rows_1x1_w8, pw37): a band's pixels as one run, its first npix & ~3 as
+    # quads (across rows), the rest as pairs: rows of 6 (6 = a quad + a pair), of 5 (one-row calls
+    # keep conv_triple_x3; 10 = 2 quads + a pair, 15 = 3 quads + a pair + the odd pixel), of 7;
+    # a relu6 clamp (mode 2), more output than input channels, in_c 32
+    ("pxq_1x1_c16_oc8_w6", (1, 5, 6, 16), (8, 1, 1, 16), {}),
+    ("pxq_1x1_c16_oc6_w5", (1, 7, 5, 16), (6, 1, 1, 16), dict(act="RELU6")),
+    ("pxq_1x1_c32_oc4_w7", (1, 4, 7, 32), (4, 1, 1, 32), dict(act="RELU")),
+    ("pxq_1x1_c16_oc34_w4", (1, 5, 4, 16), (34, 1, 1, 16), {}),
 ]
 
 

@@ -660,11 +660,30 @@ def pxq_applies(a: dict) -> bool:
     per 4 pixels; the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
     channel pair and 4 pixels, AI_PXQ_GROUP against 2 x AI_W8_GROUP)."""
     npix = int(a["out_h"]) * int(a["out_w"])
-    if int(a["k_h"]) == 1 and int(a["k_w"]) == 1 and list(a["stride"])[:2] == [1, 1]:
-        return False  # ai_conv2d_s8_rows sends these to conv_rows_1x1_w8 (pairs, conv_triple)
-    return (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and int(a["in_c"]) % 4 == 0
-            and int(a["out_c"]) % 2 == 0 and _kp(a) % 16 == 0 and npix > 0 and npix % 4 == 0
-            and not a.get("reverse"))
+    base = (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and int(a["in_c"]) % 4 == 0
+            and int(a["out_c"]) % 2 == 0 and _kp(a) % 16 == 0 and npix > 0 and not a.get("reverse"))
+    if _rows_1x1(a):
+        # conv_rows_1x1_w8 (pw37): its first npix & ~3 pixels as quads when the call's pixels are
+        # contiguous runs (one row, or whole rows); a one-row odd width keeps conv_triple_x3
+        return (base and npix >= 4 and not _x3_row(a) and int(a.get("dilation", [1, 1])[1]) == 1
+                and (int(a["out_h"]) == 1 or int(a["out_w"]) == int(a["in_w"])))
+    return base and npix % 4 == 0
+
+
+def _rows_1x1(a: dict) -> bool:
+    """A 1x1 stride-1 call that ai_conv2d_s8_rows sends to conv_rows_1x1_w8 (its entry test)."""
+    return (int(a["k_h"]) == 1 and int(a["k_w"]) == 1 and list(a["stride"])[:2] == [1, 1]
+            and int(a["in_c"]) % 4 == 0 and not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0
+            and not a.get("pad_copy") and bool(a.get("rq_fold")) and int(a["batches"]) == 1
+            and int(a["pad"][1]) == 0 and int(a["pad"][0]) == 0 and int(a["out_h"]) <= int(a["in_h"])
+            and int(a["out_w"]) <= int(a["in_w"]))
+
+
+def pxq_passes(a: dict) -> int:
+    """Passes over a pxq_applies call's weights: one per quad, and conv_rows_1x1_w8's remaining
+    npix % 4 pixels as pairs (an odd last pixel: one pass of its own)."""
+    npix = int(a["out_h"]) * int(a["out_w"])
+    return int(a["batches"]) * (npix // 4 + (npix % 4 + 1) // 2)
 
 
 def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None, rows: bool = False) -> float:
@@ -689,7 +708,7 @@ def _call_cycles(mop: Op, g: Graph, flash: FlashModel, elements: int | None, row
         instr = (c.cycles - flash.stalls(reads) + _pairs(a) * _col_cycles(a)
                  + _pair_units(a, ODD_REQ_SHARE) * CONV_REQ_INSTR * int(a["out_c"]) + extra)
         if rows and flash.pxq and mop.kernel == "conv2d_s8" and pxq_applies(a) and reads > w + rq:
-            reads = int(a["batches"]) * int(a["out_h"]) * int(a["out_w"]) // 4 * (w + rq)
+            reads = pxq_passes(a) * (w + rq)
         return CPI * instr + flash.stalls(reads)
     reads = flash_reads(mop, g, elements)
     consts = sum(_nbytes(g, i) for i in _consts(mop, g))

@@ -2364,6 +2364,30 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
     (mode == 1 ? conv_triple_x3_m1 : conv_triple_x3_m2)(&r, npix - 3, input + (npix - 3) * local.in_c);
     return;
   }
+#if defined(AI_CONV_PXQ)
+  /* pixel quads (pw37; VWW's pointwise members): the call's pixels are contiguous runs (one row,
+   * or whole rows: out_w == in_w), pixel n's at input + n * in_c, so its first npix & ~3 pixels
+   * are one pretend row of that many pixels for conv_pxq (every window inside it: its fast
+   * columns), the weights read once per 4 pixels; the rest as pairs, after (forward, as before) */
+  const int32_t nq = npix & ~3;
+  if (nq > 0 && !local.reverse && (r.n & 1) == 0 && (kp & 15) == 0 && r.fast && r.rowg == r.groups &&
+      (local.out_h == 1 || local.out_w == local.in_w)) {
+    local.out_h = 1;
+    r.out_w = nq;
+    r.ymax = 0;
+    r.xmax = nq - 1;
+    (mode == 1 ? conv_pxq_m1 : conv_pxq_m2)(&r);
+    if (npix > nq) {
+      r.in += nq * local.in_c;
+      r.out += nq * local.out_c;
+      r.out_w = npix - nq;
+      r.xmax = npix - nq - 1;
+      r.max_off -= nq * local.in_c;
+      (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
+    }
+    return;
+  }
+#endif
   (mode == 1 ? conv_pairs_w8_m1 : conv_pairs_w8_m2)(&r);
 }
 #endif
