@@ -403,7 +403,8 @@ def test_staged_dw3x3_constants_match_tflite_reference(xs, stride, mult, tmp_pat
 def test_estimator_confirms_the_flash_reads(tmp_path):
     """The independent check: est-core's trace of the real KWS firmware for nucleo-l4r5zi
     (analyze --estimate) reads <= 1.5x the weights from flash, and each layer's flash bytes are
-    the analytic count plus at most its parameter struct and literal loads (< 128 B)."""
+    the analytic count plus at most its parameter struct and literal loads (< 160 B: the conv
+    params are 104 B since `stage_gap`, session 37, and each entry loads a few literals)."""
     import json
 
     from conftest import stm32ai_cli
@@ -426,7 +427,7 @@ def test_estimator_confirms_the_flash_reads(tmp_path):
     for layer in est["layers"]:
         op = node_of_op.get(layer["node"])
         if op in analytic:
-            assert analytic[op] <= layer["flash_bytes"] < analytic[op] + 128, (layer, analytic[op])
+            assert analytic[op] <= layer["flash_bytes"] < analytic[op] + 160, (layer, analytic[op])
             checked += 1
     assert checked == len(analytic) == 9
 
