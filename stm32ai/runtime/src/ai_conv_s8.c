@@ -2162,6 +2162,12 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   }
 }
 
+/* Not on Armv6-M (its boards' flash has no data cache for stage_gap to spare, and 32 KB parts
+ * have no room for the code): there the flag is ignored, the layer runs unstaged, same bytes. */
+#if !defined(__ARM_ARCH_6M__)
+#define AI_CONV_GAP 1
+#endif
+#if defined(AI_CONV_GAP)
 /* stage_gap (passes/gap_stage.py: this call is its input's only reader, int8 weights unstaged,
  * one batch, raster order, no padded copy): the output in chunks of rows; a chunk whose weights
  * and rq (out_c * (16 + Kp) bytes) fit in the input rows no later window reads, below the first
@@ -2233,13 +2239,16 @@ static __attribute__((noinline)) void conv2d_s8_gap(const ai_conv2d_s8_params *p
   __asm__ volatile(AI_NOPW4 AI_NOPW2 "nop.w");
 #endif
 }
+#endif /* AI_CONV_GAP */
 
 void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_t *weights,
                   const int32_t *rq, int8_t *output, void *scratch) {
+#if defined(AI_CONV_GAP)
   if (p->stage_gap && p->stage_oc <= 0 && !p->w16 && p->batches == 1 && !p->pad_copy && !p->reverse) {
     conv2d_s8_gap(p, input, weights, rq, output, scratch);
     return;
   }
+#endif
   conv2d_s8_run(p, 0, input, weights, rq, output, scratch, 0);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__)
   /* Code placement only: with the row-window entry beside it gcc allocates this entry's
