@@ -2022,7 +2022,9 @@ static __attribute__((noinline)) void conv_pairs_w8_m2s(const conv_run_t *r) {
 static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_s8_params *p,
                                                                 const ai_row_window *win, const int8_t *input,
                                                                 const int8_t *weights, const int32_t *rq,
-                                                                int8_t *output, void *scratch, void *stage_at) {
+                                                                int8_t *output, void *scratch, void *stage_at,
+                                                                int quads) {
+  (void)quads; /* AI_CONV_PXQ builds only */
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
    * stores may alias them), and a const struct in flash would cost wait states each time;
    * the one copy of a call, with its row window (a stripe's executor copies nothing) */
@@ -2092,9 +2094,10 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   }
 #endif
 #if defined(AI_CONV_PXQ)
-  /* pixel quads (stripe calls only: win is NULL, constant-folded, in the layer-by-layer entry,
-   * whose code stays as it was): int8 weights read in place, whole quads, raster order */
-  const int pxq = win != 0 && !w16 && !staged && !conv_gathers(p) && (cout & 1) == 0 && (kp & 15) == 0 &&
+  /* pixel quads (stripe calls only: `quads` is a constant, 1 in the row-window entry, 0 in the
+   * layer-by-layer entry and in stage_gap's chunks (conv2d_s8_run_at), whose code every firmware
+   * links and which stays as it was): int8 weights read in place, whole quads, raster order */
+  const int pxq = quads && win != 0 && !w16 && !staged && !conv_gathers(p) && (cout & 1) == 0 && (kp & 15) == 0 &&
                   (npix & 3) == 0 && npix > 0 && !p->reverse;
 #endif
 #if defined(AI_CONV_PX1)
@@ -2180,7 +2183,7 @@ static __attribute__((noinline)) void conv2d_s8_run_at(const ai_conv2d_s8_params
                                                        const int8_t *input, const int8_t *weights,
                                                        const int32_t *rq, int8_t *output, void *scratch,
                                                        void *stage_at) {
-  conv2d_s8_run(p, win, input, weights, rq, output, scratch, stage_at);
+  conv2d_s8_run(p, win, input, weights, rq, output, scratch, stage_at, 0);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__) && !defined(AI_CORE_CM7)
   /* code placement: 2,048 B on the Cortex-M4 build, a multiple of 64 (see conv_pairs_w8_m1s) */
   __asm__ volatile(AI_NOPW2 "nop.w");
@@ -2249,7 +2252,7 @@ void ai_conv2d_s8(const ai_conv2d_s8_params *p, const int8_t *input, const int8_
     return;
   }
 #endif
-  conv2d_s8_run(p, 0, input, weights, rq, output, scratch, 0);
+  conv2d_s8_run(p, 0, input, weights, rq, output, scratch, 0, 0);
 #if defined(__ARM_ARCH_7EM__) && defined(__OPTIMIZE__)
   /* Code placement only: with the row-window entry beside it gcc allocates this entry's
    * registers differently (52 bytes more); the nops here make it 64 longer than before, so
@@ -2413,7 +2416,7 @@ void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const in
     return;
   }
 #endif
-  conv2d_s8_run(p, &win, input, weights, rq, output, scratch, 0);
+  conv2d_s8_run(p, &win, input, weights, rq, output, scratch, 0, 1);
 }
 
 /* ---- one column (ai_conv2d_s8_1col, docs/kernels_conv.md "One column") ----
