@@ -319,3 +319,24 @@ def test_ic_ram_calls_widened_and_staged_where_room():
     st.wide_offsets[j] = st.ring_offset[r]  # onto the rows its calls read
     with pytest.raises(AssertionError):
         sp.replay_check(c.graph, st)
+
+
+def test_vww_input_rows_wide_regions_in_the_joint_layout():
+    """`widen`'s regions in a stripe fed in rows (`--input-rows`: the output inside the scratch,
+    the joint layout's `wide_regions`): the pool stays 11,424 B, the table and the plan replay
+    (replay_check, plan_sim) and the host build (rows fed) matches TFLM."""
+    from stm32ai.pipeline import compile_for_board
+
+    vww = shared_model("mlperf_tiny/vww_96_int8.tflite")
+    c = compile_for_board(vww, "network", "nucleo-l4r5zi", optimization="ram", input_rows=True)
+    (op,) = [o for o in c.graph.ops if o.kernel == "stripe"]
+    st_ = op.attrs["stripe"]
+    multi = [j for j, m in enumerate(st_["members"]) if "offsets" in m.get("wide", {})]
+    assert multi and int(op.attrs.get("scratch_with_output", 0)) == 1
+    for j in multi:
+        assert len(st_["joint"]["wide_regions"][j]) == len(st_["members"][j]["wide"]["offsets"])
+    assert c.plan.pool_size <= 11424
+    sp.replay_check(c.graph, op.__dict__["_stripe"])
+    check_plan(c.plan)
+    simulate_plan(c.graph, c.plan)
+    assert validate_model(vww, n=1, compiled=c).outcome == "match"
