@@ -299,7 +299,7 @@ def test_ic_ram_calls_widened_and_staged_where_room():
     assert any(w.get("params", {}).get("stage_oc") for w in wide.values())
     for j, w in wide.items():  # e[6] marks exactly the listed calls
         mine = [e for e in op.attrs["stripe"]["table"] if e[0] == j]
-        assert [k for k, e in enumerate(mine) if e[6] == 1] == w["calls"]
+        assert [k for k, e in enumerate(mine) if e[6] >= 1] == w["calls"]
     import stm32ai.pipeline as pl
 
     orig = pl.widen_stripes
