@@ -358,10 +358,16 @@ def _run_stripe(g: Graph, plan: Plan, op_idx: int, owner: np.ndarray, check, sta
             continue  # dead input rows (poisoned by the executor): nothing to check
         m = st["members"][e[0]]
         if m["scratch"] > 0 and m["kind"] != "reduce":  # written while the call reads its rows
-            if "wide" in m and e[6] == 1:  # a wide call: the op's own kernel in its own region
-                w = m["wide"]
-                o = joint["wide_offsets"][e[0]] if joint else w["scratch_offset"]
-                owner[base + o:base + o + w["scratch"]] = GARBAGE
+            if "wide" in m and e[6] >= 1:  # a wide call: the op's own kernel in its region e[6] - 1
+                w, q = m["wide"], e[6] - 1
+                if joint:
+                    o = joint["wide_regions"][e[0]][q] if joint.get("wide_regions", [[]] * n_mem)[e[0]] \
+                        else joint["wide_offsets"][e[0]]
+                else:
+                    o = w["offsets"][q] if "offsets" in w else w["scratch_offset"]
+                size = w["region_scratch"][q] if "region_scratch" in w else w["scratch"]
+                assert "offsets" in w or q == 0, f"{what}: member {e[0]}: region {q} of one"
+                owner[base + o:base + o + size] = GARBAGE
             else:
                 owner[base + m_off[e[0]]:base + m_off[e[0]] + m["scratch"]] = GARBAGE
         n_streamed = len(m["in_row_bytes"])

@@ -254,6 +254,13 @@ ROW_WINDOW_KERNELS = frozenset({
 ROW_ENTRY_KERNELS = frozenset({"add_lut_s8", "add_s8", "sub_s8", "mul_s8", "maximum_s8", "minimum_s8"})
 
 
+def _region_params(m: dict[str, Any]) -> bool:
+    """Member m has several wide regions (stripe_widen.py `widen`) and some run other params than
+    its own (its executor case picks them from the member's params pointer table)."""
+    w = m.get("wide", {})
+    return "offsets" in w and any(rp != m["params"] for rp in w["region_params"])
+
+
 def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[str],
                  scratch: str) -> tuple[str, str]:
     """(static declarations, code block) of stripe node i: the member params, the step table
@@ -265,8 +272,25 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             raise Stm32aiError(f"graph.json node {i}: bad member kernel {m['kernel']!r}")
         init = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["params"].items()) + " }"
         decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j} = {init};")
-        if "params" in m.get("wide", {}):  # its calls with e[6] = 1 run with these params (staged weights)
-            winit = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in m["wide"]["params"].items()) + " }"
+        w = m.get("wide", {})
+        if _region_params(m):  # several wide regions: e[6] = 1 + region, its params and offset by table
+            wk = str(w["kernel"])
+            if not C_IDENT.match(wk) or wk != m["kernel"]:  # one params pointer for both kernels
+                raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")
+            names: list[str] = []
+            seen: dict[str, str] = {}
+            for q, rp in enumerate(w["region_params"]):
+                winit = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in rp.items()) + " }"
+                if rp == m["params"] and wk == m["kernel"]:
+                    names.append(f"&k{i}_m{j}")
+                    continue
+                if winit not in seen:  # one struct per distinct params (regions often share theirs)
+                    seen[winit] = f"k{i}_m{j}w{q if q else ''}"
+                    decls.append(f"static const ai_{wk}_params {seen[winit]} = {winit};")
+                names.append(f"&{seen[winit]}")
+            decls.append(f"static const ai_{wk}_params *const k{i}_m{j}wp[{len(names)}] = {{{', '.join(names)}}};")
+        elif "params" in w:  # its calls with e[6] = 1 run with these params (staged weights)
+            winit = "{ " + ", ".join(f".{k} = {c_value(v)}" for k, v in w["params"].items()) + " }"
             decls.append(f"static const ai_{m['kernel']}_params k{i}_m{j}w = {winit};")
     # int8 steps when every row number fits (images < 128 rows): half the flash
     ety = "int8_t" if all(-128 <= int(v) <= 127 for step in st["table"] for v in step) else "int16_t"
@@ -353,12 +377,16 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
         if row_entry:
             pass
         elif rows_entry:
-            if "params" in m.get("wide", {}):
+            if _region_params(m):
+                lines.append(f"      const ai_{k}_params *q = e[6] != 0 ? k{i}_m{j}wp[e[6] - 1] : &k{i}_m{j};")
+            elif "params" in m.get("wide", {}) and "offsets" not in m["wide"]:
                 lines.append(f"      const ai_{k}_params *q = e[6] != 0 ? &k{i}_m{j}w : &k{i}_m{j};")
             else:
                 lines.append(f"      const ai_{k}_params *q = &k{i}_m{j};")
             lines.append("      const ai_row_window rw = {e[1], e[2], e[3]};")
-        elif "params" in m.get("wide", {}):
+        elif _region_params(m):
+            lines.append(f"      ai_{k}_params q = e[6] != 0 ? *k{i}_m{j}wp[e[6] - 1] : k{i}_m{j};")
+        elif "params" in m.get("wide", {}) and "offsets" not in m["wide"]:
             lines.append(f"      ai_{k}_params q = e[6] != 0 ? k{i}_m{j}w : k{i}_m{j};")
         else:
             lines.append(f"      ai_{k}_params q = k{i}_m{j};")
@@ -395,8 +423,14 @@ def _stripe_code(i: int, a: dict[str, Any], ins: list[str | None], outs: list[st
             wk = str(wide["kernel"])
             if not C_IDENT.match(wk) or m["kind"] != "window" or n_streamed != 1 or int(m["scratch"]) <= 0:
                 raise Stm32aiError(f"graph.json node {i}: bad wide kernel of member {j}")
-            w_off = int(joint["wide_offsets"][j]) if joint else int(wide["scratch_offset"])
-            wargs = args[:-1] + [f"(void *)(sc + {w_off}u)"]
+            if "offsets" in wide:  # several regions: region e[6] - 1's offset from the member's table
+                offs = [int(v) for v in joint["wide_regions"][j]] if joint else [int(v) for v in wide["offsets"]]
+                oty = "uint16_t" if max(offs) < 65536 else "uint32_t"
+                decls.append(f"static const {oty} k{i}_m{j}wo[{len(offs)}] = {{{', '.join(str(v) for v in offs)}}};")
+                wargs = args[:-1] + [f"(void *)(sc + k{i}_m{j}wo[e[6] - 1])"]
+            else:
+                w_off = int(joint["wide_offsets"][j]) if joint else int(wide["scratch_offset"])
+                wargs = args[:-1] + [f"(void *)(sc + {w_off}u)"]
             lines.append(f"      if (e[6] != 0) {{ ai_{wk}{sfx}({', '.join(wargs)}); }}")
             lines.append(f"      else {{ ai_{k}{sfx}({', '.join(args)}); }}")
         else:

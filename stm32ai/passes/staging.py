@@ -635,8 +635,10 @@ def _member_calls(op: Op) -> list[tuple[int, Op, int | None]]:
         if step[0] < 0 or step[0] >= len(st["members"]):  # a drop, or a row-source fetch (--input-rows)
             continue
         m = st["members"][step[0]]
-        if m["kind"] == "window" and "wide" in m and int(step[6]) == 1:  # its alternative (stripe_widen.py `widen`)
-            m = {**m, "kernel": m["wide"]["kernel"], "params": m["wide"].get("params", m["params"])}
+        if m["kind"] == "window" and "wide" in m and int(step[6]) >= 1:  # its alternative (stripe_widen.py `widen`)
+            w = m["wide"]  # region e[6] - 1's params (several regions: `region_params`)
+            wp = w["region_params"][int(step[6]) - 1] if "region_params" in w else w.get("params", m["params"])
+            m = {**m, "kernel": w["kernel"], "params": wp}
         if m["kind"] == "window":
             pad = "pad_h" if "pad_h" in m["params"] else "pad"
             pv = [int(step[2]), *list(m["params"][pad])[1:]] if pad == "pad" else int(step[2])

@@ -214,6 +214,7 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     ring_offset = [0] * len(st.rings)
     scratch_offsets = [-1] * len(st.members)
     wide_offsets = [-1] * len(st.members)
+    more: dict[int, dict[int, int]] = {}  # member -> region (>= 1) -> offset
     out: dict[str, Any] = {"y": best, "size": size, "scratch": _up(top) if top > 0 else 0, "acc_offset": -1}
     slots: list[list[int] | None] = [None] * len(st.rings)  # split rings (stripes.py `split_items`)
     for o, what, r, _ in placed:
@@ -233,7 +234,10 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
         elif what == "y":
             continue
         elif what == "wide":  # a widened member's wide calls' kernel scratch (stripe_widen.py `widen`)
-            wide_offsets[r] = o
+            if r < len(st.members):
+                wide_offsets[r] = o
+            else:  # its region r // n (item n * region + member)
+                more.setdefault(r % len(st.members), {})[r // len(st.members)] = o
         else:  # a member's kernel scratch
             scratch_offsets[r] = o
     for ring, got in enumerate(slots):
@@ -245,4 +249,7 @@ def joint_layout(g: Graph, st: Any, items: list[tuple[int, str, int, list[Span]]
     out["order"] = [(spans[-1][1], what, r, spans) for _, what, r, spans in placed]  # not for graph.json
     if any(o >= 0 for o in wide_offsets):
         out["wide_offsets"] = wide_offsets
+    if more:  # members with several wide regions: every region's offset ([]: one region or none)
+        out["wide_regions"] = [[wide_offsets[j], *(more[j][q] for q in sorted(more[j]))] if j in more else []
+                               for j in range(len(st.members))]
     return out

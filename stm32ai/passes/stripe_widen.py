@@ -30,6 +30,9 @@ from stm32ai.passes.stripes import (
 # narrowed kernels (`_narrow_scratch`) whose calls `widen` may run as the op's own kernel: the
 # one-column conv2d_s8 (never in place: k > 1, so the wide kernel's access order never matters)
 WIDEN_KERNELS = ("conv2d_s8_1col",)
+# wide regions per member (`widen`): groups of its calls, each with its own scratch offset and
+# alternative (table e[6] = 1 + region); the executor's per-member offset and params tables
+MAX_REGIONS = 8
 
 
 def _relayout(g: Graph, st: Stripe) -> int:
@@ -102,7 +105,7 @@ def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
     # changed their narrowing since): its table and layouts are still the stripe's own
     _narrow_scratch(st.members, st.narrow)
     for m in st.members:
-        m.wide, m.alt = frozenset(), None
+        m.clear_wide()
     base = pool_bytes(g, st)
     calls: dict[int, list[int]] = {}
     for s_, step in enumerate(st.table):
@@ -136,44 +139,54 @@ def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
     for j, _, gains in work:
         best_gain[j] = max(best_gain.get(j, 0.0), sum(x for x in gains if x > 0))
     Pick = tuple[Any, set[int], int, int]  # (alternative, calls, standalone offset, its size)
+    n = len(st.members)
 
-    def greedy(joint0: dict[str, Any] | None) -> tuple[float, dict[int, Pick], int, dict[str, Any] | None]:
-        """The alternatives' calls on top of the standalone layout and joint layout joint0."""
+    def greedy(joint0: dict[str, Any] | None) -> tuple[float, dict[int, list[Pick]], int, dict[str, Any] | None]:
+        """The alternatives' calls on top of the standalone layout and joint layout joint0: per
+        member up to MAX_REGIONS regions, each a group of its calls with its own offset."""
         placed, top0, joint_now = list(placed0), st.scratch, joint0
         total, picks = 0.0, {}
         for j in sorted(best_gain, key=lambda j: -best_gain[j]):
-            pick: tuple[float, Any, set[int], int, int, dict[str, Any] | None] | None = None
-            for jj, alt, gains in work:
-                if jj != j:
-                    continue
-                size = -(-alt[2] // ALIGN) * ALIGN
-                wide: set[int] = set()
-                got: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
-                for k in sorted(range(len(gains)), key=lambda k: -gains[k]):
-                    if gains[k] <= 0:
-                        break
-                    spans = [(0, size, sum(1 << calls[j][c] for c in wide | {k}))]
-                    off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
-                    top = max(top0, off + size)
-                    joint = None
-                    if joint_now is not None:
-                        joint = joint_layout(g, st, [], allow=st.allow,
-                                             order=[*joint_now["order"], (size, "wide", j, spans)])
-                        if joint is None:
+            taken: set[int] = set()
+            regions: list[Pick] = []
+            for q in range(MAX_REGIONS):
+                pick: tuple[float, Any, set[int], int, int, dict[str, Any] | None] | None = None
+                for jj, alt, gains in work:
+                    if jj != j or (regions and alt[0] != regions[0][0][0]):  # one wide kernel per member
+                        continue
+                    size = -(-alt[2] // ALIGN) * ALIGN
+                    wide: set[int] = set()
+                    got: tuple[int, int, dict[str, Any] | None] | None = None  # (standalone offset, top, joint)
+                    for k in sorted(range(len(gains)), key=lambda k: -gains[k]):
+                        if gains[k] <= 0:
+                            break
+                        if k in taken:
                             continue
-                    if (min(top + outside, int(joint["size"])) if joinable and joint else top + outside) <= limit:
-                        wide.add(k)
-                        got = (off, top, joint)
-                gain = sum(gains[k] for k in wide)
-                if got is not None and (pick is None or gain > pick[0]):
-                    pick = (gain, alt, wide, got[0], got[1], got[2])
-            if pick is None:
-                continue
-            gain, alt, wide, off, top0, joint_now = pick
-            total += gain
-            size = -(-alt[2] // ALIGN) * ALIGN
-            picks[j] = (alt, wide, off, size)
-            placed.append((off, off + size, sum(1 << calls[j][c] for c in wide), None))
+                        spans = [(0, size, sum(1 << calls[j][c] for c in wide | {k}))]
+                        off = _fit(placed, spans, {0} | {e for _, e, _, _ in placed})
+                        top = max(top0, off + size)
+                        joint = None
+                        if joint_now is not None:
+                            joint = joint_layout(g, st, [], allow=st.allow,
+                                                 order=[*joint_now["order"], (size, "wide", n * q + j, spans)])
+                            if joint is None:
+                                continue
+                        if (min(top + outside, int(joint["size"])) if joinable and joint else top + outside) <= limit:
+                            wide.add(k)
+                            got = (off, top, joint)
+                    gain = sum(gains[k] for k in wide)
+                    if got is not None and (pick is None or gain > pick[0]):
+                        pick = (gain, alt, wide, got[0], got[1], got[2])
+                if pick is None:  # nothing more fits: a further region would not either
+                    break
+                gain, alt, wide, off, top0, joint_now = pick
+                total += gain
+                size = -(-alt[2] // ALIGN) * ALIGN
+                regions.append((alt, wide, off, size))
+                taken |= wide
+                placed.append((off, off + size, sum(1 << calls[j][c] for c in wide), None))
+            if regions:
+                picks[j] = regions
         return total, picks, top0, joint_now
 
     total, picks, top, joint = greedy(st.joint)
@@ -182,12 +195,21 @@ def widen(g: Graph, st: Stripe, flash: Any = None) -> bool:
     st.scratch = top
     if joint is not None:
         st.joint = joint
-    for j, (alt, wide, off, _) in picks.items():
+    st.wide_more = {}
+    for j, regions in picks.items():
         m = st.members[j]
-        m.alt, m.wide = alt, frozenset(wide)
-        st.wide_offsets[j] = off
-        for k in wide:
-            st.table[calls[j][k]][6] = 1
+        m.alts = [alt for alt, _, _, _ in regions]
+        m.alt = m.alts[0]
+        m.wide = frozenset(k for _, wide, _, _ in regions for k in wide)
+        m.region = {k: q for q, (_, wide, _, _) in enumerate(regions) for k in wide if q}
+        st.wide_offsets[j] = regions[0][2]
+        if len(regions) > 1:
+            st.wide_more[j] = [off for _, _, off, _ in regions[1:]]
+        else:
+            m.alts = []
+        for q, (_, wide, _, _) in enumerate(regions):
+            for k in wide:
+                st.table[calls[j][k]][6] = 1 + q
     return True
 
 

@@ -89,6 +89,23 @@ class Member:
     # (kernel, params patched, scratch bytes): a narrowed member's own kernel (`conv2d_s8` for
     # `conv2d_s8_1col`), or the conv2d_s8 member with its weights staged whole (`stage_oc`)
     alt: tuple[str, dict[str, Any], int] | None = None
+    # several regions (`widen`: up to stripe_widen.MAX_REGIONS, each a group of wide calls with
+    # its own scratch offset and alternative): alts[q] is region q's alternative (alts[0] ==
+    # alt), region[ordinal] the region of a wide call (absent: 0); empty: one region, `alt`
+    alts: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)
+    region: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def region_alts(self) -> list[tuple[str, dict[str, Any], int]]:
+        """Each region's alternative (region q: table e[6] = 1 + q)."""
+        return list(self.alts) if self.alts else ([self.alt] if self.alt is not None else [])
+
+    def region_of(self, ordinal: int) -> int:
+        """The region of wide call `ordinal` (-1: not a wide call)."""
+        return self.region.get(ordinal, 0) if self.widened and ordinal in self.wide else -1
+
+    def clear_wide(self) -> None:
+        self.wide, self.alt, self.alts, self.region = frozenset(), None, [], {}
 
     @property
     def call_kernel(self) -> str:
@@ -216,6 +233,8 @@ class Stripe:
     member_scratch_offset: int = 0  # the largest member scratch's offset
     scratch_offsets: list[int] = field(default_factory=list)  # per member, its own region (-1: none)
     wide_offsets: list[int] = field(default_factory=list)  # per member, its wide calls' region (-1: none)
+    # per member with several wide regions (`Member.alts`): the offsets of regions 1, 2, ...
+    wide_more: dict[int, list[int]] = field(default_factory=dict)
     narrow: bool | str = True  # `_narrow_scratch`'s flag this stripe was laid out with
     acc_offset: int = -1  # the reduce member's int32 running sums (-1: none)
     scratch: int = 0
@@ -479,7 +498,7 @@ def simulate(g: Graph, members: list[Member], band: int, outside_reads: set[int]
         return True
 
     for m in members:  # `widen` decides wide calls on the chosen stripe's final layout only
-        m.wide, m.alt = frozenset(), None
+        m.clear_wide()
     seq = list(order or range(len(members)))
     while any(done[j] < goal(j) for j in range(len(members))):
         if drain:  # the most downstream member that can run, one call at a time
@@ -587,8 +606,9 @@ def _physical(st: Stripe, modes: list[int]) -> tuple[list[list[int]], list[list[
             fill(r_out, phys[4], phys[4] + step[1])
             count[r_out] += step[1]
         key = step[0]
-        if m.widened and ordinal[step[0]] in m.wide:
-            phys[6], key = 1, len(st.members) + step[0]  # a window member: e[6] is free (one input)
+        q = m.region_of(ordinal[step[0]])
+        if q >= 0:  # a window member: e[6] is free (one input); region q under key n * (1 + q) + j
+            phys[6], key = 1 + q, len(st.members) * (1 + q) + step[0]
         ordinal[step[0]] += 1
         if m.call_scratch > 0 and m.kind != "reduce":
             scratch_steps[key] = scratch_steps.get(key, 0) | 1 << len(out)
@@ -731,8 +751,8 @@ def _layout_modes(g: Graph, st: Stripe, modes: list[int]) -> tuple[int, dict[str
                           [(0, -(-acc_bytes(m) // ALIGN) * ALIGN, busy_acc)]))
     n = len(st.members)
     for j, steps in scratch_steps.items():  # each member's own region, busy at its calls
-        if j >= n:  # its wide calls' region (the op's own kernel scratch)
-            size = -(-st.members[j - n].alt_scratch // ALIGN) * ALIGN
+        if j >= n:  # its wide calls' region q (item n * q + member: `wide_region`)
+            size = -(-st.members[j % n].region_alts[j // n - 1][2] // ALIGN) * ALIGN
             items.append((size, "wide", j - n, [(0, size, steps)]))
             continue
         size = -(-st.members[j].call_scratch // ALIGN) * ALIGN
@@ -801,6 +821,11 @@ def _apply_layout(g: Graph, st: Stripe, modes: list[int], scratch: int, lay: dic
     st.acc_offset = lay["acc"]
     st.scratch_offsets = [lay["scratch_off"].get(j, -1) for j in range(len(st.members))]
     st.wide_offsets = [lay["wide_off"].get(j, -1) for j in range(len(st.members))]
+    n = len(st.members)
+    st.wide_more = {}
+    for r, o in sorted(lay["wide_off"].items()):
+        if r >= n:
+            st.wide_more.setdefault(r % n, []).append(o)
     big = max(lay["scratch_off"], key=lambda j: st.members[j].call_scratch, default=-1)
     st.member_scratch_offset = lay["scratch_off"][big] if big >= 0 else 0
     st.scratch = scratch
@@ -1067,9 +1092,9 @@ def replay_check(g: Graph, st: Stripe) -> None:
             continue
         m = st.members[step[0]]
         if m.call_scratch > 0 and m.kind != "reduce":  # the kernel's scratch: garbage after the call
-            wide = m.widened and step[6] == 1
-            o = (st.wide_offsets if wide else st.scratch_offsets)[step[0]]
-            sc[o:o + -(-(m.alt_scratch if wide else m.call_scratch) // ALIGN) * ALIGN] = 0
+            q = int(step[6]) - 1 if m.widened else -1
+            o = st.scratch_offsets[step[0]] if q < 0 else wide_offset(st, step[0], q)
+            sc[o:o + -(-(m.region_alts[q][2] if q >= 0 else m.call_scratch) // ALIGN) * ALIGN] = 0
         if m.kind == "reduce":
             t = m.streamed[0]
             r0 = produced_rows[m.out]
@@ -1133,6 +1158,11 @@ def replay_check(g: Graph, st: Stripe) -> None:
     assert all(pulled[t] == h[t] for t in st.fed), "a row-fed input was not pulled to its last row"
 
 
+def wide_offset(st: Stripe, j: int, q: int) -> int:
+    """The standalone offset of member j's wide region q."""
+    return st.wide_offsets[j] if q == 0 else st.wide_more[j][q - 1]
+
+
 def stripe_op(g: Graph, st: Stripe) -> Op:
     """The one op standing for the stripe: inputs = whole activations read + the members'
     constants, outputs = the whole tensors kept; attrs["stripe"] = what graph.json carries."""
@@ -1170,6 +1200,13 @@ def stripe_op(g: Graph, st: Stripe) -> Op:
             wp = {**params, **m.alt[1]}
             members[-1]["wide"] = {"kernel": m.alt[0], "scratch": m.alt[2], "scratch_offset": st.wide_offsets[j],
                                    "calls": sorted(m.wide), **({"params": wp} if wp != params else {})}
+            alts = m.region_alts
+            if len(alts) > 1:  # several regions: call k runs region e[6] - 1 (its own offset, params)
+                members[-1]["wide"].update({
+                    "offsets": [wide_offset(st, j, q) for q in range(len(alts))],
+                    "region_scratch": [a[2] for a in alts],
+                    "region_params": [{**params, **a[1]} for a in alts],
+                    "call_regions": [m.region.get(k, 0) for k in sorted(m.wide)]})
     attrs = {"stripe": {
         "band": st.band, "members": members,
         "rings": [{"tensor": g.tensors[t].name, "rows": st.ring_rows[r], "row_bytes": _geom(g, t)[1],  # type: ignore[index]
