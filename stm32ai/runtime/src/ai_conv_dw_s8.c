@@ -908,6 +908,41 @@ DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQA_MM)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQA_MM)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQA_MM0)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
+/* Stripe calls (the _rows entries' one-band loop) of a member whose packed constants the
+ * stripe pass emitted pre-doubled (`rqd` 4 / 5 = 2 / 3 on {2w, 2 bias, m, 2 khi, rs + 1},
+ * passes/stripe_dw3.py): the channel's frame copied from its record as it is (no SADD16 / LSL
+ * / ADD: 9 instructions fewer per channel and band). */
+#define DW3_ROWS_DQP_FN(NAME, G, S, SV, RQA)                                                   \
+  static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
+    const int32_t *kk = k;                                                                     \
+    __asm__ volatile("ldm %[k], {r4, r5, r6, r7, r8, r9, r10, r11, r12, lr}\n\t"                \
+                     "add %[k], %[f], #4\n\t"                                                  \
+                     "stm %[k]!, {r4, r5, r6, r10}\n\t" /* f[1..4]; %[k] = f + 5 */             \
+                     "stm %[k], {r4, r5, r6, r7, r8, r9, r10}\n\t"                             \
+                     "str r10, [%[f], #48]\n\t"                                                \
+                     "add %[k], %[f], #96\n\t"                                                 \
+                     "stm %[k], {r11, r12, lr}\n\t"                                            \
+                     "ldr r4, [%[f], #84]\n\t"                                                 \
+                     "str r4, [%[f], #60]\n\t"                                                 \
+                     : [k] "+r"(kk)                                                            \
+                     : [f] "r"(f)                                                              \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "memory"); \
+    register const uint32_t *q_ __asm__("r0") = plane;                                         \
+    register int8_t *o_ __asm__("r1") = out;                                                   \
+    register int32_t c_ __asm__("r2") = f[13];                                                 \
+    register int32_t *f_ __asm__("r3") = f + 5;                                                \
+    __asm__ volatile(DW3_ROWS_ASM_DQ(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV,                  \
+                                     DW3_QMAC_##SV##_LAST, DW3_MAC_##SV, DW3_MAC_##SV##_LAST,  \
+                                     RQA)                                                      \
+                     : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
+                     : "r"(f_)                                                                 \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc",    \
+                       "memory");                                                              \
+  }
+DW3_ROWS_DQP_FN(dw3_rows_g2_s1p, 2, 1, S1, DW3_RQA_MM)
+DW3_ROWS_DQP_FN(dw3_rows_g2_s2p, 2, 2, S2, DW3_RQA_MM)
+DW3_ROWS_DQP_FN(dw3_rows_g2_s1p0, 2, 1, S1, DW3_RQA_MM0)
+DW3_ROWS_DQP_FN(dw3_rows_g2_s2p0, 2, 2, S2, DW3_RQA_MM0)
 #endif
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
@@ -1032,6 +1067,41 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
 #else
 #define DW3_STRIPE_LOOP 0
 #endif
+/* `rqd` 4 / 5: the row-window entries only (a stripe member on the Cortex-M4 whose packed
+ * constants the stripe pass pre-doubled, passes/stripe_dw3.py); win is the constant 0 in the
+ * usual entries, where this folds away. */
+#define DW3_PRE(WIN, P) ((WIN) != 0 && (P)->rqd >= 4)
+/* A pre-doubled record as the other rows take it: each int16 weight and the bias halved
+ * (exact: the stripe pass doubled them), khi halved, rs - 1; DW3_ROWS_PICK then picks the
+ * rows of `rqd` 0 for 4 / 5 (exact: the lowering chose the kernel for them). */
+static void dw3_undouble(const int32_t *k, int32_t *t) {
+  for (int32_t i = 0; i < 6; ++i) {
+    const uint32_t u = (uint32_t)k[i];
+    const int32_t lo = (int16_t)(uint16_t)(u & 0xFFFFu), hi = (int16_t)(uint16_t)(u >> 16);
+    t[i] = (int32_t)(((uint32_t)(lo / 2) & 0xFFFFu) | ((uint32_t)(hi / 2) << 16));
+  }
+  t[6] = k[6] / 2;
+  t[7] = k[7];
+  t[8] = k[8] / 2;
+  t[9] = k[9] - 1;
+}
+#define DW3_KC(WIN, P, KC, T) (DW3_PRE(WIN, P) ? (dw3_undouble(KC, T), (const int32_t *)(T)) : (KC))
+#if defined(AI_DW3_DQ)
+/* The stripe loop with the pre-doubled rows (DW3_ROWS_DQP_FN) for `rqd` 4 / 5. */
+#define DW3_STRIPE_PAIRS(G, S, RQD, FILL, V, IN, IY0, ROWS, PL, PV, FR, KC, OUT, OC)              \
+  if ((G) == 2 && (RQD) >= 4) {                                                                 \
+    dw3_rows_fn *const rowsp_ = (S) == 1 ? ((RQD) == 5 ? dw3_rows_g2_s1p0 : dw3_rows_g2_s1p)     \
+                                         : ((RQD) == 5 ? dw3_rows_g2_s2p0 : dw3_rows_g2_s2p);    \
+    for (int32_t c0 = 0; c0 < (OC); c0 += 2, (KC) += 2 * AI_DW3_K) {                            \
+      FILL(V, (IN) + c0, IY0, ROWS, (uint8_t *)(PL), PV, 1);                                    \
+      rowsp_(PL, FR, KC, (OUT) + c0);                                                           \
+      rowsp_((PL) + 1, FR, (KC) + AI_DW3_K, (OUT) + c0 + 1);                                    \
+    }                                                                                           \
+    return;                                                                                     \
+  }
+#else
+#define DW3_STRIPE_PAIRS(G, S, RQD, FILL, V, IN, IY0, ROWS, PL, PV, FR, KC, OUT, OC)
+#endif
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win, const int8_t *input, \
@@ -1092,6 +1162,8 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
     int32_t fr[DW3_FRAME_WORDS];                                                                  \
+    int32_t kt_[AI_DW3_K]; /* a pre-doubled channel's record halved (DW3_KC) */                   \
+    (void)kt_;                                                                                    \
     int32_t fr_nr = 0; /* band height fr was built for (0: not yet) */                            \
     if (DW3_STRIPE_LOOP && (G) == 2 && win != 0 && p->batches == 1 && !p->stage && !whole &&       \
         pad_clean) {                                                                              \
@@ -1101,10 +1173,12 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
       const int32_t rows1 = (v.oh - 1) * S + 3;                                                   \
       DW3_FRAME_BUILD(fr, fr_nr, (G), S, v.oh, v.ow, v.out_row, v.out_col)                        \
       const int32_t *kc = packed;                                                                 \
+      DW3_STRIPE_PAIRS(G, S, p->rqd, FILL, &v, input, -v.pad_t, rows1, pl, pv, fr, kc, output, OC) \
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
         FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                              \
         for (int32_t k = 0; k < (G); ++k, kc += AI_DW3_K) {                                       \
-          DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, output + c0 + k) \
+          const int32_t *kr = DW3_KC(win, p, kc, kt_);                                            \
+          DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kr, output + c0 + k) \
         }                                                                                         \
       }                                                                                           \
       return;                                                                                     \
@@ -1130,7 +1204,7 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
           }                                                                                       \
           DW3_FRAME_BUILD(fr, fr_nr, (G), S, nr, v.ow, v.out_row, v.out_col)                     \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
-            const int32_t *kc = kg + k * AI_DW3_K;                                                \
+            const int32_t *kc = DW3_KC(win, p, kg + k * AI_DW3_K, kt_);                           \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
             DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, o)         \
           }                                                                                       \
