@@ -1086,22 +1086,6 @@ static void dw3_undouble(const int32_t *k, int32_t *t) {
   t[9] = k[9] - 1;
 }
 #define DW3_KC(WIN, P, KC, T) (DW3_PRE(WIN, P) ? (dw3_undouble(KC, T), (const int32_t *)(T)) : (KC))
-#if defined(AI_DW3_DQ)
-/* The stripe loop with the pre-doubled rows (DW3_ROWS_DQP_FN) for `rqd` 4 / 5. */
-#define DW3_STRIPE_PAIRS(G, S, RQD, FILL, V, IN, IY0, ROWS, PL, PV, FR, KC, OUT, OC)              \
-  if ((G) == 2 && (RQD) >= 4) {                                                                 \
-    dw3_rows_fn *const rowsp_ = (S) == 1 ? ((RQD) == 5 ? dw3_rows_g2_s1p0 : dw3_rows_g2_s1p)     \
-                                         : ((RQD) == 5 ? dw3_rows_g2_s2p0 : dw3_rows_g2_s2p);    \
-    for (int32_t c0 = 0; c0 < (OC); c0 += 2, (KC) += 2 * AI_DW3_K) {                            \
-      FILL(V, (IN) + c0, IY0, ROWS, (uint8_t *)(PL), PV, 1);                                    \
-      rowsp_(PL, FR, KC, (OUT) + c0);                                                           \
-      rowsp_((PL) + 1, FR, (KC) + AI_DW3_K, (OUT) + c0 + 1);                                    \
-    }                                                                                           \
-    return;                                                                                     \
-  }
-#else
-#define DW3_STRIPE_PAIRS(G, S, RQD, FILL, V, IN, IY0, ROWS, PL, PV, FR, KC, OUT, OC)
-#endif
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win, const int8_t *input, \
@@ -1173,7 +1157,6 @@ static void dw3_undouble(const int32_t *k, int32_t *t) {
       const int32_t rows1 = (v.oh - 1) * S + 3;                                                   \
       DW3_FRAME_BUILD(fr, fr_nr, (G), S, v.oh, v.ow, v.out_row, v.out_col)                        \
       const int32_t *kc = packed;                                                                 \
-      DW3_STRIPE_PAIRS(G, S, p->rqd, FILL, &v, input, -v.pad_t, rows1, pl, pv, fr, kc, output, OC) \
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
         FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                              \
         for (int32_t k = 0; k < (G); ++k, kc += AI_DW3_K) {                                       \
@@ -1257,6 +1240,64 @@ void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_p
   DW3_PAD_G2();
 }
 
+#if defined(AI_DW3_DQ)
+/* A stripe member's one-band call with pre-doubled constants (`rqd` 4 / 5, passes/stripe_dw3.py:
+ * one image, whole channel pairs, no staging, not transposed): the stripe loop of DW3_RUN_FN
+ * without its parameter copy, general set-up and rows choice per channel (~590 -> ~250
+ * estimated cycles per call on VWW, most of them fetch stalls: the calls of the other members
+ * evict this code from the I-cache between two calls), the pre-doubled rows
+ * (DW3_ROWS_DQP_FN) per channel. 0: not such a call (oh > one band), dw3_run_g2 runs it. */
+static int dw3_stripe_g2p(const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win,
+                          const int8_t *input, const int32_t *kc, int8_t *output, uint32_t *pl) {
+  const int32_t S = p->stride[0], oh = win->out_h;
+  if (oh > (S == 1 ? AI_DW3_HB - 2 : (AI_DW3_HB - 1) / 2)) { /* (HB - 3) / S + 1 output rows */
+    return 0;
+  }
+  const int32_t C = p->in_c, W = p->in_w, ow = p->out_w, pad_l = p->pad[1];
+  const dw3_view v = {win->in_h, W, win->pad_top, pad_l, W * C, C, oh, ow, ow * C, C, p->pad_value};
+  const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;
+  const int32_t jw = 2 * AI_DW3_HB, f0 = (pad_l >> 1) * jw, f1 = ((pad_l + W + 1) >> 1) * jw;
+  const int32_t fe = p->plane_w * AI_DW3_HB; /* 2 planes of plane_w / 2 word columns */
+  for (int32_t i = 0; i < f0; ++i) {
+    pl[i] = pv; /* the padding columns, as DW3_RUN_FN */
+  }
+  for (int32_t i = f1; i < fe; ++i) {
+    pl[i] = pv;
+  }
+  const int32_t rows1 = (oh - 1) * S + 3;
+  for (int32_t r = 0; r < rows1; ++r) { /* band rows outside the image (the fill skips them) */
+    if ((uint32_t)(r - v.pad_t) >= (uint32_t)v.h) {
+      for (int32_t i = f0 + 2 * r; i < f1; i += jw) {
+        pl[i] = pv;
+        pl[i + 1] = pv;
+      }
+    }
+  }
+  int32_t fr[DW3_FRAME_WORDS];
+  dw3_frame(fr, 2, S, oh, ow, ow * C, C);
+  dw3_rows_fn *const rows = S == 1 ? (p->rqd == 5 ? dw3_rows_g2_s1p0 : dw3_rows_g2_s1p)
+                                   : (p->rqd == 5 ? dw3_rows_g2_s2p0 : dw3_rows_g2_s2p);
+  for (int32_t c0 = 0; c0 < C; c0 += 2, kc += 2 * AI_DW3_K) {
+    dw3_fill2(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);
+    rows(pl, fr, kc, output + c0);
+    rows(pl + 1, fr, kc + AI_DW3_K, output + c0 + 1);
+  }
+  return 1;
+}
+/* `rqd` 4 / 5 come with one image, no staging, no transposition and whole channel pairs (the
+ * stripe pass sets them only so): only the band height is checked (in dw3_stripe_g2p). The
+ * general driver out of line: the entry's own code stays a few instructions (it runs from
+ * flash on every call, other members' code evicting it from the I-cache in between). */
+#define DW3_STRIPE_G2P(P, WIN, IN, K, OUT, SCR)                                                  \
+  if ((P)->rqd >= 4 && dw3_stripe_g2p(P, WIN, IN, K, OUT, (uint32_t *)(SCR))) {                 \
+    return;                                                                                     \
+  }
+#define DW3_ROWS_RUN_ATTR __attribute__((noinline))
+#else
+#define DW3_STRIPE_G2P(P, WIN, IN, K, OUT, SCR)
+#define DW3_ROWS_RUN_ATTR inline __attribute__((always_inline))
+#endif
+
 /* row-window entries (ai_row_window.h), after the usual ones: unused, they are dropped from a
  * firmware without stripes (--gc-sections) and move none of its code */
 void ai_depthwise_conv2d_3x3_s8_rows(const ai_depthwise_conv2d_3x3_s8_params *p, ai_row_window win,
@@ -1269,12 +1310,24 @@ void ai_depthwise_conv2d_3x3_sgn_s8_rows(const ai_depthwise_conv2d_3x3_sgn_s8_pa
   dw3_run(p, &win, input, packed, output, scratch, 1);
 }
 
+static DW3_ROWS_RUN_ATTR void dw3_run_g2_rows(const ai_depthwise_conv2d_3x3_s8_params *p,
+    const ai_row_window *win, const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, win, input, packed, output, scratch, 0);
+}
+
+static DW3_ROWS_RUN_ATTR void dw3_run_g2_sgn_rows(const ai_depthwise_conv2d_3x3_s8_params *p,
+    const ai_row_window *win, const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, win, input, packed, output, scratch, 1);
+}
+
 void ai_depthwise_conv2d_3x3_g2_s8_rows(const ai_depthwise_conv2d_3x3_g2_s8_params *p, ai_row_window win,
     const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
-  dw3_run_g2(p, &win, input, packed, output, scratch, 0);
+  DW3_STRIPE_G2P(p, &win, input, packed, output, scratch)
+  dw3_run_g2_rows(p, &win, input, packed, output, scratch);
 }
 
 void ai_depthwise_conv2d_3x3_g2_sgn_s8_rows(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p, ai_row_window win,
     const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
-  dw3_run_g2(p, &win, input, packed, output, scratch, 1);
+  DW3_STRIPE_G2P(p, &win, input, packed, output, scratch)
+  dw3_run_g2_sgn_rows(p, &win, input, packed, output, scratch);
 }
