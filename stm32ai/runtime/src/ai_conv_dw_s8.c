@@ -911,7 +911,8 @@ DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
 /* Stripe calls (the _rows entries' one-band loop) of a member whose packed constants the
  * stripe pass emitted pre-doubled (`rqd` 4 / 5 = 2 / 3 on {2w, 2 bias, m, 2 khi, rs + 1},
  * passes/stripe_dw3.py): the channel's frame copied from its record as it is (no SADD16 / LSL
- * / ADD: 9 instructions fewer per channel and band). */
+ * / ADD: 9 instructions fewer per channel and band; nor f[12], which only the rows of `rqd` 0
+ * read). */
 #define DW3_ROWS_DQP_FN(NAME, G, S, SV, RQA)                                                   \
   static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
     const int32_t *kk = k;                                                                     \
@@ -919,7 +920,6 @@ DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
                      "add %[k], %[f], #4\n\t"                                                  \
                      "stm %[k]!, {r4, r5, r6, r10}\n\t" /* f[1..4]; %[k] = f + 5 */             \
                      "stm %[k], {r4, r5, r6, r7, r8, r9, r10}\n\t"                             \
-                     "str r10, [%[f], #48]\n\t"                                                \
                      "add %[k], %[f], #96\n\t"                                                 \
                      "stm %[k], {r11, r12, lr}\n\t"                                            \
                      "ldr r4, [%[f], #84]\n\t"                                                 \
