@@ -908,33 +908,45 @@ DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQA_MM)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQA_MM)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQA_MM0)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
-/* Stripe calls (the _rows entries' one-band loop) of a member whose packed constants the
- * stripe pass emitted pre-doubled (`rqd` 4 / 5 = 2 / 3 on {2w, 2 bias, m, 2 khi, rs + 1},
- * passes/stripe_dw3.py): the channel's frame copied from its record as it is (no SADD16 / LSL
- * / ADD: 9 instructions fewer per channel and band; nor f[12], which only the rows of `rqd` 0
- * read). */
+/* Stripe calls (dw3_stripe_g2p) of a member whose packed constants the stripe pass emitted
+ * pre-doubled (`rqd` 4 / 5 = 2 / 3 on {2w, 2 bias, m, 2 khi, rs + 1}, passes/stripe_dw3.py):
+ * both channels of a pair per call, each channel's frame copied from its record as it is (no
+ * SADD16 / LSL / ADD: 9 instructions fewer per channel; nor f[12], which only the rows of
+ * `rqd` 0 read). The loop over the two channels is in the assembly, its state (plane, output
+ * and record pointers, the pair's end) in 4 stack words: one LDM / STM each per channel
+ * instead of a call, a register save and restore per channel; one copy of the rows (the
+ * stripe's loop of fill, driver and rows must stay within the 1 KB flash I-cache). r0 plane,
+ * r1 output, r2 record, r3 = f + 5 as in DW3_ROWS_DQ_FN (whose rows never read r2 before
+ * writing it). */
 #define DW3_ROWS_DQP_FN(NAME, G, S, SV, RQA)                                                   \
   static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
-    const int32_t *kk = k;                                                                     \
-    __asm__ volatile("ldm %[k], {r4, r5, r6, r7, r8, r9, r10, r11, r12, lr}\n\t"                \
-                     "add %[k], %[f], #4\n\t"                                                  \
-                     "stm %[k]!, {r4, r5, r6, r10}\n\t" /* f[1..4]; %[k] = f + 5 */             \
-                     "stm %[k], {r4, r5, r6, r7, r8, r9, r10}\n\t"                             \
-                     "add %[k], %[f], #96\n\t"                                                 \
-                     "stm %[k], {r11, r12, lr}\n\t"                                            \
-                     "ldr r4, [%[f], #84]\n\t"                                                 \
-                     "str r4, [%[f], #60]\n\t"                                                 \
-                     : [k] "+r"(kk)                                                            \
-                     : [f] "r"(f)                                                              \
-                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "memory"); \
     register const uint32_t *q_ __asm__("r0") = plane;                                         \
     register int8_t *o_ __asm__("r1") = out;                                                   \
-    register int32_t c_ __asm__("r2") = f[13];                                                 \
+    register const int32_t *k_ __asm__("r2") = k;                                              \
     register int32_t *f_ __asm__("r3") = f + 5;                                                \
-    __asm__ volatile(DW3_ROWS_ASM_DQ(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV,                  \
+    __asm__ volatile("add r4, r2, #80\n\t" /* the pair's records end */                        \
+                     "sub sp, sp, #16\n\t"                                                     \
+                     "str r4, [sp, #12]\n"                                                     \
+                     "6:\n\t"                                                                  \
+                     "ldm r2!, {r4, r5, r6, r7, r8, r9, r10, r11, r12, lr}\n\t"                 \
+                     "stm sp, {r0, r1, r2}\n\t"                                                \
+                     "sub r2, r3, #16\n\t"                                                     \
+                     "stm r2!, {r4, r5, r6, r10}\n\t" /* f[1..4]; r2 = f + 5 */                 \
+                     "stm r2, {r4, r5, r6, r7, r8, r9, r10}\n\t"                               \
+                     "add r2, r3, #76\n\t"                                                     \
+                     "stm r2, {r11, r12, lr}\n\t" /* f[24..26] */                              \
+                     "ldr r4, [r3, #64]\n\t"                                                   \
+                     "str r4, [r3, #40]\n\t" /* f[15] = f[21] */                               \
+                     DW3_ROWS_ASM_DQ(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV,                  \
                                      DW3_QMAC_##SV##_LAST, DW3_MAC_##SV, DW3_MAC_##SV##_LAST,  \
                                      RQA)                                                      \
-                     : "+r"(q_), "+r"(o_), "+r"(c_)                                            \
+                     "ldm sp, {r0, r1, r2, r4}\n\t"                                            \
+                     "adds r0, r0, #4\n\t" /* the pair's other plane word, output byte */      \
+                     "adds r1, r1, #1\n\t"                                                     \
+                     "cmp r2, r4\n\t"                                                          \
+                     "bne 6b\n\t"                                                              \
+                     "add sp, sp, #16\n\t"                                                     \
+                     : "+r"(q_), "+r"(o_), "+r"(k_)                                            \
                      : "r"(f_)                                                                 \
                      : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc",    \
                        "memory");                                                              \
@@ -1243,10 +1255,10 @@ void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_p
 #if defined(AI_DW3_DQ)
 /* A stripe member's one-band call with pre-doubled constants (`rqd` 4 / 5, passes/stripe_dw3.py:
  * one image, whole channel pairs, no staging, not transposed): the stripe loop of DW3_RUN_FN
- * without its parameter copy, general set-up and rows choice per channel (~590 -> ~250
- * estimated cycles per call on VWW, most of them fetch stalls: the calls of the other members
+ * without its parameter copy, general set-up and rows choice per channel (~590 -> ~330
+ * estimated cycles per call on VWW, many of them fetch stalls: the calls of the other members
  * evict this code from the I-cache between two calls), the pre-doubled rows
- * (DW3_ROWS_DQP_FN) per channel. 0: not such a call (oh > one band), dw3_run_g2 runs it. */
+ * (DW3_ROWS_DQP_FN) per channel pair. 0: not such a call (oh > one band), dw3_run_g2 runs it. */
 static int dw3_stripe_g2p(const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win,
                           const int8_t *input, const int32_t *kc, int8_t *output, uint32_t *pl) {
   const int32_t S = p->stride[0], oh = win->out_h;
@@ -1279,8 +1291,7 @@ static int dw3_stripe_g2p(const ai_depthwise_conv2d_3x3_s8_params *p, const ai_r
                                    : (p->rqd == 5 ? dw3_rows_g2_s2p0 : dw3_rows_g2_s2p);
   for (int32_t c0 = 0; c0 < C; c0 += 2, kc += 2 * AI_DW3_K) {
     dw3_fill2(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);
-    rows(pl, fr, kc, output + c0);
-    rows(pl + 1, fr, kc + AI_DW3_K, output + c0 + 1);
+    rows(pl, fr, kc, output + c0); /* both channels */
   }
   return 1;
 }
