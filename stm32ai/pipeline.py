@@ -41,6 +41,7 @@ from stm32ai.passes.staging import (
     unstage,
 )
 from stm32ai.passes.stripe_bands import Option, choose_bands
+from stm32ai.passes.stripe_dw3 import predouble_stripe_dw3
 from stm32ai.passes.stripe_widen import widen_stripes
 from stm32ai.passes.stripes import form_all, form_stripes
 from stm32ai.passes.verify import (
@@ -156,6 +157,8 @@ def _compile(g: Graph, name: str, inputs_in_pool: bool, outputs_in_pool: bool, p
     verify_memory(plan.pool_size, sum(t.nbytes for t in g.tensors if t.is_const))
     if optimization == "ram":  # unstaged convs stage in their input's dead rows (passes/gap_stage.py)
         mark_gap_staging(g, plan, flash)
+    if stripes:  # the Cortex-M4's depthwise stripe members: packed constants pre-doubled
+        predouble_stripe_dw3(g)
     doc, params = to_graph_json(g, plan, name)
     staged = any(op.attrs.get("stage_oc") or op.attrs.get("stage") or op.kernel == "add_lut_staged_s8"
                  for op in g.ops)

@@ -131,7 +131,11 @@ typedef struct {
                         (weights in flash with wait states, docs/flash_staging.md) */
   int32_t rqd;       /* 2, 3: the doubled-accumulator requantisation is proved exact for every
                         channel (3: also without its sign term); used by Cortex-M4 builds only,
-                        others ignore it (docs/kernels_conv.md) */
+                        others ignore it (docs/kernels_conv.md). 4, 5: 2, 3 with `packed`
+                        pre-doubled ({2w}, 2 bias, m, 2 khi, rs + 1 per channel): the
+                        row-window entries of the _g2 kernels only, with batches 1, stage 0,
+                        transpose 0, in_c == out_c even (the stripe pass sets it so on Cortex-M4
+                        targets, passes/stripe_dw3.py, docs/stripes.md) */
 } ai_depthwise_conv2d_3x3_s8_params;
 
 void ai_depthwise_conv2d_3x3_s8(const ai_depthwise_conv2d_3x3_s8_params *p, const int8_t *input,

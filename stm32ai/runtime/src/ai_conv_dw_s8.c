@@ -908,6 +908,53 @@ DW3_ROWS_DQ_FN(dw3_rows_g2_s1d, 2, 1, S1, DW3_RQA_MM)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s2d, 2, 2, S2, DW3_RQA_MM)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s1d0, 2, 1, S1, DW3_RQA_MM0)
 DW3_ROWS_DQ_FN(dw3_rows_g2_s2d0, 2, 2, S2, DW3_RQA_MM0)
+/* Stripe calls (dw3_stripe_g2p) of a member whose packed constants the stripe pass emitted
+ * pre-doubled (`rqd` 4 / 5 = 2 / 3 on {2w, 2 bias, m, 2 khi, rs + 1}, passes/stripe_dw3.py):
+ * both channels of a pair per call, each channel's frame copied from its record as it is (no
+ * SADD16 / LSL / ADD: 9 instructions fewer per channel; nor f[12], which only the rows of
+ * `rqd` 0 read). The loop over the two channels is in the assembly, its state (plane, output
+ * and record pointers, the pair's end) in 4 stack words: one LDM / STM each per channel
+ * instead of a call, a register save and restore per channel; one copy of the rows (the
+ * stripe's loop of fill, driver and rows must stay within the 1 KB flash I-cache). r0 plane,
+ * r1 output, r2 record, r3 = f + 5 as in DW3_ROWS_DQ_FN (whose rows never read r2 before
+ * writing it). */
+#define DW3_ROWS_DQP_FN(NAME, G, S, SV, RQA)                                                   \
+  static void NAME(const uint32_t *plane, int32_t *f, const int32_t *k, int8_t *out) {         \
+    register const uint32_t *q_ __asm__("r0") = plane;                                         \
+    register int8_t *o_ __asm__("r1") = out;                                                   \
+    register const int32_t *k_ __asm__("r2") = k;                                              \
+    register int32_t *f_ __asm__("r3") = f + 5;                                                \
+    __asm__ volatile("add r4, r2, #80\n\t" /* the pair's records end */                        \
+                     "sub sp, sp, #16\n\t"                                                     \
+                     "str r4, [sp, #12]\n"                                                     \
+                     "6:\n\t"                                                                  \
+                     "ldm r2!, {r4, r5, r6, r7, r8, r9, r10, r11, r12, lr}\n\t"                 \
+                     "stm sp, {r0, r1, r2}\n\t"                                                \
+                     "sub r2, r3, #16\n\t"                                                     \
+                     "stm r2!, {r4, r5, r6, r10}\n\t" /* f[1..4]; r2 = f + 5 */                 \
+                     "stm r2, {r4, r5, r6, r7, r8, r9, r10}\n\t"                               \
+                     "add r2, r3, #76\n\t"                                                     \
+                     "stm r2, {r11, r12, lr}\n\t" /* f[24..26] */                              \
+                     "ldr r4, [r3, #64]\n\t"                                                   \
+                     "str r4, [r3, #40]\n\t" /* f[15] = f[21] */                               \
+                     DW3_ROWS_ASM_DQ(G, DW3_QMAC_##SV##_FIRST, DW3_QMAC_##SV,                  \
+                                     DW3_QMAC_##SV##_LAST, DW3_MAC_##SV, DW3_MAC_##SV##_LAST,  \
+                                     RQA)                                                      \
+                     "ldm sp, {r0, r1, r2, r4}\n\t"                                            \
+                     "adds r0, r0, #4\n\t" /* the pair's other plane word, output byte */      \
+                     "adds r1, r1, #1\n\t"                                                     \
+                     "cmp r2, r4\n\t"                                                          \
+                     "bne 6b\n\t"                                                              \
+                     "add sp, sp, #16\n\t"                                                     \
+                     : "+r"(q_), "+r"(o_), "+r"(k_)                                            \
+                     : "r"(f_)                                                                 \
+                     : "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "lr", "cc",    \
+                       "memory");                                                              \
+  }
+DW3_ROWS_DQP_FN(dw3_rows_g2_s1p, 2, 1, S1, DW3_RQA_MM)
+DW3_ROWS_DQP_FN(dw3_rows_g2_s2p, 2, 2, S2, DW3_RQA_MM)
+DW3_ROWS_DQP_FN(dw3_rows_g2_s1p0, 2, 1, S1, DW3_RQA_MM0)
+DW3_ROWS_DQP_FN(dw3_rows_g2_s2p0, 2, 2, S2, DW3_RQA_MM0)
 #endif
 #else
 /* Portable C: the same data layout, pairs and arithmetic. */
@@ -1032,6 +1079,25 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
 #else
 #define DW3_STRIPE_LOOP 0
 #endif
+/* `rqd` 4 / 5: the row-window entries only (a stripe member on the Cortex-M4 whose packed
+ * constants the stripe pass pre-doubled, passes/stripe_dw3.py); win is the constant 0 in the
+ * usual entries, where this folds away. */
+#define DW3_PRE(WIN, P) ((WIN) != 0 && (P)->rqd >= 4)
+/* A pre-doubled record as the other rows take it: each int16 weight and the bias halved
+ * (exact: the stripe pass doubled them), khi halved, rs - 1; DW3_ROWS_PICK then picks the
+ * rows of `rqd` 0 for 4 / 5 (exact: the lowering chose the kernel for them). */
+static void dw3_undouble(const int32_t *k, int32_t *t) {
+  for (int32_t i = 0; i < 6; ++i) {
+    const uint32_t u = (uint32_t)k[i];
+    const int32_t lo = (int16_t)(uint16_t)(u & 0xFFFFu), hi = (int16_t)(uint16_t)(u >> 16);
+    t[i] = (int32_t)(((uint32_t)(lo / 2) & 0xFFFFu) | ((uint32_t)(hi / 2) << 16));
+  }
+  t[6] = k[6] / 2;
+  t[7] = k[7];
+  t[8] = k[8] / 2;
+  t[9] = k[9] - 1;
+}
+#define DW3_KC(WIN, P, KC, T) (DW3_PRE(WIN, P) ? (dw3_undouble(KC, T), (const int32_t *)(T)) : (KC))
 #define DW3_RUN_FN(NAME, G, FILL, GATHER, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                   \
   static inline __attribute__((always_inline)) void NAME(                                         \
       const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win, const int8_t *input, \
@@ -1092,6 +1158,8 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
     DW3_ROWS_PICK(G, p->rqd, S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X)                        \
     /* the rows calls never write the frame's geometry words (dw3_frame) */                       \
     int32_t fr[DW3_FRAME_WORDS];                                                                  \
+    int32_t kt_[AI_DW3_K]; /* a pre-doubled channel's record halved (DW3_KC) */                   \
+    (void)kt_;                                                                                    \
     int32_t fr_nr = 0; /* band height fr was built for (0: not yet) */                            \
     if (DW3_STRIPE_LOOP && (G) == 2 && win != 0 && p->batches == 1 && !p->stage && !whole &&       \
         pad_clean) {                                                                              \
@@ -1104,7 +1172,8 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
         FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                              \
         for (int32_t k = 0; k < (G); ++k, kc += AI_DW3_K) {                                       \
-          DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, output + c0 + k) \
+          const int32_t *kr = DW3_KC(win, p, kc, kt_);                                            \
+          DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kr, output + c0 + k) \
         }                                                                                         \
       }                                                                                           \
       return;                                                                                     \
@@ -1130,7 +1199,7 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
           }                                                                                       \
           DW3_FRAME_BUILD(fr, fr_nr, (G), S, nr, v.ow, v.out_row, v.out_col)                     \
           for (int32_t k = 0; k < nch; ++k) {                                                     \
-            const int32_t *kc = kg + k * AI_DW3_K;                                                \
+            const int32_t *kc = DW3_KC(win, p, kg + k * AI_DW3_K, kt_);                           \
             int8_t *o = out + oy0 * v.out_row + c0 + k;                                           \
             DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, o)         \
           }                                                                                       \
@@ -1183,6 +1252,63 @@ void ai_depthwise_conv2d_3x3_g2_sgn_s8(const ai_depthwise_conv2d_3x3_g2_sgn_s8_p
   DW3_PAD_G2();
 }
 
+#if defined(AI_DW3_DQ)
+/* A stripe member's one-band call with pre-doubled constants (`rqd` 4 / 5, passes/stripe_dw3.py:
+ * one image, whole channel pairs, no staging, not transposed): the stripe loop of DW3_RUN_FN
+ * without its parameter copy, general set-up and rows choice per channel (~590 -> ~330
+ * estimated cycles per call on VWW, many of them fetch stalls: the calls of the other members
+ * evict this code from the I-cache between two calls), the pre-doubled rows
+ * (DW3_ROWS_DQP_FN) per channel pair. 0: not such a call (oh > one band), dw3_run_g2 runs it. */
+static int dw3_stripe_g2p(const ai_depthwise_conv2d_3x3_s8_params *p, const ai_row_window *win,
+                          const int8_t *input, const int32_t *kc, int8_t *output, uint32_t *pl) {
+  const int32_t S = p->stride[0], oh = win->out_h;
+  if (oh > (S == 1 ? AI_DW3_HB - 2 : (AI_DW3_HB - 1) / 2)) { /* (HB - 3) / S + 1 output rows */
+    return 0;
+  }
+  const int32_t C = p->in_c, W = p->in_w, ow = p->out_w, pad_l = p->pad[1];
+  const dw3_view v = {win->in_h, W, win->pad_top, pad_l, W * C, C, oh, ow, ow * C, C, p->pad_value};
+  const uint32_t pv = ((uint32_t)p->pad_value & 0xFFFFu) * 0x10001u;
+  const int32_t jw = 2 * AI_DW3_HB, f0 = (pad_l >> 1) * jw, f1 = ((pad_l + W + 1) >> 1) * jw;
+  const int32_t fe = p->plane_w * AI_DW3_HB; /* 2 planes of plane_w / 2 word columns */
+  for (int32_t i = 0; i < f0; ++i) {
+    pl[i] = pv; /* the padding columns, as DW3_RUN_FN */
+  }
+  for (int32_t i = f1; i < fe; ++i) {
+    pl[i] = pv;
+  }
+  const int32_t rows1 = (oh - 1) * S + 3;
+  for (int32_t r = 0; r < rows1; ++r) { /* band rows outside the image (the fill skips them) */
+    if ((uint32_t)(r - v.pad_t) >= (uint32_t)v.h) {
+      for (int32_t i = f0 + 2 * r; i < f1; i += jw) {
+        pl[i] = pv;
+        pl[i + 1] = pv;
+      }
+    }
+  }
+  int32_t fr[DW3_FRAME_WORDS];
+  dw3_frame(fr, 2, S, oh, ow, ow * C, C);
+  dw3_rows_fn *const rows = S == 1 ? (p->rqd == 5 ? dw3_rows_g2_s1p0 : dw3_rows_g2_s1p)
+                                   : (p->rqd == 5 ? dw3_rows_g2_s2p0 : dw3_rows_g2_s2p);
+  for (int32_t c0 = 0; c0 < C; c0 += 2, kc += 2 * AI_DW3_K) {
+    dw3_fill2(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);
+    rows(pl, fr, kc, output + c0); /* both channels */
+  }
+  return 1;
+}
+/* `rqd` 4 / 5 come with one image, no staging, no transposition and whole channel pairs (the
+ * stripe pass sets them only so): only the band height is checked (in dw3_stripe_g2p). The
+ * general driver out of line: the entry's own code stays a few instructions (it runs from
+ * flash on every call, other members' code evicting it from the I-cache in between). */
+#define DW3_STRIPE_G2P(P, WIN, IN, K, OUT, SCR)                                                  \
+  if ((P)->rqd >= 4 && dw3_stripe_g2p(P, WIN, IN, K, OUT, (uint32_t *)(SCR))) {                 \
+    return;                                                                                     \
+  }
+#define DW3_ROWS_RUN_ATTR __attribute__((noinline))
+#else
+#define DW3_STRIPE_G2P(P, WIN, IN, K, OUT, SCR)
+#define DW3_ROWS_RUN_ATTR inline __attribute__((always_inline))
+#endif
+
 /* row-window entries (ai_row_window.h), after the usual ones: unused, they are dropped from a
  * firmware without stripes (--gc-sections) and move none of its code */
 void ai_depthwise_conv2d_3x3_s8_rows(const ai_depthwise_conv2d_3x3_s8_params *p, ai_row_window win,
@@ -1195,12 +1321,24 @@ void ai_depthwise_conv2d_3x3_sgn_s8_rows(const ai_depthwise_conv2d_3x3_sgn_s8_pa
   dw3_run(p, &win, input, packed, output, scratch, 1);
 }
 
+static DW3_ROWS_RUN_ATTR void dw3_run_g2_rows(const ai_depthwise_conv2d_3x3_s8_params *p,
+    const ai_row_window *win, const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, win, input, packed, output, scratch, 0);
+}
+
+static DW3_ROWS_RUN_ATTR void dw3_run_g2_sgn_rows(const ai_depthwise_conv2d_3x3_s8_params *p,
+    const ai_row_window *win, const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
+  dw3_run_g2(p, win, input, packed, output, scratch, 1);
+}
+
 void ai_depthwise_conv2d_3x3_g2_s8_rows(const ai_depthwise_conv2d_3x3_g2_s8_params *p, ai_row_window win,
     const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
-  dw3_run_g2(p, &win, input, packed, output, scratch, 0);
+  DW3_STRIPE_G2P(p, &win, input, packed, output, scratch)
+  dw3_run_g2_rows(p, &win, input, packed, output, scratch);
 }
 
 void ai_depthwise_conv2d_3x3_g2_sgn_s8_rows(const ai_depthwise_conv2d_3x3_g2_sgn_s8_params *p, ai_row_window win,
     const int8_t *input, const int32_t *packed, int8_t *output, void *scratch) {
-  dw3_run_g2(p, &win, input, packed, output, scratch, 1);
+  DW3_STRIPE_G2P(p, &win, input, packed, output, scratch)
+  dw3_run_g2_sgn_rows(p, &win, input, packed, output, scratch);
 }
