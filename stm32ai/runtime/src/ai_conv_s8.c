@@ -114,6 +114,17 @@ static inline uint32_t sadd16_self(uint32_t v) {
   __asm__("sadd16 %0, %1, %1" : "=r"(r) : "r"(v));
   return r;
 }
+/* conv_stage's quads (conv_stage_rows too): per quad and group, 8 words, X of each expanded word */
+#define AI_STAGE_QUADS(X)                                                                        \
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
+    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */                   \
+    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {                           \
+      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);         \
+      d[0] = X(sxtb16(a0)), d[1] = X(sxtb16(a1)), d[2] = X(sxtb16(b0)), d[3] = X(sxtb16(b1));     \
+      d[4] = X(sxtb16_r8(a0)), d[5] = X(sxtb16_r8(a1)), d[6] = X(sxtb16_r8(b0)), d[7] = X(sxtb16_r8(b1)); \
+    }                                                                                            \
+  }
+#define AI_STAGE_SAME(v) (v)
 #endif
 
 static inline __attribute__((always_inline)) void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
@@ -130,24 +141,12 @@ static inline __attribute__((always_inline)) void conv_stage(const int8_t *weigh
   /* quad >= 2 (rq_fold >= 2): the quads' accumulators doubled for AI_RQ_ACC_MM(0): each int16
    * weight (SADD16 of the expanded word with itself) and the bias times 2 (mod 2^32, like the
    * accumulator), and the rq row {2 bias', m, rs + 1, 2 kf} */
-#define AI_STAGE_QUADS(X)                                                                        \
-  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
-    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */                   \
-    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {                           \
-      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);         \
-      d[0] = X(sxtb16(a0)), d[1] = X(sxtb16(a1)), d[2] = X(sxtb16(b0)), d[3] = X(sxtb16(b1));     \
-      d[4] = X(sxtb16_r8(a0)), d[5] = X(sxtb16_r8(a1)), d[6] = X(sxtb16_r8(b0)), d[7] = X(sxtb16_r8(b1)); \
-    }                                                                                            \
-  }
-#define AI_SAME(v) (v)
   const int sh = quad >= 2;
   if (sh) {
     AI_STAGE_QUADS(sadd16_self)
   } else {
-    AI_STAGE_QUADS(AI_SAME)
+    AI_STAGE_QUADS(AI_STAGE_SAME)
   }
-#undef AI_SAME
-#undef AI_STAGE_QUADS
   if (sh) {
     for (int32_t c = 0; c < nq; ++c) {
       dst[4 * c] <<= 1;
@@ -158,6 +157,54 @@ static inline __attribute__((always_inline)) void conv_stage(const int8_t *weigh
 #else
   const int32_t nq = 0; /* the other cores' code stays as it was */
   (void)quad;
+#endif
+  for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
+    const uint32_t v = rd32(s);
+    d[0] = sxtb16(v);
+    d[1] = sxtb16_r8(v);
+  }
+}
+
+/* conv_stage for the row-window entry (stripe firmwares only; a stripe member's call stages
+ * its block every call): s = the block's int8 weights, q = its rq rows. The same staged bytes;
+ * the copies by words (ai_copy_words: LDM/STM on Cortex-M4, not newlib-nano's byte memcpy), the
+ * quads' doubled rq rows (quad >= 2: {2 bias, m, rs + 1, 2 kf}) written on the way, int8
+ * weights by words where the source is word-aligned (Kp is a multiple of 4). */
+static __attribute__((noinline)) void conv_stage_rows(const int8_t *s, const int32_t *q, int32_t n, int32_t kp,
+                                                      int w16, int quad, uint32_t *dst) {
+  uint32_t *d = dst + 4 * n;
+  const uint32_t *qs = (const uint32_t *)(const void *)q;
+  if (!w16) {
+    ai_copy_words(dst, qs, 4u * (uint32_t)n);
+    const size_t bytes = (size_t)n * (size_t)kp;
+    if (((uintptr_t)s & 3u) == 0u) {
+      ai_copy_words(d, (const uint32_t *)(const void *)s, (uint32_t)(bytes >> 2));
+    } else {
+      memcpy(d, s, bytes);
+    }
+    return;
+  }
+#if defined(AI_CONV_QUAD)
+  const int32_t nq = quad ? n & ~3 : 0;
+  if (quad >= 2) {
+    uint32_t *r = dst;
+    for (int32_t c = 0; c < nq; ++c, qs += 4, r += 4) {
+      const uint32_t b = qs[0], m = qs[1], rs = qs[2], kf = qs[3];
+      r[0] = b << 1;
+      r[1] = m;
+      r[2] = rs + 1u;
+      r[3] = kf << 1;
+    }
+    ai_copy_words(r, qs, 4u * (uint32_t)(n - nq));
+    AI_STAGE_QUADS(sadd16_self)
+  } else {
+    ai_copy_words(dst, qs, 4u * (uint32_t)n);
+    AI_STAGE_QUADS(AI_STAGE_SAME)
+  }
+#else
+  const int32_t nq = 0;
+  (void)quad;
+  ai_copy_words(dst, qs, 4u * (uint32_t)n);
 #endif
   for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
     const uint32_t v = rd32(s);
@@ -2028,7 +2075,13 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
    * stores may alias them), and a const struct in flash would cost wait states each time;
    * the one copy of a call, with its row window (a stripe's executor copies nothing) */
-  ai_conv2d_s8_params local = *p;
+  ai_conv2d_s8_params local;
+  if (quads) {
+    /* the row-window entry: by words (LDM/STM on Cortex-M4), not newlib-nano's byte memcpy */
+    ai_copy_words((uint32_t *)(void *)&local, (const uint32_t *)(const void *)p, sizeof local / 4u);
+  } else {
+    local = *p;
+  }
   if (win != 0) {
     local.out_h = win->out_h;
     local.pad[0] = win->pad_top;
@@ -2121,9 +2174,17 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
 #if defined(AI_CONV_QUAD)
       r.quad = quad && r.n * kp >= (r.lin ? AI_CONV_QUAD_MIN_LIN : AI_CONV_QUAD_MIN)
                    ? (p->rq_fold >= 2 ? p->rq_fold : 1) : 0;
-      conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
+      if (quads) {
+        conv_stage_rows(weights + c0 * kp, rq + 4 * c0, r.n, kp, w16, r.quad, stage);
+      } else {
+        conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
+      }
 #else
-      conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
+      if (quads) {
+        conv_stage_rows(weights + c0 * kp, rq + 4 * c0, r.n, kp, w16, 0, stage);
+      } else {
+        conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
+      }
 #endif
       r.q = (const int32_t *)stage;
       r.w = (const int8_t *)(stage + 4 * r.n);
@@ -2328,7 +2389,8 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
                                                        const int8_t *input, const int8_t *weights,
                                                        const int32_t *rq, int8_t *output, void *scratch,
                                                        int mode) {
-  ai_conv2d_s8_params local = *p;
+  ai_conv2d_s8_params local;
+  ai_copy_words((uint32_t *)(void *)&local, (const uint32_t *)(const void *)p, sizeof local / 4u);
   local.out_h = win->out_h;
   local.pad[0] = win->pad_top;
   local.in_h = win->in_h;
