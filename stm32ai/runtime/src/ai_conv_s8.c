@@ -125,6 +125,31 @@ static inline uint32_t sadd16_self(uint32_t v) {
     }                                                                                            \
   }
 #define AI_STAGE_SAME(v) (v)
+/* AI_STAGE_QUADS for conv_stage_rows, its word-aligned weights: per group LDM of the two pairs'
+ * words {a0, a1} {b0, b1}, {sx a0, sx a1, sx b0, sx b1, sx8 a0, sx8 a1, sx8 b0, sx8 b1} (then
+ * DBL: each doubled) stored by one STM; the same 8 words as AI_STAGE_QUADS */
+#define AI_STAGE_QUADS_LSM(DBL)                                                                  \
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
+    const int8_t *sa = s, *sb = s + 2 * kp;                                                      \
+    uint32_t g = (uint32_t)kp >> 2;                                                              \
+    __asm__ volatile("1:\n\t"                                                                    \
+                     "ldmia %[a]!, {r8, r9}\n\t"                                                \
+                     "ldmia %[b]!, {r10, r11}\n\t"                                              \
+                     "sxtb16 r3, r8\n\t"                                                        \
+                     "sxtb16 r4, r9\n\t"                                                        \
+                     "sxtb16 r5, r10\n\t"                                                       \
+                     "sxtb16 r6, r11\n\t"                                                       \
+                     "sxtb16 r8, r8, ror #8\n\t"                                                \
+                     "sxtb16 r9, r9, ror #8\n\t"                                                \
+                     "sxtb16 r10, r10, ror #8\n\t"                                              \
+                     "sxtb16 r11, r11, ror #8\n\t" DBL                                          \
+                     "subs %[g], %[g], #1\n\t"                                                  \
+                     "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r11}\n\t"                      \
+                     "bne 1b"                                                                    \
+                     : [a] "+r"(sa), [b] "+r"(sb), [d] "+r"(d), [g] "+r"(g)                      \
+                     :                                                                           \
+                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r11", "cc", "memory");        \
+  }
 #endif
 
 static inline __attribute__((always_inline)) void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
@@ -186,6 +211,9 @@ static __attribute__((noinline)) void conv_stage_rows(const int8_t *s, const int
   }
 #if defined(AI_CONV_QUAD)
   const int32_t nq = quad ? n & ~3 : 0;
+  /* the expansions below by LDM / 8 SXTB16 (+ 8 SADD16) / one STM of 8 words where the
+   * weights are word-aligned (r7 is free: AI_CONV_QUAD builds are optimised) */
+  const int lsm = ((uintptr_t)s & 3u) == 0u;
   if (quad >= 2) {
     uint32_t *r = dst;
     for (int32_t c = 0; c < nq; ++c, qs += 4, r += 4) {
@@ -196,10 +224,48 @@ static __attribute__((noinline)) void conv_stage_rows(const int8_t *s, const int
       r[3] = kf << 1;
     }
     ai_copy_words(r, qs, 4u * (uint32_t)(n - nq));
-    AI_STAGE_QUADS(sadd16_self)
+    if (lsm) {
+      AI_STAGE_QUADS_LSM("sadd16 r3, r3, r3\n\tsadd16 r4, r4, r4\n\tsadd16 r5, r5, r5\n\tsadd16 r6, r6, r6\n\t"
+                         "sadd16 r8, r8, r8\n\tsadd16 r9, r9, r9\n\tsadd16 r10, r10, r10\n\t"
+                         "sadd16 r11, r11, r11\n\t")
+    } else {
+      AI_STAGE_QUADS(sadd16_self)
+    }
   } else {
     ai_copy_words(dst, qs, 4u * (uint32_t)n);
-    AI_STAGE_QUADS(AI_STAGE_SAME)
+    if (lsm) {
+      AI_STAGE_QUADS_LSM("")
+    } else {
+      AI_STAGE_QUADS(AI_STAGE_SAME)
+    }
+  }
+  if (lsm) {
+    /* the rest as pairs, 4 words {v0..v3} into {sx v0, sx8 v0, .., sx v3, sx8 v3} per pass */
+    uint32_t blocks = (uint32_t)((n - nq) * kp) >> 4;
+    if (blocks != 0u) {
+      __asm__ volatile("1:\n\t"
+                       "ldmia %[s]!, {r8, r9, r10, r11}\n\t"
+                       "sxtb16 r3, r8\n\t"
+                       "sxtb16 r4, r8, ror #8\n\t"
+                       "sxtb16 r5, r9\n\t"
+                       "sxtb16 r6, r9, ror #8\n\t"
+                       "sxtb16 r8, r10\n\t"
+                       "sxtb16 r9, r10, ror #8\n\t"
+                       "sxtb16 r10, r11\n\t"
+                       "sxtb16 r11, r11, ror #8\n\t"
+                       "subs %[n], %[n], #1\n\t"
+                       "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r11}\n\t"
+                       "bne 1b"
+                       : [s] "+r"(s), [d] "+r"(d), [n] "+r"(blocks)
+                       :
+                       : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r11", "cc", "memory");
+    }
+    for (int32_t i = ((n - nq) * kp >> 2) & 3; i > 0; --i, s += 4, d += 2) {
+      const uint32_t v = rd32(s);
+      d[0] = sxtb16(v);
+      d[1] = sxtb16_r8(v);
+    }
+    return;
   }
 #else
   const int32_t nq = 0;
