@@ -443,6 +443,12 @@ STAGED_LAYERS = [
     ("stg16_lin_1x1_c64_oc18", (1, 4, 6, 64), (18, 1, 1, 64), {}, -128, dict(w16=1, stage_oc=18)),
     ("stg16_blocks_1x1_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, -128, dict(w16=1, stage_oc=8)),
     ("stg8_c12_oc6", (1, 5, 5, 12), (6, 3, 3, 12), {}, 5, dict(w16=0, stage_oc=6)),
+    # 1x1 stride 1, one block (the Cortex-M4's conv_rows_1x1_w16): pairs only, quads rq_fold 1
+    # and 2 (not lin), a relu clamp (mode 2: conv2d_s8_run's loops)
+    ("stg16_1x1_pairs_c8_oc16", (1, 6, 6, 8), (16, 1, 1, 8), {}, -128, dict(w16=1, stage_oc=16)),
+    ("stg16_1x1_fold1_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, 5, dict(w16=1, stage_oc=18, rq_fold=1)),
+    ("stg16_1x1_fold2_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, 5, dict(w16=1, stage_oc=18)),
+    ("stg16_1x1_relu_c16_oc8", (1, 5, 7, 16), (8, 1, 1, 16), dict(act="RELU"), 5, dict(w16=1, stage_oc=8)),
 ]
 
 
@@ -450,7 +456,8 @@ STAGED_LAYERS = [
 @pytest.mark.parametrize("name,xs,ws,opts,zp,attrs", STAGED_LAYERS, ids=[c[0] for c in STAGED_LAYERS])
 def test_staged_row_windows(tmp_path, name, xs, ws, opts, zp, attrs, target):
     """A stripe call of conv2d_s8 with staged weights (the row-window entry's conv_stage_rows:
-    word copies, the quads' rq doubled while copied, on the Cortex-M4 the LDM/STM expansions):
+    word copies, the quads' rq doubled while copied, on the Cortex-M4 the LDM/STM expansions
+    and conv_rows_1x1_w16):
     every band schedule identical to the whole-image call (ai_conv2d_s8: conv_stage), that
     identical to TFLite's reference convolution and, m4, to the host's."""
     if target:
