@@ -449,6 +449,9 @@ STAGED_LAYERS = [
     ("stg16_1x1_fold1_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, 5, dict(w16=1, stage_oc=18, rq_fold=1)),
     ("stg16_1x1_fold2_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, 5, dict(w16=1, stage_oc=18)),
     ("stg16_1x1_relu_c16_oc8", (1, 5, 7, 16), (8, 1, 1, 16), dict(act="RELU"), 5, dict(w16=1, stage_oc=8)),
+    # in_c % 4 != 0 (krow: each pixel's run padded to a word): pairs, and lin quads (VWW's m15)
+    ("stg16_1x1_krow_c6_oc10", (1, 5, 6, 6), (10, 1, 1, 6), {}, -128, dict(w16=1, stage_oc=10)),
+    ("stg16_1x1_krow_c57_oc30", (1, 3, 4, 57), (30, 1, 1, 57), {}, -128, dict(w16=1, stage_oc=30)),
 ]
 
 

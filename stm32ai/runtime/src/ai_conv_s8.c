@@ -2535,8 +2535,9 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
 #if defined(AI_CONV_QUAD)
 /* A stripe's 1x1 stride-1 member call with int16 weights staged in one block (VWW's pointwise
  * members in --optimization ram, 16 calls each for some): conv2d_s8_run's set-up for exactly
- * that case (one block, one batch, no padded copy, no pad pixel, in_c % 4 == 0, folded
- * requantisation over the full int8 range: mode 1), the same conv_run_t, the same staged
+ * that case (one block, one batch, no padded copy, no pad pixel, in_c % 4 == 0 or krow: the
+ * fast columns, folded requantisation over the full int8 range: mode 1), the same conv_run_t,
+ * the same staged
  * layout (conv_stage_rows) and the same pair / quad loops as conv2d_s8_run would choose; short
  * and out of line, so a call skips the general entry's staging / block / batch logic and its
  * cold code (~1,000 estimated cycles a call there, half of them I-cache misses). */
@@ -2598,7 +2599,7 @@ void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const in
   }
 #endif
 #if defined(AI_CONV_QUAD)
-  if (p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 && (p->in_c & 3) == 0 && p->w16 &&
+  if (p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 && ((p->in_c & 3) == 0 || p->krow) && p->w16 &&
       p->stage_oc >= p->out_c && !p->pad_copy && p->rq_fold && p->act_min == -128 && p->act_max == 127 &&
       p->batches == 1 && p->pad[1] == 0 && win.pad_top == 0 && win.out_h <= win.in_h && p->out_w <= p->in_w) {
     conv_rows_1x1_w16(p, &win, input, weights, rq, output, scratch);
