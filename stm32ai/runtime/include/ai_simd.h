@@ -234,11 +234,10 @@ static inline uint32_t pk_hi(uint32_t a, uint32_t b) { return (b & 0xFFFF0000u) 
 
 /* ------------------------------------------------------------- word copies */
 
-/* n words from s to d, both word-aligned, the ranges disjoint (or d below s: a forward copy,
- * each block of 4 words loaded before it is stored). The per-call copies of the stripe entries
- * (a member's params, its staged rq rows and int8 weights): on Cortex-M4 LDM/STM of 4 words
- * (5 + 5 cycles per 16 bytes, no call, no alignment checks: newlib-nano's memcpy is a byte
- * loop at -Os); elsewhere memcpy. */
+/* n words from s to d, both word-aligned, the ranges disjoint. The per-call copies of the
+ * stripe entries (a member's params, its staged rq rows and int8 weights): on the Cortex-M4
+ * LDM/STM of 4 words (5 + 5 cycles per 16 bytes, inline: no call, no alignment tests; the
+ * linked memcpy moves a word per LDR/STR pair); elsewhere memcpy. */
 #if defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && !defined(AI_CORE_CM7) && !defined(AI_NO_ASM)
 static inline __attribute__((always_inline)) void ai_copy_words(uint32_t *d, const uint32_t *s, uint32_t n) {
   for (; n >= 8u; n -= 8u) {

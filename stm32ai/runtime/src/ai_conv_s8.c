@@ -192,7 +192,7 @@ static inline __attribute__((always_inline)) void conv_stage(const int8_t *weigh
 
 /* conv_stage for the row-window entry (stripe firmwares only; a stripe member's call stages
  * its block every call): s = the block's int8 weights, q = its rq rows. The same staged bytes;
- * the copies by words (ai_copy_words: LDM/STM on Cortex-M4, not newlib-nano's byte memcpy), the
+ * the copies by words (ai_copy_words: LDM/STM on the Cortex-M4, inline), the
  * quads' doubled rq rows (quad >= 2: {2 bias, m, rs + 1, 2 kf}) written on the way, int8
  * weights by words where the source is word-aligned (Kp is a multiple of 4). */
 static __attribute__((noinline)) void conv_stage_rows(const int8_t *s, const int32_t *q, int32_t n, int32_t kp,
@@ -2143,7 +2143,7 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
    * the one copy of a call, with its row window (a stripe's executor copies nothing) */
   ai_conv2d_s8_params local;
   if (quads) {
-    /* the row-window entry: by words (LDM/STM on Cortex-M4), not newlib-nano's byte memcpy */
+    /* the row-window entry: by words (ai_copy_words: LDM/STM on the Cortex-M4, inline) */
     ai_copy_words((uint32_t *)(void *)&local, (const uint32_t *)(const void *)p, sizeof local / 4u);
   } else {
     local = *p;
