@@ -428,6 +428,60 @@ def test_pixel_quads_row_windows(tmp_path, name, xs, ws, opts, target):
     np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
 
 
+# ---- staged weights in the row-window entry (ai_conv_s8.c conv_stage_rows, call39) -----------
+
+# (name, input, weights, layer options, output zero point, attrs set after lowering): the int8
+# layout lowered (w16 0), then staged: w16 expanded per call (pairs only: n * Kp under the quads'
+# threshold; channel quads, rq_fold 1 plain, 2 and 3 doubled; 1x1 rq_fold 3: the lin quads;
+# blocks of 8 channels: quads per block, the last block pairs) or int8 by words; Kp * n / 4
+# words not a multiple of 4 (the expansion's tail)
+STAGED_LAYERS = [
+    ("stg16_pairs_c4_oc6", (1, 6, 5, 4), (6, 3, 3, 4), {}, 5, dict(w16=1, stage_oc=6)),
+    ("stg16_quads_fold1_c32_oc10", (1, 5, 6, 32), (10, 3, 3, 32), {}, 5, dict(w16=1, stage_oc=10, rq_fold=1)),
+    ("stg16_quads_fold2_c32_oc10", (1, 5, 6, 32), (10, 3, 3, 32), {}, 5, dict(w16=1, stage_oc=10)),
+    ("stg16_quads_fold3_c32_oc10", (1, 5, 6, 32), (10, 3, 3, 32), dict(act="RELU"), -128, dict(w16=1, stage_oc=10)),
+    ("stg16_lin_1x1_c64_oc18", (1, 4, 6, 64), (18, 1, 1, 64), {}, -128, dict(w16=1, stage_oc=18)),
+    ("stg16_blocks_1x1_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, -128, dict(w16=1, stage_oc=8)),
+    ("stg8_c12_oc6", (1, 5, 5, 12), (6, 3, 3, 12), {}, 5, dict(w16=0, stage_oc=6)),
+    # 1x1 stride 1, one block (the Cortex-M4's conv_rows_1x1_w16): pairs only, quads rq_fold 1
+    # and 2 (not lin), a relu clamp (mode 2: conv2d_s8_run's loops)
+    ("stg16_1x1_pairs_c8_oc16", (1, 6, 6, 8), (16, 1, 1, 8), {}, -128, dict(w16=1, stage_oc=16)),
+    ("stg16_1x1_fold1_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, 5, dict(w16=1, stage_oc=18, rq_fold=1)),
+    ("stg16_1x1_fold2_c128_oc18", (1, 3, 5, 128), (18, 1, 1, 128), {}, 5, dict(w16=1, stage_oc=18)),
+    ("stg16_1x1_relu_c16_oc8", (1, 5, 7, 16), (8, 1, 1, 16), dict(act="RELU"), 5, dict(w16=1, stage_oc=8)),
+    # in_c % 4 != 0 (krow: each pixel's run padded to a word): pairs, and lin quads (VWW's m15)
+    ("stg16_1x1_krow_c6_oc10", (1, 5, 6, 6), (10, 1, 1, 6), {}, -128, dict(w16=1, stage_oc=10)),
+    ("stg16_1x1_krow_c57_oc30", (1, 3, 4, 57), (30, 1, 1, 57), {}, -128, dict(w16=1, stage_oc=30)),
+]
+
+
+@pytest.mark.parametrize("target", [None, pytest.param("m4", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name,xs,ws,opts,zp,attrs", STAGED_LAYERS, ids=[c[0] for c in STAGED_LAYERS])
+def test_staged_row_windows(tmp_path, name, xs, ws, opts, zp, attrs, target):
+    """A stripe call of conv2d_s8 with staged weights (the row-window entry's conv_stage_rows:
+    word copies, the quads' rq doubled while copied, on the Cortex-M4 the LDM/STM expansions
+    and conv_rows_1x1_w16):
+    every band schedule identical to the whole-image call (ai_conv2d_s8: conv_stage), that
+    identical to TFLite's reference convolution and, m4, to the host's."""
+    if target:
+        for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+            if shutil.which(tool) is None:
+                pytest.skip(f"{tool} not installed")
+    w = rng.integers(-127, 128, ws).astype(np.int8)
+    g = make_layer("CONV_2D", xs, w, rng.integers(-5000, 5000, ws[0]), w_scales=rng.uniform(0.002, 0.02, ws[0]),
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, zp), **opts)
+    x = rng.integers(-128, 128, xs).astype(np.int8)
+    c = compile_graph(copy.deepcopy(g), optimization="ram")
+    op = c.graph.ops[0]
+    assert op.kernel == "conv2d_s8" and not op.attrs["w16"] and int(op.attrs.get("stage_oc", 0)) == 0, op.attrs
+    assert not op.attrs.get("pad_copy") and op.attrs["rq_fold"] >= attrs.get("rq_fold", 2), op.attrs
+    op.attrs = {**op.attrs, **attrs, "reverse": 0, "stage_gap": 0}
+    full, _ = run_bands(c.graph, op, x, tmp_path, name)
+    if target:
+        run_bands_target(c.graph, op, x, tmp_path, name, target, full)
+    np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
+
+
 # ---- real layers: every window and rows op of the MLPerf Tiny models --------------------------
 
 def _single(g: Graph, op: Op) -> Graph:

@@ -114,6 +114,42 @@ static inline uint32_t sadd16_self(uint32_t v) {
   __asm__("sadd16 %0, %1, %1" : "=r"(r) : "r"(v));
   return r;
 }
+/* conv_stage's quads (conv_stage_rows too): per quad and group, 8 words, X of each expanded word */
+#define AI_STAGE_QUADS(X)                                                                        \
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
+    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */                   \
+    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {                           \
+      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);         \
+      d[0] = X(sxtb16(a0)), d[1] = X(sxtb16(a1)), d[2] = X(sxtb16(b0)), d[3] = X(sxtb16(b1));     \
+      d[4] = X(sxtb16_r8(a0)), d[5] = X(sxtb16_r8(a1)), d[6] = X(sxtb16_r8(b0)), d[7] = X(sxtb16_r8(b1)); \
+    }                                                                                            \
+  }
+#define AI_STAGE_SAME(v) (v)
+/* AI_STAGE_QUADS for conv_stage_rows, its word-aligned weights: per group LDM of the two pairs'
+ * words {a0, a1} {b0, b1}, {sx a0, sx a1, sx b0, sx b1, sx8 a0, sx8 a1, sx8 b0, sx8 b1} (then
+ * DBL: each doubled) stored by one STM; the same 8 words as AI_STAGE_QUADS */
+#define AI_STAGE_QUADS_LSM(DBL)                                                                  \
+  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
+    const int8_t *sa = s, *sb = s + 2 * kp;                                                      \
+    uint32_t g = (uint32_t)kp >> 2;                                                              \
+    __asm__ volatile("1:\n\t"                                                                    \
+                     "ldmia %[a]!, {r8, r9}\n\t"                                                \
+                     "ldmia %[b]!, {r10, r11}\n\t"                                              \
+                     "sxtb16 r3, r8\n\t"                                                        \
+                     "sxtb16 r4, r9\n\t"                                                        \
+                     "sxtb16 r5, r10\n\t"                                                       \
+                     "sxtb16 r6, r11\n\t"                                                       \
+                     "sxtb16 r8, r8, ror #8\n\t"                                                \
+                     "sxtb16 r9, r9, ror #8\n\t"                                                \
+                     "sxtb16 r10, r10, ror #8\n\t"                                              \
+                     "sxtb16 r11, r11, ror #8\n\t" DBL                                          \
+                     "subs %[g], %[g], #1\n\t"                                                  \
+                     "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r11}\n\t"                      \
+                     "bne 1b"                                                                    \
+                     : [a] "+r"(sa), [b] "+r"(sb), [d] "+r"(d), [g] "+r"(g)                      \
+                     :                                                                           \
+                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r11", "cc", "memory");        \
+  }
 #endif
 
 static inline __attribute__((always_inline)) void conv_stage(const int8_t *weights, const int32_t *rq, int32_t c0, int32_t n, int32_t kp,
@@ -130,24 +166,12 @@ static inline __attribute__((always_inline)) void conv_stage(const int8_t *weigh
   /* quad >= 2 (rq_fold >= 2): the quads' accumulators doubled for AI_RQ_ACC_MM(0): each int16
    * weight (SADD16 of the expanded word with itself) and the bias times 2 (mod 2^32, like the
    * accumulator), and the rq row {2 bias', m, rs + 1, 2 kf} */
-#define AI_STAGE_QUADS(X)                                                                        \
-  for (int32_t c = 0; c < nq; c += 4, s += 4 * kp) {                                            \
-    const int8_t *sa = s, *sb = s + 2 * kp; /* the quad's two channel pairs */                   \
-    for (int32_t g = kp >> 2; g > 0; --g, sa += 8, sb += 8, d += 8) {                           \
-      const uint32_t a0 = rd32(sa), a1 = rd32(sa + 4), b0 = rd32(sb), b1 = rd32(sb + 4);         \
-      d[0] = X(sxtb16(a0)), d[1] = X(sxtb16(a1)), d[2] = X(sxtb16(b0)), d[3] = X(sxtb16(b1));     \
-      d[4] = X(sxtb16_r8(a0)), d[5] = X(sxtb16_r8(a1)), d[6] = X(sxtb16_r8(b0)), d[7] = X(sxtb16_r8(b1)); \
-    }                                                                                            \
-  }
-#define AI_SAME(v) (v)
   const int sh = quad >= 2;
   if (sh) {
     AI_STAGE_QUADS(sadd16_self)
   } else {
-    AI_STAGE_QUADS(AI_SAME)
+    AI_STAGE_QUADS(AI_STAGE_SAME)
   }
-#undef AI_SAME
-#undef AI_STAGE_QUADS
   if (sh) {
     for (int32_t c = 0; c < nq; ++c) {
       dst[4 * c] <<= 1;
@@ -158,6 +182,95 @@ static inline __attribute__((always_inline)) void conv_stage(const int8_t *weigh
 #else
   const int32_t nq = 0; /* the other cores' code stays as it was */
   (void)quad;
+#endif
+  for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
+    const uint32_t v = rd32(s);
+    d[0] = sxtb16(v);
+    d[1] = sxtb16_r8(v);
+  }
+}
+
+/* conv_stage for the row-window entry (stripe firmwares only; a stripe member's call stages
+ * its block every call): s = the block's int8 weights, q = its rq rows. The same staged bytes;
+ * the copies by words (ai_copy_words: LDM/STM on the Cortex-M4, inline), the
+ * quads' doubled rq rows (quad >= 2: {2 bias, m, rs + 1, 2 kf}) written on the way, int8
+ * weights by words where the source is word-aligned (Kp is a multiple of 4). */
+static __attribute__((noinline)) void conv_stage_rows(const int8_t *s, const int32_t *q, int32_t n, int32_t kp,
+                                                      int w16, int quad, uint32_t *dst) {
+  uint32_t *d = dst + 4 * n;
+  const uint32_t *qs = (const uint32_t *)(const void *)q;
+  if (!w16) {
+    ai_copy_words(dst, qs, 4u * (uint32_t)n);
+    const size_t bytes = (size_t)n * (size_t)kp;
+    if (((uintptr_t)s & 3u) == 0u) {
+      ai_copy_words(d, (const uint32_t *)(const void *)s, (uint32_t)(bytes >> 2));
+    } else {
+      memcpy(d, s, bytes);
+    }
+    return;
+  }
+#if defined(AI_CONV_QUAD)
+  const int32_t nq = quad ? n & ~3 : 0;
+  /* the expansions below by LDM / 8 SXTB16 (+ 8 SADD16) / one STM of 8 words where the
+   * weights are word-aligned (r7 is free: AI_CONV_QUAD builds are optimised) */
+  const int lsm = ((uintptr_t)s & 3u) == 0u;
+  if (quad >= 2) {
+    uint32_t *r = dst;
+    for (int32_t c = 0; c < nq; ++c, qs += 4, r += 4) {
+      const uint32_t b = qs[0], m = qs[1], rs = qs[2], kf = qs[3];
+      r[0] = b << 1;
+      r[1] = m;
+      r[2] = rs + 1u;
+      r[3] = kf << 1;
+    }
+    ai_copy_words(r, qs, 4u * (uint32_t)(n - nq));
+    if (lsm) {
+      AI_STAGE_QUADS_LSM("sadd16 r3, r3, r3\n\tsadd16 r4, r4, r4\n\tsadd16 r5, r5, r5\n\tsadd16 r6, r6, r6\n\t"
+                         "sadd16 r8, r8, r8\n\tsadd16 r9, r9, r9\n\tsadd16 r10, r10, r10\n\t"
+                         "sadd16 r11, r11, r11\n\t")
+    } else {
+      AI_STAGE_QUADS(sadd16_self)
+    }
+  } else {
+    ai_copy_words(dst, qs, 4u * (uint32_t)n);
+    if (lsm) {
+      AI_STAGE_QUADS_LSM("")
+    } else {
+      AI_STAGE_QUADS(AI_STAGE_SAME)
+    }
+  }
+  if (lsm) {
+    /* the rest as pairs, 4 words {v0..v3} into {sx v0, sx8 v0, .., sx v3, sx8 v3} per pass */
+    uint32_t blocks = (uint32_t)((n - nq) * kp) >> 4;
+    if (blocks != 0u) {
+      __asm__ volatile("1:\n\t"
+                       "ldmia %[s]!, {r8, r9, r10, r11}\n\t"
+                       "sxtb16 r3, r8\n\t"
+                       "sxtb16 r4, r8, ror #8\n\t"
+                       "sxtb16 r5, r9\n\t"
+                       "sxtb16 r6, r9, ror #8\n\t"
+                       "sxtb16 r8, r10\n\t"
+                       "sxtb16 r9, r10, ror #8\n\t"
+                       "sxtb16 r10, r11\n\t"
+                       "sxtb16 r11, r11, ror #8\n\t"
+                       "subs %[n], %[n], #1\n\t"
+                       "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r11}\n\t"
+                       "bne 1b"
+                       : [s] "+r"(s), [d] "+r"(d), [n] "+r"(blocks)
+                       :
+                       : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r11", "cc", "memory");
+    }
+    for (int32_t i = ((n - nq) * kp >> 2) & 3; i > 0; --i, s += 4, d += 2) {
+      const uint32_t v = rd32(s);
+      d[0] = sxtb16(v);
+      d[1] = sxtb16_r8(v);
+    }
+    return;
+  }
+#else
+  const int32_t nq = 0;
+  (void)quad;
+  ai_copy_words(dst, qs, 4u * (uint32_t)n);
 #endif
   for (int32_t i = (n - nq) * kp >> 2; i > 0; --i, s += 4, d += 2) {
     const uint32_t v = rd32(s);
@@ -2028,7 +2141,13 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   /* the parameters on the stack: the column builders read them per pixel pair (the byte
    * stores may alias them), and a const struct in flash would cost wait states each time;
    * the one copy of a call, with its row window (a stripe's executor copies nothing) */
-  ai_conv2d_s8_params local = *p;
+  ai_conv2d_s8_params local;
+  if (quads) {
+    /* the row-window entry: by words (ai_copy_words: LDM/STM on the Cortex-M4, inline) */
+    ai_copy_words((uint32_t *)(void *)&local, (const uint32_t *)(const void *)p, sizeof local / 4u);
+  } else {
+    local = *p;
+  }
   if (win != 0) {
     local.out_h = win->out_h;
     local.pad[0] = win->pad_top;
@@ -2121,9 +2240,17 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
 #if defined(AI_CONV_QUAD)
       r.quad = quad && r.n * kp >= (r.lin ? AI_CONV_QUAD_MIN_LIN : AI_CONV_QUAD_MIN)
                    ? (p->rq_fold >= 2 ? p->rq_fold : 1) : 0;
-      conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
+      if (quads) {
+        conv_stage_rows(weights + c0 * kp, rq + 4 * c0, r.n, kp, w16, r.quad, stage);
+      } else {
+        conv_stage(weights, rq, c0, r.n, kp, w16, r.quad, stage);
+      }
 #else
-      conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
+      if (quads) {
+        conv_stage_rows(weights + c0 * kp, rq + 4 * c0, r.n, kp, w16, 0, stage);
+      } else {
+        conv_stage(weights, rq, c0, r.n, kp, w16, 0, stage);
+      }
 #endif
       r.q = (const int32_t *)stage;
       r.w = (const int8_t *)(stage + 4 * r.n);
@@ -2328,7 +2455,8 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
                                                        const int8_t *input, const int8_t *weights,
                                                        const int32_t *rq, int8_t *output, void *scratch,
                                                        int mode) {
-  ai_conv2d_s8_params local = *p;
+  ai_conv2d_s8_params local;
+  ai_copy_words((uint32_t *)(void *)&local, (const uint32_t *)(const void *)p, sizeof local / 4u);
   local.out_h = win->out_h;
   local.pad[0] = win->pad_top;
   local.in_h = win->in_h;
@@ -2404,6 +2532,60 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
 }
 #endif
 
+#if defined(AI_CONV_QUAD)
+/* A stripe's 1x1 stride-1 member call with int16 weights staged in one block (VWW's pointwise
+ * members in --optimization ram, 16 calls each for some): conv2d_s8_run's set-up for exactly
+ * that case (one block, one batch, no padded copy, no pad pixel, in_c % 4 == 0 or krow: the
+ * fast columns, folded requantisation over the full int8 range: mode 1), the same conv_run_t,
+ * the same staged
+ * layout (conv_stage_rows) and the same pair / quad loops as conv2d_s8_run would choose; short
+ * and out of line, so a call skips the general entry's staging / block / batch logic and its
+ * cold code (~1,000 estimated cycles a call there, half of them I-cache misses). */
+static __attribute__((noinline)) void conv_rows_1x1_w16(const ai_conv2d_s8_params *p, const ai_row_window *win,
+                                                        const int8_t *input, const int8_t *weights,
+                                                        const int32_t *rq, int8_t *output, void *scratch) {
+  ai_conv2d_s8_params local;
+  ai_copy_words((uint32_t *)(void *)&local, (const uint32_t *)(const void *)p, sizeof local / 4u);
+  local.out_h = win->out_h;
+  local.pad[0] = win->pad_top;
+  local.in_h = win->in_h;
+  conv_run_t r;
+  const int32_t kp = conv_kp(&local), n = local.out_c;
+  uint32_t *const stage = (uint32_t *)scratch;
+  r.p = &local;
+  r.in = input;
+  r.out = output;
+  r.n = n;
+  r.groups = kp >> 2;
+  r.col = (uint32_t *)((int8_t *)scratch + conv_stage_bytes(&local));
+  r.extra = (int8_t *)r.col + 4 * kp;
+  r.o.lo = local.act_min, r.o.hi = local.act_max, r.o.off = local.out_offset;
+  r.rowg = conv_runp(&local) >> 2;
+  r.row_bytes = local.in_w * local.in_c;
+  r.pix_bytes = local.in_c;
+  r.rowst = local.dilation[0] * r.row_bytes;
+  r.kh = 1;
+  r.out_w = local.out_w, r.sy = 1, r.sx = 1, r.py = 0, r.px = 0;
+  r.ymax = local.in_h - 1;
+  r.xmax = local.in_w - 1;
+  r.max_off = local.in_h * r.row_bytes - 4 * r.rowg;
+  r.fast = local.dilation[1] == 1 && r.ymax >= 0 && r.xmax >= 0 && r.max_off >= 0;
+  /* conv2d_s8_run's choices: quads (staged, w16, mode 1) from n * Kp on, lin 1 for rq_fold 3
+   * with every window inside the image (1x1 stride 1, no padding: the fast columns) */
+  r.lin = r.fast && local.rq_fold == 3 ? 1 : 0;
+  r.quad = n * kp >= (r.lin ? AI_CONV_QUAD_MIN_LIN : AI_CONV_QUAD_MIN) ? (local.rq_fold >= 2 ? local.rq_fold : 1) : 0;
+  conv_stage_rows(weights, rq, n, kp, 1, r.quad, stage);
+  r.q = (const int32_t *)stage;
+  r.w = (const int8_t *)(stage + 4 * n);
+  if (r.quad) {
+    (r.quad == 3 ? (r.lin ? conv_pairs_w16_m1qz_lin1 : conv_pairs_w16_m1qz)
+                 : r.quad == 2 ? conv_pairs_w16_m1qm : conv_pairs_w16_m1q)(&r);
+  } else {
+    conv_pairs_w16_m1(&r);
+  }
+}
+#endif
+
 void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const int8_t *input,
                        const int8_t *weights, const int32_t *rq, int8_t *output, void *scratch) {
 #if defined(AI_CONV_PX1)
@@ -2413,6 +2595,14 @@ void ai_conv2d_s8_rows(const ai_conv2d_s8_params *p, ai_row_window win, const in
     /* no window leaves the image (conv_pads 0): no pad pixel to write */
     conv_rows_1x1_w8(p, &win, input, weights, rq, output, scratch,
                      (p->act_min > -128 || p->act_max < 127) ? 2 : 1);
+    return;
+  }
+#endif
+#if defined(AI_CONV_QUAD)
+  if (p->k_h == 1 && p->k_w == 1 && p->stride[0] == 1 && p->stride[1] == 1 && ((p->in_c & 3) == 0 || p->krow) && p->w16 &&
+      p->stage_oc >= p->out_c && !p->pad_copy && p->rq_fold && p->act_min == -128 && p->act_max == 127 &&
+      p->batches == 1 && p->pad[1] == 0 && win.pad_top == 0 && win.out_h <= win.in_h && p->out_w <= p->in_w) {
+    conv_rows_1x1_w16(p, &win, input, weights, rq, output, scratch);
     return;
   }
 #endif
