@@ -408,6 +408,14 @@ PXQ_LAYERS = [
     ("pxq_same_3x3_c4_oc6_w4", (1, 5, 4, 4), (6, 3, 3, 4), {}),
     ("pxq_same_3x3_c12_oc4_w8", (1, 4, 8, 12), (4, 3, 3, 12), dict(act="RELU6")),
     ("pxq_same_3x3_c12_oc4_w8_rq3", (1, 4, 8, 12), (4, 3, 3, 12), dict(out_zp=-128, act="RELU")),
+    # an odd out_c (pxq_last_channel): 1x1 rows of 6 (conv_rows_1x1_w8), a padded 3x3 with relu6
+    ("pxq_1x1_c16_oc7_w6", (1, 5, 6, 16), (7, 1, 1, 16), {}),
+    ("pxq_same_3x3_c16_oc5_w4", (1, 5, 4, 16), (5, 3, 3, 16), dict(act="RELU6")),
+    # krow 1x1 (in_c % 4 != 0, every window inside): quads across rows and the tensor's last
+    # pixels through pxq_columns_slow's padded runs; VWW's in_c 106 / out_c 57 member with rq_fold 3
+    ("pxq_1x1_c10_oc6_w6_krow", (1, 4, 6, 10), (6, 1, 1, 10), {}),
+    ("pxq_1x1_c22_oc5_w4_krow_rq3", (1, 5, 4, 22), (5, 1, 1, 22), dict(out_zp=-128, act="RELU")),
+    ("pxq_1x1_c106_oc57_w6_krow_rq3", (1, 6, 6, 106), (57, 1, 1, 106), dict(out_zp=-128, act="RELU")),
 ]
 
 

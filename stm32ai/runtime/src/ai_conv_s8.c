@@ -1836,6 +1836,20 @@ static __attribute__((noinline)) void pxq_columns_slow(const conv_run_t *r, int3
     x[i] = (n + i - oy * p->out_w) * p->stride[1] - p->pad[1];
   }
   uint32_t *d = r->col;
+  if (conv_gathers(p)) {
+    /* krow 1x1, every window inside the image (conv2d_s8_run's pxq test): the tensor's last
+     * pixels, whose padded runs would read past it: their in_c & 3 last bytes, zeros after
+     * (the padded weights are zero there) */
+    int8_t t[4][4] = {{0}};
+    const int8_t *s[4];
+    for (int32_t i = 0; i < 4; ++i) {
+      s[i] = r->in + (y[i] * iw + x[i]) * cin;
+      memcpy(t[i], s[i] + 4 * groups, (size_t)(cin & 3));
+    }
+    pxq_interleave(d, s[0], s[1], s[2], s[3], groups);
+    pxq_interleave(d + 4 * groups, t[0], t[1], t[2], t[3], 1);
+    return;
+  }
   for (int32_t ky = 0; ky < p->k_h; ++ky) {
     for (int32_t kx = 0; kx < p->k_w; ++kx, d += 4 * groups) {
       const int8_t *s[4];
@@ -1912,22 +1926,37 @@ static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, c
   uint32_t x, l0, l1;
   register uint32_t y __asm__("lr");
   if (tail) {
-    x = (uint32_t)(c + 4 * (groups & 3));
-    if (groups & 3) {
-      __asm__ volatile("str %[x], [sp, #-8]!\n\t"
-                       "2:\n\t"
-                       AI_PXQ_GROUP
-                       "ldr %[x], [sp]\n\t"
-                       "cmp %[c], %[x]\n\t"
-                       "bne 2b\n\t"
-                       "add sp, sp, #8\n\t"
-                       : AI_PXQ_OPS
-                       :
-                       : "cc", "memory");
-    }
-    groups &= ~3;
-  }
-  if (!tail || groups > 0) {
+    /* one statement (two would leave gcc no register to spare between them): x = the columns'
+     * end + the leftover group count (the end is word aligned); both ends on the stack */
+    x = (uint32_t)(c + 4 * groups) + (uint32_t)(groups & 3);
+    __asm__ volatile("and %[l0], %[x], #3\n\t"
+                     "bic %[x], %[x], #3\n\t"
+                     "str %[x], [sp, #-8]!\n\t"
+                     "cmp %[l0], #0\n\t"
+                     "beq 3f\n\t"
+                     "add %[l0], %[c], %[l0], lsl #4\n\t"
+                     "str %[l0], [sp, #4]\n"
+                     "2:\n\t"
+                     AI_PXQ_GROUP
+                     "ldr %[x], [sp, #4]\n\t"
+                     "cmp %[c], %[x]\n\t"
+                     "bne 2b\n"
+                     "3:\n\t"
+                     "ldr %[x], [sp]\n\t"
+                     "cmp %[c], %[x]\n\t"
+                     "beq.w 4f\n\t"
+                     ".balign 4\n"
+                     "1:\n\t"
+                     AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP
+                     "ldr %[x], [sp]\n\t"
+                     "cmp %[c], %[x]\n\t"
+                     "bne 1b\n"
+                     "4:\n\t"
+                     "add sp, sp, #8\n\t"
+                     : AI_PXQ_OPS
+                     :
+                     : "cc", "memory");
+  } else {
     x = (uint32_t)(c + 4 * groups);
     __asm__ volatile("str %[x], [sp, #-8]!\n\t"
                      ".balign 4\n"
@@ -1962,6 +1991,29 @@ static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, c
   *wp = w;
 }
 
+/* An odd last output channel (its plain padded row of Kp int8 weights) for the quad's 4 pixels:
+ * out of line, one channel of many. */
+static __attribute__((noinline)) void pxq_last_channel(const uint32_t *w, const int32_t *q, const uint32_t *c,
+                                                       int32_t groups, int8_t *o, int32_t cout,
+                                                       const conv_out_t *ro, int mode) {
+  int32_t a0 = q[0], a1 = q[0], a2 = q[0], a3 = q[0];
+  for (; groups > 0; --groups, ++w, c += 4) {
+    const uint32_t l = sxtb16(w[0]), h = sxtb16_r8(w[0]);
+    a0 = smlad(h, sxtb16(c[2]), smlad(l, sxtb16(c[0]), a0));
+    a1 = smlad(h, sxtb16_r8(c[2]), smlad(l, sxtb16_r8(c[0]), a1));
+    a2 = smlad(h, sxtb16(c[3]), smlad(l, sxtb16(c[1]), a2));
+    a3 = smlad(h, sxtb16_r8(c[3]), smlad(l, sxtb16_r8(c[1]), a3));
+  }
+  const int32_t m = q[1], rs = q[2], kf = q[3];
+  if (mode == 2) {
+    o[0] = conv_out(q, m, rs, kf, a0, ro, 2), o[cout] = conv_out(q, m, rs, kf, a1, ro, 2);
+    o[2 * cout] = conv_out(q, m, rs, kf, a2, ro, 2), o[3 * cout] = conv_out(q, m, rs, kf, a3, ro, 2);
+  } else {
+    o[0] = conv_out(q, m, rs, kf, a0, ro, 1), o[cout] = conv_out(q, m, rs, kf, a1, ro, 1);
+    o[2 * cout] = conv_out(q, m, rs, kf, a2, ro, 1), o[3 * cout] = conv_out(q, m, rs, kf, a3, ro, 1);
+  }
+}
+
 /* rq_fold == 3 (out_zp -128, m >= 2^30, |2 acc| < 2^31: proven by the lowering) from the doubled
  * accumulator, AI_RQ_ACC_MM0's arithmetic: K = 2 kf, e = rs + 1, hi = high word of K:2^31 +
  * 2acc * m (SMMLAR), then hi >> e saturated; rq_fold + SSAT's value (docs/kernels_conv.md
@@ -1978,8 +2030,9 @@ static inline __attribute__((always_inline)) int8_t pxq_out_mm0(int32_t acc, int
   return (int8_t)ssat8(hi >> e);
 }
 
-/* Every pixel quad of a call (npix % 4 == 0, raster order, out_c even, int8 weights unstaged,
- * in_c % 4 == 0: conv2d_s8_run's pxq test; Kp % 16 == 0 unless tail): columns, then per channel
+/* Every pixel quad of a call (npix % 4 == 0, raster order, int8 weights unstaged, in_c % 4 == 0
+ * or krow 1x1 inside the image: conv2d_s8_run's pxq test; Kp % 16 == 0 unless tail; an odd last
+ * channel: pxq_last_channel): columns, then per channel
  * pair the 8 sums, requantised and stored (after the columns are read: in place as the pairs).
  * mode 3: rq_fold 3 without an activation clamp, the doubled-accumulator requantisation. */
 static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp, int mode, int tail) {
@@ -2033,6 +2086,9 @@ static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp,
       o[cout] = y1, o[cout + 1] = z1;
       o[2 * cout] = y2, o[2 * cout + 1] = z2;
       o[3 * cout] = y3, o[3 * cout + 1] = z3;
+    }
+    if (cout & 1) {
+      pxq_last_channel(wp, q, r.col, r.groups, o, cout, &r.o, mode);
     }
   }
 }
@@ -2172,7 +2228,8 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   /* pixel quads (stripe calls only: `quads` is a constant, 1 in the row-window entry, 0 in the
    * layer-by-layer entry and in stage_gap's chunks (conv2d_s8_run_at), whose code every firmware
    * links and which stays as it was): int8 weights read in place, whole quads, raster order */
-  const int pxq = quads && win != 0 && !w16 && !staged && !conv_gathers(p) && (cout & 1) == 0 && kp >= 4 &&
+  const int pxq = quads && win != 0 && !w16 && !staged &&
+                  (!conv_gathers(p) || (p->krow && p->k_h == 1 && p->k_w == 1 && !conv_pads(p))) && kp >= 4 &&
                   (npix & 3) == 0 && npix > 0 && !p->reverse;
 #endif
 #if defined(AI_CONV_PX1)
@@ -2457,7 +2514,7 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
    * are one pretend row of that many pixels for conv_pxq (every window inside it: its fast
    * columns), the weights read once per 4 pixels; the rest as pairs, after (forward, as before) */
   const int32_t nq = npix & ~3;
-  if (nq > 0 && !local.reverse && (r.n & 1) == 0 && kp >= 4 && r.fast && r.rowg == r.groups &&
+  if (nq > 0 && !local.reverse && kp >= 4 && r.fast && r.rowg == r.groups &&
       (local.out_h == 1 || local.out_w == local.in_w)) {
     local.out_h = 1;
     r.out_w = nq;
