@@ -658,7 +658,8 @@ def pxq_applies(a: dict) -> bool:
     `pxq` test of conv2d_s8_run): int8 weights read in place, in_c % 4 == 0 (or a krow 1x1 layer
     with every window inside the image), any out_c (an odd last channel: pxq_last_channel), any Kp
     (a multiple of 16, or the leftover groups' loop first: conv_pxq_*t), whole quads
-    (out_h * out_w % 4 == 0), raster order. One pass over the weights per 4 pixels; the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
+    (out_h * out_w % 4 == 0), raster order. One pass over the weights per 4 pixels;
+    the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
     channel pair and 4 pixels, AI_PXQ_GROUP against 2 x AI_W8_GROUP)."""
     npix = int(a["out_h"]) * int(a["out_w"])
     base = (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and _pxq_cols(a)
