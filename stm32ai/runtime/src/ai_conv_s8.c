@@ -1915,7 +1915,7 @@ static __attribute__((noinline)) void pxq_columns_slow(const conv_run_t *r, int3
 
 /* acc = {a0..a3: oc x pixels A..D, b0..b3: oc+1}. tail 0: groups a multiple of 4 (>= 4); tail
  * 1 (a constant; Kp % 16 != 0, e.g. VWW's in_c 60 members): any groups >= 1, the groups % 4
- * leftover groups first, one per iteration of their own loop, then the unrolled loop. */
+ * leftover groups first (a computed entry into the unrolled loop), then whole iterations. */
 static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, const uint32_t *c, int32_t groups,
                                                           int32_t *acc, int tail) {
   const uint32_t *w = *wp;
@@ -1926,32 +1926,32 @@ static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, c
   uint32_t x, l0, l1;
   register uint32_t y __asm__("lr");
   if (tail) {
-    /* one statement (two would leave gcc no register to spare between them): x = the columns'
-     * end + the leftover group count (the end is word aligned); both ends on the stack */
+    /* the leftover groups (Kp/4 % 4) run first as the unrolled loop's last ones, entered at
+     * group 4 - leftover (each group moves its own pointers), so no more code than the plain
+     * loop (a loop of its own outgrew the ART I-cache: VWW's in_c 60 member, +91 K fetch
+     * stalls). x = the columns' end + the leftover count in its low 2 bits (word aligned);
+     * one asm statement (two left gcc no register to spare between them on -mcpu=cortex-m7). */
     x = (uint32_t)(c + 4 * groups) + (uint32_t)(groups & 3);
     __asm__ volatile("and %[l0], %[x], #3\n\t"
                      "bic %[x], %[x], #3\n\t"
                      "str %[x], [sp, #-8]!\n\t"
-                     "cmp %[l0], #0\n\t"
-                     "beq 3f\n\t"
-                     "add %[l0], %[c], %[l0], lsl #4\n\t"
-                     "str %[l0], [sp, #4]\n"
-                     "2:\n\t"
-                     AI_PXQ_GROUP
-                     "ldr %[x], [sp, #4]\n\t"
-                     "cmp %[c], %[x]\n\t"
-                     "bne 2b\n"
-                     "3:\n\t"
-                     "ldr %[x], [sp]\n\t"
-                     "cmp %[c], %[x]\n\t"
-                     "beq.w 4f\n\t"
+                     "cmp %[l0], #2\n\t"
+                     "beq.w 6f\n\t"
+                     "bhi.w 5f\n\t"
+                     "cmp %[l0], #1\n\t"
+                     "beq.w 7f\n\t"
                      ".balign 4\n"
                      "1:\n\t"
-                     AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP
+                     AI_PXQ_GROUP
+                     "5:\n\t"
+                     AI_PXQ_GROUP
+                     "6:\n\t"
+                     AI_PXQ_GROUP
+                     "7:\n\t"
+                     AI_PXQ_GROUP
                      "ldr %[x], [sp]\n\t"
                      "cmp %[c], %[x]\n\t"
-                     "bne 1b\n"
-                     "4:\n\t"
+                     "bne 1b\n\t"
                      "add sp, sp, #8\n\t"
                      : AI_PXQ_OPS
                      :
