@@ -395,6 +395,27 @@ PXQ_LAYERS = [
     ("pxq_1x1_c16_oc6_w5", (1, 7, 5, 16), (6, 1, 1, 16), dict(act="RELU6")),
     ("pxq_1x1_c32_oc4_w7", (1, 4, 7, 32), (4, 1, 1, 32), dict(act="RELU")),
     ("pxq_1x1_c16_oc34_w4", (1, 5, 4, 16), (34, 1, 1, 16), {}),
+    # rq_fold 3 (out_zp -128, no clamp: conv_pxq_m1z, the doubled-accumulator outputs): 1x1 rows
+    # of 6, a padded 3x3 (slow columns), Kp 32
+    ("pxq_1x1_c16_oc8_w6_rq3", (1, 5, 6, 16), (8, 1, 1, 16), dict(out_zp=-128, act="RELU")),
+    ("pxq_same_3x3_c16_oc4_w4_rq3", (1, 5, 4, 16), (4, 3, 3, 16), dict(out_zp=-128)),
+    # Kp % 16 != 0 (the leftover groups' loop first, conv_pxq_*t): VWW's in_c 60 pointwise members
+    # (Kp 60: 3 leftover groups + 3 unrolled iterations) with rq_fold 3, in_c 8 (Kp 8: the leftover
+    # loop alone), 3x3 in_c 4 (Kp 36 % 16 == 4) padded, 3x3 in_c 12 (Kp 108 % 16 == 12) with relu6
+    ("pxq_1x1_c60_oc10_w6_rq3", (1, 6, 6, 60), (10, 1, 1, 60), dict(out_zp=-128, act="RELU")),
+    ("pxq_1x1_c60_oc6_w6", (1, 4, 6, 60), (6, 1, 1, 60), {}),
+    ("pxq_1x1_c8_oc4_w8_rq3", (1, 3, 8, 8), (4, 1, 1, 8), dict(out_zp=-128)),
+    ("pxq_same_3x3_c4_oc6_w4", (1, 5, 4, 4), (6, 3, 3, 4), {}),
+    ("pxq_same_3x3_c12_oc4_w8", (1, 4, 8, 12), (4, 3, 3, 12), dict(act="RELU6")),
+    ("pxq_same_3x3_c12_oc4_w8_rq3", (1, 4, 8, 12), (4, 3, 3, 12), dict(out_zp=-128, act="RELU")),
+    # an odd out_c (pxq_last_channel): 1x1 rows of 6 (conv_rows_1x1_w8), a padded 3x3 with relu6
+    ("pxq_1x1_c16_oc7_w6", (1, 5, 6, 16), (7, 1, 1, 16), {}),
+    ("pxq_same_3x3_c16_oc5_w4", (1, 5, 4, 16), (5, 3, 3, 16), dict(act="RELU6")),
+    # krow 1x1 (in_c % 4 != 0, every window inside): quads across rows and the tensor's last
+    # pixels through pxq_columns_slow's padded runs; VWW's in_c 106 / out_c 57 member with rq_fold 3
+    ("pxq_1x1_c10_oc6_w6_krow", (1, 4, 6, 10), (6, 1, 1, 10), {}),
+    ("pxq_1x1_c22_oc5_w4_krow_rq3", (1, 5, 4, 22), (5, 1, 1, 22), dict(out_zp=-128, act="RELU")),
+    ("pxq_1x1_c106_oc57_w6_krow_rq3", (1, 6, 6, 106), (57, 1, 1, 106), dict(out_zp=-128, act="RELU")),
 ]
 
 
@@ -411,15 +432,19 @@ def test_pixel_quads_row_windows(tmp_path, name, xs, ws, opts, target):
                 pytest.skip(f"{tool} not installed")
     from stm32ai.passes.staging import pxq_applies
     opts = dict(opts)
+    out_zp = opts.pop("out_zp", None)
     w = rng.integers(-127, 128, ws).astype(np.int8)
+    zp = int(rng.integers(-30, 30)) if out_zp is None else out_zp
     g = make_layer("CONV_2D", xs, w, rng.integers(-5000, 5000, ws[0]), w_scales=rng.uniform(0.002, 0.02, ws[0]),
-                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, zp), **opts)
     x = rng.integers(-128, 128, xs).astype(np.int8)
     c = compile_graph(copy.deepcopy(g), optimization="ram")
     op = c.graph.ops[0]
     assert op.kernel == "conv2d_s8"
     op.attrs = {**op.attrs, "w16": 0, "stage_oc": 0, "reverse": 0}
     a = op.attrs
+    if out_zp == -128:
+        assert a["rq_fold"] == 3, (name, a["rq_fold"])  # the doubled-accumulator quads
     bands = {o1 - o0 for s in schedules(a["out_h"]) for o0, o1 in s}
     assert any(pxq_applies({**a, "out_h": b}) for b in bands), (name, a)
     full, _ = run_bands(c.graph, op, x, tmp_path, name)

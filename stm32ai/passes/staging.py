@@ -657,19 +657,32 @@ def _col_cycles(a: dict) -> int:
 
 def pxq_applies(a: dict) -> bool:
     """A stripe call of conv2d_s8 that runs pixel quads on a Cortex-M4 (ai_conv_s8.c conv_pxq, the
-    `pxq` test of conv2d_s8_run): int8 weights read in place, in_c % 4 == 0, out_c even, Kp a
-    multiple of 16, whole quads (out_h * out_w % 4 == 0), raster order. One pass over the weights
-    per 4 pixels; the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
+    `pxq` test of conv2d_s8_run): int8 weights read in place, in_c % 4 == 0 (or a krow 1x1 layer
+    with every window inside the image), any out_c (an odd last channel: pxq_last_channel), any Kp
+    (a multiple of 16, or the leftover groups' loop first: conv_pxq_*t), whole quads
+    (out_h * out_w % 4 == 0), raster order. One pass over the weights per 4 pixels;
+    the same MAC-loop cycles as two int8 pixel pairs (40 per group of 4 K-elements,
     channel pair and 4 pixels, AI_PXQ_GROUP against 2 x AI_W8_GROUP)."""
     npix = int(a["out_h"]) * int(a["out_w"])
-    base = (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and int(a["in_c"]) % 4 == 0
-            and int(a["out_c"]) % 2 == 0 and _kp(a) % 16 == 0 and npix > 0 and not a.get("reverse"))
+    base = (not int(a.get("w16", 0)) and int(a.get("stage_oc", 0)) <= 0 and _pxq_cols(a)
+            and _kp(a) >= 4 and npix > 0 and not a.get("reverse"))
     if _rows_1x1(a):
         # conv_rows_1x1_w8 (pw37): its first npix & ~3 pixels as quads when the call's pixels are
         # contiguous runs (one row, or whole rows); a one-row odd width keeps conv_triple_x3
         return (base and npix >= 4 and not _x3_row(a) and int(a.get("dilation", [1, 1])[1]) == 1
                 and (int(a["out_h"]) == 1 or int(a["out_w"]) == int(a["in_w"])))
     return base and npix % 4 == 0
+
+
+def _pxq_cols(a: dict) -> bool:
+    """conv_pxq can build the call's int8 columns: in_c % 4 == 0, or krow 1x1 with no window
+    outside the image (conv2d_s8_run: `!conv_gathers(p) || (krow && 1x1 && !conv_pads(p))`)."""
+    if int(a["in_c"]) % 4 == 0:
+        return True
+    sy, sx = list(a["stride"])[:2]
+    return (bool(int(a.get("krow", 0))) and int(a["k_h"]) == 1 and int(a["k_w"]) == 1
+            and int(a["pad"][0]) == 0 and int(a["pad"][1]) == 0
+            and (int(a["out_h"]) - 1) * int(sy) < int(a["in_h"]) and (int(a["out_w"]) - 1) * int(sx) < int(a["in_w"]))
 
 
 def _rows_1x1(a: dict) -> bool:

@@ -1949,6 +1949,20 @@ static __attribute__((noinline)) void pxq_columns_slow(const conv_run_t *r, int3
     x[i] = (n + i - oy * p->out_w) * p->stride[1] - p->pad[1];
   }
   uint32_t *d = r->col;
+  if (conv_gathers(p)) {
+    /* krow 1x1, every window inside the image (conv2d_s8_run's pxq test): the tensor's last
+     * pixels, whose padded runs would read past it: their in_c & 3 last bytes, zeros after
+     * (the padded weights are zero there) */
+    int8_t t[4][4] = {{0}};
+    const int8_t *s[4];
+    for (int32_t i = 0; i < 4; ++i) {
+      s[i] = r->in + (y[i] * iw + x[i]) * cin;
+      memcpy(t[i], s[i] + 4 * groups, (size_t)(cin & 3));
+    }
+    pxq_interleave(d, s[0], s[1], s[2], s[3], groups);
+    pxq_interleave(d + 4 * groups, t[0], t[1], t[2], t[3], 1);
+    return;
+  }
   for (int32_t ky = 0; ky < p->k_h; ++ky) {
     for (int32_t kx = 0; kx < p->k_w; ++kx, d += 4 * groups) {
       const int8_t *s[4];
@@ -2004,30 +2018,73 @@ static __attribute__((noinline)) void pxq_columns_slow(const conv_run_t *r, int3
   "smlad %[b3], %[l1], %[x], %[b3]\n\t"
 #endif
 
-/* acc = {a0..a3: oc x pixels A..D, b0..b3: oc+1}; groups a multiple of 4 (>= 4). */
+#if defined(AI_CONV_QUAD)
+/* the 14 operands of AI_PXQ_GROUP's loops */
+#define AI_PXQ_OPS                                                                                 \
+  [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),         \
+      [b2] "+r"(b2), [b3] "+r"(b3), [w] "+r"(w), [c] "+r"(c), [x] "+r"(x), [l0] "=&r"(l0), [l1] "=&r"(l1), \
+      [y] "=&r"(y)
+#endif
+
+/* acc = {a0..a3: oc x pixels A..D, b0..b3: oc+1}. tail 0: groups a multiple of 4 (>= 4); tail
+ * 1 (a constant; Kp % 16 != 0, e.g. VWW's in_c 60 members): any groups >= 1, the groups % 4
+ * leftover groups first (a computed entry into the unrolled loop), then whole iterations. */
 static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, const uint32_t *c, int32_t groups,
-                                                          int32_t *acc) {
+                                                          int32_t *acc, int tail) {
   const uint32_t *w = *wp;
   int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
   int32_t b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];
 #if defined(AI_CONV_QUAD)
   /* all 14 registers (y is LR); the end of the columns lives on the stack */
-  uint32_t x = (uint32_t)(c + 4 * groups), l0, l1;
+  uint32_t x, l0, l1;
   register uint32_t y __asm__("lr");
-  __asm__ volatile("str %[x], [sp, #-8]!\n\t"
-                   ".balign 4\n"
-                   "1:\n\t"
-                   AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP
-                   "ldr %[x], [sp]\n\t"
-                   "cmp %[c], %[x]\n\t"
-                   "bne 1b\n\t"
-                   "add sp, sp, #8\n\t"
-                   : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-                     [b2] "+r"(b2), [b3] "+r"(b3), [w] "+r"(w), [c] "+r"(c), [x] "+r"(x), [l0] "=&r"(l0),
-                     [l1] "=&r"(l1), [y] "=&r"(y)
-                   :
-                   : "cc", "memory");
+  if (tail) {
+    /* the leftover groups (Kp/4 % 4) run first as the unrolled loop's last ones, entered at
+     * group 4 - leftover (each group moves its own pointers), so no more code than the plain
+     * loop (a loop of its own outgrew the ART I-cache: VWW's in_c 60 member, +91 K fetch
+     * stalls). x = the columns' end + the leftover count in its low 2 bits (word aligned);
+     * one asm statement (two left gcc no register to spare between them on -mcpu=cortex-m7). */
+    x = (uint32_t)(c + 4 * groups) + (uint32_t)(groups & 3);
+    __asm__ volatile("and %[l0], %[x], #3\n\t"
+                     "bic %[x], %[x], #3\n\t"
+                     "str %[x], [sp, #-8]!\n\t"
+                     "cmp %[l0], #2\n\t"
+                     "beq.w 6f\n\t"
+                     "bhi.w 5f\n\t"
+                     "cmp %[l0], #1\n\t"
+                     "beq.w 7f\n\t"
+                     ".balign 4\n"
+                     "1:\n\t"
+                     AI_PXQ_GROUP
+                     "5:\n\t"
+                     AI_PXQ_GROUP
+                     "6:\n\t"
+                     AI_PXQ_GROUP
+                     "7:\n\t"
+                     AI_PXQ_GROUP
+                     "ldr %[x], [sp]\n\t"
+                     "cmp %[c], %[x]\n\t"
+                     "bne 1b\n\t"
+                     "add sp, sp, #8\n\t"
+                     : AI_PXQ_OPS
+                     :
+                     : "cc", "memory");
+  } else {
+    x = (uint32_t)(c + 4 * groups);
+    __asm__ volatile("str %[x], [sp, #-8]!\n\t"
+                     ".balign 4\n"
+                     "1:\n\t"
+                     AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP AI_PXQ_GROUP
+                     "ldr %[x], [sp]\n\t"
+                     "cmp %[c], %[x]\n\t"
+                     "bne 1b\n\t"
+                     "add sp, sp, #8\n\t"
+                     : AI_PXQ_OPS
+                     :
+                     : "cc", "memory");
+  }
 #else
+  (void)tail;
   for (; groups > 0; --groups, w += 2, c += 4) {
     const uint32_t l0 = sxtb16(w[0]), h0 = sxtb16_r8(w[0]), l1 = sxtb16(w[1]), h1 = sxtb16_r8(w[1]);
     const uint32_t ea = sxtb16(c[0]), eb = sxtb16_r8(c[0]), ec = sxtb16(c[1]), ed = sxtb16_r8(c[1]);
@@ -2047,10 +2104,51 @@ static inline __attribute__((always_inline)) void pxq_mac(const uint32_t **wp, c
   *wp = w;
 }
 
-/* Every pixel quad of a call (npix % 4 == 0, raster order, out_c even, Kp % 16 == 0, int8
- * weights unstaged, in_c % 4 == 0: conv2d_s8_run's pxq test): columns, then per channel pair
- * the 8 sums, requantised and stored (after the columns are read: in place as the pairs). */
-static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp, int mode) {
+/* An odd last output channel (its plain padded row of Kp int8 weights) for the quad's 4 pixels:
+ * out of line, one channel of many. */
+static __attribute__((noinline)) void pxq_last_channel(const uint32_t *w, const int32_t *q, const uint32_t *c,
+                                                       int32_t groups, int8_t *o, int32_t cout,
+                                                       const conv_out_t *ro, int mode) {
+  int32_t a0 = q[0], a1 = q[0], a2 = q[0], a3 = q[0];
+  for (; groups > 0; --groups, ++w, c += 4) {
+    const uint32_t l = sxtb16(w[0]), h = sxtb16_r8(w[0]);
+    a0 = smlad(h, sxtb16(c[2]), smlad(l, sxtb16(c[0]), a0));
+    a1 = smlad(h, sxtb16_r8(c[2]), smlad(l, sxtb16_r8(c[0]), a1));
+    a2 = smlad(h, sxtb16(c[3]), smlad(l, sxtb16(c[1]), a2));
+    a3 = smlad(h, sxtb16_r8(c[3]), smlad(l, sxtb16_r8(c[1]), a3));
+  }
+  const int32_t m = q[1], rs = q[2], kf = q[3];
+  if (mode == 2) {
+    o[0] = conv_out(q, m, rs, kf, a0, ro, 2), o[cout] = conv_out(q, m, rs, kf, a1, ro, 2);
+    o[2 * cout] = conv_out(q, m, rs, kf, a2, ro, 2), o[3 * cout] = conv_out(q, m, rs, kf, a3, ro, 2);
+  } else {
+    o[0] = conv_out(q, m, rs, kf, a0, ro, 1), o[cout] = conv_out(q, m, rs, kf, a1, ro, 1);
+    o[2 * cout] = conv_out(q, m, rs, kf, a2, ro, 1), o[3 * cout] = conv_out(q, m, rs, kf, a3, ro, 1);
+  }
+}
+
+/* rq_fold == 3 (out_zp -128, m >= 2^30, |2 acc| < 2^31: proven by the lowering) from the doubled
+ * accumulator, AI_RQ_ACC_MM0's arithmetic: K = 2 kf, e = rs + 1, hi = high word of K:2^31 +
+ * 2acc * m (SMMLAR), then hi >> e saturated; rq_fold + SSAT's value (docs/kernels_conv.md
+ * "Doubled accumulator"): 4 instructions with the doubling instead of 6. */
+static inline __attribute__((always_inline)) int8_t pxq_out_mm0(int32_t acc, int32_t m, int32_t k2, int32_t e) {
+  const int32_t a2 = (int32_t)((uint32_t)acc + (uint32_t)acc);
+#if defined(__ARM_FEATURE_DSP)
+  int32_t hi;
+  __asm__("smmlar %0, %1, %2, %3" : "=r"(hi) : "r"(a2), "r"(m), "r"(k2));
+#else
+  const int64_t t = (int64_t)k2 * 4294967296LL + (int64_t)a2 * m + 2147483648LL;
+  const int32_t hi = (int32_t)(t >> 32);
+#endif
+  return (int8_t)ssat8(hi >> e);
+}
+
+/* Every pixel quad of a call (npix % 4 == 0, raster order, int8 weights unstaged, in_c % 4 == 0
+ * or krow 1x1 inside the image: conv2d_s8_run's pxq test; Kp % 16 == 0 unless tail; an odd last
+ * channel: pxq_last_channel): columns, then per channel
+ * pair the 8 sums, requantised and stored (after the columns are read: in place as the pairs).
+ * mode 3: rq_fold 3 without an activation clamp, the doubled-accumulator requantisation. */
+static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp, int mode, int tail) {
   const conv_run_t r = *rp;
   const int32_t npix = r.p->out_h * r.out_w, cout = r.p->out_c;
   for (int32_t k = 0; k < npix; k += 4) {
@@ -2074,26 +2172,59 @@ static inline __attribute__((always_inline)) void conv_pxq(const conv_run_t *rp,
     int8_t *o = r.out + k * cout;
     for (int32_t pairs = cout >> 1; pairs > 0; --pairs, q += 8, o += 2) {
       int32_t acc[8] = {q[0], q[0], q[0], q[0], q[4], q[4], q[4], q[4]};
-      pxq_mac(&wp, r.col, r.groups, acc);
-      const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
-      const int8_t y0 = conv_out(q, m0, rs0, kf0, acc[0], &r.o, mode);
-      const int8_t y1 = conv_out(q, m0, rs0, kf0, acc[1], &r.o, mode);
-      const int8_t y2 = conv_out(q, m0, rs0, kf0, acc[2], &r.o, mode);
-      const int8_t y3 = conv_out(q, m0, rs0, kf0, acc[3], &r.o, mode);
-      const int8_t z0 = conv_out(q + 4, m1, rs1, kf1, acc[4], &r.o, mode);
-      const int8_t z1 = conv_out(q + 4, m1, rs1, kf1, acc[5], &r.o, mode);
-      const int8_t z2 = conv_out(q + 4, m1, rs1, kf1, acc[6], &r.o, mode);
-      const int8_t z3 = conv_out(q + 4, m1, rs1, kf1, acc[7], &r.o, mode);
+      pxq_mac(&wp, r.col, r.groups, acc, tail);
+      int8_t y0, y1, y2, y3, z0, z1, z2, z3;
+      if (mode == 3) {
+        const int32_t m0 = q[1], e0 = q[2] + 1, k0 = 2 * q[3], m1 = q[5], e1 = q[6] + 1, k1 = 2 * q[7];
+        y0 = pxq_out_mm0(acc[0], m0, k0, e0);
+        y1 = pxq_out_mm0(acc[1], m0, k0, e0);
+        y2 = pxq_out_mm0(acc[2], m0, k0, e0);
+        y3 = pxq_out_mm0(acc[3], m0, k0, e0);
+        z0 = pxq_out_mm0(acc[4], m1, k1, e1);
+        z1 = pxq_out_mm0(acc[5], m1, k1, e1);
+        z2 = pxq_out_mm0(acc[6], m1, k1, e1);
+        z3 = pxq_out_mm0(acc[7], m1, k1, e1);
+      } else {
+        const int32_t m0 = q[1], rs0 = q[2], kf0 = q[3], m1 = q[5], rs1 = q[6], kf1 = q[7];
+        y0 = conv_out(q, m0, rs0, kf0, acc[0], &r.o, mode);
+        y1 = conv_out(q, m0, rs0, kf0, acc[1], &r.o, mode);
+        y2 = conv_out(q, m0, rs0, kf0, acc[2], &r.o, mode);
+        y3 = conv_out(q, m0, rs0, kf0, acc[3], &r.o, mode);
+        z0 = conv_out(q + 4, m1, rs1, kf1, acc[4], &r.o, mode);
+        z1 = conv_out(q + 4, m1, rs1, kf1, acc[5], &r.o, mode);
+        z2 = conv_out(q + 4, m1, rs1, kf1, acc[6], &r.o, mode);
+        z3 = conv_out(q + 4, m1, rs1, kf1, acc[7], &r.o, mode);
+      }
       o[0] = y0, o[1] = z0;
       o[cout] = y1, o[cout + 1] = z1;
       o[2 * cout] = y2, o[2 * cout + 1] = z2;
       o[3 * cout] = y3, o[3 * cout + 1] = z3;
     }
+    if (cout & 1) {
+      pxq_last_channel(wp, q, r.col, r.groups, o, cout, &r.o, mode);
+    }
   }
 }
 
-static __attribute__((noinline)) void conv_pxq_m1(const conv_run_t *r) { conv_pxq(r, 1); }
-static __attribute__((noinline)) void conv_pxq_m2(const conv_run_t *r) { conv_pxq(r, 2); }
+static __attribute__((noinline)) void conv_pxq_m1(const conv_run_t *r) { conv_pxq(r, 1, 0); }
+static __attribute__((noinline)) void conv_pxq_m2(const conv_run_t *r) { conv_pxq(r, 2, 0); }
+/* rq_fold 3, no clamp (the shared models' pointwise layers): the doubled-accumulator outputs */
+static __attribute__((noinline)) void conv_pxq_m1z(const conv_run_t *r) { conv_pxq(r, 3, 0); }
+/* Kp % 16 != 0: the leftover groups' loop first */
+static __attribute__((noinline)) void conv_pxq_m1t(const conv_run_t *r) { conv_pxq(r, 1, 1); }
+static __attribute__((noinline)) void conv_pxq_m2t(const conv_run_t *r) { conv_pxq(r, 2, 1); }
+static __attribute__((noinline)) void conv_pxq_m1zt(const conv_run_t *r) { conv_pxq(r, 3, 1); }
+
+/* the pixel-quad instance for a call's requantisation (mode 1, 2; rq_fold 3 -> the doubled
+ * outputs where mode 1) and Kp (a multiple of 16, or not: tail) */
+static inline __attribute__((always_inline)) void conv_pxq_run(const conv_run_t *r, int mode, int32_t rq_fold_,
+                                                               int32_t kp) {
+  if ((kp & 15) == 0) {
+    (mode == 2 ? conv_pxq_m2 : rq_fold_ == 3 ? conv_pxq_m1z : conv_pxq_m1)(r);
+  } else {
+    (mode == 2 ? conv_pxq_m2t : rq_fold_ == 3 ? conv_pxq_m1zt : conv_pxq_m1t)(r);
+  }
+}
 #endif
 
 /* the general requantisation (rare) shares one loop for both layouts */
@@ -2216,7 +2347,8 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
   /* pixel quads (stripe calls only: `quads` is a constant, 1 in the row-window entry, 0 in the
    * layer-by-layer entry and in stage_gap's chunks (conv2d_s8_run_at), whose code every firmware
    * links and which stays as it was): int8 weights read in place, whole quads, raster order */
-  const int pxq = quads && win != 0 && !w16 && !staged && !conv_gathers(p) && (cout & 1) == 0 && (kp & 15) == 0 &&
+  const int pxq = quads && win != 0 && !w16 && !staged &&
+                  (!conv_gathers(p) || (p->krow && p->k_h == 1 && p->k_w == 1 && !conv_pads(p))) && kp >= 4 &&
                   (npix & 3) == 0 && npix > 0 && !p->reverse;
 #endif
 #if defined(AI_CONV_PX1)
@@ -2276,7 +2408,7 @@ static inline __attribute__((always_inline)) void conv2d_s8_run(const ai_conv2d_
       } else {
 #if defined(AI_CONV_PXQ)
         if (pxq) {
-          (mode == 1 ? conv_pxq_m1 : conv_pxq_m2)(&r);
+          conv_pxq_run(&r, mode, p->rq_fold, kp);
           continue;
         }
 #endif
@@ -2510,13 +2642,13 @@ static __attribute__((noinline)) void conv_rows_1x1_w8(const ai_conv2d_s8_params
    * are one pretend row of that many pixels for conv_pxq (every window inside it: its fast
    * columns), the weights read once per 4 pixels; the rest as pairs, after (forward, as before) */
   const int32_t nq = npix & ~3;
-  if (nq > 0 && !local.reverse && (r.n & 1) == 0 && (kp & 15) == 0 && r.fast && r.rowg == r.groups &&
+  if (nq > 0 && !local.reverse && kp >= 4 && r.fast && r.rowg == r.groups &&
       (local.out_h == 1 || local.out_w == local.in_w)) {
     local.out_h = 1;
     r.out_w = nq;
     r.ymax = 0;
     r.xmax = nq - 1;
-    (mode == 1 ? conv_pxq_m1 : conv_pxq_m2)(&r);
+    conv_pxq_run(&r, mode, local.rq_fold, kp);
     if (npix > nq) {
       r.in += nq * local.in_c;
       r.out += nq * local.out_c;
