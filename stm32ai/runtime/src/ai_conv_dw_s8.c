@@ -449,6 +449,176 @@ static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t 
   }
 }
 
+/* dw3_fill2 for a stripe's call (the row-window entry, one band, pad_clean; docs/stripes.md):
+ * the walk planned once per call for all its channel pairs, then ONE pass per pair over the
+ * band's interior rows (the row loop in the assembly on the Cortex-M4) instead of a C row loop
+ * per pair. Two row shapes, those of VWW's stripes (others: dw3_fill2): rows of W % 4 == 0
+ * pixels either with an odd left pad (`head`: {pad, pixel 0}, nq quads, a pixel pair and
+ * {pixel W-1, pad}) or with an even one (nq quads); nq >= 2. Same loads, same words stored as
+ * dw3_fill2 (pad_clean: rows outside the image untouched). */
+typedef struct {
+  int32_t nq;    /* [0] quads per row */
+  uint32_t pp;   /* [1] a padding pixel's 2 channel bytes ({pad, pixel 0}) */
+  uint32_t pp16; /* [2] the same << 16 ({pixel W-1, pad}) */
+  int32_t sskip; /* [3] bytes from where the row's last load group starts to the next row */
+  int32_t dskip; /* [4] bytes from the row's end in the plane to the next row's first word */
+  int32_t C, rows, s_off, d_off, head;
+} dw3_walk2;
+
+static int dw3_walk2_plan(dw3_walk2 *w, const dw3_view *v, int32_t iy0, int32_t rows, uint32_t pv) {
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int head = pad & 1; /* 2 * j0 - pad < 0 */
+  if ((W & 3) != 0 || W < 8 + 4 * head) {
+    return 0;
+  }
+  const int32_t a = iy0 < 0 ? 0 : iy0, b = iy0 + rows < v->h ? iy0 + rows : v->h;
+  const int32_t nq = (W - head) >> 2;
+  w->nq = nq;
+  w->pp = (pv & 0xFFu) * 0x0101u;
+  w->pp16 = w->pp << 16;
+  w->C = C;
+  w->head = head;
+  w->rows = b - a;
+  w->s_off = a * v->in_row;
+  w->d_off = DW3_ATG(2, 2 * (pad >> 1), a - iy0, 0);
+  /* head: the last group is the tail's 3 pixels (W - 3 before them); else the row's end */
+  w->sskip = head ? v->in_row - (W - 3) * C : v->in_row - W * C;
+  w->dskip = 2 * 4 - (head ? 64 * (2 * nq + 3) : 128 * nq);
+  return 1;
+}
+
+static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
+  int32_t rows = w->rows;
+  if (rows <= 0) {
+    return;
+  }
+  const int8_t *s = in + w->s_off;
+  uint8_t *d = pl + w->d_off;
+  const int32_t C = w->C;
+#if defined(AI_DW3_FILL_ASM)
+  uint32_t x, y, x2, y2;
+  int32_t n;
+  /* a quad: pixels 0..3 at s, s + C, s + 2C, s + 3C -> words (j, 0), (j, 1), (j + 1, 0),
+   * (j + 1, 1) at d, d + 4, d + 64, d + 68 (as dw3_fill2_quads) */
+#define DW3_W2_QUAD                           \
+  "ldrh %[x], [%[s]]\n\t"                     \
+  "ldrh %[y], [%[s], %[c1]]\n\t"              \
+  "ldrh %[x2], [%[s], %[c2]]\n\t"             \
+  "ldrh %[y2], [%[s], %[c3]]\n\t"             \
+  "add %[s], %[s], %[c1], lsl #2\n\t"         \
+  "orr %[x], %[x], %[y], lsl #16\n\t"         \
+  "orr %[x2], %[x2], %[y2], lsl #16\n\t"      \
+  "sxtb16 %[y], %[x], ror #8\n\t"             \
+  "str %[y], [%[d], #4]\n\t"                  \
+  "sxtb16 %[y2], %[x2]\n\t"                   \
+  "str %[y2], [%[d], #64]\n\t"                \
+  "sxtb16 %[y2], %[x2], ror #8\n\t"           \
+  "str %[y2], [%[d], #68]\n\t"                \
+  "sxtb16 %[y], %[x]\n\t"                     \
+  "str %[y], [%[d]], #128\n\t"
+  /* nq quads, two per iteration (an odd one first): n = nq >> 1 >= 1 */
+#define DW3_W2_QUADS                          \
+  "lsrs %[n], %[n], #1\n\t"                   \
+  "bcc 3f\n\t"                                \
+  DW3_W2_QUAD                                 \
+  ".p2align 2\n"                              \
+  "3:\n\t"                                    \
+  DW3_W2_QUAD                                 \
+  DW3_W2_QUAD                                 \
+  "subs %[n], %[n], #1\n\t"                   \
+  "bne 3b\n\t"
+  if (w->head) {
+    __asm__ volatile(
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldr %[n], [%[kp]]\n\t" /* {pad, pixel 0} */
+        "ldr %[y], [%[kp], #4]\n\t"
+        "ldrh %[x], [%[s]]\n\t"
+        "add %[s], %[s], %[c1]\n\t"
+        "orr %[x], %[y], %[x], lsl #16\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[x], %[x]\n\t"
+        "str %[x], [%[d]], #64\n\t"
+        DW3_W2_QUADS
+        "ldrh %[x], [%[s]]\n\t" /* a pixel pair and {pixel W-1, pad}: a quad with pp16 */
+        "ldrh %[y], [%[s], %[c1]]\n\t"
+        "ldrh %[x2], [%[s], %[c2]]\n\t"
+        "ldr %[y2], [%[kp], #8]\n\t"
+        "ldr %[n], [%[kp], #12]\n\t"
+        "add %[s], %[s], %[n]\n\t"
+        "orr %[x], %[x], %[y], lsl #16\n\t"
+        "orr %[x2], %[x2], %[y2]\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[y2], %[x2]\n\t"
+        "str %[y2], [%[d], #64]\n\t"
+        "sxtb16 %[y2], %[x2], ror #8\n\t"
+        "str %[y2], [%[d], #68]\n\t"
+        "sxtb16 %[y], %[x]\n\t"
+        "str %[y], [%[d]], #128\n\t"
+        "ldr %[n], [%[kp], #16]\n\t"
+        "add %[d], %[d], %[n]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [kp] "r"(w), [c1] "r"(C), [c2] "r"(2 * C), [c3] "r"(3 * C)
+        : "cc", "memory");
+  } else {
+    __asm__ volatile(
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldr %[n], [%[kp]]\n\t"
+        DW3_W2_QUADS
+        "ldr %[x], [%[kp], #12]\n\t"
+        "ldr %[y], [%[kp], #16]\n\t"
+        "add %[s], %[s], %[x]\n\t"
+        "add %[d], %[d], %[y]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [kp] "r"(w), [c1] "r"(C), [c2] "r"(2 * C), [c3] "r"(3 * C)
+        : "cc", "memory");
+  }
+#undef DW3_W2_QUADS
+#undef DW3_W2_QUAD
+#else
+  for (; rows > 0; --rows) {
+    const int8_t *t = s;
+    uint32_t *q = (uint32_t *)(void *)d;
+    if (w->head) { /* {pad, pixel 0} */
+      const uint32_t u = w->pp | (dw3_rd16(t) << 16);
+      q[0] = sxtb16(u);
+      q[1] = sxtb16_r8(u);
+      t += C;
+      q += 2 * AI_DW3_HB;
+    }
+    for (int32_t i = 0; i < w->nq; ++i, t += 4 * C, q += 4 * AI_DW3_HB) {
+      const uint32_t u = dw3_rd16(t) | (dw3_rd16(t + C) << 16);
+      const uint32_t u2 = dw3_rd16(t + 2 * C) | (dw3_rd16(t + 3 * C) << 16);
+      q[0] = sxtb16(u);
+      q[1] = sxtb16_r8(u);
+      q[2 * AI_DW3_HB] = sxtb16(u2);
+      q[2 * AI_DW3_HB + 1] = sxtb16_r8(u2);
+    }
+    if (w->head) { /* a pixel pair and {pixel W-1, pad} */
+      const uint32_t u = dw3_rd16(t) | (dw3_rd16(t + C) << 16);
+      const uint32_t u2 = dw3_rd16(t + 2 * C) | w->pp16;
+      q[0] = sxtb16(u);
+      q[1] = sxtb16_r8(u);
+      q[2 * AI_DW3_HB] = sxtb16(u2);
+      q[2 * AI_DW3_HB + 1] = sxtb16_r8(u2);
+      q += 4 * AI_DW3_HB;
+    }
+    /* the assembly's pointer arithmetic, checked: the row ends where the plan says */
+    s = t + w->sskip;
+    d = (uint8_t *)(void *)q + w->dskip;
+  }
+#endif
+}
+
 /* The same for a partial group (nch < G) or a depth multiplier > 1: output channel c0+k
  * reads input channel (c0+k)/mult, one byte at a time. */
 static inline __attribute__((always_inline)) void dw3_fill_gather_g(
@@ -1101,8 +1271,14 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
       const int32_t rows1 = (v.oh - 1) * S + 3;                                                   \
       DW3_FRAME_BUILD(fr, fr_nr, (G), S, v.oh, v.ow, v.out_row, v.out_col)                        \
       const int32_t *kc = packed;                                                                 \
+      dw3_walk2 wk_; /* the fill's walk planned once for all channel pairs (VWW's row shapes) */ \
+      const int walk_ = (G) == 2 && dw3_walk2_plan(&wk_, &v, -v.pad_t, rows1, pv);               \
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
-        FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                              \
+        if (walk_) {                                                                              \
+          dw3_fill2_walk(&wk_, input + c0, (uint8_t *)pl);                                        \
+        } else {                                                                                  \
+          FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                            \
+        }                                                                                         \
         for (int32_t k = 0; k < (G); ++k, kc += AI_DW3_K) {                                       \
           DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kc, output + c0 + k) \
         }                                                                                         \
