@@ -443,6 +443,12 @@ DW_G2_LAYERS = [
     ("dwg2_same_s2_w12_c6", (1, 10, 12, 6), (1, 3, 3, 6), dict(stride=(2, 2))),
     ("dwg2_same_s2_w12_c4_odd_h", (1, 9, 12, 4), (1, 3, 3, 4), dict(stride=(2, 2))),
     ("dwg2_valid_w8_c4", (1, 7, 8, 4), (1, 3, 3, 4), dict(padding="VALID")),
+    # the Cortex-M4's immediate-offset walks (dw3_fill2_walk_i: 8, 16, 32 channels) and 64
+    ("dwg2_same_w12_c16", (1, 7, 12, 16), (1, 3, 3, 16), {}),
+    ("dwg2_same_s2_w8_c32", (1, 6, 8, 32), (1, 3, 3, 32), dict(stride=(2, 2))),
+    ("dwg2_same_w12_c32", (1, 5, 12, 32), (1, 3, 3, 32), {}),
+    ("dwg2_same_w8_c64_s2", (1, 5, 8, 64), (1, 3, 3, 64), dict(stride=(2, 2))),
+    ("dwg2_same_w12_c64", (1, 4, 12, 64), (1, 3, 3, 64), {}),
 ]
 
 

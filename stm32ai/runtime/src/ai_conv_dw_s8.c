@@ -462,6 +462,7 @@ typedef struct {
   uint32_t pp16; /* [2] the same << 16 ({pixel W-1, pad}) */
   int32_t sskip; /* [3] bytes from where the row's last load group starts to the next row */
   int32_t dskip; /* [4] bytes from the row's end in the plane to the next row's first word */
+  int32_t sskip_i; /* [5] sskip for dw3_fill2_walk_i (s one pixel behind its loads) */
   int32_t C, rows, s_off, d_off, head;
 } dw3_walk2;
 
@@ -484,8 +485,102 @@ static int dw3_walk2_plan(dw3_walk2 *w, const dw3_view *v, int32_t iy0, int32_t 
   /* head: the last group is the tail's 3 pixels (W - 3 before them); else the row's end */
   w->sskip = head ? v->in_row - (W - 3) * C : v->in_row - W * C;
   w->dskip = 2 * 4 - (head ? 64 * (2 * nq + 3) : 128 * nq);
+  w->sskip_i = head ? v->in_row - (W - 4) * C : v->in_row - W * C;
   return 1;
 }
+
+#if defined(AI_DW3_FILL_ASM)
+/* dw3_fill2_walk's assembly for a channel stride C known at compile time (C * 4 <= 255): the
+ * loads take immediate offsets from s, kept at the previous quad's last pixel and advanced by
+ * the quad's last load (pre-indexed writeback): no ADD per quad, no offset registers. */
+static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_walk2 *w,
+    const int8_t *s, uint8_t *d, int32_t rows, const int32_t C) {
+  uint32_t x, y, x2, y2;
+  int32_t n;
+#define DW3_W2_QUAD_I                         \
+  "ldrh %[x], [%[s], #%c[k1]]\n\t"            \
+  "ldrh %[y], [%[s], #%c[k2]]\n\t"            \
+  "ldrh %[x2], [%[s], #%c[k3]]\n\t"           \
+  "ldrh %[y2], [%[s], #%c[k4]]!\n\t"          \
+  "orr %[x], %[x], %[y], lsl #16\n\t"         \
+  "orr %[x2], %[x2], %[y2], lsl #16\n\t"      \
+  "sxtb16 %[y], %[x], ror #8\n\t"             \
+  "str %[y], [%[d], #4]\n\t"                  \
+  "sxtb16 %[y2], %[x2]\n\t"                   \
+  "str %[y2], [%[d], #64]\n\t"                \
+  "sxtb16 %[y2], %[x2], ror #8\n\t"           \
+  "str %[y2], [%[d], #68]\n\t"                \
+  "sxtb16 %[y], %[x]\n\t"                     \
+  "str %[y], [%[d]], #128\n\t"
+#define DW3_W2_QUADS_I                        \
+  "lsrs %[n], %[n], #1\n\t"                   \
+  "bcc 3f\n\t"                                \
+  DW3_W2_QUAD_I                               \
+  ".p2align 2\n"                              \
+  "3:\n\t"                                    \
+  DW3_W2_QUAD_I                               \
+  DW3_W2_QUAD_I                               \
+  "subs %[n], %[n], #1\n\t"                   \
+  "bne 3b\n\t"
+  if (w->head) { /* s at pixel 0: the head's, then the quads' "previous last pixel" */
+    __asm__ volatile(
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldr %[n], [%[kp]]\n\t" /* {pad, pixel 0} */
+        "ldr %[y], [%[kp], #4]\n\t"
+        "ldrh %[x], [%[s]]\n\t"
+        "orr %[x], %[y], %[x], lsl #16\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[x], %[x]\n\t"
+        "str %[x], [%[d]], #64\n\t"
+        DW3_W2_QUADS_I
+        "ldrh %[x], [%[s], #%c[k1]]\n\t" /* a pixel pair and {pixel W-1, pad} */
+        "ldrh %[y], [%[s], #%c[k2]]\n\t"
+        "ldrh %[x2], [%[s], #%c[k3]]\n\t"
+        "ldr %[y2], [%[kp], #8]\n\t"
+        "ldr %[n], [%[kp], #20]\n\t"
+        "add %[s], %[s], %[n]\n\t"
+        "orr %[x], %[x], %[y], lsl #16\n\t"
+        "orr %[x2], %[x2], %[y2]\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[y2], %[x2]\n\t"
+        "str %[y2], [%[d], #64]\n\t"
+        "sxtb16 %[y2], %[x2], ror #8\n\t"
+        "str %[y2], [%[d], #68]\n\t"
+        "sxtb16 %[y], %[x]\n\t"
+        "str %[y], [%[d]], #128\n\t"
+        "ldr %[n], [%[kp], #16]\n\t"
+        "add %[d], %[d], %[n]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [kp] "r"(w), [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
+        : "cc", "memory");
+  } else { /* s one pixel before the row's first */
+    __asm__ volatile(
+        "sub %[s], %[s], #%c[k1]\n\t"
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldr %[n], [%[kp]]\n\t"
+        DW3_W2_QUADS_I
+        "ldr %[x], [%[kp], #20]\n\t"
+        "ldr %[y], [%[kp], #16]\n\t"
+        "add %[s], %[s], %[x]\n\t"
+        "add %[d], %[d], %[y]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [kp] "r"(w), [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
+        : "cc", "memory");
+  }
+#undef DW3_W2_QUADS_I
+#undef DW3_W2_QUAD_I
+}
+#endif
 
 static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
   int32_t rows = w->rows;
@@ -496,6 +591,19 @@ static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
   uint8_t *d = pl + w->d_off;
   const int32_t C = w->C;
 #if defined(AI_DW3_FILL_ASM)
+  switch (C) { /* VWW's stripes: 8, 16, 32 channels (64: the offsets in registers below) */
+  case 8:
+    dw3_fill2_walk_i(w, s, d, rows, 8);
+    return;
+  case 16:
+    dw3_fill2_walk_i(w, s, d, rows, 16);
+    return;
+  case 32:
+    dw3_fill2_walk_i(w, s, d, rows, 32);
+    return;
+  default:
+    break;
+  }
   uint32_t x, y, x2, y2;
   int32_t n;
   /* a quad: pixels 0..3 at s, s + C, s + 2C, s + 3C -> words (j, 0), (j, 1), (j + 1, 0),
