@@ -512,8 +512,8 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
   "str %[y2], [%[d], #68]\n\t"                \
   "sxtb16 %[y], %[x]\n\t"                     \
   "str %[y], [%[d]], #128\n\t"
+/* after LSRS n, nq, #1 (the carry: an odd quad first; flags kept by the head's ORR/SXTB16/STR) */ \
 #define DW3_W2_QUADS_I                        \
-  "lsrs %[n], %[n], #1\n\t"                   \
   "bcc 3f\n\t"                                \
   DW3_W2_QUAD_I                               \
   ".p2align 2\n"                              \
@@ -522,14 +522,16 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
   DW3_W2_QUAD_I                               \
   "subs %[n], %[n], #1\n\t"                   \
   "bne 3b\n\t"
+  /* the row constants in registers (13 with the loop's): no loads per row but the pixels' */
+  const int32_t nq = w->nq, ssk = w->sskip_i, dsk = w->dskip;
   if (w->head) { /* s at pixel 0: the head's, then the quads' "previous last pixel" */
+    const uint32_t pp = w->pp, pp16 = w->pp16;
     __asm__ volatile(
         ".p2align 2\n"
         "2:\n\t"
-        "ldr %[n], [%[kp]]\n\t" /* {pad, pixel 0} */
-        "ldr %[y], [%[kp], #4]\n\t"
-        "ldrh %[x], [%[s]]\n\t"
-        "orr %[x], %[y], %[x], lsl #16\n\t"
+        "ldrh %[x], [%[s]]\n\t" /* {pad, pixel 0} */
+        "lsrs %[n], %[nq], #1\n\t"
+        "orr %[x], %[pp], %[x], lsl #16\n\t"
         "sxtb16 %[y], %[x], ror #8\n\t"
         "str %[y], [%[d], #4]\n\t"
         "sxtb16 %[x], %[x]\n\t"
@@ -538,11 +540,9 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
         "ldrh %[x], [%[s], #%c[k1]]\n\t" /* a pixel pair and {pixel W-1, pad} */
         "ldrh %[y], [%[s], #%c[k2]]\n\t"
         "ldrh %[x2], [%[s], #%c[k3]]\n\t"
-        "ldr %[y2], [%[kp], #8]\n\t"
-        "ldr %[n], [%[kp], #20]\n\t"
-        "add %[s], %[s], %[n]\n\t"
+        "add %[s], %[s], %[ssk]\n\t"
         "orr %[x], %[x], %[y], lsl #16\n\t"
-        "orr %[x2], %[x2], %[y2]\n\t"
+        "orr %[x2], %[x2], %[pp16]\n\t"
         "sxtb16 %[y], %[x], ror #8\n\t"
         "str %[y], [%[d], #4]\n\t"
         "sxtb16 %[y2], %[x2]\n\t"
@@ -551,30 +551,29 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
         "str %[y2], [%[d], #68]\n\t"
         "sxtb16 %[y], %[x]\n\t"
         "str %[y], [%[d]], #128\n\t"
-        "ldr %[n], [%[kp], #16]\n\t"
-        "add %[d], %[d], %[n]\n\t"
+        "add %[d], %[d], %[dsk]\n\t"
         "subs %[rows], %[rows], #1\n\t"
         "bne 2b\n\t"
         : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
           [x2] "=&r"(x2), [y2] "=&r"(y2)
-        : [kp] "r"(w), [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
+        : [nq] "r"(nq), [pp] "r"(pp), [pp16] "r"(pp16), [ssk] "r"(ssk), [dsk] "r"(dsk),
+          [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
         : "cc", "memory");
   } else { /* s one pixel before the row's first */
     __asm__ volatile(
         "sub %[s], %[s], #%c[k1]\n\t"
         ".p2align 2\n"
         "2:\n\t"
-        "ldr %[n], [%[kp]]\n\t"
+        "lsrs %[n], %[nq], #1\n\t"
         DW3_W2_QUADS_I
-        "ldr %[x], [%[kp], #20]\n\t"
-        "ldr %[y], [%[kp], #16]\n\t"
-        "add %[s], %[s], %[x]\n\t"
-        "add %[d], %[d], %[y]\n\t"
+        "add %[s], %[s], %[ssk]\n\t"
+        "add %[d], %[d], %[dsk]\n\t"
         "subs %[rows], %[rows], #1\n\t"
         "bne 2b\n\t"
         : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
           [x2] "=&r"(x2), [y2] "=&r"(y2)
-        : [kp] "r"(w), [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
+        : [nq] "r"(nq), [ssk] "r"(ssk), [dsk] "r"(dsk),
+          [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
         : "cc", "memory");
   }
 #undef DW3_W2_QUADS_I
