@@ -456,45 +456,25 @@ static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t 
  * pixels either with an odd left pad (`head`: {pad, pixel 0}, nq quads, a pixel pair and
  * {pixel W-1, pad}) or with an even one (nq quads); nq >= 2. Same loads, same words stored as
  * dw3_fill2 (pad_clean: rows outside the image untouched). */
-typedef struct {
+typedef struct dw3_walk2 dw3_walk2;
+typedef void dw3_walk2_fn(const dw3_walk2 *w, const int8_t *in, uint8_t *pl);
+struct dw3_walk2 {
   int32_t nq;    /* [0] quads per row */
   uint32_t pp;   /* [1] a padding pixel's 2 channel bytes ({pad, pixel 0}) */
   uint32_t pp16; /* [2] the same << 16 ({pixel W-1, pad}) */
   int32_t sskip; /* [3] bytes from where the row's last load group starts to the next row */
   int32_t dskip; /* [4] bytes from the row's end in the plane to the next row's first word */
   int32_t sskip_i; /* [5] sskip for dw3_fill2_walk_i (s one pixel behind its loads) */
-  int32_t C, rows, s_off, d_off, head;
-} dw3_walk2;
-
-static int dw3_walk2_plan(dw3_walk2 *w, const dw3_view *v, int32_t iy0, int32_t rows, uint32_t pv) {
-  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
-  const int head = pad & 1; /* 2 * j0 - pad < 0 */
-  if ((W & 3) != 0 || W < 8 + 4 * head) {
-    return 0;
-  }
-  const int32_t a = iy0 < 0 ? 0 : iy0, b = iy0 + rows < v->h ? iy0 + rows : v->h;
-  const int32_t nq = (W - head) >> 2;
-  w->nq = nq;
-  w->pp = (pv & 0xFFu) * 0x0101u;
-  w->pp16 = w->pp << 16;
-  w->C = C;
-  w->head = head;
-  w->rows = b - a;
-  w->s_off = a * v->in_row;
-  w->d_off = DW3_ATG(2, 2 * (pad >> 1), a - iy0, 0);
-  /* head: the last group is the tail's 3 pixels (W - 3 before them); else the row's end */
-  w->sskip = head ? v->in_row - (W - 3) * C : v->in_row - W * C;
-  w->dskip = 2 * 4 - (head ? 64 * (2 * nq + 3) : 128 * nq);
-  w->sskip_i = head ? v->in_row - (W - 4) * C : v->in_row - W * C;
-  return 1;
-}
+  int32_t C, rows, s_off, d_off;
+  dw3_walk2_fn *fn; /* the walk for the row shape and C (one indirect call per channel pair) */
+};
 
 #if defined(AI_DW3_FILL_ASM)
 /* dw3_fill2_walk's assembly for a channel stride C known at compile time (C * 4 <= 255): the
  * loads take immediate offsets from s, kept at the previous quad's last pixel and advanced by
  * the quad's last load (pre-indexed writeback): no ADD per quad, no offset registers. */
 static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_walk2 *w,
-    const int8_t *s, uint8_t *d, int32_t rows, const int32_t C) {
+    const int8_t *s, uint8_t *d, int32_t rows, const int head, const int32_t C) {
   uint32_t x, y, x2, y2;
   int32_t n;
 #define DW3_W2_QUAD_I                         \
@@ -524,7 +504,7 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
   "bne 3b\n\t"
   /* the row constants in registers (13 with the loop's): no loads per row but the pixels' */
   const int32_t nq = w->nq, ssk = w->sskip_i, dsk = w->dskip;
-  if (w->head) { /* s at pixel 0: the head's, then the quads' "previous last pixel" */
+  if (head) { /* s at pixel 0: the head's, then the quads' "previous last pixel" */
     const uint32_t pp = w->pp, pp16 = w->pp16;
     __asm__ volatile(
         ".p2align 2\n"
@@ -581,28 +561,11 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
 }
 #endif
 
-static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
-  int32_t rows = w->rows;
-  if (rows <= 0) {
-    return;
-  }
-  const int8_t *s = in + w->s_off;
-  uint8_t *d = pl + w->d_off;
+/* the walk with the load offsets in registers (other channel counts), or in C (host) */
+static inline __attribute__((always_inline)) void dw3_fill2_walk_g(const dw3_walk2 *w,
+    const int8_t *s, uint8_t *d, int32_t rows, const int head) {
   const int32_t C = w->C;
 #if defined(AI_DW3_FILL_ASM)
-  switch (C) { /* VWW's stripes: 8, 16, 32 channels (64: the offsets in registers below) */
-  case 8:
-    dw3_fill2_walk_i(w, s, d, rows, 8);
-    return;
-  case 16:
-    dw3_fill2_walk_i(w, s, d, rows, 16);
-    return;
-  case 32:
-    dw3_fill2_walk_i(w, s, d, rows, 32);
-    return;
-  default:
-    break;
-  }
   uint32_t x, y, x2, y2;
   int32_t n;
   /* a quad: pixels 0..3 at s, s + C, s + 2C, s + 3C -> words (j, 0), (j, 1), (j + 1, 0),
@@ -634,7 +597,7 @@ static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
   DW3_W2_QUAD                                 \
   "subs %[n], %[n], #1\n\t"                   \
   "bne 3b\n\t"
-  if (w->head) {
+  if (head) {
     __asm__ volatile(
         ".p2align 2\n"
         "2:\n\t"
@@ -695,7 +658,7 @@ static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
   for (; rows > 0; --rows) {
     const int8_t *t = s;
     uint32_t *q = (uint32_t *)(void *)d;
-    if (w->head) { /* {pad, pixel 0} */
+    if (head) { /* {pad, pixel 0} */
       const uint32_t u = w->pp | (dw3_rd16(t) << 16);
       q[0] = sxtb16(u);
       q[1] = sxtb16_r8(u);
@@ -710,7 +673,7 @@ static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
       q[2 * AI_DW3_HB] = sxtb16(u2);
       q[2 * AI_DW3_HB + 1] = sxtb16_r8(u2);
     }
-    if (w->head) { /* a pixel pair and {pixel W-1, pad} */
+    if (head) { /* a pixel pair and {pixel W-1, pad} */
       const uint32_t u = dw3_rd16(t) | (dw3_rd16(t + C) << 16);
       const uint32_t u2 = dw3_rd16(t + 2 * C) | w->pp16;
       q[0] = sxtb16(u);
@@ -724,6 +687,57 @@ static void dw3_fill2_walk(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {
     d = (uint8_t *)(void *)q + w->dskip;
   }
 #endif
+}
+
+
+/* one function per row shape and (Cortex-M4) channel count: the plan picks it once per call */
+#define DW3_W2_FN(NAME, BODY, ...)                                                           \
+  static void NAME(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {                      \
+    BODY(w, in + w->s_off, pl + w->d_off, w->rows, __VA_ARGS__);                             \
+  }
+#if defined(AI_DW3_FILL_ASM)
+DW3_W2_FN(dw3_w2_h8, dw3_fill2_walk_i, 1, 8)
+DW3_W2_FN(dw3_w2_n8, dw3_fill2_walk_i, 0, 8)
+DW3_W2_FN(dw3_w2_h16, dw3_fill2_walk_i, 1, 16)
+DW3_W2_FN(dw3_w2_n16, dw3_fill2_walk_i, 0, 16)
+DW3_W2_FN(dw3_w2_h32, dw3_fill2_walk_i, 1, 32)
+DW3_W2_FN(dw3_w2_n32, dw3_fill2_walk_i, 0, 32)
+#endif
+DW3_W2_FN(dw3_w2_h, dw3_fill2_walk_g, 1)
+DW3_W2_FN(dw3_w2_n, dw3_fill2_walk_g, 0)
+#undef DW3_W2_FN
+
+static int dw3_walk2_plan(dw3_walk2 *w, const dw3_view *v, int32_t iy0, int32_t rows, uint32_t pv) {
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int head = pad & 1; /* 2 * j0 - pad < 0 */
+  if ((W & 3) != 0 || W < 8 + 4 * head) {
+    return 0;
+  }
+  const int32_t a = iy0 < 0 ? 0 : iy0, b = iy0 + rows < v->h ? iy0 + rows : v->h;
+  if (b <= a) {
+    return 0; /* no image row (dw3_fill2 writes none either) */
+  }
+  const int32_t nq = (W - head) >> 2;
+  w->nq = nq;
+  w->pp = (pv & 0xFFu) * 0x0101u;
+  w->pp16 = w->pp << 16;
+  w->C = C;
+  w->rows = b - a;
+  w->s_off = a * v->in_row;
+  w->d_off = DW3_ATG(2, 2 * (pad >> 1), a - iy0, 0);
+  /* head: the last group is the tail's 3 pixels (W - 3 before them); else the row's end */
+  w->sskip = head ? v->in_row - (W - 3) * C : v->in_row - W * C;
+  w->dskip = 2 * 4 - (head ? 64 * (2 * nq + 3) : 128 * nq);
+  w->sskip_i = head ? v->in_row - (W - 4) * C : v->in_row - W * C;
+#if defined(AI_DW3_FILL_ASM)
+  w->fn = C == 8    ? (head ? dw3_w2_h8 : dw3_w2_n8)
+          : C == 16 ? (head ? dw3_w2_h16 : dw3_w2_n16)
+          : C == 32 ? (head ? dw3_w2_h32 : dw3_w2_n32)
+                    : (head ? dw3_w2_h : dw3_w2_n);
+#else
+  w->fn = head ? dw3_w2_h : dw3_w2_n;
+#endif
+  return 1;
 }
 
 /* The same for a partial group (nch < G) or a depth multiplier > 1: output channel c0+k
@@ -1378,11 +1392,11 @@ typedef void dw3_rows_fn(const uint32_t *plane, int32_t *f, const int32_t *k, in
       const int32_t rows1 = (v.oh - 1) * S + 3;                                                   \
       DW3_FRAME_BUILD(fr, fr_nr, (G), S, v.oh, v.ow, v.out_row, v.out_col)                        \
       const int32_t *kc = packed;                                                                 \
-      dw3_walk2 wk_; /* the fill's walk planned once for all channel pairs (VWW's row shapes) */ \
-      const int walk_ = (G) == 2 && dw3_walk2_plan(&wk_, &v, -v.pad_t, rows1, pv);               \
+      dw3_walk2 wk_; /* the fill's walk planned once for all channel pairs (VWW's row shapes) */  \
+      const int walk_ = (G) == 2 && dw3_walk2_plan(&wk_, &v, -v.pad_t, rows1, pv);                \
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
         if (walk_) {                                                                              \
-          dw3_fill2_walk(&wk_, input + c0, (uint8_t *)pl);                                        \
+          wk_.fn(&wk_, input + c0, (uint8_t *)pl);                                                \
         } else {                                                                                  \
           FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                            \
         }                                                                                         \
