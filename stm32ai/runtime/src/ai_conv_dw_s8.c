@@ -470,9 +470,10 @@ struct dw3_walk2 {
 };
 
 #if defined(AI_DW3_FILL_ASM)
-/* dw3_fill2_walk's assembly for a channel stride C known at compile time (C * 4 <= 255): the
- * loads take immediate offsets from s, kept at the previous quad's last pixel and advanced by
- * the quad's last load (pre-indexed writeback): no ADD per quad, no offset registers. */
+/* dw3_fill2_walk's assembly for a channel stride C known at compile time: the loads take
+ * immediate offsets from s, kept at the previous quad's last pixel and advanced by the quad's
+ * last load (pre-indexed writeback, 4C <= 255; else an ADD): no ADD per quad, no offset
+ * registers (the row's constants stay in registers). */
 static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_walk2 *w,
     const int8_t *s, uint8_t *d, int32_t rows, const int head, const int32_t C) {
   uint32_t x, y, x2, y2;
@@ -481,7 +482,12 @@ static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_wal
   "ldrh %[x], [%[s], #%c[k1]]\n\t"            \
   "ldrh %[y], [%[s], #%c[k2]]\n\t"            \
   "ldrh %[x2], [%[s], #%c[k3]]\n\t"           \
+  ".if %c[k4] < 256\n\t"                      \
   "ldrh %[y2], [%[s], #%c[k4]]!\n\t"          \
+  ".else\n\t" /* 64 channels: no writeback */ \
+  "ldrh %[y2], [%[s], #%c[k4]]\n\t"           \
+  "add %[s], %[s], #%c[k4]\n\t"               \
+  ".endif\n\t"                                \
   "orr %[x], %[x], %[y], lsl #16\n\t"         \
   "orr %[x2], %[x2], %[y2], lsl #16\n\t"      \
   "sxtb16 %[y], %[x], ror #8\n\t"             \
@@ -702,6 +708,8 @@ DW3_W2_FN(dw3_w2_h16, dw3_fill2_walk_i, 1, 16)
 DW3_W2_FN(dw3_w2_n16, dw3_fill2_walk_i, 0, 16)
 DW3_W2_FN(dw3_w2_h32, dw3_fill2_walk_i, 1, 32)
 DW3_W2_FN(dw3_w2_n32, dw3_fill2_walk_i, 0, 32)
+DW3_W2_FN(dw3_w2_h64, dw3_fill2_walk_i, 1, 64)
+DW3_W2_FN(dw3_w2_n64, dw3_fill2_walk_i, 0, 64)
 #endif
 DW3_W2_FN(dw3_w2_h, dw3_fill2_walk_g, 1)
 DW3_W2_FN(dw3_w2_n, dw3_fill2_walk_g, 0)
@@ -733,6 +741,7 @@ static int dw3_walk2_plan(dw3_walk2 *w, const dw3_view *v, int32_t iy0, int32_t 
   w->fn = C == 8    ? (head ? dw3_w2_h8 : dw3_w2_n8)
           : C == 16 ? (head ? dw3_w2_h16 : dw3_w2_n16)
           : C == 32 ? (head ? dw3_w2_h32 : dw3_w2_n32)
+          : C == 64 ? (head ? dw3_w2_h64 : dw3_w2_n64)
                     : (head ? dw3_w2_h : dw3_w2_n);
 #else
   w->fn = head ? dw3_w2_h : dw3_w2_n;
