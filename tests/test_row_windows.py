@@ -449,6 +449,13 @@ DW_G2_LAYERS = [
     ("dwg2_same_w12_c32", (1, 5, 12, 32), (1, 3, 3, 32), {}),
     ("dwg2_same_w8_c64_s2", (1, 5, 8, 64), (1, 3, 3, 64), dict(stride=(2, 2))),
     ("dwg2_same_w12_c64", (1, 4, 12, 64), (1, 3, 3, 64), {}),
+    # odd quad counts on those (the single quad before the loop): VWW's k41_m0 (48 px, 8 ch) and k41_m4
+    # (24 px, 32 ch) rows, 3 quads of 8 / 16 channels
+    ("dwg2_same_w48_c8", (1, 5, 48, 8), (1, 3, 3, 8), {}),
+    ("dwg2_same_w24_c32", (1, 5, 24, 32), (1, 3, 3, 32), {}),
+    ("dwg2_same_w16_c8", (1, 6, 16, 8), (1, 3, 3, 8), {}),
+    ("dwg2_same_s2_w12_c16", (1, 8, 12, 16), (1, 3, 3, 16), dict(stride=(2, 2))),
+    ("dwg2_same_s2_w12_c64", (1, 6, 12, 64), (1, 3, 3, 64), dict(stride=(2, 2))),
 ]
 
 
