@@ -507,6 +507,71 @@ def test_staged_row_windows(tmp_path, name, xs, ws, opts, zp, attrs, target):
     np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
 
 
+# ---- the 2-channel planar depthwise fill walk (ai_conv_dw_s8.c dw3_fill2_walk, dw39) ----------
+
+# a stripe call's g2 fill planned once per call, one walk per channel pair (rows loop in the
+# Cortex-M4 assembly): rows of W % 4 == 0 pixels with an odd left pad (the head {pad, pixel 0},
+# quads, a pair and {pixel W-1, pad}: SAME stride 1, and stride 2 on an odd height/width) or an
+# even one (quads only: SAME stride 2 on even sizes, VALID); odd and even quad counts; padding
+# rows top and bottom (bands of 1-3 rows, pad_clean); VWW's 12-pixel and 8-pixel rows
+DW_G2_LAYERS = [
+    ("dwg2_same_w12_c8", (1, 9, 12, 8), (1, 3, 3, 8), {}),
+    ("dwg2_same_w16_c4", (1, 7, 16, 4), (1, 3, 3, 4), {}),
+    ("dwg2_same_w24_c2", (1, 6, 24, 2), (1, 3, 3, 2), {}),
+    ("dwg2_same_s2_w8_c8", (1, 8, 8, 8), (1, 3, 3, 8), dict(stride=(2, 2))),
+    ("dwg2_same_s2_w12_c6", (1, 10, 12, 6), (1, 3, 3, 6), dict(stride=(2, 2))),
+    ("dwg2_same_s2_w12_c4_odd_h", (1, 9, 12, 4), (1, 3, 3, 4), dict(stride=(2, 2))),
+    ("dwg2_valid_w8_c4", (1, 7, 8, 4), (1, 3, 3, 4), dict(padding="VALID")),
+    # the Cortex-M4's immediate-offset walks (dw3_fill2_walk_i: 8, 16, 32 channels) and 64
+    ("dwg2_same_w12_c16", (1, 7, 12, 16), (1, 3, 3, 16), {}),
+    ("dwg2_same_s2_w8_c32", (1, 6, 8, 32), (1, 3, 3, 32), dict(stride=(2, 2))),
+    ("dwg2_same_w12_c32", (1, 5, 12, 32), (1, 3, 3, 32), {}),
+    ("dwg2_same_w8_c64_s2", (1, 5, 8, 64), (1, 3, 3, 64), dict(stride=(2, 2))),
+    ("dwg2_same_w12_c64", (1, 4, 12, 64), (1, 3, 3, 64), {}),
+    # odd quad counts on those (the single quad before the loop): VWW's k41_m0 (48 px, 8 ch) and k41_m4
+    # (24 px, 32 ch) rows, 3 quads of 8 / 16 channels
+    ("dwg2_same_w48_c8", (1, 5, 48, 8), (1, 3, 3, 8), {}),
+    ("dwg2_same_w24_c32", (1, 5, 24, 32), (1, 3, 3, 32), {}),
+    ("dwg2_same_w16_c8", (1, 6, 16, 8), (1, 3, 3, 8), {}),
+    ("dwg2_same_s2_w12_c16", (1, 8, 12, 16), (1, 3, 3, 16), dict(stride=(2, 2))),
+    ("dwg2_same_s2_w12_c64", (1, 6, 12, 64), (1, 3, 3, 64), dict(stride=(2, 2))),
+]
+
+
+@pytest.mark.parametrize("target", [None, pytest.param("m4", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name,xs,ws,opts", DW_G2_LAYERS, ids=[c[0] for c in DW_G2_LAYERS])
+def test_dw3_g2_fill_walk_row_windows(tmp_path, name, xs, ws, opts, target):
+    """The _g2 planar 3x3 depthwise kernel's band calls (the fill walk where the row shape
+    qualifies; host: its C loop, m4: the assembly on the emulated Cortex-M4): every band
+    schedule identical to the whole-image call (dw3_fill2), and that identical to TFLite's
+    reference. Some band of each layer must take the walk (one band per call: out rows <= 6 at
+    stride 1, <= 3 at stride 2; the row shape of dw3_walk2_plan)."""
+    if target:
+        for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+            if shutil.which(tool) is None:
+                pytest.skip(f"{tool} not installed")
+    opts = dict(opts)
+    oc = ws[3]
+    w = rng.integers(-127, 128, ws).astype(np.int8)
+    g = make_layer("DEPTHWISE_CONV_2D", xs, w, rng.integers(-5000, 5000, oc), w_scales=rng.uniform(0.002, 0.02, oc),
+                   in_q=(0.05, int(rng.integers(-20, 20))), out_q=(0.08, int(rng.integers(-30, 30))), **opts)
+    x = rng.integers(-128, 128, xs).astype(np.int8)
+    c = compile_graph(copy.deepcopy(g), optimization="ram")
+    op = c.graph.ops[0]
+    assert op.kernel.startswith("depthwise_conv2d_3x3_"), op.kernel
+    op.kernel = op.kernel.replace("3x3_hwc_", "3x3_").replace("3x3_g2_", "3x3_").replace("3x3_", "3x3_g2_")
+    a = op.attrs
+    assert not a.get("transpose") and not a.get("stage"), a
+    # the walk's row shape (dw3_walk2_plan): W % 4 == 0 and at least 2 quads per row
+    walk_w = a["in_w"] % 4 == 0 and a["in_w"] >= 8 + 4 * (a["pad"][1] & 1)
+    r = (8 - 3) // a["stride"][0] + 1
+    assert walk_w and any(o1 - o0 <= r for s in schedules(a["out_h"]) for o0, o1 in s), (name, a)
+    full, _ = run_bands(c.graph, op, x, tmp_path, name)
+    if target:
+        run_bands_target(c.graph, op, x, tmp_path, name, target, full)
+    np.testing.assert_array_equal(full.reshape(reference(g, x).shape), reference(g, x))
+
+
 # ---- real layers: every window and rows op of the MLPerf Tiny models --------------------------
 
 def _single(g: Graph, op: Op) -> Graph:

@@ -449,6 +449,306 @@ static void dw3_fill2(const dw3_view *v, const int8_t *in, int32_t iy0, int32_t 
   }
 }
 
+/* dw3_fill2 for a stripe's call (the row-window entry, one band, pad_clean; docs/stripes.md):
+ * the walk planned once per call for all its channel pairs, then ONE pass per pair over the
+ * band's interior rows (the row loop in the assembly on the Cortex-M4) instead of a C row loop
+ * per pair. Two row shapes, those of VWW's stripes (others: dw3_fill2): rows of W % 4 == 0
+ * pixels either with an odd left pad (`head`: {pad, pixel 0}, nq quads, a pixel pair and
+ * {pixel W-1, pad}) or with an even one (nq quads); nq >= 2. Same loads, same words stored as
+ * dw3_fill2 (pad_clean: rows outside the image untouched). */
+typedef struct dw3_walk2 dw3_walk2;
+typedef void dw3_walk2_fn(const dw3_walk2 *w, const int8_t *in, uint8_t *pl);
+struct dw3_walk2 {
+  int32_t nq;    /* [0] quads per row */
+  uint32_t pp;   /* [1] a padding pixel's 2 channel bytes ({pad, pixel 0}) */
+  uint32_t pp16; /* [2] the same << 16 ({pixel W-1, pad}) */
+  int32_t sskip; /* [3] bytes from where the row's last load group starts to the next row */
+  int32_t dskip; /* [4] bytes from the row's end in the plane to the next row's first word */
+  int32_t sskip_i; /* [5] sskip for dw3_fill2_walk_i (s one pixel behind its loads) */
+  int32_t C, rows, s_off, d_off;
+  dw3_walk2_fn *fn; /* the walk for the row shape and C (one indirect call per channel pair) */
+};
+
+#if defined(AI_DW3_FILL_ASM)
+/* dw3_fill2_walk's assembly for a channel stride C known at compile time: the loads take
+ * immediate offsets from s, kept at the previous quad's last pixel and advanced by the quad's
+ * last load (pre-indexed writeback, 4C <= 255; else an ADD): no ADD per quad, no offset
+ * registers (the row's constants stay in registers). */
+static inline __attribute__((always_inline)) void dw3_fill2_walk_i(const dw3_walk2 *w,
+    const int8_t *s, uint8_t *d, int32_t rows, const int head, const int32_t C) {
+  uint32_t x, y, x2, y2;
+  int32_t n;
+#define DW3_W2_QUAD_I                         \
+  "ldrh %[x], [%[s], #%c[k1]]\n\t"            \
+  "ldrh %[y], [%[s], #%c[k2]]\n\t"            \
+  "ldrh %[x2], [%[s], #%c[k3]]\n\t"           \
+  ".if %c[k4] < 256\n\t"                      \
+  "ldrh %[y2], [%[s], #%c[k4]]!\n\t"          \
+  ".else\n\t" /* 64 channels: no writeback */ \
+  "ldrh %[y2], [%[s], #%c[k4]]\n\t"           \
+  "add %[s], %[s], #%c[k4]\n\t"               \
+  ".endif\n\t"                                \
+  "orr %[x], %[x], %[y], lsl #16\n\t"         \
+  "orr %[x2], %[x2], %[y2], lsl #16\n\t"      \
+  "sxtb16 %[y], %[x], ror #8\n\t"             \
+  "str %[y], [%[d], #4]\n\t"                  \
+  "sxtb16 %[y2], %[x2]\n\t"                   \
+  "str %[y2], [%[d], #64]\n\t"                \
+  "sxtb16 %[y2], %[x2], ror #8\n\t"           \
+  "str %[y2], [%[d], #68]\n\t"                \
+  "sxtb16 %[y], %[x]\n\t"                     \
+  "str %[y], [%[d]], #128\n\t"
+/* after LSRS n, nq, #1 (the carry: an odd quad first; flags kept by the head's ORR/SXTB16/STR) */ \
+#define DW3_W2_QUADS_I                        \
+  "bcc 3f\n\t"                                \
+  DW3_W2_QUAD_I                               \
+  ".p2align 2\n"                              \
+  "3:\n\t"                                    \
+  DW3_W2_QUAD_I                               \
+  DW3_W2_QUAD_I                               \
+  "subs %[n], %[n], #1\n\t"                   \
+  "bne 3b\n\t"
+  /* the row constants in registers (13 with the loop's): no loads per row but the pixels' */
+  const int32_t nq = w->nq, ssk = w->sskip_i, dsk = w->dskip;
+  if (head) { /* s at pixel 0: the head's, then the quads' "previous last pixel" */
+    const uint32_t pp = w->pp, pp16 = w->pp16;
+    __asm__ volatile(
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldrh %[x], [%[s]]\n\t" /* {pad, pixel 0} */
+        "lsrs %[n], %[nq], #1\n\t"
+        "orr %[x], %[pp], %[x], lsl #16\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[x], %[x]\n\t"
+        "str %[x], [%[d]], #64\n\t"
+        DW3_W2_QUADS_I
+        "ldrh %[x], [%[s], #%c[k1]]\n\t" /* a pixel pair and {pixel W-1, pad} */
+        "ldrh %[y], [%[s], #%c[k2]]\n\t"
+        "ldrh %[x2], [%[s], #%c[k3]]\n\t"
+        "add %[s], %[s], %[ssk]\n\t"
+        "orr %[x], %[x], %[y], lsl #16\n\t"
+        "orr %[x2], %[x2], %[pp16]\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[y2], %[x2]\n\t"
+        "str %[y2], [%[d], #64]\n\t"
+        "sxtb16 %[y2], %[x2], ror #8\n\t"
+        "str %[y2], [%[d], #68]\n\t"
+        "sxtb16 %[y], %[x]\n\t"
+        "str %[y], [%[d]], #128\n\t"
+        "add %[d], %[d], %[dsk]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [nq] "r"(nq), [pp] "r"(pp), [pp16] "r"(pp16), [ssk] "r"(ssk), [dsk] "r"(dsk),
+          [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
+        : "cc", "memory");
+  } else { /* s one pixel before the row's first */
+    __asm__ volatile(
+        "sub %[s], %[s], #%c[k1]\n\t"
+        ".p2align 2\n"
+        "2:\n\t"
+        "lsrs %[n], %[nq], #1\n\t"
+        DW3_W2_QUADS_I
+        "add %[s], %[s], %[ssk]\n\t"
+        "add %[d], %[d], %[dsk]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [nq] "r"(nq), [ssk] "r"(ssk), [dsk] "r"(dsk),
+          [k1] "n"(C), [k2] "n"(2 * C), [k3] "n"(3 * C), [k4] "n"(4 * C)
+        : "cc", "memory");
+  }
+#undef DW3_W2_QUADS_I
+#undef DW3_W2_QUAD_I
+}
+#endif
+
+/* the walk with the load offsets in registers (other channel counts), or in C (host) */
+static inline __attribute__((always_inline)) void dw3_fill2_walk_g(const dw3_walk2 *w,
+    const int8_t *s, uint8_t *d, int32_t rows, const int head) {
+  const int32_t C = w->C;
+#if defined(AI_DW3_FILL_ASM)
+  uint32_t x, y, x2, y2;
+  int32_t n;
+  /* a quad: pixels 0..3 at s, s + C, s + 2C, s + 3C -> words (j, 0), (j, 1), (j + 1, 0),
+   * (j + 1, 1) at d, d + 4, d + 64, d + 68 (as dw3_fill2_quads) */
+#define DW3_W2_QUAD                           \
+  "ldrh %[x], [%[s]]\n\t"                     \
+  "ldrh %[y], [%[s], %[c1]]\n\t"              \
+  "ldrh %[x2], [%[s], %[c2]]\n\t"             \
+  "ldrh %[y2], [%[s], %[c3]]\n\t"             \
+  "add %[s], %[s], %[c1], lsl #2\n\t"         \
+  "orr %[x], %[x], %[y], lsl #16\n\t"         \
+  "orr %[x2], %[x2], %[y2], lsl #16\n\t"      \
+  "sxtb16 %[y], %[x], ror #8\n\t"             \
+  "str %[y], [%[d], #4]\n\t"                  \
+  "sxtb16 %[y2], %[x2]\n\t"                   \
+  "str %[y2], [%[d], #64]\n\t"                \
+  "sxtb16 %[y2], %[x2], ror #8\n\t"           \
+  "str %[y2], [%[d], #68]\n\t"                \
+  "sxtb16 %[y], %[x]\n\t"                     \
+  "str %[y], [%[d]], #128\n\t"
+  /* nq quads, two per iteration (an odd one first): n = nq >> 1 >= 1 */
+#define DW3_W2_QUADS                          \
+  "lsrs %[n], %[n], #1\n\t"                   \
+  "bcc 3f\n\t"                                \
+  DW3_W2_QUAD                                 \
+  ".p2align 2\n"                              \
+  "3:\n\t"                                    \
+  DW3_W2_QUAD                                 \
+  DW3_W2_QUAD                                 \
+  "subs %[n], %[n], #1\n\t"                   \
+  "bne 3b\n\t"
+  if (head) {
+    __asm__ volatile(
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldr %[n], [%[kp]]\n\t" /* {pad, pixel 0} */
+        "ldr %[y], [%[kp], #4]\n\t"
+        "ldrh %[x], [%[s]]\n\t"
+        "add %[s], %[s], %[c1]\n\t"
+        "orr %[x], %[y], %[x], lsl #16\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[x], %[x]\n\t"
+        "str %[x], [%[d]], #64\n\t"
+        DW3_W2_QUADS
+        "ldrh %[x], [%[s]]\n\t" /* a pixel pair and {pixel W-1, pad}: a quad with pp16 */
+        "ldrh %[y], [%[s], %[c1]]\n\t"
+        "ldrh %[x2], [%[s], %[c2]]\n\t"
+        "ldr %[y2], [%[kp], #8]\n\t"
+        "ldr %[n], [%[kp], #12]\n\t"
+        "add %[s], %[s], %[n]\n\t"
+        "orr %[x], %[x], %[y], lsl #16\n\t"
+        "orr %[x2], %[x2], %[y2]\n\t"
+        "sxtb16 %[y], %[x], ror #8\n\t"
+        "str %[y], [%[d], #4]\n\t"
+        "sxtb16 %[y2], %[x2]\n\t"
+        "str %[y2], [%[d], #64]\n\t"
+        "sxtb16 %[y2], %[x2], ror #8\n\t"
+        "str %[y2], [%[d], #68]\n\t"
+        "sxtb16 %[y], %[x]\n\t"
+        "str %[y], [%[d]], #128\n\t"
+        "ldr %[n], [%[kp], #16]\n\t"
+        "add %[d], %[d], %[n]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [kp] "r"(w), [c1] "r"(C), [c2] "r"(2 * C), [c3] "r"(3 * C)
+        : "cc", "memory");
+  } else {
+    __asm__ volatile(
+        ".p2align 2\n"
+        "2:\n\t"
+        "ldr %[n], [%[kp]]\n\t"
+        DW3_W2_QUADS
+        "ldr %[x], [%[kp], #12]\n\t"
+        "ldr %[y], [%[kp], #16]\n\t"
+        "add %[s], %[s], %[x]\n\t"
+        "add %[d], %[d], %[y]\n\t"
+        "subs %[rows], %[rows], #1\n\t"
+        "bne 2b\n\t"
+        : [s] "+r"(s), [d] "+r"(d), [rows] "+r"(rows), [n] "=&r"(n), [x] "=&r"(x), [y] "=&r"(y),
+          [x2] "=&r"(x2), [y2] "=&r"(y2)
+        : [kp] "r"(w), [c1] "r"(C), [c2] "r"(2 * C), [c3] "r"(3 * C)
+        : "cc", "memory");
+  }
+#undef DW3_W2_QUADS
+#undef DW3_W2_QUAD
+#else
+  for (; rows > 0; --rows) {
+    const int8_t *t = s;
+    uint32_t *q = (uint32_t *)(void *)d;
+    if (head) { /* {pad, pixel 0} */
+      const uint32_t u = w->pp | (dw3_rd16(t) << 16);
+      q[0] = sxtb16(u);
+      q[1] = sxtb16_r8(u);
+      t += C;
+      q += 2 * AI_DW3_HB;
+    }
+    for (int32_t i = 0; i < w->nq; ++i, t += 4 * C, q += 4 * AI_DW3_HB) {
+      const uint32_t u = dw3_rd16(t) | (dw3_rd16(t + C) << 16);
+      const uint32_t u2 = dw3_rd16(t + 2 * C) | (dw3_rd16(t + 3 * C) << 16);
+      q[0] = sxtb16(u);
+      q[1] = sxtb16_r8(u);
+      q[2 * AI_DW3_HB] = sxtb16(u2);
+      q[2 * AI_DW3_HB + 1] = sxtb16_r8(u2);
+    }
+    if (head) { /* a pixel pair and {pixel W-1, pad} */
+      const uint32_t u = dw3_rd16(t) | (dw3_rd16(t + C) << 16);
+      const uint32_t u2 = dw3_rd16(t + 2 * C) | w->pp16;
+      q[0] = sxtb16(u);
+      q[1] = sxtb16_r8(u);
+      q[2 * AI_DW3_HB] = sxtb16(u2);
+      q[2 * AI_DW3_HB + 1] = sxtb16_r8(u2);
+      q += 4 * AI_DW3_HB;
+    }
+    /* the assembly's pointer arithmetic, checked: the row ends where the plan says */
+    s = t + w->sskip;
+    d = (uint8_t *)(void *)q + w->dskip;
+  }
+#endif
+}
+
+
+/* one function per row shape and (Cortex-M4) channel count: the plan picks it once per call */
+#define DW3_W2_FN(NAME, BODY, ...)                                                           \
+  static void NAME(const dw3_walk2 *w, const int8_t *in, uint8_t *pl) {                      \
+    BODY(w, in + w->s_off, pl + w->d_off, w->rows, __VA_ARGS__);                             \
+  }
+#if defined(AI_DW3_FILL_ASM)
+DW3_W2_FN(dw3_w2_h8, dw3_fill2_walk_i, 1, 8)
+DW3_W2_FN(dw3_w2_n8, dw3_fill2_walk_i, 0, 8)
+DW3_W2_FN(dw3_w2_h16, dw3_fill2_walk_i, 1, 16)
+DW3_W2_FN(dw3_w2_n16, dw3_fill2_walk_i, 0, 16)
+DW3_W2_FN(dw3_w2_h32, dw3_fill2_walk_i, 1, 32)
+DW3_W2_FN(dw3_w2_n32, dw3_fill2_walk_i, 0, 32)
+DW3_W2_FN(dw3_w2_h64, dw3_fill2_walk_i, 1, 64)
+DW3_W2_FN(dw3_w2_n64, dw3_fill2_walk_i, 0, 64)
+#endif
+DW3_W2_FN(dw3_w2_h, dw3_fill2_walk_g, 1)
+DW3_W2_FN(dw3_w2_n, dw3_fill2_walk_g, 0)
+#undef DW3_W2_FN
+
+static int dw3_walk2_plan(dw3_walk2 *w, const dw3_view *v, int32_t iy0, int32_t rows, uint32_t pv) {
+  const int32_t W = v->w, C = v->in_col, pad = v->pad_l;
+  const int head = pad & 1; /* 2 * j0 - pad < 0 */
+  if ((W & 3) != 0 || W < 8 + 4 * head) {
+    return 0;
+  }
+  const int32_t a = iy0 < 0 ? 0 : iy0, b = iy0 + rows < v->h ? iy0 + rows : v->h;
+  if (b <= a) {
+    return 0; /* no image row (dw3_fill2 writes none either) */
+  }
+  const int32_t nq = (W - head) >> 2;
+  w->nq = nq;
+  w->pp = (pv & 0xFFu) * 0x0101u;
+  w->pp16 = w->pp << 16;
+  w->C = C;
+  w->rows = b - a;
+  w->s_off = a * v->in_row;
+  w->d_off = DW3_ATG(2, 2 * (pad >> 1), a - iy0, 0);
+  /* head: the last group is the tail's 3 pixels (W - 3 before them); else the row's end */
+  w->sskip = head ? v->in_row - (W - 3) * C : v->in_row - W * C;
+  w->dskip = 2 * 4 - (head ? 64 * (2 * nq + 3) : 128 * nq);
+  w->sskip_i = head ? v->in_row - (W - 4) * C : v->in_row - W * C;
+#if defined(AI_DW3_FILL_ASM)
+  w->fn = C == 8    ? (head ? dw3_w2_h8 : dw3_w2_n8)
+          : C == 16 ? (head ? dw3_w2_h16 : dw3_w2_n16)
+          : C == 32 ? (head ? dw3_w2_h32 : dw3_w2_n32)
+          : C == 64 ? (head ? dw3_w2_h64 : dw3_w2_n64)
+                    : (head ? dw3_w2_h : dw3_w2_n);
+#else
+  w->fn = head ? dw3_w2_h : dw3_w2_n;
+#endif
+  return 1;
+}
+
 /* The same for a partial group (nch < G) or a depth multiplier > 1: output channel c0+k
  * reads input channel (c0+k)/mult, one byte at a time. */
 static inline __attribute__((always_inline)) void dw3_fill_gather_g(
@@ -1169,8 +1469,14 @@ static void dw3_undouble(const int32_t *k, int32_t *t) {
       const int32_t rows1 = (v.oh - 1) * S + 3;                                                   \
       DW3_FRAME_BUILD(fr, fr_nr, (G), S, v.oh, v.ow, v.out_row, v.out_col)                        \
       const int32_t *kc = packed;                                                                 \
+      dw3_walk2 wk_; /* the fill's walk planned once for all channel pairs (VWW's row shapes) */  \
+      const int walk_ = (G) == 2 && dw3_walk2_plan(&wk_, &v, -v.pad_t, rows1, pv);                \
       for (int32_t c0 = 0; c0 < OC; c0 += (G)) {                                                  \
-        FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                              \
+        if (walk_) {                                                                              \
+          wk_.fn(&wk_, input + c0, (uint8_t *)pl);                                                \
+        } else {                                                                                  \
+          FILL(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);                            \
+        }                                                                                         \
         for (int32_t k = 0; k < (G); ++k, kc += AI_DW3_K) {                                       \
           const int32_t *kr = DW3_KC(win, p, kc, kt_);                                            \
           DW3_RUN_ROWS(S, sgn, ROWS_S1, ROWS_S1X, ROWS_S2, ROWS_S2X, pl + k, fr, kr, output + c0 + k) \
@@ -1289,8 +1595,14 @@ static int dw3_stripe_g2p(const ai_depthwise_conv2d_3x3_s8_params *p, const ai_r
   dw3_frame(fr, 2, S, oh, ow, ow * C, C);
   dw3_rows_fn *const rows = S == 1 ? (p->rqd == 5 ? dw3_rows_g2_s1p0 : dw3_rows_g2_s1p)
                                    : (p->rqd == 5 ? dw3_rows_g2_s2p0 : dw3_rows_g2_s2p);
+  dw3_walk2 wk; /* the fill's walk planned once for all channel pairs (VWW's row shapes) */
+  const int walk = dw3_walk2_plan(&wk, &v, -v.pad_t, rows1, pv);
   for (int32_t c0 = 0; c0 < C; c0 += 2, kc += 2 * AI_DW3_K) {
-    dw3_fill2(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);
+    if (walk) {
+      wk.fn(&wk, input + c0, (uint8_t *)pl);
+    } else {
+      dw3_fill2(&v, input + c0, -v.pad_t, rows1, (uint8_t *)pl, pv, 1);
+    }
     rows(pl, fr, kc, output + c0); /* both channels */
   }
   return 1;
